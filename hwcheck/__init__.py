@@ -1,0 +1,1 @@
+"""cmpfleet hwcheck package."""

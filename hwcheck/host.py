@@ -1,0 +1,41 @@
+"""Every host source in one bundle, so a simulated rig can replace all of them at once.
+
+CONTRACT: "The scenario replaces every host source: NVML, sysfs PCI ids, the kernel log,
+the boot id and the holders of /dev/nvidia*." Code that reads the host takes a
+``HostSources`` and never reaches for ``/sys``, ``/proc`` or NVML on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hwcheck.backend import GpuBackend
+from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
+from hwcheck.model import DeviceHolder, PciDevice
+
+
+@dataclass(frozen=True)
+class HostSources:
+    """The readers of one host, real or simulated.
+
+    - ``gpu``: the NVML or simulated backend.
+    - ``pci_devices``: CMP devices found on the PCI bus (sysfs), independent of NVML.
+    - ``boot_id``: ``/proc/sys/kernel/random/boot_id`` or the simulated one.
+    - ``device_holders``: processes holding ``/dev/nvidia*`` open.
+    - ``open_kernel_log``: a follower resuming after a cursor (``None``: from now on,
+      history of this boot included when ``history`` is true).
+    - ``kernel_log_history``: this boot's records so far (for one-shot checks).
+    """
+
+    gpu: GpuBackend
+    pci_devices: Callable[[], list[PciDevice]]
+    boot_id: Callable[[], str]
+    device_holders: Callable[[], list[DeviceHolder]]
+    open_kernel_log: Callable[[KernelLogCursor | None], KernelLogSource]
+    kernel_log_history: Callable[[], list[KernelRecord]]
+    simulated: bool = False
+
+    def close(self) -> None:
+        """Release the GPU backend."""
+        self.gpu.close()

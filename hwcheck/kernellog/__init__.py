@@ -1,0 +1,1 @@
+"""Kernel-log pipeline: record sources, the pure Xid parser and the Xid catalogue."""

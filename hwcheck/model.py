@@ -1,0 +1,291 @@
+"""Immutable facts about the rig, shared by every backend, check and consumer.
+
+Everything here is plain data: frozen dataclasses with units in field names, so a
+snapshot can be stored, compared and sent over the API without a backend in reach.
+A field that the card or driver cannot report is ``None`` ("not available"), which is
+normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# PCI ids of the CMP 170HX (both report "GA100 [CMP 170HX]").
+NVIDIA_VENDOR_ID = 0x10DE
+CMP170HX_DEVICE_IDS: frozenset[int] = frozenset({0x20C2, 0x2082})
+
+
+class ClockEventReason(enum.IntFlag):
+    """NVML clock event (throttle) reason bits, as in ``nvmlClocksEventReason*``."""
+
+    GPU_IDLE = 0x1
+    APPLICATIONS_CLOCKS_SETTING = 0x2
+    SW_POWER_CAP = 0x4
+    HW_SLOWDOWN = 0x8
+    SYNC_BOOST = 0x10
+    SW_THERMAL_SLOWDOWN = 0x20
+    HW_THERMAL_SLOWDOWN = 0x40
+    HW_POWER_BRAKE_SLOWDOWN = 0x80
+    DISPLAY_CLOCK_SETTING = 0x100
+
+
+# A brake is "unexplained" only when none of these causes is also set.
+BRAKE_EXPLAINING_REASONS = (
+    ClockEventReason.HW_THERMAL_SLOWDOWN
+    | ClockEventReason.SW_THERMAL_SLOWDOWN
+    | ClockEventReason.SW_POWER_CAP
+)
+
+
+def decode_clock_event_reasons(mask: int) -> list[str]:
+    """Return the lower-case names of the bits set in ``mask`` (unknown bits as hex)."""
+    names: list[str] = []
+    known = 0
+    for flag in ClockEventReason:
+        known |= flag.value
+        if mask & flag.value:
+            names.append(str(flag.name).lower())
+    rest = mask & ~known
+    if rest:
+        names.append(f"0x{rest:x}")
+    return names
+
+
+def normalize_pci_bus_id(raw: str) -> str:
+    """Normalise an NVML or kernel PCI address to ``dddd:bb:dd.f`` lower case.
+
+    NVML says ``00000000:01:00.0`` and the kernel's Xid line says ``0000:01:00``
+    (no function): both become ``0000:01:00.0`` so they can be joined.
+    """
+    text = raw.strip().lower()
+    if text.startswith("pci:"):
+        text = text[4:]
+    parts = text.split(":")
+    if len(parts) == 2:  # bb:dd.f without a domain
+        parts = ["0", *parts]
+    if len(parts) != 3:
+        raise ValueError(f"not a PCI address: {raw!r}")
+    domain, bus, devfn = parts
+    dev, _, fn = devfn.partition(".")
+    try:
+        domain_n, bus_n = int(domain, 16) & 0xFFFF, int(bus, 16)
+        dev_n, fn_n = int(dev, 16), int(fn or "0", 16)
+    except ValueError as exc:
+        raise ValueError(f"not a PCI address: {raw!r}") from exc
+    return f"{domain_n:04x}:{bus_n:02x}:{dev_n:02x}.{fn_n:x}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    """One card, read once. ``None`` means the card or driver does not report it."""
+
+    index: int
+    pci_bus_id: str
+    uuid: str
+    name: str
+    serial: str | None = None
+    pci_device_id: int | None = None  # 0x20c2, without the vendor half
+    vbios_version: str | None = None
+    driver_version: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    power_enforced_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    power_min_limit_w: float | None = None
+    power_max_limit_w: float | None = None
+    clock_event_reasons: int | None = None
+    sm_clock_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    temperature_c: float | None = None
+    memory_temperature_c: float | None = None
+    pcie_gen_current: int | None = None
+    pcie_width_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    persistence_mode: bool | None = None
+    fan_speed_pct: int | None = None
+    recovery_action: int | None = None
+    lost: bool = False
+    lost_reason: str | None = None
+
+    @property
+    def clock_event_names(self) -> list[str]:
+        """The clock event reason bits decoded to names (empty when unknown)."""
+        if self.clock_event_reasons is None:
+            return []
+        return decode_clock_event_reasons(self.clock_event_reasons)
+
+    @property
+    def power_brake_active(self) -> bool:
+        """True when the hardware power brake (PWRBRK#) bit is set."""
+        mask = self.clock_event_reasons or 0
+        return bool(mask & ClockEventReason.HW_POWER_BRAKE_SLOWDOWN)
+
+    @property
+    def power_brake_unexplained(self) -> bool:
+        """Brake set with no thermal or power-cap cause: the B30 pin signature."""
+        mask = self.clock_event_reasons or 0
+        return self.power_brake_active and not mask & BRAKE_EXPLAINING_REASONS
+
+
+@dataclass(frozen=True, slots=True)
+class RigSnapshot:
+    """Every card of one poll, with when it was taken."""
+
+    taken_at: datetime
+    monotonic_s: float
+    cards: tuple[GpuSnapshot, ...]
+    driver_version: str | None = None
+    nvml_version: str | None = None
+
+    def card(self, index: int) -> GpuSnapshot | None:
+        """The card with NVML index ``index``, if present."""
+        for card in self.cards:
+            if card.index == index:
+                return card
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PciDevice:
+    """An NVIDIA CMP device found in sysfs (independent of NVML)."""
+
+    pci_bus_id: str
+    vendor_id: int
+    device_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHolder:
+    """A process that holds a ``/dev/nvidia*`` node open."""
+
+    pid: int
+    name: str
+    device: str
+    cmdline: str = ""
+
+
+class XidClass(enum.StrEnum):
+    """Who is to blame for an Xid."""
+
+    APPLICATION = "application"
+    HARDWARE = "hardware"
+    DRIVER = "driver"
+    UNKNOWN = "unknown"
+
+
+class XidAction(enum.StrEnum):
+    """What cmpfleet advises after an Xid."""
+
+    NONE = "none"
+    RESTART_ENGINE = "restart_engine"
+    REBOOT = "reboot"
+    COLD_POWER_CYCLE = "cold_power_cycle"
+    INSPECT = "inspect"
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One Xid found in the kernel log.
+
+    ``pci_bus_id`` is normalised (``0000:01:00.0``) or ``None`` on old drivers that omit it.
+    ``seq``/``boot_id`` identify the kernel record when the source knows them.
+    """
+
+    xid: int
+    text: str
+    message: str
+    pci_bus_id: str | None = None
+    pid: int | None = None
+    process: str | None = None
+    seq: int | None = None
+    boot_id: str | None = None
+    line: int | None = None
+
+
+class Severity(enum.StrEnum):
+    """Check severity, ordered ok < warning < critical."""
+
+    OK = "ok"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """0, 1, 2: also the monitoring-plugin exit code."""
+        return {"ok": 0, "warning": 1, "critical": 2}[self.value]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The outcome of one check for one card (``card=None`` for rig-wide checks)."""
+
+    id: str
+    card: int | None
+    severity: Severity
+    message: str
+    remedy: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        """The CONTRACT's ``{id, card, severity, message, remedy}`` form."""
+        return {
+            "id": self.id,
+            "card": self.card,
+            "severity": self.severity.value,
+            "message": self.message,
+            "remedy": self.remedy,
+        }
+
+
+def worst_severity(results: list[CheckResult]) -> Severity:
+    """The most severe result, ``ok`` for none."""
+    worst = Severity.OK
+    for result in results:
+        if result.severity.rank > worst.rank:
+            worst = result.severity
+    return worst
+
+
+@dataclass(frozen=True, slots=True)
+class RigProfile:
+    """What this rig is expected to look like (from ``[rig]`` in the config).
+
+    ``pcie_gen_min``/``pcie_width_min`` default to the Gen2 x4 risers these rigs use;
+    ``fleetctl init`` records the real baseline per card in ``pcie_baseline``.
+    """
+
+    card_count: int | None = None
+    memory_total_mib: int = 65536
+    power_cap_w: float = 180.0
+    power_cap_tolerance_w: float = 2.0
+    pcie_gen_min: int = 2
+    pcie_width_min: int = 4
+    temperature_warn_c: float = 80.0
+    temperature_crit_c: float = 90.0
+    memory_temperature_warn_c: float = 85.0
+    memory_temperature_crit_c: float = 95.0
+    brake_sustained_samples: int = 3
+    require_persistence_mode: bool = True
+    pcie_baseline: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class XidInfo:
+    """What the catalogue says about one Xid (class, advised action, one-line why)."""
+
+    xid: int
+    xid_class: XidClass
+    action: XidAction
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifiedXid:
+    """An Xid event with the catalogue's verdict on it."""
+
+    event: XidEvent
+    info: XidInfo

@@ -1,0 +1,1 @@
+"""cmpfleet recovery package."""

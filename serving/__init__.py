@@ -1,0 +1,1 @@
+"""cmpfleet serving package."""

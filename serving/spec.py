@@ -1,0 +1,62 @@
+"""What a launcher needs to start, watch and stop one engine: plain data, no I/O.
+
+The recipe module turns a launch recipe into a ``LaunchSpec``; the launchers and the
+supervisor only ever see the spec, so they can be tested with any argv (the simulated
+engine included).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class LaunchMode(enum.StrEnum):
+    """How the engine runs."""
+
+    PROCESS = "process"
+    DOCKER = "docker"
+    PODMAN = "podman"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """The exact argv and environment of one launch.
+
+    ``argv`` is what is executed: ``vllm serve ...`` for ``process`` mode, the full
+    ``docker run ...``/``podman run ...`` line for container modes (never a shell string).
+    ``env`` holds only the recipe's variables (the process launcher adds them to the
+    daemon's environment; container modes pass them with ``-e`` inside ``argv``).
+    ``health_url`` and ``models_url`` are the probes; ``served_model_name`` must appear in
+    ``/v1/models`` for the engine to count as ready.
+    """
+
+    mode: LaunchMode
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    host: str
+    port: int
+    served_model_name: str
+    container_name: str | None = None
+    recipe_hash: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port`` of the engine's OpenAI server."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def health_url(self) -> str:
+        """vLLM's ``/health`` (200 when serving; 503 while warming or dead)."""
+        return f"{self.base_url}/health"
+
+    @property
+    def models_url(self) -> str:
+        """vLLM's ``/v1/models`` (lists ``served_model_name`` once ready)."""
+        return f"{self.base_url}/v1/models"
+
+    @property
+    def metrics_url(self) -> str:
+        """vLLM's Prometheus ``/metrics``."""
+        return f"{self.base_url}/metrics"
