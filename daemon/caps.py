@@ -1,0 +1,125 @@
+"""Keeping every card at the configured power cap.
+
+``nvidia-smi -pl`` is lost at every boot and GPU reset, so fleetd re-applies the cap
+whenever a poll finds a card off target (``[rig] apply_power_caps``), and on request
+(``fleetctl caps apply``). Each change is audited; a failure (no root, out of range) is
+reported once per card and reason, not every poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from daemon.store import Store
+from hwcheck.backend import BackendError, GpuBackend
+from hwcheck.model import GpuSnapshot, RigSnapshot
+
+log = logging.getLogger("fleetd.caps")
+
+
+@dataclass(frozen=True)
+class CapResult:
+    """What happened to one card."""
+
+    card: int
+    before_w: float | None
+    target_w: float
+    outcome: str  # applied | already | failed | skipped | dry_run
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON form for the API."""
+        return {
+            "card": self.card,
+            "before_w": self.before_w,
+            "target_w": self.target_w,
+            "outcome": self.outcome,
+            "detail": self.detail,
+        }
+
+
+class CapKeeper:
+    """Applies ``target_w`` to cards that are off it."""
+
+    def __init__(
+        self, backend: GpuBackend, store: Store, target_w: float, tolerance_w: float, dry_run: bool
+    ) -> None:
+        self._backend = backend
+        self._store = store
+        self.target_w = target_w
+        self.tolerance_w = tolerance_w
+        self.dry_run = dry_run
+        self._reported: set[tuple[int, str]] = set()
+
+    def off_target(self, card: GpuSnapshot) -> bool:
+        """True when the card's limit is known and outside the tolerance."""
+        if card.lost or card.power_limit_w is None:
+            return False
+        return abs(card.power_limit_w - self.target_w) > self.tolerance_w
+
+    def apply(
+        self, snapshot: RigSnapshot, actor: str, only_off_target: bool = True
+    ) -> list[CapResult]:
+        """Set the cap where needed; returns one result per card."""
+        results: list[CapResult] = []
+        for card in snapshot.cards:
+            if card.lost:
+                results.append(
+                    CapResult(card.index, None, self.target_w, "skipped", "card is lost")
+                )
+                continue
+            if only_off_target and not self.off_target(card):
+                results.append(CapResult(card.index, card.power_limit_w, self.target_w, "already"))
+                continue
+            results.append(self._apply_one(card, actor))
+        return results
+
+    def _apply_one(self, card: GpuSnapshot, actor: str) -> CapResult:
+        before = card.power_limit_w
+        target = f"card {card.index} ({card.pci_bus_id})"
+        if self.dry_run:
+            self._store.audit(
+                actor,
+                "apply_power_cap",
+                "dry_run",
+                target=target,
+                dry_run=True,
+                reason=f"limit {before} W, target {self.target_w} W",
+            )
+            return CapResult(
+                card.index, before, self.target_w, "dry_run", "recovery.dry_run is set"
+            )
+        try:
+            self._backend.set_power_limit(card.index, self.target_w)
+        except BackendError as exc:
+            key = (card.index, str(exc))
+            if key not in self._reported:
+                self._reported.add(key)
+                log.error("cannot apply the %.0f W cap to %s: %s", self.target_w, target, exc)
+                self._store.record_event(
+                    "recovery",
+                    "warning",
+                    f"cannot apply the {self.target_w:.0f} W cap to {target}: {exc}",
+                    card.index,
+                    card_uuid=card.uuid,
+                    pci_bus_id=card.pci_bus_id,
+                )
+                self._store.audit(
+                    actor, "apply_power_cap", "failed", target=target, reason=str(exc)
+                )
+            return CapResult(card.index, before, self.target_w, "failed", str(exc))
+        self._reported = {k for k in self._reported if k[0] != card.index}
+        message = f"power cap {self.target_w:.0f} W applied to {target} (was {before} W)"
+        log.info("%s", message)
+        self._store.record_event(
+            "recovery", "info", message, card.index, card_uuid=card.uuid, pci_bus_id=card.pci_bus_id
+        )
+        self._store.audit(
+            actor,
+            "apply_power_cap",
+            "applied",
+            target=target,
+            reason=f"limit {before} W, target {self.target_w} W",
+        )
+        return CapResult(card.index, before, self.target_w, "applied")

@@ -1,0 +1,1 @@
+"""``fleetctl``: the command-line client (rich tables for people, ``--json`` for scripts)."""

@@ -1,0 +1,162 @@
+"""The ``fleetctl`` command tree and its global options.
+
+``--json`` is accepted before the command (``fleetctl --json check``) or at its end
+(``fleetctl check --json``); either one turns on JSON output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from daemon.cli import cmd_check, cmd_daemon, cmd_init, cmd_xid
+from daemon.cli.client import ClientError, FleetClient, find_token
+from daemon.cli.fleetfile import FleetFileError, resolve_rig
+from daemon.cli.output import Output
+from daemon.config import DEFAULT_CONFIG_PATH
+
+DEFAULT_URL = "http://127.0.0.1:8170"
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Control and inspect a cmpfleet rig (CMP 170HX inference rig supervisor).",
+    pretty_exceptions_enable=False,
+)
+xid_app = typer.Typer(no_args_is_help=True, help="Kernel-log Xid tools.")
+app.add_typer(xid_app, name="xid")
+caps_app = typer.Typer(no_args_is_help=True, help="Power caps.")
+app.add_typer(caps_app, name="caps")
+
+
+@dataclass
+class GlobalOptions:
+    """Options given before the command."""
+
+    url: str
+    token_file: Path | None
+    rig: str | None
+    json_mode: bool
+
+    def output(self, json_here: bool) -> Output:
+        """The output for a command, JSON when asked before or after the command."""
+        return Output.create(self.json_mode or json_here)
+
+    def client(self, out: Output, unreachable_code: int = 1) -> FleetClient:
+        """A client for the daemon (``--rig`` picks one of the fleet file)."""
+        url, token_file = self.url, self.token_file
+        try:
+            if self.rig is not None:
+                url, rig_token = resolve_rig(self.rig)
+                token_file = token_file or rig_token
+            return FleetClient(url=url, token=find_token(token_file))
+        except (ClientError, FleetFileError) as exc:
+            out.fail(str(exc), unreachable_code)
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option("--url", help="fleetd's URL.")] = DEFAULT_URL,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="File holding the API token.")
+    ] = None,
+    rig: Annotated[str | None, typer.Option("--rig", help="A rig of the fleet file.")] = None,
+    json_mode: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Control and inspect a cmpfleet rig."""
+    ctx.obj = GlobalOptions(url=url, token_file=token_file, rig=rig, json_mode=json_mode)
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+@app.command("check")
+def check(
+    ctx: typer.Context,
+    simulate: Annotated[
+        str | None, typer.Option("--simulate", help="Built-in scenario name or scenario file.")
+    ] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """One-shot local hardware check, no daemon (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_check.run(opts.output(json_mode), simulate, config))
+
+
+@xid_app.command("scan")
+def xid_scan(
+    ctx: typer.Context,
+    file: Annotated[
+        str, typer.Argument(help="A saved kernel log (dmesg, journalctl -k, kmsg), or - for stdin.")
+    ] = "-",
+    config: Annotated[
+        Path | None, typer.Option("--config", help="fleet.toml (Xid overrides).")
+    ] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """List the Xid events in a saved kernel log."""
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_xid.scan(opts.output(json_mode), file, config))
+
+
+@app.command("status")
+def status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """Rig overview from fleetd (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN/unreachable)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3)))
+
+
+@app.command("events")
+def events(
+    ctx: typer.Context,
+    since: Annotated[str | None, typer.Option("--since", help="ISO 8601 time.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="xid, check, serving, ...")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 50,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Events recorded by fleetd, newest first."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_daemon.events(out, opts.client(out), since, kind, limit))
+
+
+@app.command("ack")
+def ack(ctx: typer.Context, event_id: int, json_mode: JsonFlag = False) -> None:
+    """Acknowledge one event."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_daemon.ack(out, opts.client(out), event_id))
+
+
+@app.command("init")
+def init(
+    ctx: typer.Context,
+    output: Annotated[
+        Path, typer.Option("--output", help="Config file to write.")
+    ] = DEFAULT_CONFIG_PATH,
+    simulate: Annotated[
+        str | None, typer.Option("--simulate", help="Detect a simulated rig instead.")
+    ] = None,
+    power_cap_w: Annotated[
+        float, typer.Option("--power-cap-w", min=50, max=400, help="Cap to enforce.")
+    ] = 180.0,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Detect the cards and write a config recording today's baseline."""
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_init.run(opts.output(json_mode), output, simulate, power_cap_w, force))
+
+
+@caps_app.command("apply")
+def caps_apply(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """Have fleetd re-apply the configured power cap to every card off it (resets at boot)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_daemon.caps_apply(out, opts.client(out)))

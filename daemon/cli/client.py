@@ -1,0 +1,88 @@
+"""fleetctl's HTTP client for a running fleetd (token discovery, one-line errors)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from daemon.config import DEFAULT_STATE_DIR
+from daemon.token import TOKEN_FILE_NAME
+
+
+class ClientError(Exception):
+    """A request failed; ``unreachable`` tells "no daemon" from "daemon said no"."""
+
+    def __init__(self, message: str, *, unreachable: bool = False, status: int | None = None):
+        super().__init__(message)
+        self.unreachable = unreachable
+        self.status = status
+
+
+def find_token(token_file: Path | None) -> str | None:
+    """``--token-file``, else ``$FLEETCTL_TOKEN``, else the daemon's token file if readable."""
+    if token_file is not None:
+        try:
+            return token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ClientError(f"cannot read token file {token_file}: {exc.strerror}") from None
+    env = os.environ.get("FLEETCTL_TOKEN")
+    if env:
+        return env.strip()
+    state_dir = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
+    try:
+        return (state_dir / TOKEN_FILE_NAME).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+@dataclass
+class FleetClient:
+    """Talks to one fleetd."""
+
+    url: str
+    token: str | None
+    timeout_s: float = 10.0
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            response = httpx.request(
+                method,
+                self.url.rstrip("/") + path,
+                headers=headers,
+                timeout=self.timeout_s,
+                **kwargs,
+            )
+        except httpx.HTTPError as exc:
+            raise ClientError(
+                f"cannot reach fleetd at {self.url}: {exc.__class__.__name__} "
+                "(is fleetd running? see --url)",
+                unreachable=True,
+            ) from None
+        if response.status_code == 401:
+            raise ClientError(
+                "fleetd wants a token: use --token-file, $FLEETCTL_TOKEN, or run as the daemon's user",
+                status=401,
+            )
+        if response.status_code == 403:
+            raise ClientError("fleetd refused the token (wrong --token-file?)", status=403)
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail", response.text)
+            except ValueError:
+                detail = response.text
+            raise ClientError(f"{detail}", status=response.status_code)
+        return response.json()
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET a JSON document."""
+        clean = {k: v for k, v in (params or {}).items() if v is not None}
+        return self._request("GET", path, params=clean)
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """POST (with the bearer token) and return the JSON answer."""
+        return self._request("POST", path, json=body or {})

@@ -1,0 +1,97 @@
+"""``fleetctl check``: a one-shot local hardware check with no daemon."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from daemon.cli.output import EXIT_UNKNOWN, Output, severity_cell
+from daemon.config import ConfigError, load_cli_settings, xid_catalogue
+from hwcheck.backend import BackendError
+from hwcheck.host import HostSources
+from hwcheck.kernellog.errors import KernelLogUnavailable
+from hwcheck.model import Severity
+from hwcheck.oneshot import CheckReport, run_local_check
+from hwcheck.sim.scenario import ScenarioError, load_scenario
+
+
+def _fmt(value: object, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.0f}{unit}"
+    return f"{value}{unit}"
+
+
+def render(out: Output, report: CheckReport) -> None:
+    """The human form: a card table, then every check that is not ok (and a summary)."""
+    doc = report.document()
+    rows = [
+        [
+            str(card["index"]),
+            card["pci_bus_id"],
+            card["name"],
+            _fmt(card["memory_total_mib"], " MiB"),
+            f"{_fmt(card['power_draw_w'], ' W')} / {_fmt(card['power_limit_w'], ' W')}",
+            "ACTIVE" if card["power_brake_active"] else "off",
+            _fmt(card["temperature_c"], " C"),
+            f"Gen{_fmt(card['pcie_gen'])} x{_fmt(card['pcie_width'])}",
+            str(card["xid_since_boot"]),
+            severity_cell(card["state"]),
+        ]
+        for card in doc["cards"]
+    ]
+    columns = ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"]
+    out.table("Cards", columns, rows)
+    problems = [c for c in doc["checks"] if c["severity"] != Severity.OK]
+    if problems:
+        out.table(
+            "Problems",
+            ["severity", "check", "card", "message", "remedy"],
+            [
+                [
+                    severity_cell(c["severity"]),
+                    c["id"],
+                    "-" if c["card"] is None else str(c["card"]),
+                    c["message"],
+                    c["remedy"],
+                ]
+                for c in problems
+            ],
+        )
+    passed = len(doc["checks"]) - len(problems)
+    out.line(f"overall: {doc['overall'].upper()} ({passed} checks ok, {len(problems)} not ok)")
+
+
+def _check(out: Output, host: HostSources, config: Path | None) -> int:
+    settings = load_cli_settings(config)
+    report = run_local_check(host, settings.rig.profile(), xid_catalogue(settings))
+    if out.json_mode:
+        out.emit_json(report.document())
+    else:
+        render(out, report)
+    return Severity(report.document()["overall"]).rank
+
+
+def run(out: Output, simulate: str | None, config: Path | None) -> int:
+    """Check the simulated or real rig; the exit code is the worst severity (3 on errors)."""
+    try:
+        if simulate is None:
+            from hwcheck.realhost import real_host_sources
+
+            host = real_host_sources()
+            try:
+                return _check(out, host, config)
+            finally:
+                host.close()
+        from hwcheck.sim.rig import SimulatedRig
+
+        scenario = load_scenario(simulate)
+        with tempfile.TemporaryDirectory(prefix="cmpfleet-check-") as state_dir:
+            sim_host = SimulatedRig(scenario, Path(state_dir)).host_sources()
+            try:
+                return _check(out, sim_host, config)
+            finally:
+                sim_host.close()
+    except (ConfigError, ScenarioError, BackendError, KernelLogUnavailable) as exc:
+        out.fail(str(exc), EXIT_UNKNOWN)

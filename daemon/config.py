@@ -1,0 +1,307 @@
+"""fleetd's configuration: TOML file < ``CMPFLEET_*`` environment < command-line flags.
+
+Every section and key is optional (an empty or absent file is valid). Validation is
+strict: an unknown key, a wrong type or an out-of-range value is a ``ConfigError`` whose
+message is one line naming the file, the key and the problem, so fleetd can refuse to
+start before touching anything. Settings are passed explicitly; there is no global.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hwcheck.kernellog.catalogue import XidCatalogue, parse_overrides
+from hwcheck.model import RigProfile
+
+DEFAULT_CONFIG_PATH = Path("/etc/cmpfleet/fleet.toml")
+DEFAULT_STATE_DIR = Path("/var/lib/cmpfleet")
+DEFAULT_LISTEN = "127.0.0.1:8170"
+ENV_PREFIX = "CMPFLEET_"
+
+
+class ConfigError(Exception):
+    """A config problem, already phrased as the one line a person reads."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PcieBaseline(_Section):
+    """One card's recorded PCIe link (``fleetctl init`` writes these)."""
+
+    gen: Annotated[int, Field(ge=1, le=6)]
+    width: Annotated[int, Field(ge=1, le=16)]
+
+
+class RigSettings(_Section):
+    """The expected profile of this rig; checks compare readings against it."""
+
+    card_count: Annotated[int, Field(ge=1, le=16)] | None = None
+    memory_total_mib: Annotated[int, Field(ge=1024)] = 65536
+    power_cap_w: Annotated[float, Field(ge=50, le=400)] = 180.0
+    power_cap_tolerance_w: Annotated[float, Field(ge=0, le=50)] = 2.0
+    apply_power_caps: bool = True
+    pcie_gen_min: Annotated[int, Field(ge=1, le=6)] = 2
+    pcie_width_min: Annotated[int, Field(ge=1, le=16)] = 4
+    temperature_warn_c: Annotated[float, Field(gt=0, le=120)] = 80.0
+    temperature_crit_c: Annotated[float, Field(gt=0, le=120)] = 90.0
+    memory_temperature_warn_c: Annotated[float, Field(gt=0, le=130)] = 85.0
+    memory_temperature_crit_c: Annotated[float, Field(gt=0, le=130)] = 95.0
+    brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
+    require_persistence_mode: bool = True
+    pcie_baseline: dict[str, PcieBaseline] = Field(default_factory=dict)
+
+    def profile(self) -> RigProfile:
+        """The immutable profile the checks take."""
+        return RigProfile(
+            card_count=self.card_count,
+            memory_total_mib=self.memory_total_mib,
+            power_cap_w=self.power_cap_w,
+            power_cap_tolerance_w=self.power_cap_tolerance_w,
+            pcie_gen_min=self.pcie_gen_min,
+            pcie_width_min=self.pcie_width_min,
+            temperature_warn_c=self.temperature_warn_c,
+            temperature_crit_c=self.temperature_crit_c,
+            memory_temperature_warn_c=self.memory_temperature_warn_c,
+            memory_temperature_crit_c=self.memory_temperature_crit_c,
+            brake_sustained_samples=self.brake_sustained_samples,
+            require_persistence_mode=self.require_persistence_mode,
+            pcie_baseline={k: (v.gen, v.width) for k, v in self.pcie_baseline.items()},
+        )
+
+
+class PollSettings(_Section):
+    """How often fleetd reads the cards and where it reads the kernel log."""
+
+    interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    nvml_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+    rollup_interval_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
+    kernel_log: Literal["auto", "kmsg", "journal", "file"] = "auto"
+    kernel_log_file: str | None = None
+
+
+class ServingSettings(_Section):
+    """The engine: its recipe and how it is supervised."""
+
+    recipe: str | dict[str, Any] | None = None
+    autostart: bool = True
+    startup_timeout_s: Annotated[float, Field(gt=0)] = 2700.0
+    probe_interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    probe_failures: Annotated[int, Field(ge=1, le=100)] = 3
+    stop_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    stop_on_exit: bool = False
+    allow_kill: bool = False
+
+
+class RecoverySettings(_Section):
+    """Restart backoff, the crash breaker and the reboot command."""
+
+    dry_run: bool = False
+    backoff_base_s: Annotated[float, Field(gt=0)] = 10.0
+    backoff_max_s: Annotated[float, Field(gt=0)] = 300.0
+    backoff_reset_after_s: Annotated[float, Field(gt=0)] = 600.0
+    breaker_max_restarts: Annotated[int, Field(ge=1)] = 5
+    breaker_window_s: Annotated[float, Field(gt=0)] = 1800.0
+    reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
+
+
+class WebSettings(_Section):
+    """The HTTP listener (API, dashboard, metrics)."""
+
+    listen: str = DEFAULT_LISTEN
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected HOST:PORT, got {value!r}")
+        return value
+
+
+class StoreSettings(_Section):
+    """Where history lives and for how long."""
+
+    url: str | None = None
+    raw_retention_h: Annotated[float, Field(gt=0)] = 48.0
+    rollup_retention_days: Annotated[float, Field(gt=0)] = 90.0
+
+
+class WebhookSettings(_Section):
+    """One alert destination."""
+
+    url: str
+    name: str | None = None
+    format: Literal["json", "alertmanager", "slack", "discord", "alertmanager_api"] = "json"
+    secret: str | None = None
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+
+
+class AlertSettings(_Section):
+    """Alert delivery (webhooks are sent by a later part of fleetd)."""
+
+    webhooks: list[WebhookSettings] = Field(default_factory=list)
+    retry_max_s: Annotated[float, Field(gt=0)] = 30.0
+
+
+class XidOverrideSettings(_Section):
+    """``[xid.N]``: override the catalogue's verdict for one Xid."""
+
+    class_: Literal["application", "hardware", "driver", "unknown"] | None = Field(
+        default=None, alias="class"
+    )
+    action: Literal["none", "restart_engine", "reboot", "cold_power_cycle", "inspect"] | None = None
+    explanation: str | None = None
+
+
+class Settings(_Section):
+    """The whole configuration, one object handed to whoever needs it."""
+
+    rig: RigSettings = Field(default_factory=RigSettings)
+    poll: PollSettings = Field(default_factory=PollSettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
+    recovery: RecoverySettings = Field(default_factory=RecoverySettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
+    xid: dict[str, XidOverrideSettings] = Field(default_factory=dict)
+
+    @field_validator("xid")
+    @classmethod
+    def _xid_keys(cls, value: dict[str, XidOverrideSettings]) -> dict[str, XidOverrideSettings]:
+        for key in value:
+            if not key.isdigit():
+                raise ValueError(f"Xid table keys are Xid numbers, got {key!r}")
+        return value
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
+        else:
+            parts.append(item)
+    return ".".join(parts)
+
+
+def _one_line(source: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    key = _location(tuple(err["loc"]))
+    if err["type"] == "extra_forbidden":
+        return f"{source}: unknown key '{key}'"
+    more = len(exc.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    got = err.get("input")
+    shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
+    return f"{source}: {key}: {err['msg']}{shown}{suffix}"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML file, turning every failure into one ``ConfigError`` line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such file") from exc
+    except (PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.__class__.__name__}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _env_value(raw: str) -> Any:
+    """Parse an environment value as a TOML literal when it is one, else a string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """``CMPFLEET_POLL_INTERVAL_S=1`` -> ``{"poll": {"interval_s": 1}}``."""
+    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts")
+    out: dict[str, dict[str, Any]] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        for section in sections:
+            if rest.startswith(section + "_"):
+                out.setdefault(section, {})[rest[len(section) + 1 :]] = _env_value(raw)
+                break
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    path: Path | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    missing_ok: bool = False,
+) -> Settings:
+    """Load and validate the settings.
+
+    ``path=None`` or a missing file with ``missing_ok`` gives the defaults. ``overrides``
+    are the command-line flags as nested tables (highest precedence).
+    """
+    table: dict[str, Any] = {}
+    source = str(path) if path is not None else "config"
+    if path is not None and (path.exists() or not missing_ok):
+        table = read_toml(path)
+    env = _env_overrides(os.environ if environ is None else environ)
+    if env:
+        table = _merge(table, env)
+    if overrides:
+        table = _merge(table, overrides)
+    try:
+        return Settings.model_validate(table)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(source, exc)) from None
+
+
+def config_is_world_readable_with_secrets(path: Path, settings: Settings) -> bool:
+    """True when ``path`` holds a webhook secret and others may read it (warn, not refuse)."""
+    has_secret = any(hook.secret for hook in settings.alerts.webhooks)
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return has_secret and bool(mode & 0o044)
+
+
+def xid_catalogue(settings: Settings) -> XidCatalogue:
+    """The Xid catalogue with this config's ``[xid.N]`` overrides applied."""
+    table = {
+        key: override.model_dump(by_alias=True, exclude_none=True)
+        for key, override in settings.xid.items()
+    }
+    try:
+        return XidCatalogue(parse_overrides(table))
+    except ValueError as exc:
+        raise ConfigError(f"xid: {exc}") from None
+
+
+def load_cli_settings(path: Path | None) -> Settings:
+    """Settings for a one-shot command: ``path``, else the default file when it exists."""
+    if path is not None:
+        return load_settings(path)
+    return load_settings(DEFAULT_CONFIG_PATH, missing_ok=True)

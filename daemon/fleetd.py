@@ -1,0 +1,127 @@
+"""``fleetd``: the cmpfleet daemon (foreground; systemd ``Type=notify``).
+
+Flags override ``CMPFLEET_*`` environment variables, which override the config file.
+A bad config exits 2 with one line before anything starts. The first SIGTERM/SIGINT
+shuts down gracefully; a second exits at once. Neither stops the engine unless
+``[serving] stop_on_exit = true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from daemon.config import (
+    DEFAULT_CONFIG_PATH,
+    DEFAULT_STATE_DIR,
+    ConfigError,
+    Settings,
+    config_is_world_readable_with_secrets,
+    load_settings,
+)
+
+log = logging.getLogger("fleetd")
+EXIT_CONFIG = 2
+EXIT_STARTUP = 1
+
+
+def example_config_path() -> Path:
+    """The packaged example config (what ``--simulate`` uses without ``--config``)."""
+    return Path(str(resources.files("daemon") / "examples" / "fleet.toml"))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """fleetd's flags (CONTRACT)."""
+    parser = argparse.ArgumentParser(prog="fleetd", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, help=f"config file (default {DEFAULT_CONFIG_PATH})")
+    parser.add_argument("--simulate", metavar="SCENARIO", help="built-in scenario or file")
+    parser.add_argument(
+        "--state-dir", type=Path, help=f"state directory (default {DEFAULT_STATE_DIR})"
+    )
+    parser.add_argument("--listen", metavar="HOST:PORT", help="API/dashboard address")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("CMPFLEET_LOG_LEVEL", "info"),
+        choices=["debug", "info", "warning", "error"],
+    )
+    return parser.parse_args(argv)
+
+
+def resolve_settings(args: argparse.Namespace) -> tuple[Settings, Path | None]:
+    """Load the config: the given file, else the default (absent is fine)."""
+    overrides: dict[str, Any] = {}
+    if args.listen:
+        overrides["web"] = {"listen": args.listen}
+    if args.config is not None:
+        path: Path | None = args.config
+        return load_settings(args.config, overrides=overrides), path
+    if args.simulate is not None:
+        path = example_config_path()
+        return load_settings(path, overrides=overrides), path
+    path = DEFAULT_CONFIG_PATH
+    return load_settings(path, overrides=overrides, missing_ok=True), path
+
+
+def setup_logging(level: str) -> None:
+    """One line per event on stderr; journald adds the timestamp under systemd."""
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if "INVOCATION_ID" not in os.environ:  # not under systemd: add our own time
+        fmt = "%(asctime)s " + fmt
+    logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+    for noisy in ("apscheduler.scheduler", "apscheduler.executors.default", "httpx", "uvicorn"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run fleetd until a signal stops it."""
+    args = parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        settings, config_path = resolve_settings(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"fleetd: {exc}\n")
+        sys.exit(EXIT_CONFIG)
+    if config_path is not None and config_is_world_readable_with_secrets(config_path, settings):
+        log.warning("%s holds webhook secrets and others can read it: chmod 600 it", config_path)
+    state_dir = args.state_dir or Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
+    from daemon.startup import StartupError, build_daemon
+
+    try:
+        daemon = build_daemon(settings, state_dir, args.simulate)
+    except StartupError as exc:
+        sys.stderr.write(f"fleetd: {exc}\n")
+        sys.exit(EXIT_STARTUP)
+
+    signals_seen = 0
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen > 1:
+            os.write(2, b"fleetd: second signal, exiting now\n")
+            os._exit(1)
+        daemon.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        daemon.start()
+    except Exception as exc:
+        log.error("startup failed: %s", exc)
+        daemon.shutdown()
+        sys.exit(EXIT_STARTUP)
+    try:
+        daemon.run()
+    finally:
+        daemon.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The daemon's in-memory view of the rig: the latest samples, check results and Xids.
+
+The poll job and the kernel-log follower write it; the API reads a consistent copy
+(``view()``) under a lock, so no request ever waits on NVML.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot
+
+
+@dataclass(frozen=True)
+class MonitorView:
+    """A consistent copy of what the monitor knows."""
+
+    samples: tuple[RigSnapshot, ...]
+    results: tuple[CheckResult, ...]
+    xids: tuple[ClassifiedXid, ...]
+    boot_id: str
+    polls: int
+    last_poll_monotonic_s: float | None
+    last_poll_error: str | None
+
+    @property
+    def latest(self) -> RigSnapshot | None:
+        """The newest snapshot, if any poll completed."""
+        return self.samples[-1] if self.samples else None
+
+
+class RigMonitor:
+    """Thread-safe holder of recent readings (a bounded window, for sustained checks)."""
+
+    def __init__(self, boot_id: str, sample_window: int) -> None:
+        self._lock = threading.Lock()
+        self._samples: deque[RigSnapshot] = deque(maxlen=max(sample_window, 1))
+        self._results: tuple[CheckResult, ...] = ()
+        self._xids: list[ClassifiedXid] = []
+        self._boot_id = boot_id
+        self._polls = 0
+        self._last_poll_s: float | None = None
+        self._last_error: str | None = None
+        self._attempt_s: float | None = None
+
+    def add_sample(self, snapshot: RigSnapshot) -> tuple[RigSnapshot, ...]:
+        """Append a poll's snapshot; returns the window the checks judge."""
+        with self._lock:
+            self._samples.append(snapshot)
+            return tuple(self._samples)
+
+    def set_results(self, results: Sequence[CheckResult]) -> None:
+        """Store a poll's check results and mark the poll complete."""
+        with self._lock:
+            self._results = tuple(results)
+            self._polls += 1
+            self._last_poll_s = time.monotonic()
+            self._attempt_s = self._last_poll_s
+            self._last_error = None
+
+    def poll_failed(self, error: str) -> None:
+        """Record that a poll attempt failed (the next one still runs)."""
+        with self._lock:
+            self._last_error = error
+            self._attempt_s = time.monotonic()
+
+    def last_attempt_age_s(self) -> float | None:
+        """Seconds since the last poll attempt ended (success or failure)."""
+        with self._lock:
+            return None if self._attempt_s is None else time.monotonic() - self._attempt_s
+
+    def add_xid(self, xid: ClassifiedXid) -> None:
+        """An Xid of this boot (already stored)."""
+        with self._lock:
+            self._xids.append(xid)
+
+    def xids(self) -> tuple[ClassifiedXid, ...]:
+        """This boot's Xids so far."""
+        with self._lock:
+            return tuple(self._xids)
+
+    def new_boot(self, boot_id: str, xids: Sequence[ClassifiedXid] = ()) -> None:
+        """Start counting for another boot (a reboot was detected)."""
+        with self._lock:
+            self._boot_id = boot_id
+            self._xids = list(xids)
+
+    def view(self) -> MonitorView:
+        """A consistent copy for readers."""
+        with self._lock:
+            return MonitorView(
+                samples=tuple(self._samples),
+                results=self._results,
+                xids=tuple(self._xids),
+                boot_id=self._boot_id,
+                polls=self._polls,
+                last_poll_monotonic_s=self._last_poll_s,
+                last_poll_error=self._last_error,
+            )

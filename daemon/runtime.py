@@ -1,0 +1,351 @@
+"""fleetd's wiring: host sources, store, jobs, follower, API server and systemd notify.
+
+Lifecycle: ``start()`` opens everything and returns once the first poll is stored and
+the API answers (then ``READY=1``); ``run()`` is the main loop (watchdog pings, status
+lines) until ``request_stop()``; ``shutdown()`` stops jobs, the follower and the API and
+flushes the store. The engine is not stopped unless ``[serving] stop_on_exit``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import uvicorn
+from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from daemon.boot import track_boot
+from daemon.caps import CapKeeper
+from daemon.config import Settings, xid_catalogue
+from daemon.monitor import RigMonitor
+from daemon.sdnotify import Notifier
+from daemon.services import DaemonServices, EngineControl
+from daemon.simcontrol import SimControl
+from daemon.store import Store
+from daemon.token import ensure_token
+from daemon.xidpath import FollowerThread, XidPath
+from hwcheck.checks import CheckInput, run_checks
+from hwcheck.host import HostSources
+from hwcheck.model import DeviceHolder, PciDevice, worst_severity
+from hwcheck.sim.rig import SimulatedRig
+from web.app import create_app
+
+log = logging.getLogger("fleetd")
+
+HOLDER_SCAN_EVERY_S = 30.0
+READY_TIMEOUT_S = 60.0
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 in brackets allowed) -> (host, port)."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost."""
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+class Daemon:
+    """One running fleetd."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        state_dir: Path,
+        host: HostSources,
+        sim: SimulatedRig | None,
+        notifier: Notifier,
+    ) -> None:
+        self.settings = settings
+        self.state_dir = state_dir
+        self.host = host
+        self.sim = sim
+        self.notifier = notifier
+        self.catalogue = xid_catalogue(settings)
+        url = settings.store.url or f"sqlite:///{state_dir / 'fleet.db'}"
+        self.store = Store.open(url)
+        self.token = ensure_token(state_dir)
+        self.monitor = RigMonitor(host.boot_id(), settings.rig.brake_sustained_samples)
+        self._stop = threading.Event()
+        self._pci_devices: list[PciDevice] = []
+        self._holders: list[DeviceHolder] = []
+        self._holders_at_s = float("-inf")
+        self._poll_lock = threading.Lock()
+        self.caps = CapKeeper(
+            host.gpu,
+            self.store,
+            settings.rig.power_cap_w,
+            settings.rig.power_cap_tolerance_w,
+            dry_run=settings.recovery.dry_run,
+        )
+        self.xid_path = XidPath(self.store, self.monitor, self._card_index_of)
+        self.follower = FollowerThread(host, self.catalogue, self.store, self.xid_path)
+        self.scheduler = BackgroundScheduler(timezone=UTC)
+        listen_host, listen_port = split_listen(settings.web.listen)
+        self.listen_host, self.listen_port = listen_host, listen_port
+        self.services = DaemonServices(
+            self,
+            token=self.token,
+            loopback_only=is_loopback(listen_host),
+            sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+        )
+        self._server: uvicorn.Server | None = None
+        self._server_thread: threading.Thread | None = None
+        self.supervisor: EngineControl | None = None
+
+    # -- helpers ----------------------------------------------------------------------
+    def _card_index_of(self, pci_bus_id: str | None) -> int | None:
+        latest = self.monitor.view().latest
+        if latest is None or pci_bus_id is None:
+            return None
+        for card in latest.cards:
+            if card.pci_bus_id == pci_bus_id:
+                return card.index
+        return None
+
+    # -- jobs -------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Read the cards, store the samples, run the checks, record transitions."""
+        with self._poll_lock:
+            try:
+                self._poll_once()
+            except Exception as exc:
+                self.monitor.poll_failed(f"{exc.__class__.__name__}: {exc}")
+                raise
+
+    def _poll_once(self) -> None:
+        boot_id = self.host.boot_id()
+        if boot_id != self.monitor.view().boot_id:
+            self._on_new_boot(boot_id)
+        snapshot = self.host.gpu.snapshot()
+        if self.settings.rig.apply_power_caps and any(map(self.caps.off_target, snapshot.cards)):
+            applied = self.caps.apply(snapshot, actor="fleetd")
+            if any(r.outcome == "applied" for r in applied):
+                snapshot = self.host.gpu.snapshot()
+        self.store.upsert_cards(snapshot)
+        self.store.record_samples(snapshot)
+        window = self.monitor.add_sample(snapshot)
+        now_s = time.monotonic()
+        if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
+            self._pci_devices = self.host.pci_devices()
+            self._holders = self.host.device_holders()
+            self._holders_at_s = now_s
+        results = run_checks(
+            CheckInput(
+                samples=window,
+                profile=self.settings.rig.profile(),
+                pci_devices=self._pci_devices,
+                xids=self.monitor.xids(),
+                holders=self._holders,
+            )
+        )
+        for changed in self.store.record_check_transitions(results):
+            log.info(
+                "check %s%s is now %s: %s",
+                changed.id,
+                "" if changed.card is None else f" card {changed.card}",
+                changed.severity.value,
+                changed.message,
+            )
+        self.monitor.set_results(results)
+        self.follower.persist_cursor()
+        self.notifier.status(self.summary())
+
+    def _on_new_boot(self, boot_id: str) -> None:
+        """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
+        log.warning("boot id changed to %s: the host rebooted", boot_id)
+        self.follower.stop()
+        track_boot(self.store, boot_id)
+        self.monitor.new_boot(boot_id)
+        self.follower.start()
+
+    def simulate_reboot(self) -> str:
+        """``POST /api/v1/sim/reboot``: reboot the simulated host as a real reboot looks.
+
+        The follower is stopped first so no record of the new boot is read under the old
+        boot id; the new boot is then handled at once, not at the next poll.
+        """
+        if self.sim is None:
+            raise RuntimeError("not simulating")
+        with self._poll_lock:
+            self.follower.stop()
+            boot_id = self.sim.reboot()
+            track_boot(self.store, boot_id)
+            self.monitor.new_boot(boot_id)
+            self.follower.start()
+        return boot_id
+
+    def rollup(self) -> None:
+        """Roll raw samples into 1-minute rollups and prune both windows."""
+        self.store.rollup_and_prune(
+            datetime.now(UTC),
+            raw_retention_s=self.settings.store.raw_retention_h * 3600,
+            rollup_retention_s=self.settings.store.rollup_retention_days * 86400,
+        )
+
+    def summary(self) -> str:
+        """One line for ``STATUS=`` and the logs."""
+        view = self.monitor.view()
+        latest = view.latest
+        cards = len(latest.cards) if latest else 0
+        overall = worst_severity(list(view.results)).value if view.polls else "unknown"
+        serving = self.services.serving_state()
+        return f"{cards} cards {overall}; engine {serving}; {len(view.xids)} Xid since boot"
+
+    # -- lifecycle --------------------------------------------------------------------
+    def start(self) -> None:
+        """Open everything; returns once the first poll is stored and the API answers."""
+        self._start_api()
+        track_boot(self.store, self.monitor.view().boot_id)
+        self.monitor.new_boot(
+            self.monitor.view().boot_id,
+            self.store.xids_for_boot(self.monitor.view().boot_id, self.catalogue),
+        )
+        self.store.record_event("daemon", "info", f"fleetd started (pid {_pid()})")
+        try:
+            self.poll()
+        except Exception as exc:  # the daemon still runs and reports why (3 a.m. rule)
+            log.error("first poll failed: %s; fleetd keeps running and retries", exc)
+        # Read this boot's kernel log so far before READY, so the first status counts it.
+        if self.follower.start():
+            try:
+                self.poll()
+            except Exception as exc:
+                log.error("poll failed: %s; fleetd keeps running and retries", exc)
+        self.scheduler.add_listener(self._job_failed, EVENT_JOB_ERROR)
+        self.scheduler.add_job(
+            self.poll,
+            "interval",
+            seconds=self.settings.poll.interval_s,
+            id="poll",
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self.rollup,
+            "interval",
+            seconds=self.settings.poll.rollup_interval_s,
+            id="rollup",
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.start()
+        self._wait_api_ready()
+        self.notifier.ready(self.summary())
+        log.info(
+            "fleetd ready on http://%s:%s (%s)",
+            self.listen_host,
+            self.listen_port,
+            "simulated rig" if self.sim else "real rig",
+        )
+
+    def _job_failed(self, event: JobExecutionEvent) -> None:
+        # APScheduler has already logged the traceback; the next run still happens.
+        log.error("job %s failed: %s (next run still scheduled)", event.job_id, event.exception)
+
+    def _start_api(self) -> None:
+        # Bind here, synchronously, so "address already in use" stops the start with a
+        # clear line instead of a dead server thread behind a READY=1.
+        family = socket.AF_INET6 if ":" in self.listen_host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.listen_host, self.listen_port))
+        except OSError as exc:
+            sock.close()
+            raise RuntimeError(
+                f"cannot listen on {self.settings.web.listen}: {exc.strerror}"
+            ) from None
+        sock.listen(128)
+        sock.set_inheritable(False)
+        config = uvicorn.Config(
+            create_app(self.services),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        server = self._server
+        self._server_thread = threading.Thread(
+            target=lambda: server.run(sockets=[sock]), name="api", daemon=True
+        )
+        self._server_thread.start()
+
+    def _wait_api_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        url = f"http://{_url_host(self.listen_host)}:{self.listen_port}/healthz"
+        while time.monotonic() < deadline:
+            if self._server_thread is not None and not self._server_thread.is_alive():
+                raise RuntimeError(
+                    f"the API could not listen on {self.settings.web.listen} (port in use?)"
+                )
+            try:
+                if httpx.get(url, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            self._stop.wait(0.05)
+        raise RuntimeError(f"the API did not answer on {url} within {READY_TIMEOUT_S:.0f} s")
+
+    def healthy(self) -> bool:
+        """True while polls keep happening and the API thread lives (gates WATCHDOG=1)."""
+        age_s = self.monitor.last_attempt_age_s()
+        limit_s = max(30.0, 5 * self.settings.poll.interval_s + self.settings.poll.nvml_timeout_s)
+        api_alive = self._server_thread is not None and self._server_thread.is_alive()
+        return api_alive and age_s is not None and age_s < limit_s
+
+    def run(self) -> None:
+        """Main loop: watchdog pings (only while healthy) until a stop is requested."""
+        interval_s = self.notifier.watchdog_interval_s
+        tick_s = min(interval_s, 1.0) if interval_s else 1.0
+        next_ping_s = time.monotonic()
+        while not self._stop.wait(tick_s):
+            if interval_s is not None and time.monotonic() >= next_ping_s:
+                if self.healthy():
+                    self.notifier.watchdog()
+                else:
+                    log.error("main loop unhealthy: withholding the watchdog ping")
+                next_ping_s = time.monotonic() + interval_s
+
+    def request_stop(self) -> None:
+        """Ask the main loop to end (safe from a signal handler)."""
+        self._stop.set()
+
+    def shutdown(self) -> None:
+        """Graceful stop: jobs, follower, API; flush the store. The engine keeps running."""
+        self.notifier.stopping()
+        log.info("shutting down")
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+        self.follower.stop()
+        self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._server_thread is not None:
+            self._server_thread.join(10)
+        self.store.record_event("daemon", "info", f"fleetd stopped (pid {_pid()})")
+        self.store.close()
+        self.host.close()
+        self.notifier.close()
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _url_host(host: str) -> str:
+    if host in {"0.0.0.0", ""}:  # noqa: S104 - only turning a wildcard into a probe address
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host

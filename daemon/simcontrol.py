@@ -1,0 +1,53 @@
+"""The ``/api/v1/sim/*`` endpoints' side: fault injection into the simulated rig.
+
+Injected Xids are written into the simulated kernel log as real NVRM lines; the daemon
+then finds them through its normal follower, exactly as on a real rig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hwcheck.sim.rig import SimulatedRig, SimulationError
+from hwcheck.sim.scenario import ScenarioError
+from web.services import ServiceError
+
+
+class SimControl:
+    """Adapts ``SimulatedRig`` to the web layer's ``SimulationControl`` protocol."""
+
+    def __init__(self, rig: SimulatedRig, reboot: Callable[[], str]) -> None:
+        self._rig = rig
+        self._reboot = reboot
+
+    def _card_count(self) -> int:
+        return len(self._rig.scenario.cards)
+
+    def _check_card(self, index: int) -> None:
+        if not 0 <= index < self._card_count():
+            raise ServiceError(
+                404, f"no card {index}: this rig has cards 0..{self._card_count() - 1}"
+            )
+
+    def inject_xid(self, card: int, xid: int, message: str | None) -> dict[str, Any]:
+        """Write the Xid line; return where it went."""
+        self._check_card(card)
+        try:
+            seq = self._rig.inject_xid(card, xid, message)
+        except SimulationError as exc:
+            raise ServiceError(400, str(exc)) from None
+        return {"card": card, "xid": xid, "seq": seq, "boot_id": self._rig.boot_id()}
+
+    def set_card(self, index: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """Change readings of one card (``lost``, ``memory_total_mib``, ...)."""
+        self._check_card(index)
+        try:
+            self._rig.set_card(index, **fields)
+        except (ScenarioError, TypeError, ValueError) as exc:
+            raise ServiceError(400, str(exc)) from None
+        return {"card": index, "changed": sorted(fields)}
+
+    def reboot(self) -> dict[str, Any]:
+        """New boot id, caps back at default, fresh kernel log, timeline restarts."""
+        return {"boot_id": self._reboot()}

@@ -1,0 +1,59 @@
+"""Building a ``Daemon`` from settings: the state dir, the host (real or simulated)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from daemon.config import Settings
+from daemon.runtime import Daemon
+from daemon.sdnotify import Notifier
+from daemon.store import StoreError
+from hwcheck.host import HostSources
+from hwcheck.sim.rig import SimulatedRig
+from hwcheck.sim.scenario import ScenarioError, load_scenario
+from hwcheck.sim.state import SimStateError
+
+
+class StartupError(Exception):
+    """fleetd cannot start; the message is the one line to print."""
+
+
+def prepare_state_dir(state_dir: Path) -> None:
+    """Create the state dir (0700: it holds the API token) or explain why not."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise StartupError(f"cannot create state dir {state_dir}: {exc.strerror}") from None
+    if not os.access(state_dir, os.W_OK):
+        raise StartupError(f"state dir {state_dir} is not writable (run as root or --state-dir)")
+
+
+def build_host(
+    settings: Settings, state_dir: Path, simulate: str | None
+) -> tuple[HostSources, SimulatedRig | None]:
+    """The simulated rig (every host source replaced) or the real host."""
+    if simulate is not None:
+        try:
+            rig = SimulatedRig(load_scenario(simulate), state_dir)
+        except (ScenarioError, SimStateError) as exc:
+            raise StartupError(str(exc)) from None
+        return rig.host_sources(), rig
+    from hwcheck.realhost import real_host_sources
+
+    return real_host_sources(
+        nvml_timeout_s=settings.poll.nvml_timeout_s,
+        kernel_log=settings.poll.kernel_log,
+        kernel_log_file=settings.poll.kernel_log_file,
+    ), None
+
+
+def build_daemon(settings: Settings, state_dir: Path, simulate: str | None) -> Daemon:
+    """Everything fleetd needs, opened but not started."""
+    prepare_state_dir(state_dir)
+    host, rig = build_host(settings, state_dir, simulate)
+    try:
+        return Daemon(settings, state_dir, host, rig, Notifier())
+    except StoreError as exc:
+        host.close()
+        raise StartupError(str(exc)) from None

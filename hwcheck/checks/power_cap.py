@@ -1,0 +1,67 @@
+"""``power_cap``: each card's power limit should sit at the profile's cap.
+
+The cap (``nvidia-smi -pl 180``) is lost at every boot and GPU reset, and the cards come
+back at their 250 W default; fleetd re-applies it, and this check says when it did not
+take. Off target is a warning: the card still works, it just runs hotter and hungrier.
+"""
+
+from __future__ import annotations
+
+from hwcheck.checks.base import CheckInput, card_label, fmt_num
+from hwcheck.model import CheckResult, Severity
+
+CHECK_ID = "power_cap"
+
+APPLY_REMEDY = "`fleetctl caps apply` (caps reset at every boot; fleetd re-applies them)"
+
+
+def check(inp: CheckInput) -> list[CheckResult]:
+    """One result per live card."""
+    cap_w = inp.profile.power_cap_w
+    tolerance_w = inp.profile.power_cap_tolerance_w
+    target = f"target {fmt_num(cap_w, 'W')} +/- {fmt_num(tolerance_w, 'W')}"
+    results: list[CheckResult] = []
+    for card in inp.live_cards():
+        label = card_label(card)
+        limit_w = card.power_limit_w
+        if limit_w is None:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.WARNING,
+                    f"{label}: power limit not available ({target})",
+                    "check nvidia-smi -q -d POWER for this card",
+                )
+            )
+            continue
+        if abs(limit_w - cap_w) <= tolerance_w:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.OK,
+                    f"{label}: power limit {fmt_num(limit_w, 'W')} ({target})",
+                )
+            )
+            continue
+        lo, hi = card.power_min_limit_w, card.power_max_limit_w
+        remedy = APPLY_REMEDY
+        if (lo is not None and cap_w < lo) or (hi is not None and cap_w > hi):
+            remedy = (
+                f"the cap is outside this card's range {fmt_num(lo, 'W')}..{fmt_num(hi, 'W')}: "
+                "set [rig] power_cap_w within it, then `fleetctl caps apply`"
+            )
+        default = ""
+        if card.power_default_limit_w is not None and limit_w == card.power_default_limit_w:
+            default = " (the card's default: the cap was not applied since boot)"
+        results.append(
+            CheckResult(
+                CHECK_ID,
+                card.index,
+                Severity.WARNING,
+                f"{label}: power limit {fmt_num(limit_w, 'W')}, {target}{default}",
+                remedy,
+            )
+        )
+    return results

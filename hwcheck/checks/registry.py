@@ -1,0 +1,85 @@
+"""The ordered list of checks, running them, and the summaries built from their results.
+
+The order is the order a report lists them in; ids are fixed by CONTRACT.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from hwcheck.checks import (
+    card_count,
+    card_lost,
+    driver,
+    foreign,
+    pcie_link,
+    persistence,
+    power_brake,
+    power_cap,
+    temperature,
+    vram,
+    xid,
+)
+from hwcheck.checks.base import Check, CheckInput
+from hwcheck.model import CheckResult, Severity, worst_severity
+
+
+class RegisteredCheck(NamedTuple):
+    """A check id and the function that produces its results."""
+
+    id: str
+    run: Check
+
+
+CHECKS: tuple[RegisteredCheck, ...] = (
+    RegisteredCheck(card_count.CHECK_ID, card_count.check),
+    RegisteredCheck(card_lost.CHECK_ID, card_lost.check),
+    RegisteredCheck(vram.CHECK_ID, vram.check),
+    RegisteredCheck(power_brake.CHECK_ID, power_brake.check),
+    RegisteredCheck(power_cap.CHECK_ID, power_cap.check),
+    RegisteredCheck(pcie_link.CHECK_ID, pcie_link.check),
+    RegisteredCheck(temperature.CHECK_ID, temperature.check),
+    RegisteredCheck(xid.CHECK_ID, xid.check),
+    RegisteredCheck(persistence.CHECK_ID, persistence.check),
+    RegisteredCheck(driver.CHECK_ID, driver.check),
+    RegisteredCheck(foreign.CHECK_ID, foreign.check),
+)
+CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
+
+CARD_STATE_LOST = "lost"
+
+
+def run_checks(inp: CheckInput) -> list[CheckResult]:
+    """Every check's results (ok ones included), in registry order, cards ascending."""
+    results: list[CheckResult] = []
+    for registered in CHECKS:
+        results.extend(registered.run(inp))
+    return results
+
+
+def overall(results: Iterable[CheckResult]) -> Severity:
+    """The worst severity of all results (``ok`` for none)."""
+    return worst_severity(list(results))
+
+
+def card_states(results: Iterable[CheckResult]) -> dict[int, str]:
+    """``ok|warning|critical|lost`` per card index, for the status document.
+
+    ``lost`` wins over everything; otherwise a card's state is the worst severity of
+    its own results (rig-wide results, ``card=None``, are not attributed to a card).
+    """
+    worst: dict[int, Severity] = {}
+    lost: set[int] = set()
+    for result in results:
+        if result.card is None:
+            continue
+        if result.id == card_lost.CHECK_ID and result.severity is Severity.CRITICAL:
+            lost.add(result.card)
+        current = worst.get(result.card, Severity.OK)
+        if result.severity.rank > current.rank:
+            current = result.severity
+        worst[result.card] = current
+    return {
+        index: CARD_STATE_LOST if index in lost else worst[index].value for index in sorted(worst)
+    }

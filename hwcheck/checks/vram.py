@@ -1,0 +1,85 @@
+"""``vram_unlocked``: each card must report its unlocked 64 GB.
+
+Bands follow the public unlock checkers (DOMAIN.md): >= 60,000 MiB unlocked,
+7,680..8,704 MiB stock (locked at 8,192 MiB), a 10de:2082 board at 40,960 MiB has been
+recorded, anything else is unexpected. A kernel upgrade without the cmpunlocker module
+silently relocks every card, which is why locked is critical.
+"""
+
+from __future__ import annotations
+
+from hwcheck.checks.base import CheckInput, card_label, fmt_num
+from hwcheck.model import CheckResult, Severity
+
+CHECK_ID = "vram_unlocked"
+
+UNLOCKED_MIN_MIB = 60_000
+LOCKED_MIN_MIB = 7_680
+LOCKED_MAX_MIB = 8_704
+RECORDED_2082_MIB = 40_960
+DEVICE_ID_2082 = 0x2082
+
+_LOCKED_REMEDY = (
+    "locked at 8192 MiB: the cmpunlocker module is not loaded (a kernel upgrade relocks "
+    "cards): rebuild/load it and reboot"
+)
+_UNEXPECTED_REMEDY = (
+    "compare with nvidia-smi -q and the cmpunlocker version; record the board if it is genuine"
+)
+
+
+def check(inp: CheckInput) -> list[CheckResult]:
+    """One result per live card."""
+    results: list[CheckResult] = []
+    for card in inp.live_cards():
+        label = card_label(card)
+        total = card.memory_total_mib
+        shown = fmt_num(total, "MiB")
+        if total is None:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.WARNING,
+                    f"{label}: memory size not available",
+                    "check nvidia-smi -q -d MEMORY for this card",
+                )
+            )
+        elif total >= UNLOCKED_MIN_MIB:
+            results.append(
+                CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: {shown} (unlocked)")
+            )
+        elif LOCKED_MIN_MIB <= total <= LOCKED_MAX_MIB:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.CRITICAL,
+                    f"{label}: {shown}, the stock size (unlocked is >= "
+                    f"{fmt_num(UNLOCKED_MIN_MIB, 'MiB')})",
+                    _LOCKED_REMEDY,
+                )
+            )
+        elif total == RECORDED_2082_MIB and card.pci_device_id == DEVICE_ID_2082:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.WARNING,
+                    f"{label}: {shown} on a 10de:2082 board: unexpected but recorded on "
+                    "such boards",
+                    _UNEXPECTED_REMEDY,
+                )
+            )
+        else:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.WARNING,
+                    f"{label}: {shown} is unexpected (unlocked >= "
+                    f"{fmt_num(UNLOCKED_MIN_MIB, 'MiB')}, stock 8,192 MiB)",
+                    _UNEXPECTED_REMEDY,
+                )
+            )
+    return results

@@ -1,0 +1,248 @@
+"""The Xid catalogue: who is to blame for an Xid and what cmpfleet advises doing about it.
+
+The defaults follow NVIDIA's Xid catalogue (Ampere and later) adjusted for CMP 170HX rigs
+(see DOMAIN.md): ``nvidia-smi -r`` is not supported on these cards, so "reset the GPU"
+becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a full power-off;
+Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA calls it an
+application error. The table is data; a rig owner overrides entries per Xid in the config
+(``[xid.31] class = "application"``), which ``parse_overrides`` validates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from hwcheck.model import XidAction, XidClass, XidEvent, XidInfo
+
+_APP = XidClass.APPLICATION
+_HW = XidClass.HARDWARE
+_DRV = XidClass.DRIVER
+
+# Xid 154 carries the driver's new recovery action as "... to 0x1 (GPU Reset Required)".
+RECOVERY_ACTION_XID = 154
+_RECOVERY_CODE_RE = re.compile(r"\bto\s+0x(?P<code>[0-9a-fA-F]{1,8})\b")
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One catalogue row."""
+
+    xid: int
+    xid_class: XidClass
+    action: XidAction
+    explanation: str
+
+
+DEFAULT_ENTRIES: tuple[_Entry, ...] = (
+    _Entry(13, _APP, XidAction.RESTART_ENGINE,
+           "graphics engine exception: usually the application (bad kernel or memory access); the GPU is healthy"),
+    _Entry(31, _HW, XidAction.REBOOT,
+           "MMU page fault: NVIDIA calls it an application error, but on CMP 170HX rigs it precedes "
+           "wedges (cudaErrorDevicesUnavailable, Xid 154 after a uvm reload), so cmpfleet treats it "
+           "as hardware and advises a reboot"),
+    _Entry(32, _HW, XidAction.INSPECT,
+           "invalid or corrupted push buffer stream: PCIe link quality; inspect the riser, cable and slot"),
+    _Entry(38, _DRV, XidAction.REBOOT,
+           "driver firmware error: the driver needs a GPU reset, which is a reboot on these cards"),
+    _Entry(43, _APP, XidAction.RESTART_ENGINE,
+           "GPU stopped processing: the application hit a fault; the GPU is healthy"),
+    _Entry(45, _APP, XidAction.NONE,
+           "preemptive cleanup: follows another Xid or a killed process; act on that one"),
+    _Entry(48, _HW, XidAction.REBOOT,
+           "double-bit ECC error: uncorrectable memory error; reboot, and replace the card if it repeats"),
+    _Entry(54, _HW, XidAction.INSPECT,
+           "auxiliary power is not connected: check the card's PCIe power cables and the PSU"),
+    _Entry(62, _HW, XidAction.COLD_POWER_CYCLE,
+           "internal micro-controller (PMU/GSP) halt: on these cards a warm reboot was not enough; "
+           "power the rig off for about 30 s"),
+    _Entry(63, _HW, XidAction.REBOOT,
+           "ECC page retirement or row remapping recorded: it takes effect at the next GPU reset (a reboot)"),
+    _Entry(64, _HW, XidAction.INSPECT,
+           "ECC page retirement or row remapping failed: the card may be failing; inspect and consider replacing it"),
+    _Entry(68, _APP, XidAction.RESTART_ENGINE,
+           "video decoder (NVDEC) exception: usually the application"),
+    _Entry(69, _APP, XidAction.RESTART_ENGINE,
+           "graphics engine class error: usually the application"),
+    _Entry(79, _HW, XidAction.REBOOT,
+           "GPU has fallen off the bus: reboot, then check the riser, PCIe power cables and PSU"),
+    _Entry(92, _HW, XidAction.INSPECT,
+           "high single-bit ECC error rate: the card's memory is degrading; inspect"),
+    _Entry(94, _APP, XidAction.RESTART_ENGINE,
+           "contained memory error: only the application using that memory was affected; restart it"),
+    _Entry(95, _HW, XidAction.REBOOT,
+           "uncontained memory error: every application on the GPU is affected; the GPU needs a reset (a reboot)"),
+    _Entry(109, _APP, XidAction.RESTART_ENGINE,
+           "context switch timeout: usually the application; if it repeats on a healthy engine, suspect the card"),
+    _Entry(119, _HW, XidAction.COLD_POWER_CYCLE,
+           "GSP RPC timeout: on these cards a warm reboot was not enough; power the rig off for about 30 s"),
+    _Entry(120, _HW, XidAction.COLD_POWER_CYCLE,
+           "GSP error: on these cards a warm reboot was not enough; power the rig off for about 30 s"),
+    _Entry(140, _HW, XidAction.REBOOT,
+           "unrecovered ECC error escaped containment: the GPU needs a reset (a reboot)"),
+    _Entry(143, _HW, XidAction.REBOOT,
+           "GPU initialisation failure: reboot; if it repeats, check the card, riser and power"),
+)  # fmt: skip
+
+# Xid 154: the recovery action code (NVML's nvmlDeviceGpuRecoveryAction_t) -> class, action, why.
+# 0x0 (none) is the driver reporting that nothing is pending: driver class, no action.
+# 0x1 (GPU reset) is a reboot here because nvidia-smi -r is not supported on these cards.
+# 0x7 (system reboot) is a cold power cycle: it is the driver's most severe verdict, and on
+# these rigs the GSP/PMU faults behind Xid 154 have needed a full power-off, a warm reboot
+# was not enough. 0x2 (node reboot) says the OS may be inconsistent, not the GPU's
+# firmware, so a warm reboot is advised first.
+RECOVERY_ACTIONS: Mapping[int, tuple[XidClass, XidAction, str]] = {
+    0x0: (_DRV, XidAction.NONE, "recovery action changed to none: no action needed"),
+    0x1: (_HW, XidAction.REBOOT,
+          "GPU reset required: nvidia-smi -r is not supported on these cards, so reboot"),
+    0x2: (_HW, XidAction.REBOOT, "node reboot required: the OS may be inconsistent; reboot"),
+    0x3: (_HW, XidAction.INSPECT, "drain peer-to-peer traffic: inspect the rig"),
+    0x4: (_HW, XidAction.REBOOT,
+          "drain and reset required: nvidia-smi -r is not supported on these cards, so reboot"),
+    0x6: (_HW, XidAction.REBOOT, "PCIe bus reset required: reboot"),
+    0x7: (_HW, XidAction.COLD_POWER_CYCLE,
+          "system reboot required: on these rigs GSP/PMU faults behind Xid 154 have needed a full "
+          "power-off (about 30 s); a warm reboot was not enough"),
+}  # fmt: skip
+
+_OVERRIDE_KEYS = ("class", "action", "explanation")
+_E = TypeVar("_E", XidClass, XidAction)
+
+
+@dataclass(frozen=True, slots=True)
+class XidOverride:
+    """A rig owner's change to one Xid's entry; ``None`` keeps the default field."""
+
+    xid_class: XidClass | None = None
+    action: XidAction | None = None
+    explanation: str | None = None
+
+
+def is_hardware(info: XidInfo) -> bool:
+    """True for hardware-class Xids: they stop the engine and set the reboot latch."""
+    return info.xid_class is XidClass.HARDWARE
+
+
+def needs_reboot(info: XidInfo) -> bool:
+    """True when the advised action is a reboot or a cold power cycle."""
+    return info.action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE)
+
+
+def recovery_action_code(message: str) -> int | None:
+    """The hex code after ``to`` in an Xid 154 message (not the label); ``None`` if absent."""
+    match = _RECOVERY_CODE_RE.search(message)
+    if match is None:
+        return None
+    return int(match.group("code"), 16)
+
+
+def _recovery_info(message: str) -> XidInfo:
+    """The catalogue's verdict on an Xid 154 from its recovery action code."""
+    code = recovery_action_code(message)
+    if code is None:
+        return XidInfo(
+            RECOVERY_ACTION_XID,
+            _HW,
+            XidAction.INSPECT,
+            "GPU recovery action changed, but no 'to 0xN' code was found in the message: inspect",
+        )
+    known = RECOVERY_ACTIONS.get(code)
+    if known is None:
+        return XidInfo(
+            RECOVERY_ACTION_XID,
+            _HW,
+            XidAction.INSPECT,
+            f"GPU recovery action changed to unknown code 0x{code:x}: inspect",
+        )
+    xid_class, action, explanation = known
+    return XidInfo(
+        RECOVERY_ACTION_XID, xid_class, action, f"Xid 154 code 0x{code:x}: {explanation}"
+    )
+
+
+class XidCatalogue:
+    """Looks Xids up in the default table with the rig owner's overrides applied."""
+
+    def __init__(self, overrides: Mapping[int, XidOverride] | None = None) -> None:
+        self._entries = {entry.xid: entry for entry in DEFAULT_ENTRIES}
+        self._overrides = dict(overrides or {})
+
+    def info(self, xid: int, message: str = "") -> XidInfo:
+        """The class, action and explanation for ``xid`` (``message`` matters for 154)."""
+        if xid == RECOVERY_ACTION_XID:
+            base = _recovery_info(message)
+        else:
+            entry = self._entries.get(xid)
+            if entry is None:
+                base = XidInfo(
+                    xid,
+                    XidClass.UNKNOWN,
+                    XidAction.INSPECT,
+                    f"Xid {xid} is not in cmpfleet's catalogue: look it up in NVIDIA's Xid catalogue",
+                )
+            else:
+                base = XidInfo(xid, entry.xid_class, entry.action, entry.explanation)
+        override = self._overrides.get(xid)
+        if override is None:
+            return base
+        return XidInfo(
+            xid,
+            base.xid_class if override.xid_class is None else override.xid_class,
+            base.action if override.action is None else override.action,
+            override.explanation or f"{base.explanation} (overridden in the config)",
+        )
+
+    def classify(self, event: XidEvent) -> XidInfo:
+        """The verdict on one parsed Xid event."""
+        return self.info(event.xid, event.message)
+
+
+def _enum_value(kind: type[_E], where: str, value: object) -> _E:
+    """``value`` as a member of ``kind`` or a one-line ValueError naming the choices."""
+    choices = "|".join(member.value for member in kind)
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: expected one of {choices}, got {value!r}")
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{where}: {value!r} is not one of {choices}") from None
+
+
+def parse_overrides(table: Mapping[str, Mapping[str, str]]) -> dict[int, XidOverride]:
+    """Validate the config's ``[xid.N]`` tables into overrides keyed by Xid number.
+
+    Raises ValueError with one line naming the bad key or value.
+    """
+    overrides: dict[int, XidOverride] = {}
+    for key, fields in table.items():
+        text = str(key).strip()
+        if not text.isdigit() or len(text) > 10:
+            raise ValueError(f"xid.{key}: not an Xid number")
+        xid = int(text)
+        if not isinstance(fields, Mapping):
+            raise ValueError(f"xid.{key}: expected a table of class/action/explanation")
+        unknown = [name for name in fields if name not in _OVERRIDE_KEYS]
+        if unknown:
+            raise ValueError(
+                f"xid.{key}.{unknown[0]}: unknown key (expected {', '.join(_OVERRIDE_KEYS)})"
+            )
+        if not fields:
+            raise ValueError(f"xid.{key}: empty override (set class, action or explanation)")
+        xid_class = None
+        action = None
+        explanation = None
+        if "class" in fields:
+            xid_class = _enum_value(XidClass, f"xid.{key}.class", fields["class"])
+        if "action" in fields:
+            action = _enum_value(XidAction, f"xid.{key}.action", fields["action"])
+        if "explanation" in fields:
+            raw = fields["explanation"]
+            if not isinstance(raw, str) or not raw.strip() or "\n" in raw:
+                raise ValueError(f"xid.{key}.explanation: expected one non-empty line of text")
+            explanation = raw.strip()
+        if xid in overrides:
+            raise ValueError(f"xid.{key}: Xid {xid} is overridden twice")
+        overrides[xid] = XidOverride(xid_class, action, explanation)
+    return overrides

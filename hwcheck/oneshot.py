@@ -1,0 +1,89 @@
+"""One local check of the rig with no daemon: what ``fleetctl check`` runs.
+
+It samples the cards a few times over about two seconds (so a power brake must be
+sustained to count as critical), reads this boot's kernel log for Xids, and runs every
+check once over what it saw.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hwcheck.checks import CheckInput, run_checks
+from hwcheck.host import HostSources
+from hwcheck.kernellog.catalogue import XidCatalogue
+from hwcheck.kernellog.parser import parse_xid
+from hwcheck.kernellog.records import KernelRecord
+from hwcheck.model import CheckResult, ClassifiedXid, RigProfile, RigSnapshot
+from hwcheck.report import rig_document
+
+DEFAULT_SAMPLES = 3
+DEFAULT_SPAN_S = 2.0
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What one local check found."""
+
+    samples: tuple[RigSnapshot, ...]
+    results: tuple[CheckResult, ...]
+    xids: tuple[ClassifiedXid, ...]
+
+    def document(self) -> dict[str, Any]:
+        """``{overall, cards, checks}`` as in CONTRACT."""
+        return rig_document(self.samples[-1], self.results, self.xids)
+
+
+def classify_records(
+    records: Sequence[KernelRecord], catalogue: XidCatalogue
+) -> list[ClassifiedXid]:
+    """The Xids among ``records``, each with the catalogue's verdict."""
+    found: list[ClassifiedXid] = []
+    for record in records:
+        event = parse_xid(record.text)
+        if event is not None:
+            found.append(ClassifiedXid(event=event, info=catalogue.classify(event)))
+    return found
+
+
+def sample_rig(
+    host: HostSources,
+    samples: int = DEFAULT_SAMPLES,
+    span_s: float = DEFAULT_SPAN_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[RigSnapshot]:
+    """``samples`` snapshots spread evenly over ``span_s`` seconds."""
+    gap_s = span_s / max(samples - 1, 1)
+    taken: list[RigSnapshot] = []
+    for number in range(samples):
+        if number:
+            sleep(gap_s)
+        taken.append(host.gpu.snapshot())
+    return taken
+
+
+def run_local_check(
+    host: HostSources,
+    profile: RigProfile,
+    catalogue: XidCatalogue,
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    span_s: float = DEFAULT_SPAN_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CheckReport:
+    """Sample, read the kernel log, run every check."""
+    snapshots = sample_rig(host, samples, span_s, sleep)
+    xids = classify_records(host.kernel_log_history(), catalogue)
+    results = run_checks(
+        CheckInput(
+            samples=snapshots,
+            profile=profile,
+            pci_devices=host.pci_devices(),
+            xids=xids,
+            holders=host.device_holders(),
+        )
+    )
+    return CheckReport(samples=tuple(snapshots), results=tuple(results), xids=tuple(xids))

@@ -1,0 +1,58 @@
+"""The real host's sources: NVML, sysfs, /proc, /dev/kmsg (or journald, or a file).
+
+Roots are parameters so the same wiring can be pointed at recorded trees.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from hwcheck.bootid import read_boot_id
+from hwcheck.holders import find_device_holders
+from hwcheck.host import HostSources
+from hwcheck.kernellog.filelog import FileSource
+from hwcheck.kernellog.history import host_kernel_log_history, open_host_kernel_log
+from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
+from hwcheck.nvml_backend import NvmlBackend
+from hwcheck.sysfs import scan_cmp_devices
+
+KernelLogChoice = Literal["auto", "kmsg", "journal", "file"]
+
+
+def real_host_sources(
+    nvml_timeout_s: float = 10.0,
+    *,
+    kernel_log: KernelLogChoice = "auto",
+    kernel_log_file: str | None = None,
+    sys_root: Path = Path("/sys"),
+    proc_root: Path = Path("/proc"),
+) -> HostSources:
+    """Sources reading this machine (NVML is initialised lazily, at the first snapshot)."""
+    boot_id = partial(read_boot_id, proc_root)
+
+    def open_log(cursor: KernelLogCursor | None) -> KernelLogSource:
+        if kernel_log == "file":
+            return FileSource(kernel_log_file or "/var/log/kern.log", cursor, boot_id())
+        # from_start: a first start reads this boot's history; the cursor skips the rest.
+        return open_host_kernel_log(cursor, boot_id(), prefer=kernel_log, from_start=True)
+
+    def history() -> list[KernelRecord]:
+        if kernel_log == "file":
+            source = FileSource(kernel_log_file or "/var/log/kern.log", None, boot_id())
+            try:
+                return source.read_available()
+            finally:
+                source.close()
+        return host_kernel_log_history(boot_id(), prefer=kernel_log)
+
+    return HostSources(
+        gpu=NvmlBackend(call_timeout_s=nvml_timeout_s),
+        pci_devices=partial(scan_cmp_devices, sys_root),
+        boot_id=boot_id,
+        device_holders=find_device_holders,
+        open_kernel_log=open_log,
+        kernel_log_history=history,
+        simulated=False,
+    )

@@ -1,0 +1,76 @@
+"""The per-card and whole-rig documents shared by ``fleetctl check`` and ``/api/v1/status``.
+
+CONTRACT fixes the card keys (``index``, ``pci_bus_id``, ``uuid``, ``name``,
+``memory_total_mib``, ``power_limit_w``, ``power_draw_w``, ``power_brake_active``,
+``temperature_c``, ``pcie_gen``, ``pcie_width``, ``xid_since_boot``, ``state``); both
+producers build them here so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from hwcheck.model import CheckResult, ClassifiedXid, GpuSnapshot, RigSnapshot, worst_severity
+
+
+def xid_counts_by_card(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> dict[int, int]:
+    """How many Xids each card had, joined on the normalised PCI address."""
+    by_address = {card.pci_bus_id: card.index for card in snapshot.cards}
+    counts: Counter[int] = Counter()
+    for item in xids:
+        index = by_address.get(item.event.pci_bus_id or "")
+        if index is not None:
+            counts[index] += 1
+    return dict(counts)
+
+
+def card_state(card: GpuSnapshot, results: Sequence[CheckResult]) -> str:
+    """``ok|warning|critical|lost`` for one card from its check results."""
+    if card.lost:
+        return "lost"
+    mine = [r for r in results if r.card == card.index]
+    return worst_severity(mine).value
+
+
+def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[str, Any]:
+    """One card as CONTRACT's ``cards`` entry, with a few useful extras."""
+    return {
+        "index": card.index,
+        "pci_bus_id": card.pci_bus_id,
+        "uuid": card.uuid,
+        "name": card.name,
+        "serial": card.serial,
+        "memory_total_mib": card.memory_total_mib,
+        "memory_used_mib": card.memory_used_mib,
+        "power_limit_w": card.power_limit_w,
+        "power_draw_w": card.power_draw_w,
+        "power_brake_active": card.power_brake_active,
+        "clock_event_reasons": card.clock_event_names,
+        "sm_clock_mhz": card.sm_clock_mhz,
+        "temperature_c": card.temperature_c,
+        "pcie_gen": card.pcie_gen_current,
+        "pcie_width": card.pcie_width_current,
+        "pcie_gen_max": card.pcie_gen_max,
+        "pcie_width_max": card.pcie_width_max,
+        "persistence_mode": card.persistence_mode,
+        "xid_since_boot": xid_since_boot,
+        "state": state,
+        "lost_reason": card.lost_reason,
+    }
+
+
+def rig_document(
+    snapshot: RigSnapshot, results: Sequence[CheckResult], xids: Sequence[ClassifiedXid]
+) -> dict[str, Any]:
+    """``{overall, cards, checks}``: the part shared by ``check --json`` and the status API."""
+    counts = xid_counts_by_card(snapshot, xids)
+    return {
+        "overall": worst_severity(list(results)).value,
+        "cards": [
+            card_document(card, counts.get(card.index, 0), card_state(card, results))
+            for card in snapshot.cards
+        ],
+        "checks": [result.as_dict() for result in results],
+    }

@@ -1,0 +1,94 @@
+"""``SimulatedBackend``: the ``GpuBackend`` of a simulated rig, shaped like NVML's answers.
+
+The rig holds the truth (scenario plus runtime faults); this module presents it the way
+the NVML backend would: one ``RigSnapshot`` per call, lost cards with their identity but
+no readings, and power limits validated like NVML does. Readings that come from the
+scenario move a little between samples, deterministically (a function of the sample
+number and card index, no random generator), so charts look alive while every check
+stays far from its thresholds and no test can flake.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from hwcheck.backend import BackendUnavailable
+from hwcheck.model import GpuSnapshot, RigSnapshot
+
+if TYPE_CHECKING:
+    from hwcheck.sim.rig import SimCard, SimulatedRig
+
+# Peak deviation of jittered readings: small next to any check's margin.
+POWER_DRAW_JITTER_W = 1.5
+TEMPERATURE_JITTER_C = 0.8
+
+# What a lost card still reports: the identity the driver learned before it went away.
+_LOST_CARD_KEEPS = ("index", "pci_bus_id", "uuid", "name", "serial", "pci_device_id")
+
+
+def _wave(sample: int, index: int, phase: float) -> float:
+    """A deterministic value in [-1, 1] for one sample of one card."""
+    return math.sin(sample * 0.9 + index * 2.3 + phase)
+
+
+def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
+    """The card as NVML would return it in sample number ``sample``."""
+    card = sim.card
+    if card.lost:
+        kept = {name: getattr(card, name) for name in _LOST_CARD_KEEPS}
+        return GpuSnapshot(**kept, lost=True, lost_reason=card.lost_reason)
+    draw_w = card.power_draw_w
+    if draw_w is not None and "power_draw_w" not in sim.overridden:
+        draw_w = round(draw_w + POWER_DRAW_JITTER_W * _wave(sample, card.index, 0.0), 2)
+    temp_c = card.temperature_c
+    if temp_c is not None and "temperature_c" not in sim.overridden:
+        temp_c = round(temp_c + TEMPERATURE_JITTER_C * _wave(sample, card.index, 1.0), 1)
+    mem_temp_c = card.memory_temperature_c
+    if mem_temp_c is not None and "memory_temperature_c" not in sim.overridden:
+        mem_temp_c = round(mem_temp_c + TEMPERATURE_JITTER_C * _wave(sample, card.index, 2.0), 1)
+    return replace(card, power_draw_w=draw_w, temperature_c=temp_c, memory_temperature_c=mem_temp_c)
+
+
+class SimulatedBackend:
+    """A ``GpuBackend`` reading a ``SimulatedRig`` instead of NVML."""
+
+    name = "simulated"
+
+    def __init__(self, rig: SimulatedRig) -> None:
+        self._rig = rig
+        self._lock = threading.Lock()
+        self._samples = 0
+        self._closed = False
+
+    def snapshot(self) -> RigSnapshot:
+        """Read every card once (firing due timeline steps first)."""
+        with self._lock:
+            if self._closed:
+                raise BackendUnavailable("the simulated backend was closed: open a new one")
+            sample = self._samples
+            self._samples += 1
+        cards = tuple(present_card(sim, sample) for sim in self._rig.cards())
+        driver = next((card.driver_version for card in cards if card.driver_version), None)
+        return RigSnapshot(
+            taken_at=self._rig.wall_now(),
+            monotonic_s=self._rig.monotonic_s(),
+            cards=cards,
+            driver_version=driver,
+            # NVML's version is the CUDA major in front of the driver version.
+            nvml_version=f"13.{driver}" if driver else None,
+        )
+
+    def set_power_limit(self, index: int, watts: float) -> None:
+        """Set card ``index``'s limit; ``PowerLimitError`` outside min..max like NVML."""
+        with self._lock:
+            if self._closed:
+                raise BackendUnavailable("the simulated backend was closed: open a new one")
+        self._rig.set_power_limit(index, watts)
+
+    def close(self) -> None:
+        """Stop answering; safe to call twice. The rig and its files stay."""
+        with self._lock:
+            self._closed = True

@@ -1,0 +1,99 @@
+"""``fleetctl check --simulate`` for every built-in scenario, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwcheck.sim.scenario import builtin_scenario_names
+
+EXPECTED_EXIT = {
+    "healthy": 0,
+    "healthy-8": 0,
+    "locked-vram": 2,
+    "power-brake": 2,
+    "uncapped": 1,
+    "xid31": 0,  # the Xid fires ~20 s after the simulated boot; a 2-s check sees a healthy rig
+    "engine-corrupt": 0,
+}
+CONTRACT_CARD_KEYS = {
+    "index", "pci_bus_id", "uuid", "name", "memory_total_mib", "power_limit_w", "power_draw_w",
+    "power_brake_active", "temperature_c", "pcie_gen", "pcie_width", "xid_since_boot", "state",
+}
+CONTRACT_CHECK_IDS = {
+    "card_count", "vram_unlocked", "power_brake", "power_cap", "pcie_link", "temperature",
+    "xid_since_boot", "persistence_mode", "driver_version", "foreign_gpu_processes",
+}
+
+
+def fleetctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.fleetctl", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_every_builtin_scenario_has_an_expected_exit_code() -> None:
+    assert set(builtin_scenario_names()) == set(EXPECTED_EXIT)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED_EXIT))
+def test_check_exit_code_and_json(scenario: str) -> None:
+    result = fleetctl("check", "--simulate", scenario, "--json")
+    assert result.returncode == EXPECTED_EXIT[scenario], result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["overall"] == ["ok", "warning", "critical"][EXPECTED_EXIT[scenario]]
+    assert {c["id"] for c in doc["checks"]} >= CONTRACT_CHECK_IDS
+    for card in doc["cards"]:
+        assert set(card) >= CONTRACT_CARD_KEYS
+    if scenario == "healthy":
+        assert all(c["severity"] == "ok" for c in doc["checks"]), doc["checks"]
+        assert len(doc["cards"]) == 4
+
+
+def test_locked_card_is_named_with_a_concrete_remedy() -> None:
+    doc = json.loads(fleetctl("--json", "check", "--simulate", "locked-vram").stdout)
+    bad = [c for c in doc["checks"] if c["severity"] == "critical"]
+    assert [(c["id"], c["card"]) for c in bad] == [("vram_unlocked", 2)]
+    assert "8192" in bad[0]["message"].replace(",", "")
+    assert bad[0]["remedy"]
+    assert doc["cards"][2]["memory_total_mib"] == 8192
+
+
+def test_human_output_is_not_cut_in_a_pipe() -> None:
+    result = fleetctl("check", "--simulate", "power-brake")
+    assert result.returncode == 2
+    assert "Kapton tape over PCIe pin B30" in result.stdout
+    assert "overall: CRITICAL" in result.stdout
+
+
+def test_bad_scenario_and_bad_config_are_one_line_unknown(tmp_path: Path) -> None:
+    missing = fleetctl("check", "--simulate", "no-such-scenario")
+    assert missing.returncode == 3
+    assert missing.stdout == ""
+    assert len(missing.stderr.strip().splitlines()) == 1
+    assert "no-such-scenario" in missing.stderr
+    config = tmp_path / "fleet.toml"
+    config.write_text("[rig]\npower_cap = 180\n")
+    bad = fleetctl("check", "--simulate", "healthy", "--config", str(config))
+    assert bad.returncode == 3
+    assert bad.stderr.strip() == f"fleetctl: {config}: unknown key 'rig.power_cap'"
+
+
+def test_config_profile_changes_the_verdict(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text("[rig]\npower_cap_w = 250\ncard_count = 4\n")
+    assert fleetctl("check", "--simulate", "uncapped", "--config", str(config)).returncode == 0
+    config.write_text("[rig]\ncard_count = 5\n")
+    result = fleetctl("check", "--simulate", "healthy", "--config", str(config), "--json")
+    assert result.returncode == 2
+    bad = [c for c in json.loads(result.stdout)["checks"] if c["severity"] != "ok"]
+    assert [c["id"] for c in bad] == ["card_count"]

@@ -1,0 +1,81 @@
+"""``fleetctl xid scan`` on saved kernel logs of every format."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "kernellog" / "data"
+
+
+def fleetctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.fleetctl", *args],
+        capture_output=True, text=True, input=stdin, timeout=60, check=False,
+    )
+
+
+@pytest.mark.parametrize("name", ["dmesg.log", "dmesg-T.log", "journalctl-k.log", "kmsg.log"])
+def test_scan_each_format_lists_the_xids_with_line_numbers(name: str) -> None:
+    path = DATA / name
+    result = fleetctl("xid", "scan", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    lines = path.read_text().splitlines()
+    # kmsg continuation lines (leading space) carry KEY=value data, never a record
+    expected = [
+        n for n, line in enumerate(lines, 1) if "NVRM: Xid (" in line and not line.startswith(" ")
+    ]
+    assert [f["line"] for f in found] == expected
+    for item in found:
+        assert set(item) >= {"line", "text", "pci_bus_id", "xid", "pid", "process", "message", "class", "action"}
+        assert item["text"] == lines[item["line"] - 1]
+        assert item["class"] in {"application", "hardware", "driver", "unknown"}
+        assert item["action"] in {"none", "restart_engine", "reboot", "cold_power_cycle", "inspect"}
+
+
+def test_stdin_and_classes() -> None:
+    log = (
+        "[  10.000001] NVRM: Xid (PCI:0000:01:00): 31, pid=4242, name=python3, Ch 00000008, intr 00000000. MMU Fault\n"
+        "[  11.000001] some other line mentioning 0x31 and Xid 31\n"
+        "[  12.000001] NVRM: Xid (PCI:0000:21:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception\n"
+    )
+    result = fleetctl("--json", "xid", "scan", "-", stdin=log)
+    found = json.loads(result.stdout)
+    assert [(f["line"], f["xid"], f["pci_bus_id"], f["class"]) for f in found] == [
+        (1, 31, "0000:01:00.0", "hardware"),
+        (3, 13, "0000:21:00.0", "application"),
+    ]
+    assert found[0]["pid"] == 4242 and found[0]["process"] == "python3"
+    assert found[1]["pid"] is None and found[1]["process"] is None
+
+
+def test_override_from_config(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text('[xid.31]\nclass = "application"\naction = "restart_engine"\n')
+    line = "NVRM: Xid (PCI:0000:01:00): 31, pid=1, name=x, MMU Fault\n"
+    found = json.loads(fleetctl("xid", "scan", "-", "--config", str(config), "--json", stdin=line).stdout)
+    assert (found[0]["class"], found[0]["action"]) == ("application", "restart_engine")
+
+
+def test_human_output_and_empty_input() -> None:
+    result = fleetctl("xid", "scan", str(DATA / "dmesg.log"))
+    assert result.returncode == 0
+    assert "Xid event(s)" in result.stdout
+    empty = fleetctl("xid", "scan", "-", stdin="nothing here\n")
+    assert empty.returncode == 0
+    assert "no Xid events" in empty.stdout
+
+
+def test_missing_file_and_directory_are_one_line(tmp_path: Path) -> None:
+    missing = fleetctl("xid", "scan", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"fleetctl: {tmp_path / 'nope.log'}: no such file"
+    directory = fleetctl("xid", "scan", str(tmp_path), "--json")
+    assert directory.returncode == 2
+    assert directory.stdout == ""
+    assert len(directory.stderr.strip().splitlines()) == 1

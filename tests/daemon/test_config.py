@@ -1,0 +1,120 @@
+"""Config loading: precedence, defaults, and one test per class of mistake."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daemon.config import ConfigError, Settings, load_settings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "fleet.toml"
+    path.write_text(text)
+    return path
+
+
+def test_absent_and_empty_files_are_valid(tmp_path: Path) -> None:
+    assert load_settings(tmp_path / "nope.toml", missing_ok=True, environ={}) == Settings()
+    assert load_settings(write(tmp_path, ""), environ={}) == Settings()
+
+
+def test_precedence_file_then_environment_then_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, '[poll]\ninterval_s = 5\n[web]\nlisten = "127.0.0.1:9000"\n')
+    assert load_settings(path, environ={}).poll.interval_s == 5
+    env = {"CMPFLEET_POLL_INTERVAL_S": "1.5", "CMPFLEET_WEB_LISTEN": "127.0.0.1:9001"}
+    from_env = load_settings(path, environ=env)
+    assert from_env.poll.interval_s == 1.5
+    assert from_env.web.listen == "127.0.0.1:9001"
+    flagged = load_settings(path, environ=env, overrides={"web": {"listen": "127.0.0.1:9002"}})
+    assert flagged.web.listen == "127.0.0.1:9002"
+    assert flagged.poll.interval_s == 1.5
+
+
+def test_example_config_is_valid_and_documents_every_key() -> None:
+    settings = load_settings(EXAMPLE, environ={})
+    assert settings == Settings()  # the example shows the defaults
+    text = EXAMPLE.read_text()
+    missing = []
+    for section_name, section in Settings.model_fields.items():
+        annotation = section.annotation
+        fields = getattr(annotation, "model_fields", {})
+        for key, info in fields.items():
+            shown = info.alias or key
+            as_key = rf"^#?\s*{re.escape(shown)}\s*="
+            as_table = rf"^#?\s*\[+{section_name}\.{re.escape(shown)}\]+"
+            if not re.search(f"{as_key}|{as_table}", text, re.MULTILINE):
+                missing.append(f"{section_name}.{shown}")
+    from daemon.config import WebhookSettings, XidOverrideSettings
+
+    for model in (WebhookSettings, XidOverrideSettings):
+        for key, info in model.model_fields.items():
+            shown = info.alias or key
+            if not re.search(rf"^#?\s*{re.escape(shown)}\s*=", text, re.MULTILINE):
+                missing.append(f"{model.__name__}.{shown}")
+    assert not missing, f"examples/fleet.toml does not document: {missing}"
+    for needle in ("[[alerts.webhooks]]", "[xid.31]", "[serving.recipe]", "[rig.pcie_baseline]"):
+        assert needle in text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"),
+        ("[pol]\ninterval_s = 2\n", "unknown key 'pol'"),
+        ('[poll]\ninterval_s = "fast"\n', "poll.interval_s: Input should be a valid number"),
+        ("[poll]\ninterval_s = -1\n", "poll.interval_s: Input should be greater than 0"),
+        ("[rig]\npower_cap_w = 900\n", "rig.power_cap_w: Input should be less than or equal to 400"),
+        ('[web]\nlisten = "8170"\n', "web.listen: Value error, expected HOST:PORT"),
+        ('[[alerts.webhooks]]\nurl = "http://x"\nformat = "teams"\n', "alerts.webhooks[0].format: Input should be"),
+        ('[xid.abc]\nclass = "hardware"\n', "xid: Value error, Xid table keys are Xid numbers"),
+        ("[poll\n", "not valid TOML"),
+    ],
+    ids=["unknown-key", "unknown-section", "wrong-type", "negative", "out-of-range", "bad-listen",
+         "bad-enum-in-list", "bad-xid-key", "syntax"],
+)
+def test_each_class_of_mistake_is_one_line(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text), environ={})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(str(tmp_path / "fleet.toml") + ": ")
+    assert expected in message
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.toml: no such file"):
+        load_settings(tmp_path / "nope.toml", environ={})
+
+
+def test_bad_environment_value_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"poll\.interval_s"):
+        load_settings(None, environ={"CMPFLEET_POLL_INTERVAL_S": "soon"})
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"), ("[rig]\ncard_count = 0\n", "rig.card_count")],
+)
+def test_fleetd_refuses_a_bad_config_before_starting(tmp_path: Path, text: str, needle: str) -> None:
+    path = write(tmp_path, text)
+    state = tmp_path / "state"
+    result = subprocess.run(
+        [sys.executable, "-m", "daemon.fleetd", "--config", str(path), "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"fleetd: {path}: ")
+    assert needle in lines[0]
+    assert not state.exists(), "nothing may start (not even the state dir) on a bad config"

@@ -1,0 +1,166 @@
+"""power_brake (sustained, explained or not) and power_cap (target and tolerance)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwcheck.checks.power_brake import B30_REMEDY
+from hwcheck.model import ClockEventReason, GpuSnapshot, RigProfile, Severity
+from tests.hwcheck.cards import (
+    BRAKE_ONLY,
+    make_braked_card,
+    make_card,
+    make_input,
+    make_rig,
+    make_samples,
+    result_for,
+    results_for,
+)
+
+HEALTHY = make_card(0)
+BRAKED = make_braked_card(0)
+
+
+@pytest.mark.parametrize(
+    ("history", "severity"),
+    [
+        pytest.param([BRAKED, BRAKED, BRAKED], Severity.CRITICAL, id="3-of-3"),
+        pytest.param([HEALTHY, BRAKED, BRAKED, BRAKED], Severity.CRITICAL, id="last-3-of-4"),
+        pytest.param([HEALTHY, BRAKED, BRAKED], Severity.WARNING, id="2-of-3-now"),
+        pytest.param([BRAKED, BRAKED, HEALTHY], Severity.WARNING, id="2-of-3-cleared"),
+        pytest.param([BRAKED, HEALTHY, BRAKED], Severity.WARNING, id="intermittent"),
+        pytest.param([BRAKED], Severity.WARNING, id="seen-once"),
+        pytest.param([BRAKED, BRAKED], Severity.WARNING, id="2-samples-only"),
+        pytest.param([BRAKED, HEALTHY, HEALTHY, HEALTHY], Severity.OK, id="outside-window"),
+        pytest.param([HEALTHY, HEALTHY, HEALTHY], Severity.OK, id="never"),
+    ],
+)
+def test_unexplained_brake_must_be_sustained(
+    history: list[GpuSnapshot], severity: Severity
+) -> None:
+    inp = make_input(make_samples(*[[card] for card in history]), profile=RigProfile())
+
+    result = result_for(inp, "power_brake", 0)
+
+    assert result.severity is severity, result.message
+
+
+def test_sustained_brake_message_has_watts_and_megahertz_and_b30_remedy() -> None:
+    inp = make_input(make_samples([BRAKED], [BRAKED], [BRAKED]))
+
+    result = result_for(inp, "power_brake", 0)
+
+    assert "3 of 3 samples" in result.message
+    assert "88 W" in result.message
+    assert "1,140 MHz" in result.message
+    assert result.remedy == B30_REMEDY
+
+
+def test_a_single_sample_is_enough_when_the_profile_says_so() -> None:
+    inp = make_input(make_samples([BRAKED]), profile=RigProfile(brake_sustained_samples=1))
+
+    assert result_for(inp, "power_brake", 0).severity is Severity.CRITICAL
+
+
+def test_brake_seen_once_says_it_is_confirming() -> None:
+    inp = make_input(make_samples([BRAKED]))
+
+    result = result_for(inp, "power_brake", 0)
+
+    assert "1 of 1 sample(s)" in result.message
+    assert "3 in a row confirm it" in result.message
+
+
+@pytest.mark.parametrize(
+    ("cause", "remedy_words"),
+    [
+        (ClockEventReason.HW_THERMAL_SLOWDOWN, "thermal: fix cooling"),
+        (ClockEventReason.SW_THERMAL_SLOWDOWN, "thermal: fix cooling"),
+        (ClockEventReason.SW_POWER_CAP, "power limit"),
+    ],
+)
+def test_brake_with_a_cause_is_a_warning_even_when_sustained(
+    cause: ClockEventReason, remedy_words: str
+) -> None:
+    explained = make_braked_card(0, clock_event_reasons=BRAKE_ONLY | int(cause))
+    inp = make_input(make_samples([explained], [explained], [explained]))
+
+    result = result_for(inp, "power_brake", 0)
+
+    assert result.severity is Severity.WARNING
+    assert str(cause.name).lower() in result.message
+    assert remedy_words in result.remedy
+
+
+def test_only_the_braked_card_is_flagged() -> None:
+    poll = [make_card(0), make_braked_card(1), make_card(2), make_card(3)]
+    inp = make_input(make_samples(poll, poll, poll))
+
+    severities = {r.card: r.severity for r in results_for(inp, "power_brake")}
+
+    assert severities == {
+        0: Severity.OK,
+        1: Severity.CRITICAL,
+        2: Severity.OK,
+        3: Severity.OK,
+    }
+
+
+def test_unknown_clock_reasons_are_a_warning() -> None:
+    inp = make_input([make_rig([make_card(0, clock_event_reasons=None)])])
+
+    result = result_for(inp, "power_brake", 0)
+
+    assert result.severity is Severity.WARNING
+    assert "not available" in result.message
+
+
+@pytest.mark.parametrize(
+    ("limit_w", "severity"),
+    [
+        (177.9, Severity.WARNING),
+        (178.0, Severity.OK),
+        (180.0, Severity.OK),
+        (182.0, Severity.OK),
+        (182.1, Severity.WARNING),
+        (250.0, Severity.WARNING),
+    ],
+)
+def test_power_cap_tolerance(limit_w: float, severity: Severity) -> None:
+    profile = RigProfile(power_cap_w=180.0, power_cap_tolerance_w=2.0)
+    inp = make_input([make_rig([make_card(0, power_limit_w=limit_w)])], profile=profile)
+
+    result = result_for(inp, "power_cap", 0)
+
+    assert result.severity is severity
+    assert f"{limit_w:g} W" in result.message
+    assert "target 180 W +/- 2 W" in result.message
+    if severity is Severity.WARNING:
+        assert "fleetctl caps apply" in result.remedy
+
+
+def test_default_limit_after_boot_is_named() -> None:
+    inp = make_input([make_rig([make_card(0, power_limit_w=250.0)])])
+
+    result = result_for(inp, "power_cap", 0)
+
+    assert "the card's default" in result.message
+
+
+def test_cap_outside_the_card_range_asks_to_fix_the_config() -> None:
+    profile = RigProfile(power_cap_w=90.0)
+    inp = make_input([make_rig([make_card(0, power_limit_w=180.0)])], profile=profile)
+
+    result = result_for(inp, "power_cap", 0)
+
+    assert result.severity is Severity.WARNING
+    assert "outside this card's range 100 W..300 W" in result.remedy
+
+
+def test_power_limit_not_available() -> None:
+    inp = make_input([make_rig([make_card(0, power_limit_w=None)])])
+
+    result = result_for(inp, "power_cap", 0)
+
+    assert result.severity is Severity.WARNING
+    assert "not available" in result.message

@@ -1,0 +1,77 @@
+"""persistence_mode, driver_version and foreign_gpu_processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwcheck.model import DeviceHolder, RigProfile, Severity
+from tests.hwcheck.cards import make_card, make_input, make_rig, result_for
+
+
+@pytest.mark.parametrize(
+    ("mode", "required", "severity", "words"),
+    [
+        (True, True, Severity.OK, "persistence mode on"),
+        (False, True, Severity.WARNING, "persistence mode off"),
+        (False, False, Severity.OK, "not required"),
+        (None, True, Severity.OK, "not available"),
+    ],
+)
+def test_persistence_mode(
+    mode: bool | None, required: bool, severity: Severity, words: str
+) -> None:
+    inp = make_input(
+        [make_rig([make_card(0, persistence_mode=mode)])],
+        profile=RigProfile(require_persistence_mode=required),
+    )
+
+    result = result_for(inp, "persistence_mode", 0)
+
+    assert result.severity is severity
+    assert words in result.message
+    if severity is Severity.WARNING:
+        assert result.remedy == "nvidia-smi -pm 1 (or nvidia-persistenced)"
+
+
+def test_one_driver_version_is_named() -> None:
+    result = result_for(make_input(), "driver_version", None)
+
+    assert result.severity is Severity.OK
+    assert result.message == "driver 570.172.08"
+
+
+def test_mixed_driver_versions_are_a_warning_naming_the_cards() -> None:
+    cards = [make_card(0), make_card(1, driver_version="565.57.01")]
+    result = result_for(make_input([make_rig(cards)]), "driver_version", None)
+
+    assert result.severity is Severity.WARNING
+    assert "565.57.01: card 1" in result.message
+    assert "570.172.08: system, card 0" in result.message
+    assert "reboot" in result.remedy
+
+
+def test_no_driver_version_at_all_is_a_warning() -> None:
+    cards = [make_card(0, driver_version=None)]
+    result = result_for(make_input([make_rig(cards, driver_version=None)]), "driver_version", None)
+
+    assert result.severity is Severity.WARNING
+    assert "not available" in result.message
+
+
+def test_no_foreign_process_is_ok() -> None:
+    assert result_for(make_input(), "foreign_gpu_processes", None).severity is Severity.OK
+
+
+def test_foreign_holders_are_named_with_pid_and_devices() -> None:
+    holders = [
+        DeviceHolder(1234, "Xorg", "/dev/nvidia0", "/usr/lib/xorg/Xorg :0"),
+        DeviceHolder(1234, "Xorg", "/dev/nvidiactl", "/usr/lib/xorg/Xorg :0"),
+        DeviceHolder(2345, "sunshine", "/dev/nvidia1"),
+    ]
+    result = result_for(make_input(holders=holders), "foreign_gpu_processes", None)
+
+    assert result.severity is Severity.WARNING
+    assert "2 foreign process(es)" in result.message
+    assert "pid 1234 Xorg (/dev/nvidia0, /dev/nvidiactl)" in result.message
+    assert "pid 2345 sunshine (/dev/nvidia1)" in result.message
+    assert result.remedy == "stop Xorg/display manager or streaming services: they block resets"

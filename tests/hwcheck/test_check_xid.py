@@ -1,0 +1,100 @@
+"""xid_since_boot: per-card verdicts, counts, remedies, and the rig-wide leftovers."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwcheck.model import Severity, XidAction, XidClass
+from tests.hwcheck.cards import bus_id, make_input, make_xid, result_for, results_for
+
+APP = {"xid_class": XidClass.APPLICATION, "action": XidAction.RESTART_ENGINE}
+
+
+def test_no_xid_is_ok_for_every_card_and_the_rig() -> None:
+    results = results_for(make_input(), "xid_since_boot")
+
+    assert [(r.card, r.severity) for r in results] == [
+        (0, Severity.OK),
+        (1, Severity.OK),
+        (2, Severity.OK),
+        (3, Severity.OK),
+        (None, Severity.OK),
+    ]
+
+
+def test_hardware_xid_is_critical_on_its_card_only() -> None:
+    xids = [make_xid(31, bus_id(1)), make_xid(31, bus_id(1))]
+    inp = make_input(xids=xids)
+
+    result = result_for(inp, "xid_since_boot", 1)
+
+    assert result.severity is Severity.CRITICAL
+    assert result.message.startswith("card 1 (0000:02:00.0): 2 Xid since boot: 31 x2")
+    assert "reboot the host" in result.remedy
+    assert "nvidia_uvm" in result.remedy
+    assert result_for(inp, "xid_since_boot", 0).severity is Severity.OK
+
+
+@pytest.mark.parametrize(
+    ("xid_class", "action", "severity", "remedy_words"),
+    [
+        (XidClass.HARDWARE, XidAction.COLD_POWER_CYCLE, Severity.CRITICAL, "power off fully"),
+        (XidClass.HARDWARE, XidAction.REBOOT, Severity.CRITICAL, "reboot the host"),
+        (XidClass.HARDWARE, XidAction.INSPECT, Severity.CRITICAL, "inspect the kernel log"),
+        (XidClass.DRIVER, XidAction.REBOOT, Severity.CRITICAL, "reboot the host"),
+        (XidClass.DRIVER, XidAction.INSPECT, Severity.WARNING, "inspect"),
+        (XidClass.APPLICATION, XidAction.RESTART_ENGINE, Severity.WARNING, "fleetctl restart"),
+        (XidClass.APPLICATION, XidAction.NONE, Severity.WARNING, "watch for repeats"),
+        (XidClass.UNKNOWN, XidAction.INSPECT, Severity.WARNING, "inspect"),
+    ],
+)
+def test_class_and_action_decide(
+    xid_class: XidClass, action: XidAction, severity: Severity, remedy_words: str
+) -> None:
+    inp = make_input(xids=[make_xid(62, bus_id(0), xid_class=xid_class, action=action)])
+
+    result = result_for(inp, "xid_since_boot", 0)
+
+    assert result.severity is severity
+    assert remedy_words in result.remedy
+
+
+def test_cold_power_cycle_remedy_is_exact() -> None:
+    xid = make_xid(119, bus_id(2), action=XidAction.COLD_POWER_CYCLE)
+    result = result_for(make_input(xids=[xid]), "xid_since_boot", 2)
+
+    assert "power off fully for 30 s; a warm reboot is not enough" in result.remedy
+
+
+def test_mixed_xids_counted_and_hardware_leads() -> None:
+    xids = [
+        make_xid(13, bus_id(0), **APP, explanation="graphics engine exception"),
+        make_xid(31, bus_id(0), explanation="MMU fault: wedge precursor"),
+        make_xid(13, bus_id(0), **APP, explanation="graphics engine exception"),
+    ]
+    result = result_for(make_input(xids=xids), "xid_since_boot", 0)
+
+    assert result.severity is Severity.CRITICAL
+    assert "3 Xid since boot: 13 x2, 31 x1" in result.message
+    assert "Xid 31 (hardware): MMU fault: wedge precursor" in result.message
+    assert "reboot the host" in result.remedy
+
+
+def test_application_only_is_a_warning_with_restart() -> None:
+    result = result_for(make_input(xids=[make_xid(43, bus_id(3), **APP)]), "xid_since_boot", 3)
+
+    assert result.severity is Severity.WARNING
+    assert "1 Xid since boot: 43 x1" in result.message
+
+
+def test_xids_without_or_with_unknown_address_go_to_the_rig_result() -> None:
+    xids = [make_xid(79, None), make_xid(13, "0000:0a:00.0", **APP)]
+    inp = make_input(xids=xids)
+
+    rig = result_for(inp, "xid_since_boot", None)
+
+    assert rig.severity is Severity.CRITICAL
+    assert "0000:0a:00.0" in rig.message
+    assert "no PCI address" in rig.message
+    assert "2 Xid since boot: 79 x1, 13 x1" in rig.message
+    assert all(r.severity is Severity.OK for r in results_for(inp, "xid_since_boot") if r.card)

@@ -1,0 +1,205 @@
+"""The Xid catalogue: defaults from DOMAIN.md, Xid 154 by its hex code, overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwcheck.kernellog.catalogue import (
+    XidCatalogue,
+    XidOverride,
+    is_hardware,
+    needs_reboot,
+    parse_overrides,
+    recovery_action_code,
+)
+from hwcheck.kernellog.parser import parse_xid
+from hwcheck.model import XidAction, XidClass
+
+APP, HW, DRV, UNK = XidClass.APPLICATION, XidClass.HARDWARE, XidClass.DRIVER, XidClass.UNKNOWN
+A = XidAction
+
+
+@pytest.mark.parametrize(
+    ("xid", "xid_class", "action"),
+    [
+        (13, APP, A.RESTART_ENGINE),
+        (31, HW, A.REBOOT),
+        (32, HW, A.INSPECT),
+        (38, DRV, A.REBOOT),
+        (43, APP, A.RESTART_ENGINE),
+        (45, APP, A.NONE),
+        (48, HW, A.REBOOT),
+        (62, HW, A.COLD_POWER_CYCLE),
+        (63, HW, A.REBOOT),
+        (64, HW, A.INSPECT),
+        (68, APP, A.RESTART_ENGINE),
+        (69, APP, A.RESTART_ENGINE),
+        (79, HW, A.REBOOT),
+        (94, APP, A.RESTART_ENGINE),
+        (95, HW, A.REBOOT),
+        (109, APP, A.RESTART_ENGINE),
+        (119, HW, A.COLD_POWER_CYCLE),
+        (120, HW, A.COLD_POWER_CYCLE),
+        (140, HW, A.REBOOT),
+        (143, HW, A.REBOOT),
+    ],
+)
+def test_defaults(xid: int, xid_class: XidClass, action: XidAction) -> None:
+    info = XidCatalogue().info(xid)
+    assert (info.xid, info.xid_class, info.action) == (xid, xid_class, action)
+    assert info.explanation
+    assert "\n" not in info.explanation
+
+
+def test_xid_31_says_why_it_is_hardware_here() -> None:
+    info = XidCatalogue().info(31)
+    assert is_hardware(info)
+    assert "wedge" in info.explanation
+    assert "CMP 170HX" in info.explanation
+
+
+def test_xid_79_mentions_riser_and_power() -> None:
+    explanation = XidCatalogue().info(79).explanation
+    assert "riser" in explanation
+    assert "power" in explanation
+
+
+def test_unknown_xid() -> None:
+    info = XidCatalogue().info(999)
+    assert (info.xid, info.xid_class, info.action) == (999, UNK, A.INSPECT)
+    assert "999" in info.explanation
+    assert not is_hardware(info)
+
+
+def _line_154(code: str, label: str) -> str:
+    return (
+        "[ 6002.000001] NVRM: Xid (PCI:0000:01:00): 154, pid='<unknown>', name=<unknown>, "
+        f"GPU recovery action changed from 0x0 (None) to {code} ({label})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "xid_class", "action"),
+    [
+        ("0x0", DRV, A.NONE),
+        ("0x1", HW, A.REBOOT),
+        ("0x2", HW, A.REBOOT),
+        ("0x3", HW, A.INSPECT),
+        ("0x4", HW, A.REBOOT),
+        ("0x6", HW, A.REBOOT),
+        ("0x7", HW, A.COLD_POWER_CYCLE),
+        ("0x5", HW, A.INSPECT),
+        ("0x1f", HW, A.INSPECT),
+    ],
+)
+def test_xid_154_is_read_by_its_hex_code(code: str, xid_class: XidClass, action: XidAction) -> None:
+    event = parse_xid(_line_154(code, "Whatever The Label Says"))
+    assert event is not None
+    info = XidCatalogue().classify(event)
+    assert (info.xid, info.xid_class, info.action) == (154, xid_class, action)
+    assert f"0x{int(code, 16):x}" in info.explanation
+
+
+def test_xid_154_ignores_the_label() -> None:
+    # A label that contradicts the code: the code wins.
+    event = parse_xid(_line_154("0x0", "GPU Reset Required"))
+    assert event is not None
+    assert XidCatalogue().classify(event).action is A.NONE
+    event = parse_xid(_line_154("0x1", "None"))
+    assert event is not None
+    assert XidCatalogue().classify(event).action is A.REBOOT
+
+
+def test_xid_154_without_a_code() -> None:
+    info = XidCatalogue().info(154, "GPU recovery action changed")
+    assert (info.xid_class, info.action) == (HW, A.INSPECT)
+    assert recovery_action_code("from 0x0 (None) to 0x7 (System Reboot Required)") == 7
+    assert recovery_action_code("from 0x1 (GPU Reset Required)") is None
+
+
+def test_needs_reboot() -> None:
+    catalogue = XidCatalogue()
+    assert needs_reboot(catalogue.info(79))
+    assert needs_reboot(catalogue.info(119))
+    assert not needs_reboot(catalogue.info(13))
+    assert not needs_reboot(catalogue.info(32))
+
+
+def test_overrides_replace_only_the_fields_given() -> None:
+    catalogue = XidCatalogue(
+        {
+            31: XidOverride(xid_class=APP, action=A.RESTART_ENGINE),
+            79: XidOverride(explanation="our riser on slot 3 is flaky"),
+        }
+    )
+    info_31 = catalogue.info(31)
+    assert (info_31.xid_class, info_31.action) == (APP, A.RESTART_ENGINE)
+    assert info_31.explanation.endswith("(overridden in the config)")
+    info_79 = catalogue.info(79)
+    assert (info_79.xid_class, info_79.action, info_79.explanation) == (
+        HW,
+        A.REBOOT,
+        "our riser on slot 3 is flaky",
+    )
+    assert catalogue.info(13) == XidCatalogue().info(13)
+
+
+def test_override_applies_to_xid_154_after_the_code() -> None:
+    catalogue = XidCatalogue({154: XidOverride(action=A.COLD_POWER_CYCLE)})
+    info = catalogue.info(154, "from 0x0 (None) to 0x1 (GPU Reset Required)")
+    assert (info.xid_class, info.action) == (HW, A.COLD_POWER_CYCLE)
+
+
+def test_parse_overrides_from_a_config_table() -> None:
+    table = {
+        "31": {"class": "application", "action": "restart_engine"},
+        "999": {"class": "hardware", "explanation": "vendor-specific fault on our boards"},
+    }
+    assert parse_overrides(table) == {
+        31: XidOverride(xid_class=APP, action=A.RESTART_ENGINE),
+        999: XidOverride(xid_class=HW, explanation="vendor-specific fault on our boards"),
+    }
+    catalogue = XidCatalogue(parse_overrides(table))
+    assert catalogue.info(999).xid_class is HW
+    assert catalogue.info(999).action is A.INSPECT
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"abc": {"class": "hardware"}}, "xid.abc: not an Xid number"),
+        ({"-1": {"class": "hardware"}}, "xid.-1: not an Xid number"),
+        (
+            {"31": {"class": "fatal"}},
+            "xid.31.class: 'fatal' is not one of application|hardware|driver|unknown",
+        ),
+        (
+            {"31": {"action": "rmmod"}},
+            "xid.31.action: 'rmmod' is not one of none|restart_engine|reboot|cold_power_cycle|inspect",
+        ),
+        (
+            {"31": {"severity": "high"}},
+            "xid.31.severity: unknown key (expected class, action, explanation)",
+        ),
+        ({"31": {}}, "xid.31: empty override (set class, action or explanation)"),
+        ({"31": {"explanation": "  "}}, "xid.31.explanation: expected one non-empty line of text"),
+        (
+            {"31": {"explanation": "a\nb"}},
+            "xid.31.explanation: expected one non-empty line of text",
+        ),
+        (
+            {"31": {"class": 3}},
+            "xid.31.class: expected one of application|hardware|driver|unknown, got 3",
+        ),
+        ({"31": "hardware"}, "xid.31: expected a table of class/action/explanation"),
+        (
+            {"31": {"class": "hardware"}, "031": {"action": "reboot"}},
+            "xid.031: Xid 31 is overridden twice",
+        ),
+    ],
+)
+def test_bad_overrides_name_the_key(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=r".*") as caught:
+        parse_overrides(table)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+    assert "\n" not in str(caught.value)

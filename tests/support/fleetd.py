@@ -1,0 +1,179 @@
+"""Run a real ``fleetd`` process for tests, with a real ``NOTIFY_SOCKET`` peer.
+
+The peer is an ``AF_UNIX`` datagram socket bound in a temp dir, exactly what systemd
+gives a ``Type=notify`` service; tests read ``READY=1``/``WATCHDOG=1``/``STOPPING=1``
+from it instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    """A loopback port free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class NotifyPeer:
+    """A datagram socket standing in for systemd's notify socket."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "notify.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        self.messages: list[tuple[float, str]] = []
+
+    def receive(self, timeout_s: float) -> str | None:
+        """One datagram, or None after ``timeout_s``."""
+        self.sock.settimeout(timeout_s)
+        try:
+            data = self.sock.recv(65536).decode()
+        except TimeoutError:
+            return None
+        self.messages.append((time.monotonic(), data))
+        return data
+
+    def wait_for(self, needle: str, timeout_s: float) -> str:
+        """Receive until a datagram contains ``needle``; fail after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            message = self.receive(left)
+            if message is not None and needle in message.splitlines():
+                return message
+        seen = [m for _, m in self.messages][-5:]
+        raise AssertionError(f"no {needle!r} from fleetd within {timeout_s} s; last: {seen}")
+
+    def close(self) -> None:
+        """Close and remove the socket."""
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class Fleetd:
+    """A running fleetd child process."""
+
+    state_dir: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+    peer: NotifyPeer | None
+    log_path: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        """Base URL of its API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def token(self) -> str:
+        """The API token it created."""
+        return (self.state_dir / "api-token").read_text().strip()
+
+    def get(self, path: str) -> httpx.Response:
+        """GET on its API."""
+        return httpx.get(self.url + path, timeout=10)
+
+    def post(self, path: str, body: object = None, token: str | None = "auto") -> httpx.Response:
+        """POST with the bearer token (``token=None``: without one)."""
+        headers = {}
+        if token == "auto":
+            headers["Authorization"] = f"Bearer {self.token}"
+        elif token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return httpx.post(self.url + path, json=body or {}, headers=headers, timeout=10)
+
+    def log(self) -> str:
+        """Everything it wrote to stderr so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30) -> int:
+        """Send ``sig`` and wait for the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout_s)
+
+
+def wait_until(predicate: object, timeout_s: float, what: str, interval_s: float = 0.05) -> None:
+    """Poll ``predicate()`` until true; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def start_fleetd(
+    tmp: Path,
+    state_dir: Path,
+    *,
+    simulate: str | None = "healthy",
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
+    notify: bool = True,
+    port: int | None = None,
+    ready_timeout_s: float = 30,
+    extra_args: list[str] | None = None,
+) -> Fleetd:
+    """Start fleetd and wait for ``READY=1`` (or for /healthz when ``notify`` is off)."""
+    port = port or free_port()
+    peer = NotifyPeer(tmp) if notify else None
+    argv = [sys.executable, "-m", "daemon.fleetd", "--state-dir", str(state_dir)]
+    argv += ["--listen", f"127.0.0.1:{port}"]
+    if simulate:
+        argv += ["--simulate", simulate]
+    if config:
+        argv += ["--config", str(config)]
+    argv += extra_args or []
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("CMPFLEET_")}
+    child_env.update({"CMPFLEET_POLL_INTERVAL_S": "0.5"})
+    if peer is not None:
+        child_env["NOTIFY_SOCKET"] = str(peer.path)
+    child_env.update(env or {})
+    log_path = tmp / f"fleetd-{port}.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env)
+    daemon = Fleetd(state_dir=state_dir, port=port, proc=proc, peer=peer, log_path=log_path)
+    try:
+        if peer is not None:
+            peer.wait_for("READY=1", ready_timeout_s)
+        else:
+            wait_until(lambda: _answers(daemon), ready_timeout_s, "fleetd /healthz")
+    except AssertionError:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"fleetd did not become ready:\n{daemon.log()}") from None
+    return daemon
+
+
+def _answers(daemon: Fleetd) -> bool:
+    if daemon.proc.poll() is not None:
+        raise AssertionError(f"fleetd exited with {daemon.proc.returncode}:\n{daemon.log()}")
+    try:
+        return daemon.get("/healthz").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def stop_all(daemons: Iterator[Fleetd] | list[Fleetd]) -> None:
+    """Kill whatever is still running (test teardown)."""
+    for daemon in daemons:
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait()
+        if daemon.peer is not None:
+            daemon.peer.close()

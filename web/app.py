@@ -1,0 +1,152 @@
+"""The FastAPI application: ``/healthz``, the ``/api/v1`` REST API and simulation control.
+
+Reads come from the daemon's in-memory state (never a live NVML call in a request), so
+a slow GPU cannot stall the API. Every POST needs ``Authorization: Bearer <token>`` (401
+without, 403 with a wrong one); on a non-loopback listener every endpoint but
+``/healthz`` does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from web.services import ServiceError, SimulationControl, WebServices
+
+
+class XidInjection(BaseModel):
+    """``POST /api/v1/sim/xid`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+    card: Annotated[int, Field(ge=0)]
+    xid: Annotated[int, Field(ge=1, le=100000)]
+    message: str | None = None
+
+
+class RebootRequest(BaseModel):
+    """``POST /api/v1/recovery/reboot`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+    confirm: bool = False
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def package_version() -> str:
+    """cmpfleet's installed version."""
+    try:
+        return version("cmpfleet")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(services: WebServices) -> FastAPI:
+    """Build the app around ``services`` (no globals: everything hangs off this closure)."""
+    from daemon.token import token_matches
+
+    app = FastAPI(
+        title="cmpfleet",
+        version=package_version(),
+        description="Rig supervisor for NVIDIA CMP 170HX inference rigs.",
+    )
+
+    def check_token(request: Request) -> None:
+        given = _bearer(request)
+        if given is None:
+            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        if not token_matches(services.token, given):
+            raise HTTPException(403, "wrong token")
+
+    def require_token(request: Request) -> None:
+        check_token(request)
+
+    def require_sim() -> SimulationControl:
+        sim = services.sim
+        if sim is None:
+            raise HTTPException(404, "not simulating: start fleetd with --simulate")
+        return sim
+
+    @app.middleware("http")
+    async def remote_needs_token(request: Request, call_next: Any) -> Any:
+        if not services.loopback_only and request.url.path != "/healthz":
+            try:
+                check_token(request)
+            except HTTPException as exc:
+                return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+        return await call_next(request)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message, "code": exc.code}, exc.status_code)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        """200 once the daemon runs."""
+        return {"status": "ok"}
+
+    @app.get("/api/v1/status")
+    def status() -> dict[str, Any]:
+        """The rig overview (same document as ``fleetctl status --json``)."""
+        return services.status_document()
+
+    @app.get("/api/v1/events")
+    def events(
+        since: datetime | None = None,
+        kind: str | None = None,
+        card: Annotated[int | None, Query(ge=0)] = None,
+        limit: Annotated[int, Query(ge=1, le=10000)] = 100,
+    ) -> list[dict[str, Any]]:
+        """Events, newest first."""
+        return services.list_events(since, kind, limit, card)
+
+    @app.post("/api/v1/events/{event_id}/ack", dependencies=[Depends(require_token)])
+    def ack(event_id: int) -> dict[str, Any]:
+        """Acknowledge one event."""
+        return services.ack_event(event_id, "api")
+
+    @app.post("/api/v1/caps/apply", dependencies=[Depends(require_token)])
+    def caps_apply() -> dict[str, Any]:
+        """Re-apply the configured power cap (caps reset at every boot)."""
+        return services.apply_caps()
+
+    @app.post("/api/v1/serving/{action}", dependencies=[Depends(require_token)])
+    def serving(action: Literal["start", "stop", "restart"]) -> dict[str, Any]:
+        """Start, stop or restart the engine."""
+        return services.serving_action(action)
+
+    @app.get("/api/v1/serving/logs")
+    def serving_logs(lines: Annotated[int, Query(ge=1, le=100000)] = 200) -> dict[str, Any]:
+        """The engine log's last lines."""
+        return {"lines": services.serving_logs(lines)}
+
+    @app.post("/api/v1/sim/xid", dependencies=[Depends(require_sim), Depends(require_token)])
+    def sim_xid(
+        body: XidInjection, sim: Annotated[SimulationControl, Depends(require_sim)]
+    ) -> dict[str, Any]:
+        """Write a real-format NVRM Xid line into the simulated kernel log."""
+        return sim.inject_xid(body.card, body.xid, body.message)
+
+    @app.post(
+        "/api/v1/sim/card/{index}", dependencies=[Depends(require_sim), Depends(require_token)]
+    )
+    def sim_card(index: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Change a simulated card's readings, e.g. ``{"lost": true}``."""
+        return require_sim().set_card(index, body)
+
+    @app.post("/api/v1/sim/reboot", dependencies=[Depends(require_sim), Depends(require_token)])
+    def sim_reboot() -> dict[str, Any]:
+        """Simulate a host reboot (new boot id, caps back at default, fresh kernel log)."""
+        return require_sim().reboot()
+
+    return app

@@ -1,0 +1,74 @@
+"""What the web layer needs from the daemon, as a protocol (web never imports daemon).
+
+The daemon hands an object satisfying ``WebServices`` to ``create_app``; tests can hand
+in the real daemon services or a small stand-in at this boundary.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class ServiceError(Exception):
+    """A refused or failed operation, with the HTTP status to answer with."""
+
+    def __init__(self, status_code: int, message: str, code: str = "error") -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.code = code
+
+
+class SimulationControl(Protocol):
+    """Fault injection for ``--simulate`` (absent on a real rig: the routes answer 404)."""
+
+    def inject_xid(self, card: int, xid: int, message: str | None) -> dict[str, Any]:
+        """Write a real-format NVRM Xid line into the simulated kernel log."""
+        ...
+
+    def set_card(self, index: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """Change a simulated card's readings."""
+        ...
+
+    def reboot(self) -> dict[str, Any]:
+        """Simulate a host reboot."""
+        ...
+
+
+class WebServices(Protocol):
+    """Reads and mutations the API exposes."""
+
+    token: str
+    loopback_only: bool
+
+    @property
+    def sim(self) -> SimulationControl | None:
+        """Simulation control, or ``None`` on a real rig."""
+        ...
+
+    def status_document(self) -> dict[str, Any]:
+        """The CONTRACT's status document (same as ``fleetctl status --json``)."""
+        ...
+
+    def list_events(
+        self, since: datetime | None, kind: str | None, limit: int, card: int | None
+    ) -> list[dict[str, Any]]:
+        """Events newest first as ``{id, ts, kind, card, xid, severity, message}``."""
+        ...
+
+    def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
+        """Acknowledge one event; ``ServiceError(404)`` when it does not exist."""
+        ...
+
+    def apply_caps(self) -> dict[str, Any]:
+        """Re-apply the configured power cap to cards that are off it."""
+        ...
+
+    def serving_action(self, action: str) -> dict[str, Any]:
+        """``start|stop|restart`` the engine; ``ServiceError(409)`` with the reason if refused."""
+        ...
+
+    def serving_logs(self, lines: int) -> list[str]:
+        """The last ``lines`` lines of the engine's log."""
+        ...
