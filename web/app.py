@@ -131,11 +131,9 @@ def create_app(services: WebServices) -> FastAPI:
         return {"lines": services.serving_logs(lines)}
 
     @app.post("/api/v1/sim/xid", dependencies=[Depends(require_sim), Depends(require_token)])
-    def sim_xid(
-        body: XidInjection, sim: Annotated[SimulationControl, Depends(require_sim)]
-    ) -> dict[str, Any]:
+    def sim_xid(body: XidInjection) -> dict[str, Any]:
         """Write a real-format NVRM Xid line into the simulated kernel log."""
-        return sim.inject_xid(body.card, body.xid, body.message)
+        return require_sim().inject_xid(body.card, body.xid, body.message)
 
     @app.post(
         "/api/v1/sim/card/{index}", dependencies=[Depends(require_sim), Depends(require_token)]

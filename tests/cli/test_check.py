@@ -21,12 +21,31 @@ EXPECTED_EXIT = {
     "engine-corrupt": 0,
 }
 CONTRACT_CARD_KEYS = {
-    "index", "pci_bus_id", "uuid", "name", "memory_total_mib", "power_limit_w", "power_draw_w",
-    "power_brake_active", "temperature_c", "pcie_gen", "pcie_width", "xid_since_boot", "state",
+    "index",
+    "pci_bus_id",
+    "uuid",
+    "name",
+    "memory_total_mib",
+    "power_limit_w",
+    "power_draw_w",
+    "power_brake_active",
+    "temperature_c",
+    "pcie_gen",
+    "pcie_width",
+    "xid_since_boot",
+    "state",
 }
 CONTRACT_CHECK_IDS = {
-    "card_count", "vram_unlocked", "power_brake", "power_cap", "pcie_link", "temperature",
-    "xid_since_boot", "persistence_mode", "driver_version", "foreign_gpu_processes",
+    "card_count",
+    "vram_unlocked",
+    "power_brake",
+    "power_cap",
+    "pcie_link",
+    "temperature",
+    "xid_since_boot",
+    "persistence_mode",
+    "driver_version",
+    "foreign_gpu_processes",
 }
 
 

@@ -15,7 +15,11 @@ DATA = Path(__file__).resolve().parents[1] / "kernellog" / "data"
 def fleetctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "daemon.fleetctl", *args],
-        capture_output=True, text=True, input=stdin, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+        check=False,
     )
 
 
@@ -32,7 +36,17 @@ def test_scan_each_format_lists_the_xids_with_line_numbers(name: str) -> None:
     ]
     assert [f["line"] for f in found] == expected
     for item in found:
-        assert set(item) >= {"line", "text", "pci_bus_id", "xid", "pid", "process", "message", "class", "action"}
+        assert set(item) >= {
+            "line",
+            "text",
+            "pci_bus_id",
+            "xid",
+            "pid",
+            "process",
+            "message",
+            "class",
+            "action",
+        }
         assert item["text"] == lines[item["line"] - 1]
         assert item["class"] in {"application", "hardware", "driver", "unknown"}
         assert item["action"] in {"none", "restart_engine", "reboot", "cold_power_cycle", "inspect"}
@@ -58,7 +72,9 @@ def test_override_from_config(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     config.write_text('[xid.31]\nclass = "application"\naction = "restart_engine"\n')
     line = "NVRM: Xid (PCI:0000:01:00): 31, pid=1, name=x, MMU Fault\n"
-    found = json.loads(fleetctl("xid", "scan", "-", "--config", str(config), "--json", stdin=line).stdout)
+    found = json.loads(
+        fleetctl("xid", "scan", "-", "--config", str(config), "--json", stdin=line).stdout
+    )
     assert (found[0]["class"], found[0]["action"]) == ("application", "restart_engine")
 
 

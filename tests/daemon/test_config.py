@@ -70,14 +70,29 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         ("[pol]\ninterval_s = 2\n", "unknown key 'pol'"),
         ('[poll]\ninterval_s = "fast"\n', "poll.interval_s: Input should be a valid number"),
         ("[poll]\ninterval_s = -1\n", "poll.interval_s: Input should be greater than 0"),
-        ("[rig]\npower_cap_w = 900\n", "rig.power_cap_w: Input should be less than or equal to 400"),
+        (
+            "[rig]\npower_cap_w = 900\n",
+            "rig.power_cap_w: Input should be less than or equal to 400",
+        ),
         ('[web]\nlisten = "8170"\n', "web.listen: Value error, expected HOST:PORT"),
-        ('[[alerts.webhooks]]\nurl = "http://x"\nformat = "teams"\n', "alerts.webhooks[0].format: Input should be"),
+        (
+            '[[alerts.webhooks]]\nurl = "http://x"\nformat = "teams"\n',
+            "alerts.webhooks[0].format: Input should be",
+        ),
         ('[xid.abc]\nclass = "hardware"\n', "xid: Value error, Xid table keys are Xid numbers"),
         ("[poll\n", "not valid TOML"),
     ],
-    ids=["unknown-key", "unknown-section", "wrong-type", "negative", "out-of-range", "bad-listen",
-         "bad-enum-in-list", "bad-xid-key", "syntax"],
+    ids=[
+        "unknown-key",
+        "unknown-section",
+        "wrong-type",
+        "negative",
+        "out-of-range",
+        "bad-listen",
+        "bad-enum-in-list",
+        "bad-xid-key",
+        "syntax",
+    ],
 )
 def test_each_class_of_mistake_is_one_line(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
@@ -100,9 +115,14 @@ def test_bad_environment_value_names_the_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "needle"),
-    [("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"), ("[rig]\ncard_count = 0\n", "rig.card_count")],
+    [
+        ("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"),
+        ("[rig]\ncard_count = 0\n", "rig.card_count"),
+    ],
 )
-def test_fleetd_refuses_a_bad_config_before_starting(tmp_path: Path, text: str, needle: str) -> None:
+def test_fleetd_refuses_a_bad_config_before_starting(
+    tmp_path: Path, text: str, needle: str
+) -> None:
     path = write(tmp_path, text)
     state = tmp_path / "state"
     result = subprocess.run(

@@ -57,7 +57,9 @@ def test_a_peer_that_never_reads_does_not_block(tmp_path: Path) -> None:
 def test_missing_socket_and_watchdog_of_another_pid() -> None:
     assert not Notifier({}).enabled
     assert Notifier({}).send("READY=1") is False
-    other = Notifier({"NOTIFY_SOCKET": "/nonexistent/sock", "WATCHDOG_USEC": "100", "WATCHDOG_PID": "1"})
+    other = Notifier(
+        {"NOTIFY_SOCKET": "/nonexistent/sock", "WATCHDOG_USEC": "100", "WATCHDOG_PID": "1"}
+    )
     assert other.watchdog_interval_s is None
     assert other.send("READY=1") is False
     other.close()

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ class NotifyPeer:
     """A datagram socket standing in for systemd's notify socket."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / "notify.sock"
+        self.path = directory / f"notify-{uuid.uuid4().hex[:8]}.sock"
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(self.path))
         self.messages: list[tuple[float, str]] = []

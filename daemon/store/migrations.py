@@ -1,0 +1,264 @@
+"""Versioned schema migrations: a ``schema_version`` table and an ordered tuple of steps.
+
+Why not Alembic: it is not a runtime dependency of cmpfleet, and its script directory,
+``env.py`` and ini file would have to ship as package data and be driven from code at
+every daemon start. The schema is small and owned by one program, so a tuple of plain
+functions is enough: each step runs in its own transaction (DDL is transactional on
+both SQLite and PostgreSQL), records its version in the same transaction, and so either
+happens completely or not at all. Steps are frozen history: they define their tables
+with Core here and never import the models, which describe only the newest schema.
+
+Opening a database newer than the code refuses instead of guessing (a downgrade of
+cmpfleet must not scribble on a schema it does not understand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    insert,
+    select,
+    text,
+)
+
+from daemon.store.coltypes import NAMING_CONVENTION, UtcTimestamp, json_type
+from daemon.store.errors import StoreError
+
+# Any constant works: it only has to be the same for every cmpfleet process.
+_PG_MIGRATION_LOCK_KEY = 0x636D70666C74  # "cmpflt"
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``apply`` takes the schema from ``version - 1`` to ``version``."""
+
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _metadata() -> MetaData:
+    return MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _version_table(metadata: MetaData) -> Table:
+    return Table(
+        "schema_version",
+        metadata,
+        Column("version", Integer, primary_key=True, autoincrement=False),
+        Column("applied_at", UtcTimestamp, nullable=False),
+        Column("description", String(200), nullable=False),
+    )
+
+
+def _cards_stub(metadata: MetaData) -> Table:
+    """Just enough of ``cards`` for later steps' foreign keys to resolve."""
+    return Table("cards", metadata, Column("id", Integer, primary_key=True))
+
+
+def _v1_initial(conn: Connection) -> None:
+    """Cards, raw samples, events, small durable values, audit trail and launches."""
+    md = _metadata()
+    Table(
+        "cards",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("uuid", String(64), nullable=False, unique=True),
+        Column("serial", String(64)),
+        Column("name", String(128), nullable=False),
+        Column("pci_bus_id", String(16), nullable=False),
+        Column("card_index", Integer, nullable=False),
+        Column("first_seen", UtcTimestamp, nullable=False),
+        Column("last_seen", UtcTimestamp, nullable=False),
+    )
+    Table(
+        "samples",
+        md,
+        Column(
+            "card_id",
+            Integer,
+            ForeignKey("cards.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        Column("ts", UtcTimestamp, primary_key=True),
+        Column("power_draw_w", Float),
+        Column("power_limit_w", Float),
+        Column("temperature_c", Float),
+        Column("memory_temperature_c", Float),
+        Column("memory_used_mib", Integer),
+        Column("sm_clock_mhz", Integer),
+        Column("clock_event_reasons", BigInteger),
+        Column("pcie_gen", SmallInteger),
+        Column("pcie_width", SmallInteger),
+        Column("lost", Boolean, nullable=False),
+        sqlite_with_rowid=False,
+    )
+    Table(
+        "events",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("ts", UtcTimestamp, nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("severity", String(16), nullable=False),
+        Column("card", Integer),
+        Column("card_uuid", String(64)),
+        Column("card_serial", String(64)),
+        Column("pci_bus_id", String(16)),
+        Column("xid", Integer),
+        Column("message", Text, nullable=False),
+        Column("details", json_type()),
+        Column("boot_id", String(64)),
+        Column("kmsg_seq", BigInteger),
+        Column("acked_at", UtcTimestamp),
+        Column("acked_by", String(128)),
+        UniqueConstraint("kind", "boot_id", "kmsg_seq"),
+        Index(None, "ts"),
+    )
+    Table(
+        "kv",
+        md,
+        Column("key", String(64), primary_key=True),
+        Column("value", json_type(), nullable=False),
+        Column("updated_at", UtcTimestamp, nullable=False),
+    )
+    Table(
+        "audit",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("ts", UtcTimestamp, nullable=False),
+        Column("actor", String(64), nullable=False),
+        Column("action", String(64), nullable=False),
+        Column("target", String(128)),
+        Column("reason", Text),
+        Column("dry_run", Boolean, nullable=False),
+        Column("outcome", String(64), nullable=False),
+        Column("details", json_type()),
+        Index(None, "ts"),
+    )
+    Table(
+        "launches",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("started_at", UtcTimestamp, nullable=False),
+        Column("ready_at", UtcTimestamp),
+        Column("ended_at", UtcTimestamp),
+        Column("argv", json_type(), nullable=False),
+        Column("env", json_type(), nullable=False),
+        Column("recipe_hash", String(128), nullable=False),
+        Column("exit_code", Integer),
+        Column("crash_class", String(64)),
+    )
+    md.create_all(conn)
+
+
+def _v2_rollups(conn: Connection) -> None:
+    """Per-card 1-minute min/avg/max rollups, so charts outlive the raw window."""
+    md = _metadata()
+    _cards_stub(md)
+    stats = [
+        Column(f"{metric}_{stat}", Float)
+        for metric in ("power_draw_w", "temperature_c", "sm_clock_mhz", "memory_used_mib")
+        for stat in ("min", "avg", "max")
+    ]
+    rollups = Table(
+        "rollups_1m",
+        md,
+        Column(
+            "card_id",
+            Integer,
+            ForeignKey("cards.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        Column("minute", UtcTimestamp, primary_key=True),
+        Column("n", Integer, nullable=False),
+        *stats,
+        sqlite_with_rowid=False,
+    )
+    rollups.create(conn)
+
+
+def _v3_engine_samples(conn: Connection) -> None:
+    """Rig-level engine metrics (tokens/s, queue, KV cache use) per poll."""
+    md = _metadata()
+    engine_samples = Table(
+        "engine_samples",
+        md,
+        Column("ts", UtcTimestamp, primary_key=True),
+        Column("tokens_per_s", Float),
+        Column("requests_running", Integer),
+        Column("requests_waiting", Integer),
+        Column("kv_cache_usage_pct", Float),
+    )
+    engine_samples.create(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _v1_initial),
+    Migration(2, "1-minute rollups", _v2_rollups),
+    Migration(3, "engine samples", _v3_engine_samples),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def schema_version(conn: Connection) -> int:
+    """The newest applied migration, 0 for an empty database."""
+    if not conn.dialect.has_table(conn, "schema_version"):
+        return 0
+    version_table = _version_table(_metadata())
+    found = conn.execute(select(func.max(version_table.c.version))).scalar()
+    return int(found or 0)
+
+
+def upgrade(engine: Engine, target: int = LATEST_VERSION) -> int:
+    """Apply every missing step up to ``target``, one transaction each; return the version.
+
+    Several processes may open the same database at once: SQLite serialises the steps
+    through ``BEGIN IMMEDIATE`` (the engine's write transactions), PostgreSQL through a
+    transaction-scoped advisory lock; each step re-reads the version under that lock.
+    """
+    if not 0 <= target <= LATEST_VERSION:
+        raise StoreError(f"no schema version {target}: this cmpfleet knows 0..{LATEST_VERSION}")
+    while True:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK_KEY}
+                )
+            version_table = _version_table(_metadata())
+            version_table.create(conn, checkfirst=True)
+            current = schema_version(conn)
+            if current > LATEST_VERSION:
+                raise StoreError(
+                    f"schema version {current} is newer than this cmpfleet knows "
+                    f"({LATEST_VERSION}): upgrade cmpfleet or use another database"
+                )
+            if current >= target:
+                return current
+            step = MIGRATIONS[current]
+            step.apply(conn)
+            conn.execute(
+                insert(version_table).values(
+                    version=step.version,
+                    applied_at=datetime.now(UTC),
+                    description=step.description,
+                )
+            )

@@ -1,0 +1,198 @@
+"""The ORM models: the schema as of the newest migration.
+
+The database itself is only ever created by ``migrations.py`` (frozen, versioned DDL);
+these models are what queries are written against. A test builds a database from these
+models and one through every migration and requires the two to match.
+
+Samples and rollups point at ``cards.id`` (a small integer) instead of repeating the
+40-character NVML UUID in every row and index entry: that alone keeps a 48 h raw window
+of 8 cards at 1 Hz well under the size budget. On SQLite both are ``WITHOUT ROWID``
+tables clustered on their natural key ``(card_id, ts)``, so the hot "one card over a
+time span" query reads contiguous pages and needs no second index.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from daemon.store.coltypes import NAMING_CONVENTION, UtcTimestamp, json_type
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the shared naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class SchemaVersion(Base):
+    """One row per applied migration; the newest ``version`` is the schema's."""
+
+    __tablename__ = "schema_version"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    applied_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+    description: Mapped[str] = mapped_column(String(200))
+
+
+class Card(Base):
+    """A card seen on this rig, identified by its NVML UUID (which survives slot moves)."""
+
+    __tablename__ = "cards"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(64), unique=True)
+    serial: Mapped[str | None] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(128))
+    pci_bus_id: Mapped[str] = mapped_column(String(16))
+    card_index: Mapped[int] = mapped_column(Integer)
+    first_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
+    last_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
+
+
+class Sample(Base):
+    """One card at one poll (raw, kept for the raw retention window)."""
+
+    __tablename__ = "samples"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    card_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("cards.id", ondelete="CASCADE"), primary_key=True
+    )
+    ts: Mapped[datetime] = mapped_column(UtcTimestamp, primary_key=True)
+    power_draw_w: Mapped[float | None] = mapped_column(Float)
+    power_limit_w: Mapped[float | None] = mapped_column(Float)
+    temperature_c: Mapped[float | None] = mapped_column(Float)
+    memory_temperature_c: Mapped[float | None] = mapped_column(Float)
+    memory_used_mib: Mapped[int | None] = mapped_column(Integer)
+    sm_clock_mhz: Mapped[int | None] = mapped_column(Integer)
+    clock_event_reasons: Mapped[int | None] = mapped_column(BigInteger)
+    pcie_gen: Mapped[int | None] = mapped_column(SmallInteger)
+    pcie_width: Mapped[int | None] = mapped_column(SmallInteger)
+    lost: Mapped[bool] = mapped_column(Boolean)
+
+
+class Rollup1m(Base):
+    """One card over one complete minute: min/avg/max of the charted metrics."""
+
+    __tablename__ = "rollups_1m"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    card_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("cards.id", ondelete="CASCADE"), primary_key=True
+    )
+    minute: Mapped[datetime] = mapped_column(UtcTimestamp, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+    power_draw_w_min: Mapped[float | None] = mapped_column(Float)
+    power_draw_w_avg: Mapped[float | None] = mapped_column(Float)
+    power_draw_w_max: Mapped[float | None] = mapped_column(Float)
+    temperature_c_min: Mapped[float | None] = mapped_column(Float)
+    temperature_c_avg: Mapped[float | None] = mapped_column(Float)
+    temperature_c_max: Mapped[float | None] = mapped_column(Float)
+    sm_clock_mhz_min: Mapped[float | None] = mapped_column(Float)
+    sm_clock_mhz_avg: Mapped[float | None] = mapped_column(Float)
+    sm_clock_mhz_max: Mapped[float | None] = mapped_column(Float)
+    memory_used_mib_min: Mapped[float | None] = mapped_column(Float)
+    memory_used_mib_avg: Mapped[float | None] = mapped_column(Float)
+    memory_used_mib_max: Mapped[float | None] = mapped_column(Float)
+
+
+class EngineSample(Base):
+    """Rig-level engine metrics at one poll; any figure the engine did not give is NULL."""
+
+    __tablename__ = "engine_samples"
+
+    ts: Mapped[datetime] = mapped_column(UtcTimestamp, primary_key=True)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float)
+    requests_running: Mapped[int | None] = mapped_column(Integer)
+    requests_waiting: Mapped[int | None] = mapped_column(Integer)
+    kv_cache_usage_pct: Mapped[float | None] = mapped_column(Float)
+
+
+class Event(Base):
+    """Something that happened (Xid, check transition, serving, recovery, operator...).
+
+    The unique key on ``(kind, boot_id, kmsg_seq)`` makes inserting the same kernel
+    record twice a no-op; other events leave ``boot_id``/``kmsg_seq`` NULL, and NULLs
+    never collide.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("kind", "boot_id", "kmsg_seq"),
+        Index(None, "ts"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[datetime] = mapped_column(UtcTimestamp)
+    kind: Mapped[str] = mapped_column(String(16))
+    severity: Mapped[str] = mapped_column(String(16))
+    card: Mapped[int | None] = mapped_column(Integer)
+    card_uuid: Mapped[str | None] = mapped_column(String(64))
+    card_serial: Mapped[str | None] = mapped_column(String(64))
+    pci_bus_id: Mapped[str | None] = mapped_column(String(16))
+    xid: Mapped[int | None] = mapped_column(Integer)
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+    kmsg_seq: Mapped[int | None] = mapped_column(BigInteger)
+    acked_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    acked_by: Mapped[str | None] = mapped_column(String(128))
+
+
+class KvEntry(Base):
+    """A small durable value (kernel-log cursor, boot id, latch, check states...)."""
+
+    __tablename__ = "kv"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[Any] = mapped_column(json_type())
+    updated_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+
+
+class AuditEntry(Base):
+    """Who did (or, in dry-run, would have done) what, to what, why, and how it went."""
+
+    __tablename__ = "audit"
+    __table_args__ = (Index(None, "ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[datetime] = mapped_column(UtcTimestamp)
+    actor: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(String(128))
+    reason: Mapped[str | None] = mapped_column(Text)
+    dry_run: Mapped[bool] = mapped_column(Boolean)
+    outcome: Mapped[str] = mapped_column(String(64))
+    details: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+
+
+class Launch(Base):
+    """One engine launch: exactly what ran (secrets masked) and how it ended."""
+
+    __tablename__ = "launches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+    ready_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    argv: Mapped[list[str]] = mapped_column(json_type())
+    env: Mapped[dict[str, str]] = mapped_column(json_type())
+    recipe_hash: Mapped[str] = mapped_column(String(128))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    crash_class: Mapped[str | None] = mapped_column(String(64))

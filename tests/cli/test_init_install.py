@@ -1,0 +1,75 @@
+"""``fleetctl init`` (baseline config) and ``scripts/install.sh`` (the system install)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from daemon.config import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fleetctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.fleetctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_init_records_the_baseline_and_checks_pass_against_it(tmp_path: Path) -> None:
+    config = tmp_path / "etc" / "fleet.toml"
+    result = fleetctl("init", "--simulate", "healthy-8", "--output", str(config))
+    assert result.returncode == 0, result.stderr
+    assert config.stat().st_mode & 0o777 == 0o640
+    settings = load_settings(config, environ={})
+    assert settings.rig.card_count == 8
+    assert settings.rig.memory_total_mib == 65536
+    assert len(settings.rig.pcie_baseline) == 8
+    assert {(b.gen, b.width) for b in settings.rig.pcie_baseline.values()} == {(2, 4)}
+    assert fleetctl("check", "--simulate", "healthy-8", "--config", str(config)).returncode == 0
+    # The same config on a 4-card rig: the card count no longer matches.
+    assert fleetctl("check", "--simulate", "healthy", "--config", str(config)).returncode == 2
+
+
+def test_init_never_overwrites_without_force(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text("# mine\n")
+    refused = fleetctl("init", "--simulate", "healthy", "--output", str(config))
+    assert refused.returncode == 2
+    assert "exists" in refused.stderr and "--force" in refused.stderr
+    assert config.read_text() == "# mine\n"
+    assert (
+        fleetctl("init", "--simulate", "healthy", "--output", str(config), "--force").returncode
+        == 0
+    )
+    assert "card_count = 4" in config.read_text()
+
+
+def test_init_warns_about_a_locked_card(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    assert fleetctl("init", "--simulate", "locked-vram", "--output", str(config)).returncode == 0
+    assert config.read_text().startswith("# WARNING: a card reports 8192 MiB")
+
+
+def test_install_script_lays_out_the_system_and_keeps_a_config(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    run = [str(ROOT / "scripts" / "install.sh"), "--root", str(root), "--skip-venv"]
+    first = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert first.returncode == 0, first.stderr
+    unit = root / "etc/systemd/system/fleetd.service"
+    config = root / "etc/cmpfleet/fleet.toml"
+    assert unit.read_text() == (ROOT / "systemd/fleetd.service").read_text()
+    assert config.read_text() == (ROOT / "examples/fleet.toml").read_text()
+    assert config.stat().st_mode & 0o777 == 0o640
+    config.write_text("[rig]\ncard_count = 3\n")
+    second = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
+    assert second.returncode == 0
+    assert "keeping existing" in second.stdout
+    assert config.read_text() == "[rig]\ncard_count = 3\n"
+    bad = subprocess.run([*run, "--bogus"], capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "unknown option --bogus" in bad.stderr
