@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     from daemon.startup import StartupError, build_daemon
 
     try:
-        daemon = build_daemon(settings, state_dir, args.simulate)
+        daemon = build_daemon(settings, state_dir, args.simulate, config_path)
     except StartupError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_STARTUP)

@@ -23,6 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from daemon.boot import track_boot
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
+from daemon.engine import EngineService
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
 from daemon.services import DaemonServices, EngineControl
@@ -34,6 +35,7 @@ from hwcheck.checks import CheckInput, run_checks
 from hwcheck.host import HostSources
 from hwcheck.model import DeviceHolder, PciDevice, worst_severity
 from hwcheck.sim.rig import SimulatedRig
+from serving.recipe import Recipe
 from web.app import create_app
 
 log = logging.getLogger("fleetd")
@@ -63,6 +65,7 @@ class Daemon:
         host: HostSources,
         sim: SimulatedRig | None,
         notifier: Notifier,
+        recipe: Recipe | None = None,
     ) -> None:
         self.settings = settings
         self.state_dir = state_dir
@@ -99,7 +102,10 @@ class Daemon:
         )
         self._server: uvicorn.Server | None = None
         self._server_thread: threading.Thread | None = None
-        self.supervisor: EngineControl | None = None
+        self.engine: EngineService | None = None
+        if recipe is not None:
+            self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
+        self.supervisor: EngineControl | None = self.engine
 
     # -- helpers ----------------------------------------------------------------------
     def _card_index_of(self, pci_bus_id: str | None) -> int | None:
@@ -130,8 +136,7 @@ class Daemon:
             applied = self.caps.apply(snapshot, actor="fleetd")
             if any(r.outcome == "applied" for r in applied):
                 snapshot = self.host.gpu.snapshot()
-        self.store.upsert_cards(snapshot)
-        self.store.record_samples(snapshot)
+        self.store.record_samples(snapshot)  # also keeps the cards table current
         window = self.monitor.add_sample(snapshot)
         now_s = time.monotonic()
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
@@ -238,6 +243,8 @@ class Daemon:
             coalesce=True,
         )
         self.scheduler.start()
+        if self.engine is not None:
+            self.engine.open(autostart=self.settings.serving.autostart)
         self._wait_api_ready()
         self.notifier.ready(self.summary())
         log.info(

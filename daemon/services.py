@@ -6,6 +6,7 @@ Reads come from the monitor's in-memory view and the store; nothing here calls N
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +32,14 @@ class EngineControl(Protocol):
 
     def logs(self, lines: int) -> list[str]:
         """The last lines of the engine log."""
+        ...
+
+    def follow(self, backlog: int) -> Iterator[str]:
+        """Backlog then new log lines, until the reader goes away."""
+        ...
+
+    def recipe_document(self) -> dict[str, Any]:
+        """The spec the daemon would launch and its diff to the last ready launch."""
         ...
 
     def close(self, stop_engine: bool) -> None:
@@ -97,6 +106,20 @@ class DaemonServices:
         """The engine log's last lines."""
         supervisor = self._daemon.supervisor
         return [] if supervisor is None else supervisor.logs(lines)
+
+    def serving_follow(self, lines: int) -> Iterator[str]:
+        """``logs --follow``: the last ``lines`` lines, then new ones."""
+        supervisor = self._daemon.supervisor
+        if supervisor is None:
+            raise ServiceError(409, "no engine is configured on this rig", "no_engine")
+        return supervisor.follow(lines)
+
+    def serving_recipe(self) -> dict[str, Any]:
+        """``recipe show`` through the daemon."""
+        supervisor = self._daemon.supervisor
+        if supervisor is None:
+            raise ServiceError(409, "no engine is configured on this rig", "no_engine")
+        return supervisor.recipe_document()
 
     def close_serving(self, stop_engine: bool) -> None:
         """Detach from the engine (stopping it only with ``stop_on_exit``)."""

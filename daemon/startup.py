@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from daemon.config import Settings
+from daemon.engine import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.store import StoreError
@@ -13,6 +14,7 @@ from hwcheck.host import HostSources
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
+from serving.recipe import RecipeError
 
 
 class StartupError(Exception):
@@ -48,12 +50,17 @@ def build_host(
     ), None
 
 
-def build_daemon(settings: Settings, state_dir: Path, simulate: str | None) -> Daemon:
+def build_daemon(
+    settings: Settings, state_dir: Path, simulate: str | None, config_path: Path | None = None
+) -> Daemon:
     """Everything fleetd needs, opened but not started."""
     prepare_state_dir(state_dir)
     host, rig = build_host(settings, state_dir, simulate)
     try:
-        return Daemon(settings, state_dir, host, rig, Notifier())
-    except StoreError as exc:
+        recipe = recipe_for_daemon(
+            settings, config_path, rig.scenario.engine if rig is not None else None
+        )
+        return Daemon(settings, state_dir, host, rig, Notifier(), recipe)
+    except (StoreError, RecipeError) as exc:
         host.close()
         raise StartupError(str(exc)) from None

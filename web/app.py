@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from web.services import ServiceError, SimulationControl, WebServices
@@ -129,6 +129,19 @@ def create_app(services: WebServices) -> FastAPI:
     def serving_logs(lines: Annotated[int, Query(ge=1, le=100000)] = 200) -> dict[str, Any]:
         """The engine log's last lines."""
         return {"lines": services.serving_logs(lines)}
+
+    @app.get("/api/v1/serving/logs/follow")
+    def serving_logs_follow(
+        lines: Annotated[int, Query(ge=0, le=100000)] = 50,
+    ) -> StreamingResponse:
+        """The engine log's last lines, then new lines as they come (text/plain stream)."""
+        stream = services.serving_follow(lines)
+        return StreamingResponse((line + "\n" for line in stream), media_type="text/plain")
+
+    @app.get("/api/v1/serving/recipe")
+    def serving_recipe() -> dict[str, Any]:
+        """The argv and environment the daemon would launch; diff to the last ready launch."""
+        return services.serving_recipe()
 
     @app.post("/api/v1/sim/xid", dependencies=[Depends(require_sim), Depends(require_token)])
     def sim_xid(body: XidInjection) -> dict[str, Any]:

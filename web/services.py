@@ -6,6 +6,7 @@ in the real daemon services or a small stand-in at this boundary.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -71,4 +72,12 @@ class WebServices(Protocol):
 
     def serving_logs(self, lines: int) -> list[str]:
         """The last ``lines`` lines of the engine's log."""
+        ...
+
+    def serving_follow(self, lines: int) -> Iterator[str]:
+        """The last ``lines`` lines, then new lines as the engine writes them."""
+        ...
+
+    def serving_recipe(self) -> dict[str, Any]:
+        """The spec the daemon would launch, and its diff to the last ready launch."""
         ...

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from daemon.cli import cmd_check, cmd_daemon, cmd_init, cmd_xid
+from daemon.cli import cmd_check, cmd_daemon, cmd_init, cmd_serving, cmd_xid
 from daemon.cli.client import ClientError, FleetClient, find_token
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
 from daemon.cli.output import Output
@@ -30,6 +30,8 @@ xid_app = typer.Typer(no_args_is_help=True, help="Kernel-log Xid tools.")
 app.add_typer(xid_app, name="xid")
 caps_app = typer.Typer(no_args_is_help=True, help="Power caps.")
 app.add_typer(caps_app, name="caps")
+recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.")
+app.add_typer(recipe_app, name="recipe")
 
 
 @dataclass
@@ -160,3 +162,97 @@ def caps_apply(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_daemon.caps_apply(out, opts.client(out)))
+
+
+NoWait = Annotated[bool, typer.Option("--no-wait", help="Return at once, do not wait.")]
+WaitTimeout = Annotated[
+    float, typer.Option("--timeout", min=1, help="Seconds to wait (cold starts: 20-45 min).")
+]
+
+
+def _engine_action(
+    ctx: typer.Context, name: str, no_wait: bool, timeout_s: float, json_mode: bool
+) -> None:
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s))
+
+
+@app.command("start")
+def start(
+    ctx: typer.Context,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
+    _engine_action(ctx, "start", no_wait, timeout_s, json_mode)
+
+
+@app.command("stop")
+def stop(
+    ctx: typer.Context,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 300,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the engine gracefully (SIGINT, then SIGTERM; never SIGKILL unless allow_kill)."""
+    _engine_action(ctx, "stop", no_wait, timeout_s, json_mode)
+
+
+@app.command("restart")
+def restart(
+    ctx: typer.Context,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop, then start the engine and wait until it is ready (exit 4 when refused)."""
+    _engine_action(ctx, "restart", no_wait, timeout_s, json_mode)
+
+
+@app.command("logs")
+def logs(
+    ctx: typer.Context,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines.")
+    ] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", min=0, max=100000)] = 100,
+    json_mode: JsonFlag = False,
+) -> None:
+    """The engine's log (captured by fleetd)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_serving.logs(out, opts.client(out), lines, follow))
+
+
+RecipeFile = Annotated[
+    Path | None, typer.Argument(help="Recipe TOML (default: the configured recipe).")
+]
+
+
+@recipe_app.command("lint")
+def recipe_lint(
+    ctx: typer.Context,
+    file: RecipeFile = None,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Validate a launch recipe (exit 0 clean, 1 warnings only, 2 errors)."""
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_serving.lint(opts.output(json_mode), file, config))
+
+
+@recipe_app.command("show")
+def recipe_show(
+    ctx: typer.Context,
+    file: RecipeFile = None,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Diff against the last ready launch.")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """The exact argv and environment the daemon would launch."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))

@@ -8,7 +8,9 @@ SQL is the same for SQLite and PostgreSQL. Python sees timezone-aware UTC dateti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger
@@ -75,10 +77,12 @@ def json_type() -> TypeEngine[Any]:
 
 # Deterministic constraint and index names, identical in the models and the migrations
 # (and so on every dialect), so a migrated database matches a model-built one exactly.
-NAMING_CONVENTION: dict[str, str] = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+NAMING_CONVENTION: Mapping[str, str] = MappingProxyType(
+    {
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)

@@ -24,6 +24,7 @@ from daemon.store.errors import StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 10
+SQLITE_WAL_LIMIT_BYTES = 64 * 1024 * 1024
 _BEGIN_OPTION = "cmpfleet_sqlite_begin"
 
 
@@ -63,6 +64,8 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
+        # Checkpoints keep the WAL from growing; this also truncates the file afterwards.
+        cursor.execute(f"PRAGMA journal_size_limit = {SQLITE_WAL_LIMIT_BYTES}")
     finally:
         cursor.close()
 

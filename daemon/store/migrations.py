@@ -14,7 +14,7 @@ cmpfleet must not scribble on a schema it does not understand).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -57,7 +57,7 @@ class Migration:
 
 
 def _metadata() -> MetaData:
-    return MetaData(naming_convention=NAMING_CONVENTION)
+    return MetaData(naming_convention=dict(NAMING_CONVENTION))
 
 
 def _version_table(metadata: MetaData) -> Table:
@@ -228,15 +228,24 @@ def schema_version(conn: Connection) -> int:
     return int(found or 0)
 
 
-def upgrade(engine: Engine, target: int = LATEST_VERSION) -> int:
-    """Apply every missing step up to ``target``, one transaction each; return the version.
+def upgrade(
+    engine: Engine,
+    target: int | None = None,
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> int:
+    """Apply every missing step up to ``target`` (default: all), one transaction each.
 
-    Several processes may open the same database at once: SQLite serialises the steps
-    through ``BEGIN IMMEDIATE`` (the engine's write transactions), PostgreSQL through a
-    transaction-scoped advisory lock; each step re-reads the version under that lock.
+    Returns the version reached. Several processes may open the same database at once:
+    SQLite serialises the steps through ``BEGIN IMMEDIATE`` (the engine's write
+    transactions), PostgreSQL through a transaction-scoped advisory lock; each step
+    re-reads the version under that lock. ``migrations`` is for tests of the mechanism.
     """
-    if not 0 <= target <= LATEST_VERSION:
-        raise StoreError(f"no schema version {target}: this cmpfleet knows 0..{LATEST_VERSION}")
+    latest = len(migrations)
+    if [step.version for step in migrations] != list(range(1, latest + 1)):
+        raise StoreError("migration versions must run 1, 2, 3... without gaps")
+    target = latest if target is None else target
+    if not 0 <= target <= latest:
+        raise StoreError(f"no schema version {target}: this cmpfleet knows 0..{latest}")
     while True:
         with engine.begin() as conn:
             if conn.dialect.name == "postgresql":
@@ -246,14 +255,14 @@ def upgrade(engine: Engine, target: int = LATEST_VERSION) -> int:
             version_table = _version_table(_metadata())
             version_table.create(conn, checkfirst=True)
             current = schema_version(conn)
-            if current > LATEST_VERSION:
+            if current > latest:
                 raise StoreError(
                     f"schema version {current} is newer than this cmpfleet knows "
-                    f"({LATEST_VERSION}): upgrade cmpfleet or use another database"
+                    f"({latest}): upgrade cmpfleet or use another database"
                 )
             if current >= target:
                 return current
-            step = MIGRATIONS[current]
+            step = migrations[current]
             step.apply(conn)
             conn.execute(
                 insert(version_table).values(

@@ -114,8 +114,11 @@ def _roll_chunk(session: Session, card_ids: list[int], start_us: int, end_us: in
     targets = ["card_id", "minute", "n"] + [
         f"{metric}_{stat}" for metric in METRICS for stat in ("min", "avg", "max")
     ]
-    result = session.execute(insert(_ROLLUPS).from_select(targets, source))
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+    stmt = insert(_ROLLUPS).from_select(targets, source)
+    if session.get_bind().dialect.insert_returning:
+        # rowcount of INSERT ... SELECT is not reported by every driver (psycopg: -1).
+        return len(session.execute(stmt.returning(_ROLLUPS.c.card_id)).all())
+    return max(int(session.execute(stmt).rowcount or 0), 0)  # type: ignore[attr-defined]
 
 
 def _next_sample_us(session: Session, card_ids: list[int], after_us: int) -> int | None:
@@ -223,6 +226,8 @@ def rollup_and_prune(
 
     Raw samples not yet rolled up are never pruned, whatever the retention says.
     """
+    if batch < 1:
+        raise StoreInputError(f"delete batch must be at least 1 row, got {batch}")
     if raw_retention_s <= 0 or rollup_retention_s <= 0:
         raise StoreInputError(
             f"retention must be positive: raw {raw_retention_s} s, rollups {rollup_retention_s} s"

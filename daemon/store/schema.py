@@ -37,7 +37,7 @@ from daemon.store.coltypes import NAMING_CONVENTION, UtcTimestamp, json_type
 class Base(DeclarativeBase):
     """Declarative base with the shared naming convention."""
 
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    metadata = MetaData(naming_convention=dict(NAMING_CONVENTION))
 
 
 class SchemaVersion(Base):

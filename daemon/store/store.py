@@ -369,10 +369,16 @@ class Store:
         now: datetime | None = None,
         raw_retention_s: float = rollups.DEFAULT_RAW_RETENTION_S,
         rollup_retention_s: float = rollups.DEFAULT_ROLLUP_RETENTION_S,
+        *,
+        delete_batch_rows: int = rollups.DELETE_BATCH_ROWS,
     ) -> rollups.PruneReport:
         """Roll complete minutes up, then prune past retention (short batched transactions)."""
         return rollups.rollup_and_prune(
-            self.write, now or datetime.now(UTC), raw_retention_s, rollup_retention_s
+            self.write,
+            now or datetime.now(UTC),
+            raw_retention_s,
+            rollup_retention_s,
+            delete_batch_rows,
         )
 
     def chart(

@@ -1,0 +1,223 @@
+"""fleetctl commands for the engine: start, stop, restart, logs, recipe lint/show.
+
+``start`` and ``restart`` wait for readiness with a progress line (the engine's last log
+line: cold starts take 20 to 45 minutes) unless ``--no-wait``. A refused start (reboot
+latch, critical check, lint error, port taken) exits 4 with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from daemon.cli.client import ClientError, FleetClient
+from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
+from daemon.config import ConfigError, load_cli_settings
+from serving.build import build_launch, diff_specs, show_text, spec_to_dict
+from serving.findings import exit_code
+from serving.lint import lint_path, lint_recipe
+from serving.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
+from serving.spec import LaunchSpec
+
+DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
+BAD_STATES = {"failed", "held", "backoff"}
+POLL_S = 1.0
+
+
+def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = client.post(f"/api/v1/serving/{action}")
+    except ClientError as exc:
+        out.fail(str(exc), EXIT_REFUSED if exc.status == 409 else EXIT_FAILED)
+    for warning in result.get("warnings", []):
+        out.err.print(f"fleetctl: warning: {warning['message']}", markup=False)
+    return result
+
+
+def _progress(out: Output, serving: dict[str, Any], started_s: float) -> None:
+    elapsed = int(time.monotonic() - started_s)
+    line = serving.get("last_log_line") or ""
+    text = f"[{elapsed // 60:d}:{elapsed % 60:02d}] engine {serving['state']}: {line}"
+    if sys.stderr.isatty():
+        width = out.err.width - 1
+        out.err.file.write("\r" + text[:width].ljust(width))
+        out.err.file.flush()
+    else:
+        out.err.print(text, markup=False)
+
+
+def wait_for(
+    out: Output,
+    client: FleetClient,
+    action: str,
+    timeout_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Poll the status until the action finished; fail with one line if it did not."""
+    started_s = time.monotonic()
+    seen_transition = action == "stop"
+    last_line = None
+    while True:
+        try:
+            serving: dict[str, Any] = client.get("/api/v1/status")["serving"]
+        except ClientError as exc:
+            out.fail(str(exc), EXIT_FAILED)
+        state = serving["state"]
+        if state in ("starting", "stopping"):
+            seen_transition = True
+        if seen_transition and state in DONE_STATES[action]:
+            if sys.stderr.isatty():
+                out.err.file.write("\n")
+            return serving
+        if seen_transition and state in BAD_STATES:
+            if sys.stderr.isatty():
+                out.err.file.write("\n")
+            out.fail(f"engine is {state}: {serving.get('reason') or 'see fleetctl logs'}")
+        if serving.get("last_log_line") != last_line or sys.stderr.isatty():
+            _progress(out, serving, started_s)
+            last_line = serving.get("last_log_line")
+        if time.monotonic() - started_s > timeout_s:
+            out.fail(
+                f"engine still {state} after {timeout_s:.0f} s (it keeps going; see fleetctl status)"
+            )
+        sleep(POLL_S)
+
+
+def action(out: Output, client: FleetClient, name: str, wait: bool, timeout_s: float) -> int:
+    """``start``/``stop``/``restart`` through the daemon."""
+    result = _post_action(out, client, name)
+    serving = result.get("serving", {})
+    if wait and not result.get("already_running"):
+        serving = wait_for(out, client, name, timeout_s)
+    if out.json_mode:
+        out.emit_json({**result, "serving": serving})
+    else:
+        out.line(
+            f"engine {serving.get('state')} (pid {serving.get('pid')}) {serving.get('url') or ''}"
+        )
+    return 0
+
+
+def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
+    """``fleetctl logs [--follow] [--lines N]``."""
+    if not follow:
+        try:
+            got = client.get("/api/v1/serving/logs", {"lines": lines})
+        except ClientError as exc:
+            out.fail(str(exc), EXIT_FAILED)
+        if out.json_mode:
+            out.emit_json(got["lines"])
+        else:
+            for line in got["lines"]:
+                sys.stdout.write(line + "\n")
+        return 0
+    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+    url = client.url.rstrip("/") + "/api/v1/serving/logs/follow"
+    try:
+        with httpx.stream(
+            "GET",
+            url,
+            params={"lines": lines},
+            headers=headers,
+            timeout=httpx.Timeout(10, read=None),
+        ) as response:
+            if response.status_code != 200:
+                out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
+            for line in response.iter_lines():
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+    except httpx.HTTPError as exc:
+        out.fail(f"lost fleetd at {client.url}: {exc.__class__.__name__}")
+    return 0
+
+
+def _configured_recipe(out: Output, config: Path | None) -> Recipe:
+    try:
+        settings = load_cli_settings(config)
+    except ConfigError as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
+    configured = settings.serving.recipe
+    try:
+        if isinstance(configured, dict):
+            return recipe_from_table(configured, "[serving.recipe]")
+        if isinstance(configured, str):
+            return load_recipe(Path(configured))
+    except RecipeError as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
+    out.fail("no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT)
+
+
+def lint(out: Output, file: Path | None, config: Path | None) -> int:
+    """``recipe lint [FILE]``: 0 clean, 1 warnings only, 2 errors."""
+    if file is not None:
+        if not file.exists():
+            out.fail(f"{file}: no such file", EXIT_BAD_INPUT)
+        findings = lint_path(file)
+        source = str(file)
+    else:
+        findings = lint_recipe(_configured_recipe(out, config))
+        source = "the configured recipe"
+    if out.json_mode:
+        out.emit_json([f.to_dict() for f in findings])
+    elif not findings:
+        out.line(f"{source}: clean")
+    else:
+        for finding in findings:
+            out.line(finding.line())
+    return exit_code(findings)
+
+
+def _local_spec(out: Output, file: Path) -> LaunchSpec:
+    try:
+        return build_launch(load_recipe(file))
+    except RecipeError as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
+
+
+def _print_diff(out: Output, diff: list[str] | None, last_id: int | None) -> None:
+    if diff is None:
+        out.line("no launch has reached ready yet: nothing to diff against")
+    elif not diff:
+        out.line(f"same as the last ready launch (#{last_id})")
+    else:
+        for line in diff:
+            out.line(line)
+
+
+def show(out: Output, client: FleetClient, file: Path | None, diff: bool) -> int:
+    """``recipe show [FILE] [--diff]``: exact argv and environment (diff: vs last ready)."""
+    if file is not None and not diff:
+        spec = _local_spec(out, file)
+        if out.json_mode:
+            out.emit_json(spec_to_dict(spec))
+        else:
+            out.line(show_text(spec))
+        return 0
+    try:
+        document: dict[str, Any] = client.get("/api/v1/serving/recipe")
+    except ClientError as exc:
+        out.fail(str(exc), EXIT_FAILED)
+    if file is not None:
+        spec = _local_spec(out, file)
+        last = document["last_ready"]
+        document = {"spec": spec_to_dict(spec), "text": show_text(spec), "last_ready": last}
+        document["diff"] = None
+        if last is not None:
+            previous = dataclasses.replace(spec, argv=tuple(last["argv"]), env=dict(last["env"]))
+            document["diff"] = diff_specs(
+                previous, spec, old_label=f"last ready launch #{last['id']}", new_label=str(file)
+            )
+    if out.json_mode:
+        out.emit_json(document if diff else document["spec"])
+        return 0
+    out.line(document["text"])
+    if diff:
+        last = document["last_ready"]
+        _print_diff(out, document["diff"], None if last is None else last["id"])
+    return 0

@@ -1,0 +1,334 @@
+"""fleetd's side of the engine: recipe, launcher, supervisor, preflight, records.
+
+The supervisor (``serving/``) knows nothing of the store, the checks or the latch; this
+module hands it a spec factory, a preflight built from the rig's state, and an event sink
+that records every state change and launch. Operator actions are audited.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from daemon.config import Settings
+from daemon.monitor import RigMonitor
+from daemon.store import Store
+from hwcheck.host import HostSources
+from hwcheck.model import Severity
+from hwcheck.sim.scenario import EngineScenario
+from serving.build import build_launch, diff_specs, show_text, spec_to_dict
+from serving.launchers import ContainerLauncher, Launcher, ProcessLauncher
+from serving.lint import lint_recipe
+from serving.ports import free_port, port_in_use
+from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
+from serving.spec import LaunchSpec
+from serving.states import (
+    Refusal,
+    ServingEvent,
+    ServingState,
+    StartRefused,
+    SupervisorClosed,
+    SupervisorSettings,
+)
+from serving.supervisor import Supervisor
+from web.services import ServiceError
+
+log = logging.getLogger("fleetd.engine")
+
+SIM_PRESET = "sim-engine"
+
+
+def simulated_engine_args(engine: EngineScenario) -> list[str]:
+    """The simulated engine's flags for a scenario's ``[engine]`` table."""
+    args = ["--sim-ready-after-s", str(engine.ready_after_s)]
+    args += ["--sim-tokens-per-s", str(engine.tokens_per_s)]
+    if engine.crash_after_s is not None:
+        args += ["--sim-crash-after-s", str(engine.crash_after_s)]
+    if engine.hang_after_s is not None:
+        args += ["--sim-hang-after-s", str(engine.hang_after_s)]
+    if engine.ignore_sigint:
+        args.append("--sim-ignore-sigint")
+    if engine.corrupt_identifiers_pct:
+        args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
+    if engine.leak_dsml:
+        args.append("--sim-leak-dsml")
+    return args
+
+
+def resolve_recipe(
+    settings: Settings, config_dir: Path | None, sim_engine: EngineScenario | None
+) -> Recipe | None:
+    """The configured recipe; the simulated engine under ``--simulate``; else none.
+
+    Raises ``RecipeError`` (one line) for a bad recipe file or table.
+    """
+    configured = settings.serving.recipe
+    if isinstance(configured, str):
+        path = Path(configured)
+        if not path.is_absolute() and config_dir is not None:
+            path = config_dir / path
+        return load_recipe(path)
+    if isinstance(configured, dict):
+        return recipe_from_table(configured, "[serving.recipe]")
+    if sim_engine is None:
+        return None
+    recipe = preset_recipe(SIM_PRESET)
+    return recipe.model_copy(
+        update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
+    )
+
+
+def supervisor_settings(settings: Settings) -> SupervisorSettings:
+    """The supervisor's timing from ``[serving]`` and ``[recovery]``."""
+    serving, recovery = settings.serving, settings.recovery
+    return SupervisorSettings(
+        probe_interval_s=serving.probe_interval_s,
+        startup_timeout_s=serving.startup_timeout_s,
+        liveness_failures=serving.probe_failures,
+        backoff_base_s=recovery.backoff_base_s,
+        backoff_max_s=max(recovery.backoff_max_s, recovery.backoff_base_s),
+        backoff_reset_after_s=recovery.backoff_reset_after_s,
+        breaker_max_restarts=recovery.breaker_max_restarts,
+        breaker_window_s=recovery.breaker_window_s,
+        stop_timeout_s=serving.stop_timeout_s,
+        term_timeout_s=serving.stop_timeout_s,
+        allow_kill=serving.allow_kill,
+    )
+
+
+def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:
+    """The launcher for the recipe's mode."""
+    if recipe.mode == "process":
+        return ProcessLauncher(state_dir)
+    return ContainerLauncher(state_dir, runtime=str(recipe.mode))
+
+
+class EngineService:
+    """The engine as the daemon and its API see it."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        settings: Settings,
+        state_dir: Path,
+        store: Store,
+        monitor: RigMonitor,
+        host: HostSources,
+        launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
+    ) -> None:
+        self.recipe = recipe
+        self._settings = settings
+        self._store = store
+        self._monitor = monitor
+        self._host = host
+        self._launch_ids: dict[str, int] = {}
+        self._launch_lock = threading.Lock()
+        self.supervisor = Supervisor(
+            self._spec,
+            launcher_factory(recipe, state_dir),
+            state_dir,
+            settings=supervisor_settings(settings),
+            preflight=self.preflight,
+            on_event=self._on_event,
+        )
+
+    # -- the supervisor's hooks ---------------------------------------------------------
+    def _spec(self) -> LaunchSpec:
+        port = free_port(self.recipe.host) if self.recipe.port == 0 else None
+        return build_launch(self.recipe, port=port)
+
+    def preflight(self) -> list[Refusal]:
+        """Why the engine must not start now (blocking) and what to warn about."""
+        refusals: list[Refusal] = []
+        latch = self._store.get_latch()
+        if latch is not None:
+            refusals.append(
+                Refusal(
+                    "reboot_latch",
+                    f"reboot required since {latch.since:%Y-%m-%d %H:%M} UTC: {latch.reason}",
+                )
+            )
+        view = self._monitor.view()
+        for result in view.results:
+            if result.severity is Severity.CRITICAL:
+                where = "" if result.card is None else f" (card {result.card})"
+                refusals.append(Refusal("critical_check", f"{result.id}{where}: {result.message}"))
+        for finding in lint_recipe(self.recipe, host_checks=False):
+            if finding.severity == "error":
+                refusals.append(Refusal("lint", finding.line()))
+        if self.recipe.port and port_in_use(self.recipe.host, self.recipe.port):
+            refusals.append(
+                Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
+            )
+        holders = self._host.device_holders()
+        if holders:
+            names = ", ".join(f"{h.name} (pid {h.pid}) on {h.device}" for h in holders[:5])
+            refusals.append(
+                Refusal(
+                    "foreign_gpu_processes", f"other processes hold GPUs: {names}", blocking=False
+                )
+            )
+        return refusals
+
+    def _on_event(self, event: ServingEvent) -> None:
+        try:
+            self._record(event)
+        except Exception:
+            log.exception("could not record a serving event")
+
+    def _record(self, event: ServingEvent) -> None:
+        severity = {"ok": "info"}.get(str(event.severity), str(event.severity))
+        log.log(
+            logging.WARNING if severity in {"warning", "critical"} else logging.INFO,
+            "engine %s: %s",
+            event.state,
+            event.message,
+        )
+        self._store.record_event("serving", severity, event.message, details=event.as_dict())
+        launch = event.launch
+        if launch is None:
+            return
+        with self._launch_lock:
+            row_id = self._launch_ids.get(launch.launch_id)
+            if row_id is None:
+                row_id = self._store.record_launch(
+                    launch.argv, launch.env, launch.recipe_hash, launch.started_at
+                )
+                self._launch_ids[launch.launch_id] = row_id
+        self._store.update_launch(
+            row_id,
+            ready_at=launch.ready_at,
+            ended_at=launch.ended_at,
+            exit_code=launch.exit_code,
+            crash_class=None if launch.crash_class is None else str(launch.crash_class),
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def open(self, autostart: bool) -> None:
+        """Adopt a running engine, else start one when configured to (refusals logged)."""
+        adopted = self.supervisor.open(adopt=True)
+        if adopted:
+            log.info("adopted the running engine (pid %s)", self.supervisor.status().pid)
+            return
+        if not autostart:
+            return
+        try:
+            result = self.supervisor.start()
+        except StartRefused as exc:
+            log.warning("engine not started: %s", exc)
+            return
+        for warning in result.warnings:
+            log.warning("engine started with a warning: %s", warning.message)
+
+    # -- EngineControl -----------------------------------------------------------------
+    def status_document(self) -> dict[str, Any]:
+        """CONTRACT's ``serving`` block plus extras."""
+        return self.supervisor.status().as_dict()
+
+    def action(self, action: str) -> dict[str, Any]:
+        """``start|stop|restart`` for a person; stops and restarts finish in the background."""
+        try:
+            if action == "start":
+                # The latch refuses even a no-op start: a person must see the reason.
+                latched = [r for r in self.preflight() if r.code == "reboot_latch"]
+                if latched:
+                    raise StartRefused(tuple(latched))
+                result = self.supervisor.start()
+                self._store.audit("operator", "engine_start", "accepted")
+                return {
+                    "action": action,
+                    "accepted": True,
+                    "already_running": result.already_running,
+                    "warnings": [w.as_dict() for w in result.warnings],
+                    "serving": self.status_document(),
+                }
+            if action == "stop":
+                self.supervisor.stop("stopped by operator", wait=False)
+                self._store.audit("operator", "engine_stop", "accepted")
+                return {"action": action, "accepted": True, "serving": self.status_document()}
+            if action == "restart":
+                blocking = [r for r in self.preflight() if r.blocking]
+                if blocking:
+                    raise StartRefused(tuple(blocking))
+                threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
+                self._store.audit("operator", "engine_restart", "accepted")
+                return {"action": action, "accepted": True, "serving": self.status_document()}
+        except StartRefused as exc:
+            self._store.audit("operator", f"engine_{action}", "refused", reason=str(exc))
+            first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
+            raise ServiceError(
+                409, "; ".join(r.message for r in exc.refusals), first.code
+            ) from None
+        except SupervisorClosed:
+            raise ServiceError(503, "fleetd is shutting down", "closed") from None
+        raise ServiceError(404, f"unknown action {action!r}", "not_found")
+
+    def _restart(self) -> None:
+        try:
+            self.supervisor.restart()
+        except StartRefused as exc:
+            log.warning("restart refused: %s", exc)
+        except SupervisorClosed:
+            pass
+
+    def recipe_document(self) -> dict[str, Any]:
+        """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
+        port = None
+        url = self.supervisor.status().url
+        if self.recipe.port == 0 and url:  # a free port per launch: show the current one
+            port = int(url.rsplit(":", 1)[1])
+        spec = build_launch(self.recipe, port=port)
+        last = self._store.last_ready_launch()
+        document: dict[str, Any] = {"spec": spec_to_dict(spec), "text": show_text(spec)}
+        if last is None:
+            document["last_ready"] = None
+            document["diff"] = None
+            return document
+        previous = dataclasses.replace(spec, argv=tuple(last.argv), env=dict(last.env))
+        document["last_ready"] = {
+            "id": last.id,
+            "started_at": last.started_at.isoformat(),
+            "ready_at": None if last.ready_at is None else last.ready_at.isoformat(),
+            "argv": list(last.argv),
+            "env": dict(last.env),
+            "recipe_hash": last.recipe_hash,
+        }
+        document["diff"] = diff_specs(
+            previous, spec, old_label=f"last ready launch #{last.id}", new_label="next launch"
+        )
+        return document
+
+    def logs(self, lines: int) -> list[str]:
+        """The engine log's last lines."""
+        return self.supervisor.logs(lines)
+
+    def follow(self, backlog: int, idle_s: float = 1.0) -> Iterator[str]:
+        """The last ``backlog`` lines, then new ones as they come (for ``logs --follow``)."""
+        capture = self.supervisor.log_capture
+        subscription = capture.subscribe(backlog=backlog)
+        try:
+            while True:
+                line = subscription.get(timeout_s=idle_s)
+                if line is not None:
+                    yield line
+        finally:
+            capture.unsubscribe(subscription)
+
+    def stop_for_recovery(self, reason: str) -> ServingState:
+        """A recovery stop: graceful, no restart, the reason shown in the status."""
+        return self.supervisor.stop(reason, hold_reason=reason).state
+
+    def close(self, stop_engine: bool) -> None:
+        """Stop supervising (the engine keeps running unless ``stop_engine``)."""
+        self.supervisor.close(stop_engine=stop_engine)
+
+
+def recipe_for_daemon(
+    settings: Settings, config_path: Path | None, sim_engine: EngineScenario | None
+) -> Recipe | None:
+    """``resolve_recipe`` relative to the config file's folder."""
+    return resolve_recipe(settings, config_path.parent if config_path else None, sim_engine)

@@ -1,0 +1,402 @@
+"""The launch recipe: a typed, validated description of how to start the engine.
+
+A recipe is a TOML file (``fleetctl recipe lint|show FILE``, ``[serving] recipe = "path"``)
+or a table embedded in the daemon config (``[serving.recipe]``). ``preset = "NAME"`` starts
+from a built-in preset; the file's keys override it and the ``[env]`` and ``[speculative]``
+tables merge key by key. Keys are checked strictly (no ``"4"`` for ``4``, no unknown
+keys) because a typo in a 45-minute cold start is found 45 minutes late.
+
+Two entry points: ``parse_recipe_table`` reports every problem as a ``Finding`` (the
+linter lists them all), ``load_recipe``/``recipe_from_table`` raise ``RecipeError`` with
+one line naming the source, the key and the problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from serving.findings import Finding
+from serving.flags import find_flag, split_flags
+from serving.presets import PresetNotFound, preset_names, read_preset
+
+RecipeMode = Literal["process", "docker", "podman"]
+CONTAINER_MODES: frozenset[str] = frozenset({"docker", "podman"})
+
+PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"
+PYTHON_PLACEHOLDER = "{python}"
+MERGED_TABLES: frozenset[str] = frozenset({"env", "speculative"})
+
+_MAX_PRESET_DEPTH = 8
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_GPU_ID_RE = re.compile(r"^[A-Za-z0-9-]+$")
+_CONTAINER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Docker's RAMInBytes grammar: a number, an optional k/m/g/t/p unit, optional "i" and "b".
+_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?) ?([kmgtp])?i?b?$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+# Friendlier words than pydantic's for TOML users ("array", not "tuple").
+_TYPE_WORDS = {
+    "int_type": "should be an integer",
+    "float_type": "should be a number",
+    "string_type": "should be a string",
+    "bool_type": "should be true or false",
+    "tuple_type": "should be an array",
+    "dict_type": "should be a table",
+    "model_type": "should be a table",
+}
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message is one line naming source, key, problem."""
+
+
+def shm_size_bytes(text: str) -> int:
+    """Bytes of a docker-style size (``"16g"``, ``"512m"``, ``"16GiB"``); ValueError if malformed."""
+    match = _SIZE_RE.match(text.strip())
+    if match is None:
+        raise ValueError("not a size like '16g' or '512m'")
+    number, unit = match.group(1), (match.group(2) or "").lower()
+    return int(float(number) * _SIZE_UNITS[unit])
+
+
+class Speculative(BaseModel):
+    """``[speculative]``: vLLM's ``--speculative-config`` (DSpark with 5 tokens on DSV4)."""
+
+    model_config = _CONFIG
+
+    method: str = Field(min_length=1)
+    num_speculative_tokens: int = Field(ge=1)
+
+    def config_json(self) -> str:
+        """Compact JSON exactly as the seeds pass it: method first, no spaces."""
+        payload = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        return json.dumps(payload, separators=(",", ":"))
+
+
+class Recipe(BaseModel):
+    """One engine launch, after presets are applied. Treat ``env`` as read-only.
+
+    ``port`` is where the engine answers on ``host`` (the published host port in container
+    modes, where the engine itself listens on ``container_port`` inside the container);
+    ``port = 0`` means the daemon picks a free loopback port at launch. ``command`` is the
+    engine executable (``vllm serve``) in every mode: inside the container for container
+    modes (set it to ``[]`` for an image whose entrypoint already is ``vllm serve``).
+    ``"{python}"`` in ``command`` is replaced by the daemon's interpreter at build time.
+    """
+
+    model_config = _CONFIG
+
+    mode: RecipeMode = "process"
+    image: str | None = Field(default=None, min_length=1)
+    command: tuple[Annotated[str, Field(min_length=1)], ...] = ("vllm", "serve")
+    model: str = Field(min_length=1)
+    served_model_name: str | None = Field(default=None, min_length=1)
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8000, ge=0, le=65535)
+    pipeline_parallel_size: int | None = Field(default=None, ge=1)
+    layer_partition: tuple[Annotated[int, Field(ge=1)], ...] | None = None
+    kv_cache_dtype: str | None = Field(default=None, min_length=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
+    extra_args: tuple[str, ...] = ()
+    shm_size: str | None = None
+    speculative: Speculative | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    container_name: str = "cmpfleet-engine"
+    gpus: str = Field(default="all", min_length=1)
+    mounts: tuple[str, ...] = ()
+    ipc_host: bool = False
+    container_port: int = Field(default=8000, ge=1, le=65535)
+
+    @field_validator("shm_size")
+    @classmethod
+    def _check_shm_size(cls, value: str | None) -> str | None:
+        if value is not None:
+            shm_size_bytes(value)
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _check_env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"not a valid environment variable name: {name!r}")
+        return value
+
+    @field_validator("container_name")
+    @classmethod
+    def _check_container_name(cls, value: str) -> str:
+        if not _CONTAINER_NAME_RE.match(value):
+            raise ValueError(f"not a valid container name: {value!r}")
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _check_mounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for mount in value:
+            parts = mount.split(":")
+            if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
+                raise ValueError(f"a mount is 'SOURCE:/TARGET[:OPTIONS]', got {mount!r}")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _check_gpus(cls, value: str) -> str:
+        if value != "all" and not all(_GPU_ID_RE.match(part) for part in value.split(",")):
+            raise ValueError("'all' or a comma-separated list of card indices or UUIDs")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        if any(char.isspace() for char in value):
+            raise ValueError(f"not a host address: {value!r}")
+        return value
+
+    @property
+    def is_container(self) -> bool:
+        """True in docker and podman modes."""
+        return self.mode in CONTAINER_MODES
+
+    @property
+    def engine_name(self) -> str:
+        """The name ``/v1/models`` will list, which readiness waits for.
+
+        The typed key, else the first name of ``--served-model-name`` in ``extra_args``,
+        else the model path (vLLM's default).
+        """
+        if self.served_model_name is not None:
+            return self.served_model_name
+        group = find_flag(split_flags(self.extra_args), "--served-model-name")
+        if group is not None and group.values:
+            return group.values[0]
+        return self.model
+
+    def effective_env(self) -> dict[str, str]:
+        """``[env]`` plus ``VLLM_PP_LAYER_PARTITION`` from ``layer_partition`` (which wins)."""
+        env = dict(self.env)
+        if self.layer_partition is not None:
+            env[PARTITION_ENV] = ",".join(str(layers) for layers in self.layer_partition)
+        return env
+
+    def canonical_json(self) -> str:
+        """Sorted, compact JSON of every field: the input of the recipe hash."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+RECIPE_KEYS: frozenset[str] = frozenset({*Recipe.model_fields, "preset"})
+
+
+def show_value(value: Any) -> str:
+    """A value as text for findings: strings bare, arrays and tables as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def toml_literal(value: Any) -> str:
+    """A value as it would be written in TOML (strings quoted), for type errors."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    return show_value(value)
+
+
+def error_line(source: str, finding: Finding) -> str:
+    """The one-line ``RecipeError`` text for a parse finding."""
+    if finding.rule == "unknown-key":
+        return f"{source}: {finding.reason}"
+    if finding.rule == "missing-key":
+        return f"{source}: missing key '{finding.key}': {finding.reason}"
+    got = f" (got {finding.value})" if finding.value else ""
+    return f"{source}: key '{finding.key}': {finding.reason}{got}"
+
+
+class _PresetProblem(Exception):
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.reason)
+        self.finding = finding
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Top-level keys replace; the ``env`` and ``speculative`` tables merge key by key."""
+    merged = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if key in MERGED_TABLES and isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = {**old, **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _apply_presets(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
+    """``table`` with its ``preset`` (and that preset's, recursively) merged underneath."""
+    if "preset" not in table:
+        return dict(table)
+    name = table["preset"]
+    own = {key: value for key, value in table.items() if key != "preset"}
+    if not isinstance(name, str):
+        raise _PresetProblem(
+            Finding("invalid-value", "error", "preset", toml_literal(name), "should be a string")
+        )
+    if depth >= _MAX_PRESET_DEPTH:
+        raise _PresetProblem(
+            Finding("invalid-value", "error", "preset", toml_literal(name), "presets nest too deep")
+        )
+    try:
+        base = read_preset(name)
+    except PresetNotFound as exc:
+        reason = f"no such preset (known: {', '.join(preset_names())})"
+        raise _PresetProblem(
+            Finding("unknown-preset", "error", "preset", toml_literal(name), reason)
+        ) from exc
+    return _merge(_apply_presets(base, depth + 1), own)
+
+
+def _freeze(value: Any) -> Any:
+    """TOML arrays become tuples (the model is frozen and strict about it)."""
+    if isinstance(value, list):
+        return tuple(_freeze(item) for item in value)
+    if isinstance(value, Mapping):
+        return {key: _freeze(item) for key, item in value.items()}
+    return value
+
+
+def _loc_key(loc: tuple[int | str, ...]) -> str:
+    key = ""
+    for part in loc:
+        if isinstance(part, int):
+            key += f"[{part}]"
+        else:
+            key = f"{key}.{part}" if key else part
+    return key
+
+
+def _unknown_key_finding(loc: tuple[int | str, ...], value: Any) -> Finding:
+    key = _loc_key(loc)
+    if len(loc) == 1:
+        known = sorted(RECIPE_KEYS)
+    elif loc[0] == "speculative":
+        known = sorted(Speculative.model_fields)
+    else:
+        known = []
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return Finding("unknown-key", "error", key, show_value(value), f"unknown key '{key}'{hint}")
+
+
+def _value_finding(error: Mapping[str, Any]) -> Finding:
+    loc = tuple(error["loc"])
+    key = _loc_key(loc)
+    kind = error["type"]
+    if kind == "missing":
+        return Finding("missing-key", "error", key, "", "this key is required")
+    message = _TYPE_WORDS.get(kind) or str(error["msg"]).removeprefix("Value error, ")
+    return Finding("invalid-value", "error", key, toml_literal(error.get("input", "")), message)
+
+
+def _drop(data: dict[str, Any], loc: tuple[int | str, ...]) -> None:
+    holder: Any = data
+    for part in loc[:-1]:
+        holder = holder[part]
+    del holder[loc[-1]]
+
+
+def _validate(data: dict[str, Any]) -> tuple[Recipe | None, list[Finding]]:
+    """Validate; unknown keys become findings and are dropped so the rest still checks."""
+    findings: list[Finding] = []
+    for _attempt in range(2):
+        try:
+            return Recipe.model_validate(data), findings
+        except ValidationError as exc:
+            errors = exc.errors()
+        unknown = [error for error in errors if error["type"] == "extra_forbidden"]
+        others = [error for error in errors if error["type"] != "extra_forbidden"]
+        for error in unknown:
+            findings.append(_unknown_key_finding(tuple(error["loc"]), error["input"]))
+            _drop(data, tuple(error["loc"]))
+        if others:
+            findings.extend(_value_finding(error) for error in others)
+            return None, findings
+    return None, findings  # pragma: no cover - the second pass has no unknown keys left
+
+
+def _structure_findings(recipe: Recipe) -> list[Finding]:
+    """Rules that involve more than one key and make a recipe unlaunchable."""
+    findings: list[Finding] = []
+    if recipe.is_container and recipe.image is None:
+        findings.append(
+            Finding("missing-key", "error", "image", "", f"mode '{recipe.mode}' needs an image")
+        )
+    if recipe.mode == "process" and not recipe.command:
+        findings.append(
+            Finding("invalid-value", "error", "command", "[]", "process mode needs a command")
+        )
+    return findings
+
+
+def parse_recipe_table(table: Mapping[str, Any]) -> tuple[Recipe | None, list[Finding]]:
+    """Every problem of a recipe table as findings, and the recipe when it could be built.
+
+    Unknown keys are reported and ignored (the recipe is still returned so the linter can
+    check the rest); a wrong type or a missing key returns no recipe. Findings name keys,
+    not the source: the caller prints them under the file or table name it knows.
+    """
+    try:
+        merged = _apply_presets(table)
+    except _PresetProblem as problem:
+        return None, [problem.finding]
+    recipe, findings = _validate(_freeze(merged))
+    if recipe is not None:
+        findings.extend(_structure_findings(recipe))
+    return recipe, findings
+
+
+def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
+    """A valid recipe from a table, or ``RecipeError`` naming ``source``, key and problem."""
+    recipe, findings = parse_recipe_table(table)
+    if findings:
+        more = len(findings) - 1
+        extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise RecipeError(error_line(source, findings[0]) + extra)
+    if recipe is None:  # pragma: no cover - no findings means a recipe was built
+        raise RecipeError(f"{source}: not a valid recipe")
+    return recipe
+
+
+def read_recipe_table(path: Path) -> dict[str, Any]:
+    """The TOML table of a recipe file; ``RecipeError`` for unreadable files or bad TOML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: TOML syntax error: {exc}") from exc
+
+
+def load_recipe(path: Path) -> Recipe:
+    """The recipe in TOML file ``path``; ``RecipeError`` (one line) when it is not valid."""
+    return recipe_from_table(read_recipe_table(path), str(path))
+
+
+def preset_recipe(name: str) -> Recipe:
+    """A built-in preset as a recipe (``RecipeError`` for an unknown name)."""
+    return recipe_from_table({"preset": name}, f"preset {name}")

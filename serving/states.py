@@ -1,0 +1,246 @@
+"""The supervisor's vocabulary: states, settings, refusals, events, launch records, status.
+
+Plain frozen data, so the daemon can store it, the API can serve it and tests can compare
+it without a running supervisor.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from hwcheck.model import Severity
+from serving.classify import CrashClass
+from serving.metrics import EngineMetrics
+
+
+class ServingState(enum.StrEnum):
+    """The engine's state as CONTRACT lists it (``fleetctl status`` ``serving.state``)."""
+
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    UNHEALTHY = "unhealthy"
+    STOPPING = "stopping"
+    BACKOFF = "backoff"
+    HELD = "held"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class SupervisorSettings:
+    """Timing and policy of one supervisor; defaults suit a real rig.
+
+    Cold starts take 20 to 45 minutes, hence the long ``startup_timeout_s``. Backoff is
+    ``min(backoff_base_s * 2**(n-1), backoff_max_s)`` for the n-th failure in a row; n goes
+    back to 0 after ``backoff_reset_after_s`` of uninterrupted readiness. More than
+    ``breaker_max_restarts`` automatic restarts within ``breaker_window_s`` hold the engine
+    until a person acts. A stop sends SIGINT, waits ``stop_timeout_s``, sends SIGTERM,
+    waits ``term_timeout_s``; SIGKILL only with ``allow_kill``.
+    """
+
+    probe_interval_s: float = 5.0
+    probe_timeout_s: float = 2.0
+    startup_timeout_s: float = 45 * 60.0
+    liveness_failures: int = 3
+    backoff_base_s: float = 10.0
+    backoff_max_s: float = 300.0
+    backoff_reset_after_s: float = 600.0
+    breaker_max_restarts: int = 5
+    breaker_window_s: float = 30 * 60.0
+    stop_timeout_s: float = 60.0
+    term_timeout_s: float = 30.0
+    kill_wait_s: float = 10.0
+    allow_kill: bool = False
+    restart_on_failure: bool = True
+    metrics_interval_s: float = 15.0
+    classify_tail_lines: int = 200
+    log_max_bytes: int = 64 * 1024 * 1024
+    log_backups: int = 3
+    log_tail_lines: int = 2000
+    log_poll_interval_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool):
+                continue
+            minimum = 0 if item.name in ("log_backups",) else None
+            if minimum is not None and value < minimum:
+                raise ValueError(f"serving setting {item.name} must be >= 0, got {value}")
+            if minimum is None and value <= 0:
+                raise ValueError(f"serving setting {item.name} must be > 0, got {value}")
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError(
+                f"serving setting backoff_max_s ({self.backoff_max_s}) must be >= "
+                f"backoff_base_s ({self.backoff_base_s})"
+            )
+
+    def backoff_delay_s(self, failures_in_a_row: int) -> float:
+        """Delay before the restart that follows the ``failures_in_a_row``-th failure."""
+        exponent = max(failures_in_a_row, 1) - 1
+        # Cap the exponent so a long failure streak cannot overflow the float.
+        return float(min(self.backoff_base_s * 2 ** min(exponent, 64), self.backoff_max_s))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A reason not to start the engine (``blocking``) or a warning to show with a start.
+
+    ``code`` is stable for callers: ``reboot_latch`` (the CLI maps it to exit 4),
+    ``critical_check``, ``lint``, ``port_in_use``, ``stopping``, ``stop_stuck``, ``recipe``,
+    ``launch_failed``, ``preflight_error`` and whatever else a preflight returns.
+    """
+
+    code: str
+    message: str
+    blocking: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"code": self.code, "message": self.message, "blocking": self.blocking}
+
+
+class StartRefused(Exception):
+    """A start (or restart) did not happen; ``refusals`` says why, one reason each."""
+
+    def __init__(self, refusals: tuple[Refusal, ...]) -> None:
+        self.refusals = refusals
+        super().__init__("; ".join(f"{r.code}: {r.message}" for r in refusals))
+
+
+class SupervisorClosed(Exception):
+    """The supervisor was closed; it takes no more commands."""
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """The outcome of a start that was not refused."""
+
+    pid: int | None
+    already_running: bool
+    warnings: tuple[Refusal, ...] = ()
+
+
+class EventKind(enum.StrEnum):
+    """What a :class:`ServingEvent` reports."""
+
+    STATE = "state"
+    LAUNCH = "launch"
+    CRASH = "crash"
+    REFUSED = "refused"
+    ADOPTED = "adopted"
+    BREAKER = "breaker"
+    STOP_STUCK = "stop_stuck"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """One engine launch from start to end, re-emitted as it progresses (same launch_id).
+
+    The daemon stores the latest version, so the next launch can be diffed against the last
+    one that worked. ``env`` holds only the recipe's variables.
+    """
+
+    launch_id: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    recipe_hash: str
+    spec_hash: str
+    pid: int
+    adopted: bool
+    started_at: datetime
+    ready_at: datetime | None = None
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    crash_class: CrashClass | None = None
+    end_reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (times ISO 8601 with offset)."""
+        return {
+            "launch_id": self.launch_id,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "recipe_hash": self.recipe_hash,
+            "spec_hash": self.spec_hash,
+            "pid": self.pid,
+            "adopted": self.adopted,
+            "started_at": self.started_at.isoformat(),
+            "ready_at": None if self.ready_at is None else self.ready_at.isoformat(),
+            "ended_at": None if self.ended_at is None else self.ended_at.isoformat(),
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "crash_class": None if self.crash_class is None else str(self.crash_class),
+            "end_reason": self.end_reason,
+        }
+
+
+@dataclass(frozen=True)
+class ServingEvent:
+    """Something the daemon records (and may alert on)."""
+
+    kind: EventKind
+    ts: datetime
+    state: ServingState
+    severity: Severity
+    message: str
+    crash_class: CrashClass | None = None
+    evidence: str | None = None
+    advice: str | None = None
+    launch: LaunchRecord | None = None
+    refusals: tuple[Refusal, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "kind": str(self.kind),
+            "ts": self.ts.isoformat(),
+            "state": str(self.state),
+            "severity": str(self.severity),
+            "message": self.message,
+            "crash_class": None if self.crash_class is None else str(self.crash_class),
+            "evidence": self.evidence,
+            "advice": self.advice,
+            "launch": None if self.launch is None else self.launch.as_dict(),
+            "refusals": [r.as_dict() for r in self.refusals],
+        }
+
+
+@dataclass(frozen=True)
+class ServingStatus:
+    """The ``serving`` block of ``fleetctl status``: CONTRACT's keys plus extras."""
+
+    state: ServingState
+    pid: int | None
+    restarts: int
+    since: datetime
+    url: str | None
+    reason: str | None = None
+    last_log_line: str | None = None
+    crash_class: CrashClass | None = None
+    metrics: EngineMetrics | None = None
+    adopted: bool = False
+    backoff_remaining_s: float | None = None
+    last_refusal: tuple[Refusal, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{state, pid, restarts, since, url}`` as CONTRACT says, then the extras."""
+        return {
+            "state": str(self.state),
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "since": self.since.isoformat(),
+            "url": self.url,
+            "reason": self.reason,
+            "last_log_line": self.last_log_line,
+            "crash_class": None if self.crash_class is None else str(self.crash_class),
+            "metrics": None if self.metrics is None else self.metrics.as_dict(),
+            "adopted": self.adopted,
+            "backoff_remaining_s": self.backoff_remaining_s,
+            "last_refusal": [r.as_dict() for r in self.last_refusal],
+        }

@@ -1,0 +1,124 @@
+"""The engine under fleetd: autostart, adoption after kill -9, refusals, fleetctl control.
+
+Real fleetd processes, the real simulated engine as their child (then orphan), real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from daemon.store import Store
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Fleetd]]:
+    started: list[Fleetd] = []
+    yield started
+    for daemon in started:
+        # The engine outlives fleetd by design: clean up the test's own engines here.
+        pid_file = daemon.state_dir / "engine.pid"
+        if pid_file.exists():
+            pid = json.loads(pid_file.read_text()).get("pid")
+            if pid and psutil.pid_exists(pid):
+                os.killpg(pid, signal.SIGKILL)
+    stop_all(started)
+
+
+def serving(daemon: Fleetd) -> dict[str, object]:
+    return daemon.get("/api/v1/status").json()["serving"]
+
+
+def fleetctl(daemon: Fleetd, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.fleetctl", "--url", daemon.url, *args],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+    )
+
+
+def fast_config(tmp_path: Path, extra: str = "") -> Path:
+    config = tmp_path / "fleet.toml"
+    config.write_text(
+        "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\n"
+        "[recovery]\nbackoff_base_s = 0.5\nbackoff_max_s = 1\n" + extra
+    )
+    return config
+
+
+def test_autostart_then_kill9_of_fleetd_adopts_the_running_engine(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    state = tmp_path / "state"
+    first = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
+    daemons.append(first)
+    wait_until(lambda: serving(first)["state"] == "ready", 30, "engine ready")
+    engine_pid = serving(first)["pid"]
+    assert isinstance(engine_pid, int)
+    first.proc.kill()  # kill -9 of fleetd: the engine must survive
+    first.proc.wait()
+    assert psutil.Process(engine_pid).is_running()
+    second = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
+    daemons.append(second)
+    wait_until(lambda: serving(second)["state"] == "ready", 30, "adopted engine ready")
+    after = serving(second)
+    assert after["pid"] == engine_pid, "the engine was restarted instead of adopted"
+    assert after["adopted"] is True
+    assert after["restarts"] == 0
+    # A graceful fleetd stop leaves the engine running too (stop_on_exit is false).
+    assert second.stop() == 0
+    assert psutil.Process(engine_pid).is_running()
+
+
+def test_fleetctl_controls_and_the_latch_refuses_with_exit_4(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    state = tmp_path / "state"
+    daemon = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
+    daemons.append(daemon)
+    wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
+    stopped = fleetctl(daemon, "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert serving(daemon)["state"] == "stopped"
+    started = fleetctl(daemon, "start", "--json")
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["serving"]["state"] == "ready"
+    logs = fleetctl(daemon, "logs", "--lines", "500")
+    assert "Application startup complete." in logs.stdout
+    shown = fleetctl(daemon, "recipe", "show", "--diff")
+    assert shown.returncode == 0, shown.stderr
+    assert "serving.simengine" in shown.stdout
+    assert "same as the last ready launch" in shown.stdout
+    store = Store.open(f"sqlite:///{state / 'fleet.db'}")
+    store.set_latch("Xid 79 on card 1", source="test")
+    store.close()
+    for command in ("start", "restart"):
+        refused = fleetctl(daemon, command)
+        assert refused.returncode == 4, (command, refused.stderr)
+        assert "reboot required" in refused.stderr and "Xid 79 on card 1" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    launches = Store.open(f"sqlite:///{state / 'fleet.db'}")
+    try:
+        assert launches.last_ready_launch() is not None
+    finally:
+        launches.close()
+
+
+def test_a_crash_is_classified_and_restarted_with_backoff(tmp_path: Path, daemons: list[Fleetd]) -> None:
+    scenario = tmp_path / "crashy.toml"
+    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
+    scenario.write_text(builtin.read_text() + "\n[engine]\nready_after_s = 0.5\ncrash_after_s = 1.0\n")
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=fast_config(tmp_path))
+    daemons.append(daemon)
+    wait_until(lambda: int(serving(daemon)["restarts"]) >= 1, 40, "a restart after the crash")  # type: ignore[call-overload]
+    events = daemon.get("/api/v1/events?kind=serving&limit=200").json()
+    assert any("cuda_fault" in e["message"] for e in events), [e["message"] for e in events]

@@ -1,0 +1,159 @@
+"""Crash classification: one row per signature seen in rig logs, plus priority and noise."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from serving.classify import (
+    CrashClass,
+    advice_for,
+    classify_exit,
+    explain_exit,
+    is_hardware_suspect,
+    is_harmless,
+    split_returncode,
+)
+from serving.simengine import CRASH_KINDS, crash_trace
+
+NOISE = [
+    "INFO 09-29 13:45:55 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+    'INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_fault"),
+        ("torch.AcceleratorError: CUDA error: ... (cudaErrorIllegalAddress)", "cuda_fault"),
+        ("RuntimeError: CUDA error: unspecified launch failure", "cuda_fault"),
+        (
+            "../aten/src/ATen/native/cuda/Indexing.cu:1255: block: [0,0,0] device-side assert "
+            "triggered",
+            "cuda_fault",
+        ),
+        (
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+            "engine_dead",
+        ),
+        ("RuntimeError: EngineCore failed to start.", "engine_dead"),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization`",
+            "kv_oom",
+        ),
+        (
+            "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+            "driver_poisoned",
+        ),
+        ("TimeoutError: RPC call to sample_tokens timed out.", "rpc_timeout"),
+        ("Memory cgroup out of memory: Killed process 4242 (python3)", "oom_killed"),
+    ],
+)
+def test_each_signature_names_its_class(line: str, expected: str) -> None:
+    assert classify_exit([*NOISE, line, *NOISE], exit_code=1, signal=None) == CrashClass(expected)
+
+
+def test_cuda_fault_wins_over_the_engine_dead_and_gloo_lines_it_causes() -> None:
+    tail = [
+        "(Worker_PP2 pid=12) RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed "
+        "by peer [127.0.0.1]:51234",
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+    ]
+    verdict = explain_exit(tail, exit_code=1, signal=None)
+    assert verdict.crash_class is CrashClass.CUDA_FAULT
+    assert verdict.evidence == tail[1]
+    assert "chase the Xid" in verdict.advice
+    assert "Connection closed by peer" in verdict.advice
+
+
+def test_kv_oom_wins_over_the_engine_core_start_failure() -> None:
+    tail = [
+        "ValueError: No available memory for the cache blocks.",
+        "RuntimeError: EngineCore failed to start.",
+    ]
+    assert classify_exit(tail, exit_code=1, signal=None) is CrashClass.KV_OOM
+
+
+def test_segfault_in_cuinit_is_a_poisoned_driver() -> None:
+    tail = [
+        "Fatal Python error: Segmentation fault",
+        '  File "/usr/lib/python3/torch/cuda/__init__.py", line 319 in _lazy_init',
+        "  libcuda.so.1(cuInit+0x4d)",
+    ]
+    assert classify_exit(tail, exit_code=None, signal=signal.SIGSEGV) is CrashClass.DRIVER_POISONED
+
+
+def test_a_segfault_elsewhere_is_not_a_poisoned_driver() -> None:
+    tail = ["Fatal Python error: Segmentation fault", '  File "tokenizer.py", line 3 in encode']
+    assert classify_exit(tail, exit_code=None, signal=signal.SIGSEGV) is CrashClass.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    "harmless",
+    [
+        "WARNING 09-29 [shm_broadcast.py:466] No available shared memory broadcast block found "
+        "in 60 seconds. This typically happens when some processes are hanging.",
+        "WARNING 09-29 [_custom_ops.py:20] Failed to import from vllm._C with "
+        "ModuleNotFoundError(\"No module named 'vllm._C'\")",
+    ],
+)
+def test_known_harmless_lines_never_decide(harmless: str) -> None:
+    assert is_harmless(harmless)
+    assert classify_exit([harmless, *NOISE], exit_code=1, signal=None) is CrashClass.UNKNOWN
+
+
+def test_harmless_line_does_not_hide_a_real_signature_next_to_it() -> None:
+    tail = [
+        "No available shared memory broadcast block found in 60 seconds",
+        "TimeoutError: RPC call to sample_tokens timed out.",
+    ]
+    assert classify_exit(tail, exit_code=1, signal=None) is CrashClass.RPC_TIMEOUT
+
+
+def test_outside_sigkill_without_a_hint_is_unknown() -> None:
+    assert classify_exit(NOISE, exit_code=None, signal=signal.SIGKILL) is CrashClass.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "sig"), [(None, signal.SIGKILL), (137, None)], ids=["signal", "exit137"]
+)
+def test_sigkill_with_a_killed_hint_is_oom_killed(exit_code: int | None, sig: int | None) -> None:
+    tail = [*NOISE, "Killed"]
+    assert classify_exit(tail, exit_code=exit_code, signal=sig) is CrashClass.OOM_KILLED
+
+
+def test_killed_hint_without_a_sigkill_exit_is_not_oom() -> None:
+    assert classify_exit([*NOISE, "Killed"], exit_code=1, signal=None) is CrashClass.UNKNOWN
+
+
+def test_clean_exit_with_no_signature_is_unknown() -> None:
+    verdict = explain_exit(NOISE, exit_code=0, signal=None)
+    assert verdict.crash_class is CrashClass.UNKNOWN
+    assert verdict.evidence is None
+
+
+@pytest.mark.parametrize("kind", CRASH_KINDS)
+def test_the_simulated_engines_traces_classify_as_their_kind(kind: str) -> None:
+    assert classify_exit(crash_trace(kind), exit_code=1, signal=None) == CrashClass(kind)
+
+
+def test_hardware_suspects_are_cuda_faults_and_poisoned_drivers() -> None:
+    suspects = {c for c in CrashClass if is_hardware_suspect(c)}
+    assert suspects == {CrashClass.CUDA_FAULT, CrashClass.DRIVER_POISONED}
+
+
+def test_every_class_has_advice() -> None:
+    for crash_class in CrashClass:
+        assert advice_for(crash_class)
+
+
+@pytest.mark.parametrize(
+    ("returncode", "expected"),
+    [(None, (None, None)), (0, (0, None)), (3, (3, None)), (-9, (None, 9)), (-2, (None, 2))],
+)
+def test_split_returncode(returncode: int | None, expected: tuple[int | None, int | None]) -> None:
+    assert split_returncode(returncode) == expected

@@ -1,0 +1,664 @@
+"""The supervisor with real engines: the simulated engine as a child process, real HTTP
+probes on loopback, real signals. Small timings keep it fast; every wait has a deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from serving.classify import CrashClass
+from serving.launchers import ContainerLauncher, Launcher, ProcessLauncher
+from serving.spec import LaunchMode, LaunchSpec
+from serving.states import (
+    EventKind,
+    Refusal,
+    ServingEvent,
+    ServingState,
+    StartRefused,
+    SupervisorSettings,
+)
+from serving.supervisor import Supervisor
+from tests.serving.engine_helpers import (
+    SERVED_NAME,
+    EventLog,
+    SpecSequence,
+    free_port,
+    install_fake_docker,
+    is_running,
+    kill_group,
+    sim_argv,
+    sim_spec,
+    wait_until,
+)
+
+FAST = SupervisorSettings(
+    probe_interval_s=0.1,
+    probe_timeout_s=0.5,
+    startup_timeout_s=30.0,
+    liveness_failures=2,
+    backoff_base_s=0.1,
+    backoff_max_s=0.4,
+    backoff_reset_after_s=600.0,
+    breaker_max_restarts=5,
+    breaker_window_s=600.0,
+    stop_timeout_s=5.0,
+    term_timeout_s=5.0,
+    kill_wait_s=5.0,
+    metrics_interval_s=0.2,
+    log_poll_interval_s=0.05,
+)
+DEADLINE_S = 20.0
+
+
+@dataclass
+class Rig:
+    """A supervisor under test with its events, state dir and launcher."""
+
+    supervisor: Supervisor
+    events: EventLog
+    state_dir: Path
+    launcher: Launcher
+
+
+class Harness:
+    """Builds supervisors and cleans up: closes them, then SIGKILLs leftover engines (the
+    tests may kill; the product must not)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.rigs: list[Rig] = []
+
+    def make(
+        self,
+        spec_factory: Callable[[], LaunchSpec],
+        *,
+        settings: SupervisorSettings = FAST,
+        preflight: Callable[[], list[Refusal]] = list,
+        state_dir: Path | None = None,
+        launcher: Launcher | None = None,
+        open_now: bool = True,
+        listener: Callable[[Supervisor, ServingEvent], None] | None = None,
+    ) -> Rig:
+        state = state_dir or self.tmp_path / "state"
+        events = EventLog()
+        if isinstance(spec_factory, SpecSequence):
+            spec_factory.events = events
+        chosen = launcher or ProcessLauncher(state)
+        holder: list[Supervisor] = []
+
+        def on_event(event: ServingEvent) -> None:
+            events(event)
+            if listener is not None:
+                listener(holder[0], event)
+
+        supervisor = Supervisor(
+            spec_factory,
+            chosen,
+            state,
+            settings=settings,
+            preflight=preflight,
+            on_event=on_event,
+        )
+        holder.append(supervisor)
+        rig = Rig(supervisor, events, state, chosen)
+        self.rigs.append(rig)
+        if open_now:
+            supervisor.open()
+        return rig
+
+    def cleanup(self) -> None:
+        for rig in self.rigs:
+            rig.supervisor.close()
+        for rig in self.rigs:
+            for pid in rig.events.launch_pids():
+                kill_group(pid)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(tmp_path)
+    yield h
+    h.cleanup()
+
+
+def wait_ready(rig: Rig, pid: int | None = None) -> int:
+    """Wait for ``ready`` (of a pid other than ``pid`` when given); return the ready pid."""
+
+    def ready() -> bool:
+        status = rig.supervisor.status()
+        return status.state is ServingState.READY and status.pid is not None and status.pid != pid
+
+    wait_until(ready, DEADLINE_S, f"ready (events: {[e.message for e in rig.events.events][-6:]})")
+    ready_pid = rig.supervisor.status().pid
+    assert ready_pid is not None
+    return ready_pid
+
+
+def test_start_goes_ready_and_reports_contract_fields(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port))
+    result = rig.supervisor.start()
+    assert not result.already_running
+    assert result.pid is not None
+    assert rig.supervisor.status().state in (ServingState.STARTING, ServingState.READY)
+    pid = wait_ready(rig)
+    assert pid == result.pid
+    status = rig.supervisor.status().as_dict()
+    assert {"state", "pid", "restarts", "since", "url"} <= set(status)
+    assert status["state"] == "ready"
+    assert status["restarts"] == 0
+    assert status["url"] == f"http://127.0.0.1:{port}"
+    assert status["since"].endswith("+00:00")
+    models = httpx.get(f"{status['url']}/v1/models", trust_env=False).json()
+    assert models["data"][0]["id"] == SERVED_NAME
+    assert any("Application startup complete." in line for line in rig.supervisor.logs(50))
+    launches = [e.launch for e in rig.events.of(EventKind.LAUNCH) if e.launch is not None]
+    assert launches[-1].ready_at is not None
+    assert launches[-1].env == {"CMPFLEET_TEST_ENGINE": "1"}
+    assert launches[-1].recipe_hash == "test-recipe"
+    # A second start is a no-op, not a second engine.
+    again = rig.supervisor.start()
+    assert again.already_running
+    assert again.pid == pid
+    # Metrics are scraped while ready.
+    wait_until(lambda: rig.supervisor.status().metrics is not None, 5, "metrics")
+
+
+def test_cuda_crash_is_classified_then_restarted_with_backoff(harness: Harness) -> None:
+    port = free_port()
+    specs = SpecSequence([sim_spec(port, "--sim-crash-after-s", "0.2"), sim_spec(port)])
+    rig = harness.make(specs)
+    first = rig.supervisor.start().pid
+    crash = rig.events.wait_for(
+        lambda evs: any(e.kind is EventKind.CRASH for e in evs), DEADLINE_S, "crash"
+    )
+    crash_event = next(e for e in crash if e.kind is EventKind.CRASH)
+    assert crash_event.crash_class is CrashClass.CUDA_FAULT
+    assert crash_event.evidence is not None
+    assert "illegal memory access" in crash_event.evidence
+    assert crash_event.advice is not None
+    assert "chase the Xid" in crash_event.advice
+    assert crash_event.launch is not None
+    assert crash_event.launch.exit_code == 1
+    second = wait_ready(rig, pid=first)
+    assert second != first
+    status = rig.supervisor.status()
+    assert status.restarts == 1
+    assert ServingState.BACKOFF in rig.events.states()
+    assert not is_running(first or 0)
+
+
+def test_outside_sigkill_is_unknown_and_restarted(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port))
+    rig.supervisor.start()
+    first = wait_ready(rig)
+    os.kill(first, signal.SIGKILL)
+    second = wait_ready(rig, pid=first)
+    crash = rig.events.of(EventKind.CRASH)[-1]
+    assert crash.crash_class is CrashClass.UNKNOWN
+    assert crash.launch is not None
+    assert crash.launch.signal == signal.SIGKILL
+    assert "killed by signal 9" in crash.message
+    assert second != first
+    assert rig.supervisor.status().restarts == 1
+
+
+def test_hang_goes_unhealthy_and_is_restarted_gracefully(harness: Harness) -> None:
+    port = free_port()
+    specs = SpecSequence([sim_spec(port, "--sim-hang-after-s", "0.2"), sim_spec(port)])
+    rig = harness.make(specs)
+    first = rig.supervisor.start().pid
+    second = wait_ready(rig, pid=first)
+    states = rig.events.states()
+    assert ServingState.UNHEALTHY in states
+    unhealthy = states.index(ServingState.UNHEALTHY)
+    assert states[unhealthy + 1 : unhealthy + 3] == [ServingState.STOPPING, ServingState.BACKOFF]
+    ended = [
+        e.launch
+        for e in rig.events.of(EventKind.LAUNCH)
+        if e.launch is not None and e.launch.pid == first and e.launch.ended_at is not None
+    ]
+    assert ended[-1].exit_code == 0  # the hung engine still honoured SIGINT
+    assert second != first
+    assert rig.supervisor.status().restarts == 1
+
+
+def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
+    harness: Harness,
+) -> None:
+    port = free_port()
+    settings = replace(FAST, breaker_max_restarts=2)
+    crashing = sim_spec(port, "--sim-crash-after-s", "0.05", ready_after_s=0.1)
+    specs = SpecSequence([crashing, crashing, crashing, sim_spec(port)])
+    rig = harness.make(specs, settings=settings)
+    rig.supervisor.start()
+    rig.events.wait_state(ServingState.HELD, DEADLINE_S)
+    status = rig.supervisor.status()
+    assert status.state is ServingState.HELD
+    assert status.restarts == 2
+    assert status.pid is None
+    assert "held until a person" in (status.reason or "")
+    assert rig.events.of(EventKind.BREAKER)
+    # Backoff grew: 0.1 s then 0.2 s.
+    backoffs = [
+        e.message for e in rig.events.of(EventKind.STATE) if e.state is ServingState.BACKOFF
+    ]
+    assert "restarting in 0.1 s" in backoffs[0]
+    assert "restarting in 0.2 s" in backoffs[1]
+    # A person's start clears the hold.
+    rig.supervisor.start()
+    wait_ready(rig)
+    assert rig.supervisor.status().restarts == 2  # a running total, never reset
+
+
+def test_sustained_readiness_resets_the_backoff_streak(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, backoff_reset_after_s=0.2)
+    rig = harness.make(lambda: sim_spec(port, "--sim-crash-after-s", "0.6"), settings=settings)
+    rig.supervisor.start()
+    rig.events.wait_for(
+        lambda evs: sum(e.kind is EventKind.CRASH for e in evs) >= 2, DEADLINE_S, "two crashes"
+    )
+    backoffs = [
+        e.message for e in rig.events.of(EventKind.STATE) if e.state is ServingState.BACKOFF
+    ]
+    # Each engine served longer than backoff_reset_after_s, so each crash is the first in
+    # a row again and waits the base delay; the running total still counts up.
+    assert all("restarting in 0.1 s (failure 1 in a row)" in m for m in backoffs[:2])
+    wait_until(lambda: rig.supervisor.status().restarts >= 2, DEADLINE_S, "two restarts")
+
+
+def test_clear_hold_leaves_it_stopped(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, breaker_max_restarts=1)
+    rig = harness.make(
+        lambda: sim_spec(port, "--sim-crash-after-s", "0.05", ready_after_s=0.1), settings=settings
+    )
+    rig.supervisor.start()
+    rig.events.wait_state(ServingState.HELD, DEADLINE_S)
+    assert rig.supervisor.clear_hold().state is ServingState.STOPPED
+
+
+def test_graceful_stop_exits_0_and_stays_stopped(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port))
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    status = rig.supervisor.stop("operator asked")
+    assert status.state is ServingState.STOPPED
+    assert status.reason == "operator asked"
+    assert status.pid is None
+    assert not is_running(pid)
+    ended = rig.events.of(EventKind.LAUNCH)[-1].launch
+    assert ended is not None
+    assert ended.exit_code == 0
+    assert ended.crash_class is None
+    assert not rig.events.of(EventKind.CRASH)
+    assert any("Shutting down" in line for line in rig.supervisor.logs(20))
+    assert not (rig.state_dir / "engine.pid").exists()
+
+
+def test_sigint_ignored_escalates_to_sigterm(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, stop_timeout_s=0.3)
+    rig = harness.make(lambda: sim_spec(port, "--sim-ignore-sigint"), settings=settings)
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    assert rig.supervisor.stop().state is ServingState.STOPPED
+    assert not is_running(pid)
+    assert any("sending SIGTERM" in e.message for e in rig.events.of(EventKind.WARNING))
+
+
+def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, stop_timeout_s=0.3, term_timeout_s=0.3)
+    rig = harness.make(lambda: sim_spec(port, "--sim-ignore-signals"), settings=settings)
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    status = rig.supervisor.stop()
+    assert status.state is ServingState.FAILED
+    assert "stop stuck: reboot recommended" in (status.reason or "")
+    assert status.pid == pid
+    assert rig.events.of(EventKind.STOP_STUCK)
+    # Nothing killed it: the product never SIGKILLs without allow_kill.
+    assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    assert is_running(pid)
+    with pytest.raises(StartRefused) as refused:
+        rig.supervisor.start()
+    assert refused.value.refusals[0].code == "stop_stuck"
+    assert is_running(pid)
+    # Once it finally goes (here: the test kills it), the supervisor says stopped.
+    kill_group(pid)
+    rig.events.wait_state(ServingState.STOPPED, DEADLINE_S)
+
+
+def test_allow_kill_sigkills_an_engine_that_ignores_signals(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, stop_timeout_s=0.2, term_timeout_s=0.2, allow_kill=True)
+    rig = harness.make(lambda: sim_spec(port, "--sim-ignore-signals"), settings=settings)
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    assert rig.supervisor.stop().state is ServingState.STOPPED
+    assert not is_running(pid)
+    assert any("sending SIGKILL" in e.message for e in rig.events.of(EventKind.WARNING))
+
+
+def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
+    port = free_port()
+    latch = Refusal("reboot_latch", "reboot required: Xid 79 on card 1")
+    rig = harness.make(lambda: sim_spec(port), preflight=lambda: [latch])
+    with pytest.raises(StartRefused) as refused:
+        rig.supervisor.start()
+    assert refused.value.refusals == (latch,)
+    status = rig.supervisor.status()
+    assert status.state is ServingState.STOPPED
+    assert status.last_refusal == (latch,)
+    assert status.as_dict()["last_refusal"][0]["code"] == "reboot_latch"
+    assert rig.events.of(EventKind.REFUSED)[0].refusals == (latch,)
+    assert not (rig.state_dir / "engine.pid").exists()
+    assert rig.events.launch_pids() == []
+
+
+def test_warnings_do_not_block_and_are_returned(harness: Harness) -> None:
+    port = free_port()
+    warning = Refusal("lint", "model path missing", blocking=False)
+    rig = harness.make(lambda: sim_spec(port), preflight=lambda: [warning])
+    result = rig.supervisor.start()
+    assert result.warnings == (warning,)
+    wait_ready(rig)
+
+
+def test_preflight_is_checked_again_before_an_automatic_restart(harness: Harness) -> None:
+    port = free_port()
+    refusals: list[Refusal] = []
+    rig = harness.make(
+        lambda: sim_spec(port, "--sim-crash-after-s", "0.3"), preflight=lambda: list(refusals)
+    )
+    rig.supervisor.start()
+    wait_ready(rig)
+    refusals.append(Refusal("reboot_latch", "reboot required"))
+    after = rig.events.count()
+    rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=after)
+    status = rig.supervisor.status()
+    assert "automatic restart refused" in (status.reason or "")
+    assert status.restarts == 0
+
+
+def test_restart_refused_by_preflight_leaves_the_engine_running(harness: Harness) -> None:
+    port = free_port()
+    refusals: list[Refusal] = []
+    rig = harness.make(lambda: sim_spec(port), preflight=lambda: list(refusals))
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    refusals.append(Refusal("critical_check", "card 2 is locked at 8192 MiB"))
+    with pytest.raises(StartRefused, match="locked"):
+        rig.supervisor.restart()
+    assert rig.supervisor.status().state is ServingState.READY
+    assert rig.supervisor.status().pid == pid
+
+
+def test_restart_replaces_the_engine(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port))
+    rig.supervisor.start()
+    first = wait_ready(rig)
+    result = rig.supervisor.restart(timeout_s=DEADLINE_S)
+    assert result.pid is not None
+    assert result.pid != first
+    wait_ready(rig, pid=first)
+    assert not is_running(first)
+    assert rig.supervisor.status().restarts == 0  # a person's restart is not a failure
+
+
+def test_recovery_stop_with_hold_reason_stays_stopped(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port))
+    rig.supervisor.start()
+    wait_ready(rig)
+    status = rig.supervisor.stop("Xid 31 on card 1", hold_reason="reboot required: Xid 31")
+    assert status.state is ServingState.STOPPED
+    assert status.reason == "reboot required: Xid 31"
+    assert rig.events.launch_pids() == [rig.events.launch_pids()[0]]
+
+
+def test_stop_while_starting_stops_the_loading_engine(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port, ready_after_s=30))
+    pid = rig.supervisor.start().pid
+    assert pid is not None
+    wait_until(
+        lambda: any("Loading safetensors" in line for line in rig.supervisor.logs(5)),
+        DEADLINE_S,
+        "the engine loading",
+    )
+    status = rig.supervisor.stop()
+    assert status.state is ServingState.STOPPED
+    assert not is_running(pid)
+    ended = rig.events.of(EventKind.LAUNCH)[-1].launch
+    assert ended is not None
+    assert ended.exit_code == 0
+    assert ended.ready_at is None
+
+
+def test_stop_during_backoff_cancels_the_restart(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, backoff_base_s=30.0, backoff_max_s=30.0)
+    rig = harness.make(lambda: sim_spec(port), settings=settings)
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    os.kill(pid, signal.SIGKILL)
+    rig.events.wait_state(ServingState.BACKOFF, DEADLINE_S)
+    assert rig.supervisor.status().backoff_remaining_s is not None
+    status = rig.supervisor.stop("Xid 79 on card 0", hold_reason="reboot required: Xid 79")
+    assert status.state is ServingState.STOPPED
+    assert status.reason == "reboot required: Xid 79"
+    assert len(rig.events.launch_pids()) == 1
+
+
+def test_an_event_handler_may_stop_the_engine_without_deadlock(harness: Harness) -> None:
+    port = free_port()
+
+    def recovery(supervisor: Supervisor, event: ServingEvent) -> None:
+        if event.kind is EventKind.STATE and event.state is ServingState.READY:
+            supervisor.stop("recovery decision", hold_reason="reboot required")
+
+    rig = harness.make(lambda: sim_spec(port), listener=recovery)
+    pid = rig.supervisor.start().pid
+    assert pid is not None
+    rig.events.wait_state(ServingState.READY, DEADLINE_S)
+    rig.events.wait_state(ServingState.STOPPED, DEADLINE_S)
+    assert rig.supervisor.status().reason == "reboot required"
+    assert not is_running(pid)
+
+
+def test_adoption_by_a_new_supervisor_keeps_the_same_engine(harness: Harness) -> None:
+    port = free_port()
+    first = harness.make(lambda: sim_spec(port))
+    first.supervisor.start()
+    pid = wait_ready(first)
+    first.supervisor.close()  # fleetd exits; the engine must outlive it
+    assert is_running(pid)
+    assert (first.state_dir / "engine.pid").exists()
+    second = harness.make(lambda: sim_spec(port), open_now=False)
+    assert second.supervisor.open() is True
+    assert wait_ready(second) == pid
+    status = second.supervisor.status()
+    assert status.adopted
+    assert status.url == f"http://127.0.0.1:{port}"
+    assert second.events.of(EventKind.ADOPTED)
+    assert not any(
+        e.kind is EventKind.LAUNCH and not e.launch.adopted
+        for e in second.events.events
+        if e.launch
+    )
+    # Its earlier log lines are there after the restart of fleetd.
+    assert any("Application startup complete." in line for line in second.supervisor.logs(100))
+    # It can still be stopped gracefully; exit code is unknown for an adopted engine.
+    assert second.supervisor.stop().state is ServingState.STOPPED
+    assert not is_running(pid)
+
+
+def test_adopted_engine_that_crashes_is_classified_from_its_own_lines(harness: Harness) -> None:
+    port = free_port()
+    first = harness.make(lambda: sim_spec(port))
+    first.supervisor.start()
+    pid = wait_ready(first)
+    first.supervisor.close()
+    second = harness.make(lambda: sim_spec(port), open_now=False)
+    second.supervisor.open()
+    wait_ready(second)
+    os.kill(pid, signal.SIGKILL)
+    crash = second.events.wait_for(
+        lambda evs: any(e.kind is EventKind.CRASH for e in evs), DEADLINE_S, "crash"
+    )
+    event = next(e for e in crash if e.kind is EventKind.CRASH)
+    assert event.crash_class is CrashClass.UNKNOWN
+    assert "exit status unknown" in event.message
+    wait_ready(second, pid=pid)
+    assert second.supervisor.status().restarts == 1
+    second.supervisor.close()
+    # The running total survives a restart of fleetd too.
+    third = harness.make(lambda: sim_spec(port), open_now=False)
+    assert third.supervisor.open() is True
+    assert third.supervisor.status().restarts == 1
+
+
+def test_stale_record_is_not_adopted(harness: Harness, tmp_path: Path) -> None:
+    port = free_port()
+    first = harness.make(lambda: sim_spec(port))
+    first.supervisor.start()
+    pid = wait_ready(first)
+    first.supervisor.close()
+    kill_group(pid)
+    wait_until(lambda: not is_running(pid), 5, "engine gone")
+    second = harness.make(lambda: sim_spec(port), open_now=False)
+    assert second.supervisor.open() is False
+    assert second.supervisor.status().state is ServingState.STOPPED
+    assert not (second.state_dir / "engine.pid").exists()
+
+
+def test_close_with_stop_engine_stops_it(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port))
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    rig.supervisor.close(stop_engine=True)
+    assert not is_running(pid)
+    assert not (rig.state_dir / "engine.pid").exists()
+
+
+def test_crash_while_starting_is_classified(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, restart_on_failure=False)
+    rig = harness.make(
+        lambda: sim_spec(
+            port, "--sim-fail-start-after-s", "0.1", "--sim-crash-kind", "kv_oom", ready_after_s=5
+        ),
+        settings=settings,
+    )
+    rig.supervisor.start()
+    rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=1)
+    crash = rig.events.of(EventKind.CRASH)[-1]
+    assert crash.crash_class is CrashClass.KV_OOM
+    assert "while starting" in crash.message
+    assert rig.supervisor.status().crash_class is CrashClass.KV_OOM
+
+
+def test_startup_timeout_restarts_a_start_that_never_finishes(harness: Harness) -> None:
+    port = free_port()
+    settings = replace(FAST, startup_timeout_s=0.5)
+    specs = SpecSequence([sim_spec(port, ready_after_s=60), sim_spec(port)])
+    rig = harness.make(specs, settings=settings)
+    first = rig.supervisor.start().pid
+    wait_ready(rig, pid=first)
+    unhealthy = [e for e in rig.events.of(EventKind.STATE) if e.state is ServingState.UNHEALTHY]
+    assert "not ready after 0.5 s" in unhealthy[0].message
+
+
+def test_progress_is_the_last_log_line_while_starting(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port, ready_after_s=30))
+    rig.supervisor.start()
+    wait_until(
+        lambda: (
+            "Loading safetensors checkpoint shards" in (rig.supervisor.status().last_log_line or "")
+        ),
+        DEADLINE_S,
+        "loading progress as the last line",
+    )
+    assert rig.supervisor.status().state is ServingState.STARTING
+
+
+def test_launch_failure_is_a_refusal_with_the_reason(harness: Harness) -> None:
+    port = free_port()
+    rig = harness.make(lambda: replace(sim_spec(port), argv=("no-such-vllm", "serve", "m")))
+    with pytest.raises(StartRefused, match="not found on PATH") as refused:
+        rig.supervisor.start()
+    assert refused.value.refusals[0].code == "launch_failed"
+    assert rig.supervisor.status().state is ServingState.STOPPED
+
+
+def test_bad_settings_name_the_key() -> None:
+    with pytest.raises(ValueError, match="probe_interval_s must be > 0"):
+        SupervisorSettings(probe_interval_s=0)
+    with pytest.raises(ValueError, match="backoff_max_s"):
+        SupervisorSettings(backoff_base_s=10, backoff_max_s=5)
+
+
+def test_backoff_delay_formula() -> None:
+    settings = SupervisorSettings()
+    assert [settings.backoff_delay_s(n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [
+        10,
+        20,
+        40,
+        80,
+        160,
+        300,
+        300,
+        300,
+    ]
+
+
+def test_container_mode_end_to_end_with_the_fake_runtime(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir, fake_state = install_fake_docker(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(fake_state))
+    monkeypatch.setenv("FAKE_DOCKER_IMAGE", "sim-image")
+    port = free_port()
+    spec = LaunchSpec(
+        mode=LaunchMode.DOCKER,
+        argv=("docker", "run", "--name", "engine", "sim-image", *sim_argv(port)),
+        env={},
+        host="127.0.0.1",
+        port=port,
+        served_model_name=SERVED_NAME,
+        container_name="engine",
+    )
+    state = tmp_path / "state"
+    rig = harness.make(lambda: spec, launcher=ContainerLauncher(state, "docker"), state_dir=state)
+    rig.supervisor.start()
+    pid = wait_ready(rig)
+    wait_until(
+        lambda: any("Application startup complete." in line for line in rig.supervisor.logs(50)),
+        DEADLINE_S,
+        "container logs in the capture",
+    )
+    rig.supervisor.close()
+    # A restarted fleetd adopts the container by its record.
+    again = harness.make(
+        lambda: spec, launcher=ContainerLauncher(state, "docker"), state_dir=state, open_now=False
+    )
+    assert again.supervisor.open() is True
+    assert wait_ready(again) == pid
+    assert again.supervisor.stop().state is ServingState.STOPPED
+    assert not is_running(pid)
