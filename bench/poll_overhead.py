@@ -47,9 +47,21 @@ def main() -> None:
         config.write_text(f"[poll]\ninterval_s = {args.interval}\n[serving]\nautostart = false\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CMPFLEET_")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "daemon.fleetd", "--simulate", "healthy-8", "--config",
-             str(config), "--state-dir", f"{tmp}/state", "--listen", f"127.0.0.1:{port}",
-             "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "daemon.fleetd",
+                "--simulate",
+                "healthy-8",
+                "--config",
+                str(config),
+                "--state-dir",
+                f"{tmp}/state",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--log-level",
+                "warning",
+            ],
             env=env,
         )
         url = f"http://127.0.0.1:{port}/api/v1/status"
@@ -77,7 +89,9 @@ def main() -> None:
         proc.wait(30)
     cpu_s = (cpu_1.user - cpu_0.user) + (cpu_1.system - cpu_0.system)
     polls = max(polls_1 - polls_0, 1)
-    print(f"fleetd, simulated 8-card rig, poll interval {args.interval} s, {elapsed_s:.0f} s measured")
+    print(
+        f"fleetd, simulated 8-card rig, poll interval {args.interval} s, {elapsed_s:.0f} s measured"
+    )
     print(f"polls: {polls}")
     print(f"CPU seconds per poll: {cpu_s / polls * 1000:.2f} ms")
     print(f"average CPU: {cpu_s / elapsed_s * 100:.2f} % of one core (target < 2 %)")

@@ -42,7 +42,11 @@ def fleetctl(daemon: Fleetd, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CMPFLEET_STATE_DIR": str(daemon.state_dir)}
     return subprocess.run(
         [sys.executable, "-m", "daemon.fleetctl", "--url", daemon.url, *args],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
 
 
@@ -113,11 +117,17 @@ def test_fleetctl_controls_and_the_latch_refuses_with_exit_4(
         launches.close()
 
 
-def test_a_crash_is_classified_and_restarted_with_backoff(tmp_path: Path, daemons: list[Fleetd]) -> None:
+def test_a_crash_is_classified_and_restarted_with_backoff(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
     scenario = tmp_path / "crashy.toml"
     builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
-    scenario.write_text(builtin.read_text() + "\n[engine]\nready_after_s = 0.5\ncrash_after_s = 1.0\n")
-    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=fast_config(tmp_path))
+    scenario.write_text(
+        builtin.read_text() + "\n[engine]\nready_after_s = 0.5\ncrash_after_s = 1.0\n"
+    )
+    daemon = start_fleetd(
+        tmp_path, tmp_path / "state", simulate=str(scenario), config=fast_config(tmp_path)
+    )
     daemons.append(daemon)
     wait_until(lambda: int(serving(daemon)["restarts"]) >= 1, 40, "a restart after the crash")  # type: ignore[call-overload]
     events = daemon.get("/api/v1/events?kind=serving&limit=200").json()
