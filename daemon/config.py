@@ -95,6 +95,7 @@ class ServingSettings(_Section):
     startup_timeout_s: Annotated[float, Field(gt=0)] = 2700.0
     probe_interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     probe_failures: Annotated[int, Field(ge=1, le=100)] = 3
+    metrics_interval_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
     stop_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     stop_on_exit: bool = False
     allow_kill: bool = False

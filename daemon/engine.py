@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def supervisor_settings(settings: Settings) -> SupervisorSettings:
         probe_interval_s=serving.probe_interval_s,
         startup_timeout_s=serving.startup_timeout_s,
         liveness_failures=serving.probe_failures,
+        metrics_interval_s=serving.metrics_interval_s,
         backoff_base_s=recovery.backoff_base_s,
         backoff_max_s=max(recovery.backoff_max_s, recovery.backoff_base_s),
         backoff_reset_after_s=recovery.backoff_reset_after_s,
@@ -126,6 +128,7 @@ class EngineService:
         self._monitor = monitor
         self._host = host
         self._launch_ids: dict[str, int] = {}
+        self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self.supervisor = Supervisor(
             self._spec,
@@ -205,6 +208,24 @@ class EngineService:
             ended_at=launch.ended_at,
             exit_code=launch.exit_code,
             crash_class=None if launch.crash_class is None else str(launch.crash_class),
+        )
+
+    def record_metrics(self) -> None:
+        """Store the engine's latest scraped metrics once (called by the poll job)."""
+        metrics = self.supervisor.status().metrics
+        if metrics is None or metrics.ts == self._last_metrics_ts:
+            return
+        self._last_metrics_ts = metrics.ts
+
+        def whole(value: float | None) -> int | None:
+            return None if value is None else round(value)
+
+        self._store.record_engine_sample(
+            metrics.ts,
+            tokens_per_s=metrics.generation_tokens_per_s,
+            requests_running=whole(metrics.requests_running),
+            requests_waiting=whole(metrics.requests_waiting),
+            kv_cache_usage_pct=metrics.kv_cache_usage_pct,
         )
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -161,6 +161,8 @@ class Daemon:
                 changed.message,
             )
         self.monitor.set_results(results)
+        if self.engine is not None:
+            self.engine.record_metrics()
         self.follower.persist_cursor()
         self.notifier.status(self.summary())
 

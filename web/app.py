@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from web.services import ServiceError, SimulationControl, WebServices
@@ -89,6 +89,11 @@ def create_app(services: WebServices) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
         return JSONResponse({"detail": exc.message, "code": exc.code}, exc.status_code)
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        """The dashboard comes in its own issue; until then the API's own UI."""
+        return RedirectResponse("/docs")
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -11,8 +11,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -53,7 +55,7 @@ def fleetctl(daemon: Fleetd, *args: str) -> subprocess.CompletedProcess[str]:
 def fast_config(tmp_path: Path, extra: str = "") -> Path:
     config = tmp_path / "fleet.toml"
     config.write_text(
-        "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\n"
+        "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\nmetrics_interval_s = 0.5\n"
         "[recovery]\nbackoff_base_s = 0.5\nbackoff_max_s = 1\n" + extra
     )
     return config
@@ -132,3 +134,42 @@ def test_a_crash_is_classified_and_restarted_with_backoff(
     wait_until(lambda: int(serving(daemon)["restarts"]) >= 1, 40, "a restart after the crash")  # type: ignore[call-overload]
     events = daemon.get("/api/v1/events?kind=serving&limit=200").json()
     assert any("cuda_fault" in e["message"] for e in events), [e["message"] for e in events]
+
+
+def test_engine_metrics_reach_the_status_and_the_store(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    state = tmp_path / "state"
+    daemon = start_fleetd(
+        tmp_path, state, config=fast_config(tmp_path), env={"CMPFLEET_POLL_INTERVAL_S": "0.3"}
+    )
+    daemons.append(daemon)
+    wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
+    url = str(serving(daemon)["url"])
+    reply = httpx.post(
+        url + "/v1/chat/completions",
+        json={
+            "model": "dsv4s",
+            "messages": [{"role": "user", "content": "count to twenty"}],
+            "max_tokens": 20,
+        },
+        timeout=30,
+    )
+    assert reply.status_code == 200, reply.text
+
+    def scraped() -> bool:
+        metrics = serving(daemon).get("metrics")
+        return isinstance(metrics, dict) and metrics.get("generation_tokens_per_s") is not None
+
+    wait_until(scraped, 20, "engine metrics in the status")
+    store = Store.open(f"sqlite:///{state / 'fleet.db'}")
+    try:
+        wait_until(
+            lambda: store.list_engine_samples(
+                datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC) + timedelta(hours=1)
+            ),
+            20,
+            "engine samples stored",
+        )
+    finally:
+        store.close()

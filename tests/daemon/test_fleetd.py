@@ -125,6 +125,9 @@ def test_real_rig_without_nvml_keeps_running_and_has_no_sim_endpoints(
     for path in ("/api/v1/sim/xid", "/api/v1/sim/card/0", "/api/v1/sim/reboot"):
         assert daemon.post(path, {"card": 0, "xid": 31}).status_code == 404
         assert daemon.post(path, {"card": 0, "xid": 31}, token=None).status_code == 404
+    # A job that raises is logged with its traceback and the next run still happens.
+    wait_until(lambda: daemon.log().count("job poll failed") >= 2, 20, "two failed poll runs")
+    assert "Traceback" in daemon.log()
 
 
 def test_kill9_mid_stream_loses_and_double_counts_nothing(
