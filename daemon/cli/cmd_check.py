@@ -5,7 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from daemon.cli.output import EXIT_UNKNOWN, Output, severity_cell
+from daemon.cli.output import EXIT_UNKNOWN, Output
+from daemon.cli.render import render_rig
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
 from hwcheck.backend import BackendError
 from hwcheck.host import HostSources
@@ -15,52 +16,12 @@ from hwcheck.oneshot import CheckReport, run_local_check
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 
 
-def _fmt(value: object, unit: str = "") -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.0f}{unit}"
-    return f"{value}{unit}"
-
-
 def render(out: Output, report: CheckReport) -> None:
-    """The human form: a card table, then every check that is not ok (and a summary)."""
+    """The human form: the card table, every check that is not ok, and a summary."""
     doc = report.document()
-    rows = [
-        [
-            str(card["index"]),
-            card["pci_bus_id"],
-            card["name"],
-            _fmt(card["memory_total_mib"], " MiB"),
-            f"{_fmt(card['power_draw_w'], ' W')} / {_fmt(card['power_limit_w'], ' W')}",
-            "ACTIVE" if card["power_brake_active"] else "off",
-            _fmt(card["temperature_c"], " C"),
-            f"Gen{_fmt(card['pcie_gen'])} x{_fmt(card['pcie_width'])}",
-            str(card["xid_since_boot"]),
-            severity_cell(card["state"]),
-        ]
-        for card in doc["cards"]
-    ]
-    columns = ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"]
-    out.table("Cards", columns, rows)
-    problems = [c for c in doc["checks"] if c["severity"] != Severity.OK]
-    if problems:
-        out.table(
-            "Problems",
-            ["severity", "check", "card", "message", "remedy"],
-            [
-                [
-                    severity_cell(c["severity"]),
-                    c["id"],
-                    "-" if c["card"] is None else str(c["card"]),
-                    c["message"],
-                    c["remedy"],
-                ]
-                for c in problems
-            ],
-        )
-    passed = len(doc["checks"]) - len(problems)
-    out.line(f"overall: {doc['overall'].upper()} ({passed} checks ok, {len(problems)} not ok)")
+    not_ok = render_rig(out, doc)
+    passed = len(doc["checks"]) - not_ok
+    out.line(f"overall: {doc['overall'].upper()} ({passed} checks ok, {not_ok} not ok)")
 
 
 def _check(out: Output, host: HostSources, config: Path | None) -> int:

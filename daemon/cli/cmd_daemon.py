@@ -6,54 +6,14 @@ from typing import Any
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_FAILED, EXIT_UNKNOWN, Output, severity_cell
+from daemon.cli.render import fmt, render_rig
 
 OVERALL_EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 
 
-def _fmt(value: object, unit: str = "") -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.0f}{unit}"
-    return f"{value}{unit}"
-
-
 def render_status(out: Output, doc: dict[str, Any]) -> None:
     """Human status: cards, problems, engine, recovery."""
-    out.table(
-        "Cards",
-        ["card", "pci", "memory", "power", "brake", "temp", "pcie", "xid", "state"],
-        [
-            [
-                str(c["index"]),
-                c["pci_bus_id"],
-                _fmt(c["memory_total_mib"], " MiB"),
-                f"{_fmt(c['power_draw_w'], ' W')} / {_fmt(c['power_limit_w'], ' W')}",
-                "ACTIVE" if c["power_brake_active"] else "off",
-                _fmt(c["temperature_c"], " C"),
-                f"Gen{_fmt(c['pcie_gen'])} x{_fmt(c['pcie_width'])}",
-                str(c["xid_since_boot"]),
-                severity_cell(c["state"]),
-            ]
-            for c in doc.get("cards", [])
-        ],
-    )
-    problems = [c for c in doc.get("checks", []) if c["severity"] != "ok"]
-    if problems:
-        out.table(
-            "Problems",
-            ["severity", "check", "card", "message", "remedy"],
-            [
-                [
-                    severity_cell(c["severity"]),
-                    c["id"],
-                    "-" if c["card"] is None else str(c["card"]),
-                    c["message"],
-                    c["remedy"],
-                ]
-                for c in problems
-            ],
-        )
+    render_rig(out, doc)
     serving = doc.get("serving", {})
     line = f"engine: {serving.get('state')}"
     if serving.get("pid"):
@@ -143,7 +103,7 @@ def caps_apply(out: Output, client: FleetClient) -> int:
             f"Power cap {result['target_w']:.0f} W",
             ["card", "before", "outcome", "detail"],
             [
-                [str(c["card"]), _fmt(c["before_w"], " W"), c["outcome"], c["detail"]]
+                [str(c["card"]), fmt(c["before_w"], " W"), c["outcome"], c["detail"]]
                 for c in result["cards"]
             ],
         )

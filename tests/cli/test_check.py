@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hwcheck.sim.scenario import builtin_scenario_names
+from tests.support.cli import run_fleetctl as fleetctl
 
 EXPECTED_EXIT = {
     "healthy": 0,
@@ -47,17 +46,6 @@ CONTRACT_CHECK_IDS = {
     "driver_version",
     "foreign_gpu_processes",
 }
-
-
-def fleetctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.fleetctl", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_every_builtin_scenario_has_an_expected_exit_code() -> None:

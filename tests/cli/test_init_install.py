@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from daemon.config import load_settings
+from tests.support.cli import run_fleetctl as fleetctl
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def fleetctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.fleetctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_init_records_the_baseline_and_checks_pass_against_it(tmp_path: Path) -> None:

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_fleetctl as fleetctl
+
 DATA = Path(__file__).resolve().parents[1] / "kernellog" / "data"
-
-
-def fleetctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.fleetctl", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("name", ["dmesg.log", "dmesg-T.log", "journalctl-k.log", "kmsg.log"])

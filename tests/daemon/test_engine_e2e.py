@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ import psutil
 import pytest
 
 from daemon.store import Store
+from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 
@@ -41,14 +41,8 @@ def serving(daemon: Fleetd) -> dict[str, object]:
 
 
 def fleetctl(daemon: Fleetd, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CMPFLEET_STATE_DIR": str(daemon.state_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.fleetctl", "--url", daemon.url, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
+    return run_fleetctl(
+        "--url", daemon.url, *args, env={"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
     )
 
 
