@@ -403,6 +403,9 @@ class _ContainerWatch:
     exit_code: int | None = None
 
 
+STOP_KILL_AFTER_S = 5
+
+
 class ContainerLauncher:
     """Runs the engine as a docker or podman container named ``spec.container_name``.
 
@@ -412,8 +415,8 @@ class ContainerLauncher:
     the runtime, not the engine: stopping them never touches the container.
 
     Stopping sends signals with ``kill --signal``: INT (vLLM's graceful stop), then TERM.
-    ``stop -t N`` is not used because the runtime escalates to SIGKILL after N seconds,
-    which only ``allow_kill`` may do.
+    The runtime's own ``stop -t N`` escalates to SIGKILL after N seconds, which only
+    ``allow_kill`` may do: it is therefore the last step, ``kill()``, and never the first.
     """
 
     def __init__(
@@ -674,8 +677,17 @@ class ContainerLauncher:
         self._kill(handle, "INT" if graceful else "TERM")
 
     def kill(self, handle: EngineHandle) -> None:
-        """``kill --signal KILL`` (the supervisor gates this on allow_kill)."""
-        self._kill(handle, "KILL")
+        """``stop -t 5``: TERM, then the runtime's SIGKILL (the supervisor gates this on
+        allow_kill, after SIGINT and SIGTERM were both ignored).
+        """
+        name = handle.record.container_name
+        if name is None:
+            return
+        result = self._cli(["stop", "-t", str(STOP_KILL_AFTER_S), name])
+        if result.returncode != 0 and self.is_alive(handle):
+            raise LauncherError(
+                f"{self.runtime} stop -t {STOP_KILL_AFTER_S} {name} failed: {_last_line(result.stderr)}"
+            )
 
     def survivors(self, handle: EngineHandle) -> tuple[int, ...]:
         """A container's processes end with it: none to report."""

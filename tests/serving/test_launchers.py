@@ -392,7 +392,7 @@ def test_container_start_runs_detached_and_follows_logs_and_exit(
     assert launcher.read_record() is None
 
 
-def test_container_firm_stop_and_kill_use_kill_signal(
+def test_container_firm_stop_signals_and_kill_is_the_runtimes_stop(
     fake_docker: FakeRuntime, state_dir: Path
 ) -> None:
     launcher = ContainerLauncher(state_dir, "docker")
@@ -401,8 +401,9 @@ def test_container_firm_stop_and_kill_use_kill_signal(
         launcher.signal_stop(handle, graceful=False)
         assert ["kill", "--signal", "TERM", "vllm-test"] in fake_docker.calls()
         assert not launcher.wait(handle, timeout_s=0.3)
+        assert not any(c[0] == "stop" for c in fake_docker.calls())
         launcher.kill(handle)
-        assert ["kill", "--signal", "KILL", "vllm-test"] in fake_docker.calls()
+        assert ["stop", "-t", "5", "vllm-test"] in fake_docker.calls()
         assert launcher.wait(handle, timeout_s=10)
         assert launcher.exit_code(handle) == 137
     finally:
