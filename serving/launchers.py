@@ -677,9 +677,7 @@ class ContainerLauncher:
         self._kill(handle, "INT" if graceful else "TERM")
 
     def kill(self, handle: EngineHandle) -> None:
-        """``stop -t 5``: TERM, then the runtime's SIGKILL (the supervisor gates this on
-        allow_kill, after SIGINT and SIGTERM were both ignored).
-        """
+        """``stop -t 5``: TERM, then the runtime's SIGKILL (only with allow_kill, after INT/TERM)."""
         name = handle.record.container_name
         if name is None:
             return
