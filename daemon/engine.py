@@ -15,6 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from daemon.config import Settings
 from daemon.monitor import RigMonitor
 from daemon.store import Store
@@ -167,7 +169,7 @@ class EngineService:
             refusals.append(
                 Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
             )
-        holders = self._host.device_holders()
+        holders = [h for h in self._host.device_holders() if h.pid not in self.engine_pids()]
         if holders:
             names = ", ".join(f"{h.name} (pid {h.pid}) on {h.device}" for h in holders[:5])
             refusals.append(
@@ -209,6 +211,17 @@ class EngineService:
             exit_code=launch.exit_code,
             crash_class=None if launch.crash_class is None else str(launch.crash_class),
         )
+
+    def engine_pids(self) -> set[int]:
+        """The engine's process and all its descendants (its GPU workers are not foreign)."""
+        pid = self.supervisor.status().pid
+        if pid is None:
+            return set()
+        try:
+            root = psutil.Process(pid)
+            return {pid, *(child.pid for child in root.children(recursive=True))}
+        except psutil.Error:
+            return {pid}
 
     def record_metrics(self) -> None:
         """Store the engine's latest scraped metrics once (called by the poll job)."""

@@ -141,7 +141,8 @@ class Daemon:
         now_s = time.monotonic()
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
             self._pci_devices = self.host.pci_devices()
-            self._holders = self.host.device_holders()
+            engine_pids = self.engine.engine_pids() if self.engine is not None else set()
+            self._holders = [h for h in self.host.device_holders() if h.pid not in engine_pids]
             self._holders_at_s = now_s
         results = run_checks(
             CheckInput(

@@ -167,3 +167,24 @@ def test_engine_metrics_reach_the_status_and_the_store(
         )
     finally:
         store.close()
+
+
+def test_stop_on_exit_and_a_second_signal_exits_at_once(tmp_path: Path, daemons: list[Fleetd]) -> None:
+    """stop_on_exit makes shutdown wait for a (stubborn) engine; a second SIGTERM cuts it short."""
+    scenario = tmp_path / "stubborn.toml"
+    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
+    scenario.write_text(builtin.read_text() + "\n[engine]\nready_after_s = 0.5\nignore_sigint = true\n")
+    config = tmp_path / "fleet.toml"
+    config.write_text("[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 60\nstop_on_exit = true\n")
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=config)
+    daemons.append(daemon)
+    wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
+    engine_pid = serving(daemon)["pid"]
+    daemon.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "shutting down" in daemon.log(), 10, "graceful shutdown begun")
+    with pytest.raises(subprocess.TimeoutExpired):
+        daemon.proc.wait(1.0)  # still waiting for the engine that ignores SIGINT
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(5) == 1
+    assert "second signal, exiting now" in daemon.log()
+    assert psutil.pid_exists(int(engine_pid))  # type: ignore[call-overload]
