@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from hwcheck.checks import card_states
 from hwcheck.model import CheckResult, ClassifiedXid, GpuSnapshot, RigSnapshot, worst_severity
 
 
@@ -24,14 +25,6 @@ def xid_counts_by_card(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> 
         if index is not None:
             counts[index] += 1
     return dict(counts)
-
-
-def card_state(card: GpuSnapshot, results: Sequence[CheckResult]) -> str:
-    """``ok|warning|critical|lost`` for one card from its check results."""
-    if card.lost:
-        return "lost"
-    mine = [r for r in results if r.card == card.index]
-    return worst_severity(mine).value
 
 
 def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[str, Any]:
@@ -66,10 +59,15 @@ def rig_document(
 ) -> dict[str, Any]:
     """``{overall, cards, checks}``: the part shared by ``check --json`` and the status API."""
     counts = xid_counts_by_card(snapshot, xids)
+    states = card_states(results)
     return {
         "overall": worst_severity(list(results)).value,
         "cards": [
-            card_document(card, counts.get(card.index, 0), card_state(card, results))
+            card_document(
+                card,
+                counts.get(card.index, 0),
+                "lost" if card.lost else states.get(card.index, "ok"),
+            )
             for card in snapshot.cards
         ],
         "checks": [result.as_dict() for result in results],
