@@ -55,6 +55,8 @@ def simulated_engine_args(engine: EngineScenario) -> list[str]:
         args += ["--sim-hang-after-s", str(engine.hang_after_s)]
     if engine.ignore_sigint:
         args.append("--sim-ignore-sigint")
+    if engine.ignore_signals:
+        args.append("--sim-ignore-signals")
     if engine.corrupt_identifiers_pct:
         args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
     if engine.leak_dsml:

@@ -26,7 +26,7 @@ from serving.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
 from serving.spec import LaunchSpec
 
 DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
-BAD_STATES = {"failed", "held", "backoff"}
+BAD_STATES = frozenset({"failed", "held", "backoff"})
 POLL_S = 1.0
 
 
@@ -95,6 +95,8 @@ def action(out: Output, client: FleetClient, name: str, wait: bool, timeout_s: f
     serving = result.get("serving", {})
     if wait and not result.get("already_running"):
         serving = wait_for(out, client, name, timeout_s)
+        if serving["state"] == "failed":  # a stop that did not take: a person must act
+            out.fail(f"engine {serving['state']}: {serving.get('reason') or 'see fleetctl logs'}")
     if out.json_mode:
         out.emit_json({**result, "serving": serving})
     else:

@@ -88,6 +88,7 @@ class EngineScenario:
     crash_after_s: float | None = None
     hang_after_s: float | None = None
     ignore_sigint: bool = False
+    ignore_signals: bool = False  # SIGINT and SIGTERM: a stop that will not take
     tokens_per_s: float = 30.0
     corrupt_identifiers_pct: float = 0.0
     leak_dsml: bool = False
@@ -466,6 +467,7 @@ def _build_engine(table: dict[str, object]) -> EngineScenario:
         crash_after_s=_optional_seconds("engine.crash_after_s", table.get("crash_after_s")),
         hang_after_s=_optional_seconds("engine.hang_after_s", table.get("hang_after_s")),
         ignore_sigint=expect_bool("engine.ignore_sigint", table.get("ignore_sigint", False)),
+        ignore_signals=expect_bool("engine.ignore_signals", table.get("ignore_signals", False)),
         tokens_per_s=tokens,
         corrupt_identifiers_pct=pct,
         leak_dsml=expect_bool("engine.leak_dsml", table.get("leak_dsml", False)),

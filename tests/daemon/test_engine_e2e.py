@@ -169,13 +169,19 @@ def test_engine_metrics_reach_the_status_and_the_store(
         store.close()
 
 
-def test_stop_on_exit_and_a_second_signal_exits_at_once(tmp_path: Path, daemons: list[Fleetd]) -> None:
+def test_stop_on_exit_and_a_second_signal_exits_at_once(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
     """stop_on_exit makes shutdown wait for a (stubborn) engine; a second SIGTERM cuts it short."""
     scenario = tmp_path / "stubborn.toml"
     builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
-    scenario.write_text(builtin.read_text() + "\n[engine]\nready_after_s = 0.5\nignore_sigint = true\n")
+    scenario.write_text(
+        builtin.read_text() + "\n[engine]\nready_after_s = 0.5\nignore_sigint = true\n"
+    )
     config = tmp_path / "fleet.toml"
-    config.write_text("[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 60\nstop_on_exit = true\n")
+    config.write_text(
+        "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 60\nstop_on_exit = true\n"
+    )
     daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=config)
     daemons.append(daemon)
     wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
@@ -188,3 +194,26 @@ def test_stop_on_exit_and_a_second_signal_exits_at_once(tmp_path: Path, daemons:
     assert daemon.proc.wait(5) == 1
     assert "second signal, exiting now" in daemon.log()
     assert psutil.pid_exists(int(engine_pid))  # type: ignore[call-overload]
+
+
+def test_a_stop_that_does_not_take_is_failed_and_kills_nothing(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    scenario = tmp_path / "deaf.toml"
+    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
+    scenario.write_text(
+        builtin.read_text() + "\n[engine]\nready_after_s = 0.5\nignore_signals = true\n"
+    )
+    config = tmp_path / "fleet.toml"
+    config.write_text("[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 1\n")
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=config)
+    daemons.append(daemon)
+    wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
+    engine_pid = int(serving(daemon)["pid"])  # type: ignore[call-overload]
+    stopped = fleetctl(daemon, "stop")
+    assert stopped.returncode == 1
+    assert "stop stuck: reboot recommended" in stopped.stderr
+    assert serving(daemon)["state"] == "failed"
+    assert psutil.Process(engine_pid).is_running()
+    events = daemon.get("/api/v1/events?kind=serving&limit=100").json()
+    assert any("stop stuck" in e["message"] for e in events)
