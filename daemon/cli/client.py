@@ -71,11 +71,7 @@ class FleetClient:
         if response.status_code == 403:
             raise ClientError("fleetd refused the token (wrong --token-file?)", status=403)
         if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            raise ClientError(f"{detail}", status=response.status_code)
+            raise ClientError(_detail(response), status=response.status_code)
         return response.json()
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
@@ -86,3 +82,18 @@ class FleetClient:
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """POST (with the bearer token) and return the JSON answer."""
         return self._request("POST", path, json=body or {})
+
+
+def _detail(response: httpx.Response) -> str:
+    """The daemon's reason in one line (FastAPI validation errors name the parameter)."""
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text.strip()[:200]}"
+    if isinstance(detail, list):
+        parts = []
+        for item in detail:
+            where = ".".join(str(p) for p in item.get("loc", []) if p not in ("query", "body"))
+            parts.append(f"{where}: {item.get('msg', 'invalid')}")
+        return "; ".join(parts) or f"HTTP {response.status_code}"
+    return str(detail)

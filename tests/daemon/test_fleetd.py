@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import socket
 import statistics
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from daemon.store import Store
+from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 CONTRACT_STATUS_KEYS = {"overall", "cards", "checks", "serving", "recovery"}
@@ -108,6 +110,13 @@ def test_status_events_auth_and_simulation(tmp_path: Path, daemons: list[Fleetd]
         "card 2 lost",
     )
     assert daemon.post("/api/v1/sim/card/2", {"no_such_field": 1}).status_code == 400
+    cli = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    listed = run_fleetctl("--url", daemon.url, "events", "--kind", "xid", "--json", env=cli)
+    assert [e["xid"] for e in json.loads(listed.stdout)] == [79]
+    bad = run_fleetctl("--url", daemon.url, "events", "--since", "yesterday", env=cli)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("fleetctl: since: ")
+    assert len(bad.stderr.strip().splitlines()) == 1
     paths = daemon.get("/openapi.json").json()["paths"]
     assert {"/api/v1/status", "/api/v1/events", "/api/v1/sim/xid"} <= set(paths)
 

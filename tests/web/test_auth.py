@@ -1,0 +1,97 @@
+"""The API's auth rules, in process over ASGI (no socket): POSTs need the token; on a
+non-loopback listener every endpoint but /healthz does."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from web.app import create_app
+from web.services import ServiceError, SimulationControl
+
+
+class StubServices:
+    """A stand-in for the daemon at the web layer's boundary (the WebServices protocol)."""
+
+    def __init__(self, loopback_only: bool) -> None:
+        self.token = "s3cret"
+        self.loopback_only = loopback_only
+        self.acked: list[int] = []
+
+    @property
+    def sim(self) -> SimulationControl | None:
+        return None
+
+    def status_document(self) -> dict[str, Any]:
+        return {"overall": "ok"}
+
+    def list_events(
+        self, since: datetime | None, kind: str | None, limit: int, card: int | None
+    ) -> list[dict[str, Any]]:
+        return []
+
+    def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
+        if event_id != 1:
+            raise ServiceError(404, f"no event {event_id}")
+        self.acked.append(event_id)
+        return {"id": event_id, "acked": True}
+
+    def apply_caps(self) -> dict[str, Any]:
+        return {}
+
+    def serving_action(self, action: str) -> dict[str, Any]:
+        raise ServiceError(409, "reboot required: Xid 79", "reboot_latch")
+
+    def serving_logs(self, lines: int) -> list[str]:
+        return []
+
+    def serving_follow(self, lines: int) -> Any:
+        return iter(())
+
+    def serving_recipe(self) -> dict[str, Any]:
+        return {}
+
+
+def call(
+    services: StubServices, method: str, path: str, token: str | None = None
+) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=create_app(services))
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx.AsyncClient(transport=transport, base_url="http://rig") as client:
+            return await client.request(method, path, headers=headers)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(("token", "status"), [(None, 401), ("wrong", 403), ("s3cret", 200)])
+def test_posts_need_the_token(token: str | None, status: int) -> None:
+    services = StubServices(loopback_only=True)
+    assert call(services, "POST", "/api/v1/events/1/ack", token).status_code == status
+    assert services.acked == ([1] if status == 200 else [])
+
+
+def test_loopback_reads_are_open() -> None:
+    services = StubServices(loopback_only=True)
+    assert call(services, "GET", "/api/v1/status").status_code == 200
+
+
+def test_non_loopback_needs_the_token_everywhere_but_healthz() -> None:
+    services = StubServices(loopback_only=False)
+    assert call(services, "GET", "/healthz").status_code == 200
+    for path in ("/api/v1/status", "/api/v1/events", "/openapi.json", "/docs"):
+        assert call(services, "GET", path).status_code == 401, path
+        assert call(services, "GET", path, "wrong").status_code == 403, path
+        assert call(services, "GET", path, "s3cret").status_code == 200, path
+
+
+def test_refusals_carry_their_code() -> None:
+    answer = call(StubServices(loopback_only=True), "POST", "/api/v1/serving/start", "s3cret")
+    assert answer.status_code == 409
+    assert answer.json() == {"detail": "reboot required: Xid 79", "code": "reboot_latch"}
+    unknown = call(StubServices(loopback_only=True), "POST", "/api/v1/serving/dance", "s3cret")
+    assert unknown.status_code == 422
