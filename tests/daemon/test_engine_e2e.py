@@ -6,7 +6,6 @@ Real fleetd processes, the real simulated engine as their child (then orphan), r
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -26,14 +25,7 @@ from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 def daemons() -> Iterator[list[Fleetd]]:
     started: list[Fleetd] = []
     yield started
-    for daemon in started:
-        # The engine outlives fleetd by design: clean up the test's own engines here.
-        pid_file = daemon.state_dir / "engine.pid"
-        if pid_file.exists():
-            pid = json.loads(pid_file.read_text()).get("pid")
-            if pid and psutil.pid_exists(pid):
-                os.killpg(pid, signal.SIGKILL)
-    stop_all(started)
+    stop_all(started)  # engines included: they outlive fleetd by design
 
 
 def serving(daemon: Fleetd) -> dict[str, object]:

@@ -7,6 +7,8 @@ from it instead of sleeping.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -170,11 +172,26 @@ def _answers(daemon: Fleetd) -> bool:
         return False
 
 
+def kill_engine(state_dir: Path) -> None:
+    """SIGKILL the engine a test's fleetd left behind (it outlives fleetd by design).
+
+    Only tests do this: the product never SIGKILLs an engine unless ``allow_kill``.
+    """
+    pid_file = state_dir / "engine.pid"
+    try:
+        pid = int(json.loads(pid_file.read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def stop_all(daemons: Iterator[Fleetd] | list[Fleetd]) -> None:
-    """Kill whatever is still running (test teardown)."""
+    """Kill whatever is still running, engines included (test teardown)."""
     for daemon in daemons:
         if daemon.proc.poll() is None:
             daemon.proc.kill()
             daemon.proc.wait()
+        kill_engine(daemon.state_dir)
         if daemon.peer is not None:
             daemon.peer.close()
