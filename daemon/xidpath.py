@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Callable
+from dataclasses import replace
 
 from daemon.monitor import RigMonitor
 from daemon.store import Store
@@ -20,6 +22,28 @@ from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.model import ClassifiedXid, XidClass
 
 log = logging.getLogger("fleetd.xid")
+
+
+def journal_key(record: KernelRecord) -> int | None:
+    """A stable negative key for a record without a kmsg sequence number (journald).
+
+    The journald fallback has no kernel seq, so after a restart it reads the whole boot
+    again. Keying its records by their kernel timestamp (plus a hash of the text, in
+    case two lines share a microsecond) lets the store's ``(boot_id, seq)`` uniqueness drop
+    the repeats. Negative, so it can never collide with a real kmsg seq.
+    """
+    if record.seq is not None or record.timestamp_usec is None:
+        return None
+    return -(record.timestamp_usec * 1000 + zlib.crc32(record.text.encode()) % 1000)
+
+
+def with_journal_key(item: ClassifiedXid, record: KernelRecord) -> ClassifiedXid:
+    """``item`` keyed by ``journal_key`` when it came without a kernel sequence number."""
+    key = journal_key(record)
+    if key is None or item.event.seq is not None:
+        return item
+    event = replace(item.event, seq=key, boot_id=item.event.boot_id or record.boot_id)
+    return replace(item, event=event)
 
 
 class XidPath:
@@ -43,6 +67,7 @@ class XidPath:
 
     def handle(self, item: ClassifiedXid, record: KernelRecord) -> None:
         """Store the Xid with its cursor; announce it only if it was new."""
+        item = with_journal_key(item, record)
         card = self._card_index_of(item.event.pci_bus_id)
         cursor = None
         if record.boot_id is not None and record.seq is not None:
