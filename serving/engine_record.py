@@ -26,6 +26,7 @@ ENGINE_LOG_NAME = "engine.log"
 ENGINE_RECORD_NAME = "engine.pid"
 
 # Two readings of one process's start time agree to the clock tick; a reused pid does not.
+_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _START_TIME_TOLERANCE_S = 0.05
 
 
@@ -115,25 +116,35 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def process_start_time(pid: int) -> float | None:
-    """The process's start time (epoch seconds, psutil), None if it cannot be read."""
+def process_start_time(pid: int, proc_root: Path = Path("/proc")) -> float | None:
+    """Seconds after boot at which ``pid`` started (``/proc/<pid>/stat`` field 22).
+
+    Not psutil's ``create_time()``: that adds ``/proc/stat``'s ``btime``, a wall-clock
+    figure that moves whenever the clock is stepped (NTP at boot), which would make a
+    restarted fleetd take its own engine for a stranger and start a second one.
+    """
     try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        text = (proc_root / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = text[text.rfind(")") + 2 :].split()
+    try:
+        return int(fields[19]) / _CLOCK_TICKS_PER_S
+    except (IndexError, ValueError):
         return None
 
 
 def runs_as(pid: int, start_time: float) -> bool:
     """True when ``pid`` is a live (not zombie) process started at ``start_time``."""
+    started = process_start_time(pid)
+    if started is None or abs(started - start_time) > _START_TIME_TOLERANCE_S:
+        return False
     try:
-        process = psutil.Process(pid)
-        if abs(float(process.create_time()) - start_time) > _START_TIME_TOLERANCE_S:
-            return False
-        return bool(process.status() != psutil.STATUS_ZOMBIE)
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
     except psutil.AccessDenied:
-        # Another user's process with the same start time: it exists, it is the engine.
         return True
 
 

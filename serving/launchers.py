@@ -164,14 +164,14 @@ class ProcessLauncher:
             raise LaunchError(f"the process launcher cannot run a {spec.mode} spec")
         if not spec.argv:
             raise LaunchError("the launch spec has an empty argv")
-        existing = self._read_quietly()
+        existing = self._read_or_refuse()
         if existing is not None and runs_as(existing.pid, existing.start_time):
             raise LaunchError(
                 f"an engine launched earlier still runs (pid {existing.pid}, "
                 f"{self._files.record_path}): adopt it or stop it first"
             )
         env = {**os.environ, **spec.env}
-        log_fd = self._files.open_log()
+        log_fd = _open_log_or_refuse(self._files)
         try:
             self._files.write_marker(log_fd, spec.argv)
             pid = self._spawn(spec.argv, env, log_fd)
@@ -183,13 +183,13 @@ class ProcessLauncher:
             os.close(log_fd)
         key = uuid.uuid4().hex
         pidfd = self._open_pidfd(pid)
-        start_time = process_start_time(pid) or time.time()
+        start_time = process_start_time(pid) or time.clock_gettime(time.CLOCK_BOOTTIME)
         record = record_for(spec, pid, start_time)
         with self._lock:
             self._children[key] = pid
             if pidfd is not None:
                 self._pidfds[key] = pidfd
-        self._files.write(record)
+        _write_record_keeping_engine(self._files, record)
         return EngineHandle(key=key, record=record, adopted=False)
 
     @staticmethod
@@ -240,6 +240,15 @@ class ProcessLauncher:
         except RecordError as exc:
             _LOG.warning("ignoring an unusable adoption record: %s", exc)
             return None
+
+    def _read_or_refuse(self) -> EngineRecord | None:
+        """The record, or a refusal: with an unreadable one, an engine may still run."""
+        try:
+            return self._files.read()
+        except RecordError as exc:
+            raise LaunchError(
+                f"{exc}: an engine may still run; check (ps, nvidia-smi), then remove the file"
+            ) from exc
 
     @staticmethod
     def _open_pidfd(pid: int) -> int | None:
@@ -505,7 +514,7 @@ class ContainerLauncher:
                     raise LaunchError(
                         f"cannot remove the stopped container {name}: {_last_line(removed.stderr)}"
                     )
-            log_fd = self._files.open_log()
+            log_fd = _open_log_or_refuse(self._files)
             try:
                 self._files.write_marker(log_fd, argv)
             finally:
@@ -538,9 +547,12 @@ class ContainerLauncher:
         if state is None:
             raise LaunchError(f"container {name} vanished right after `{self.runtime} run`")
         record = record_for(
-            spec, state.pid, process_start_time(state.pid) or time.time(), state.container_id
+            spec,
+            state.pid,
+            process_start_time(state.pid) or time.clock_gettime(time.CLOCK_BOOTTIME),
+            state.container_id,
         )
-        self._files.write(record)
+        _write_record_keeping_engine(self._files, record)
         key = uuid.uuid4().hex
         self._watch(key, name, since=None)
         return EngineHandle(key=key, record=record, adopted=False)
@@ -606,7 +618,10 @@ class ContainerLauncher:
         if state is None or not state.running:
             return None
         record = record_for(
-            spec, state.pid, process_start_time(state.pid) or time.time(), state.container_id
+            spec,
+            state.pid,
+            process_start_time(state.pid) or time.clock_gettime(time.CLOCK_BOOTTIME),
+            state.container_id,
         )
         self._files.write(record)
         key = uuid.uuid4().hex
@@ -723,6 +738,32 @@ class ContainerLauncher:
     def detach(self, handle: EngineHandle) -> None:
         """Stop following; the container keeps running and the record stays."""
         self._unwatch(handle)
+
+
+def _open_log_or_refuse(files: RecordFile) -> int:
+    """Open ``engine.log`` before anything is spawned; a disk problem is a refusal."""
+    try:
+        return files.open_log()
+    except OSError as exc:
+        raise LaunchError(f"cannot open {files.log_path}: {exc.strerror or exc}") from exc
+
+
+def _write_record_keeping_engine(files: RecordFile, record: EngineRecord) -> None:
+    """Write ``engine.pid``; a failure is logged, never turned into a lost engine.
+
+    The engine already runs: raising here would leave it unsupervised. Without the
+    record only adoption after a fleetd restart is lost, so that is what is said.
+    """
+    try:
+        files.write(record)
+    except OSError as exc:
+        _LOG.error(
+            "engine pid %s runs but %s could not be written (%s): a restarted fleetd "
+            "will not adopt it",
+            record.pid,
+            files.record_path,
+            exc.strerror or exc,
+        )
 
 
 def _detached(argv: tuple[str, ...]) -> tuple[str, ...]:

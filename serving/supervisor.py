@@ -592,7 +592,8 @@ class Supervisor:
         self._save_restarts()
         try:
             self._launch(spec, reason=f"automatic restart #{self._restarts}")
-        except LaunchError as exc:
+        except Exception as exc:  # any failure must lead to the next try, never a stuck loop
+            _LOG.exception("automatic restart failed")
             self._emit(EventKind.CRASH, Severity.WARNING, f"engine restart failed: {exc}")
             self._schedule_restart(f"launch failed: {exc}")
 

@@ -98,7 +98,8 @@ def test_start_writes_the_adoption_record_and_logs_to_the_file(
     record = launcher.read_record()
     assert record is not None
     assert record.pid == handle.pid
-    assert record.start_time == pytest.approx(psutil.Process(handle.pid).create_time(), abs=0.05)
+    since_boot_s = psutil.Process(handle.pid).create_time() - psutil.boot_time()
+    assert record.start_time == pytest.approx(since_boot_s, abs=0.05)
     assert record.argv == spec.argv
     assert record.port == spec.port
     assert record.mode is LaunchMode.PROCESS
@@ -504,3 +505,40 @@ def test_parse_inspect_rejects_garbage(output: str) -> None:
 def test_unknown_runtime_is_refused(state_dir: Path) -> None:
     with pytest.raises(ValueError, match="docker or podman"):
         ContainerLauncher(state_dir, "lxc")
+
+
+def test_start_time_is_read_since_boot_not_from_the_wall_clock(tmp_path: Path) -> None:
+    """A stepped clock moves psutil's create_time (it adds btime); ticks since boot do not."""
+    from serving.engine_record import process_start_time
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    fields = ["S", "1", "4242", "4242"] + ["0"] * 15 + [str(123_456 * ticks // 100)] + ["0"] * 30
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "stat").write_text("4242 (vllm (serve) x) " + " ".join(fields) + "\n")
+    assert process_start_time(4242, proc_root=tmp_path) == pytest.approx(1234.56, abs=0.01)
+    assert process_start_time(4243, proc_root=tmp_path) is None
+
+
+def test_an_unusable_record_refuses_a_start_rather_than_risk_two_engines(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True)
+    (state_dir / "engine.pid").write_text("{not json")
+    with pytest.raises(LaunchError, match=r"engine\.pid: not valid JSON.*an engine may still run"):
+        ProcessLauncher(state_dir).start(sim_spec(free_port()))
+    assert (
+        not (state_dir / "engine.log").exists()
+        or "launch" not in (state_dir / "engine.log").read_text()
+    )
+
+
+def test_an_unopenable_log_is_a_launch_error_before_anything_is_spawned(state_dir: Path) -> None:
+    (state_dir / "engine.log").mkdir(parents=True)  # a directory where the log file goes
+    before = {p.pid for p in psutil.process_iter()}
+    with pytest.raises(LaunchError, match=r"cannot open .*engine\.log"):
+        ProcessLauncher(state_dir).start(sim_spec(free_port()))
+    spawned = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "serving.simengine" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert spawned == []
+    assert not (state_dir / "engine.pid").exists()
