@@ -43,6 +43,7 @@ from web.services import ServiceError
 log = logging.getLogger("fleetd.engine")
 
 SIM_PRESET = "sim-engine"
+OPERATOR_STOP_REASON = "stopped by operator"
 
 
 def simulated_engine_args(engine: EngineScenario) -> list[str]:
@@ -196,16 +197,22 @@ class EngineService:
             event.message,
         )
         self._store.record_event("serving", severity, event.message, details=event.as_dict())
+        if event.kind == "state":
+            self._store.set_serving_state(
+                {"state": str(event.state), "reason": self.supervisor.status().reason}
+            )
         launch = event.launch
         if launch is None:
             return
         with self._launch_lock:
             row_id = self._launch_ids.get(launch.launch_id)
+            if row_id is None and launch.adopted:
+                row_id = self._launch_row_of_adopted(launch.argv)
             if row_id is None:
                 row_id = self._store.record_launch(
                     launch.argv, launch.env, launch.recipe_hash, launch.started_at
                 )
-                self._launch_ids[launch.launch_id] = row_id
+            self._launch_ids[launch.launch_id] = row_id
         self._store.update_launch(
             row_id,
             ready_at=launch.ready_at,
@@ -243,6 +250,17 @@ class EngineService:
             kv_cache_usage_pct=metrics.kv_cache_usage_pct,
         )
 
+    def _launch_row_of_adopted(self, argv: tuple[str, ...]) -> int | None:
+        """The stored launch an adopted engine came from (same argv, not ended), if any.
+
+        An adopted engine is the same launch, not a new one: its row keeps the real
+        environment, so ``recipe show --diff`` stays right after a fleetd restart.
+        """
+        for row in self._store.list_launches(limit=20):
+            if row.ended_at is None and tuple(row.argv) == tuple(argv):
+                return row.id
+        return None
+
     # -- lifecycle ----------------------------------------------------------------------
     def open(self, autostart: bool) -> None:
         """Adopt a running engine, else start one when configured to (refusals logged)."""
@@ -252,13 +270,36 @@ class EngineService:
             return
         if not autostart:
             return
+        held_by_person = self.left_alone_by_a_person()
+        if held_by_person:
+            log.warning(
+                "not autostarting the engine: %s; `fleetctl start` starts it", held_by_person
+            )
+            return
         try:
             result = self.supervisor.start()
         except StartRefused as exc:
             log.warning("engine not started: %s", exc)
             return
+        except TimeoutError:
+            log.warning("engine start is still in progress (the runtime is slow to answer)")
+            return
         for warning in result.warnings:
             log.warning("engine started with a warning: %s", warning.message)
+
+    def left_alone_by_a_person(self) -> str | None:
+        """Why the engine must stay down across a fleetd restart, if it must.
+
+        A breaker hold or an operator's stop is a person's decision: a fleetd restart
+        (systemd, an upgrade) must not undo it with an autostart.
+        """
+        last = self._store.get_serving_state() or {}
+        state, reason = last.get("state"), str(last.get("reason") or "")
+        if state == "held":
+            return f"it was held by the crash breaker ({reason})"
+        if state == "stopped" and reason.startswith(OPERATOR_STOP_REASON):
+            return "a person stopped it"
+        return None
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
@@ -283,7 +324,7 @@ class EngineService:
                     "serving": self.status_document(),
                 }
             if action == "stop":
-                self.supervisor.stop("stopped by operator", wait=False)
+                self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
                 self._store.audit("operator", "engine_stop", "accepted")
                 return {"action": action, "accepted": True, "serving": self.status_document()}
             if action == "restart":
@@ -301,6 +342,13 @@ class EngineService:
             ) from None
         except SupervisorClosed:
             raise ServiceError(503, "fleetd is shutting down", "closed") from None
+        except TimeoutError:
+            return {
+                "action": action,
+                "accepted": True,
+                "in_progress": True,
+                "serving": self.status_document(),
+            }
         raise ServiceError(404, f"unknown action {action!r}", "not_found")
 
     def _restart(self) -> None:

@@ -170,7 +170,7 @@ class ProcessLauncher:
                 f"an engine launched earlier still runs (pid {existing.pid}, "
                 f"{self._files.record_path}): adopt it or stop it first"
             )
-        env = {**os.environ, **spec.env}
+        env = engine_environment(spec)
         log_fd = _open_log_or_refuse(self._files)
         try:
             self._files.write_marker(log_fd, spec.argv)
@@ -526,7 +526,7 @@ class ContainerLauncher:
                 timeout=self._run_timeout_s,
                 check=False,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, **spec.env},
+                env=engine_environment(spec),
             )
             if result.returncode != 0:
                 raise LaunchError(
@@ -738,6 +738,23 @@ class ContainerLauncher:
     def detach(self, handle: EngineHandle) -> None:
         """Stop following; the container keeps running and the record stays."""
         self._unwatch(handle)
+
+
+# fleetd's own plumbing: the engine must not talk to systemd or inherit its sockets.
+_NOT_FOR_THE_ENGINE = (
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+)
+
+
+def engine_environment(spec: LaunchSpec) -> dict[str, str]:
+    """fleetd's environment minus its systemd plumbing, plus the recipe's variables."""
+    base = {k: v for k, v in os.environ.items() if k not in _NOT_FOR_THE_ENGINE}
+    return {**base, **spec.env}
 
 
 def _open_log_or_refuse(files: RecordFile) -> int:

@@ -18,7 +18,7 @@ import httpx
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
-from daemon.config import ConfigError, load_cli_settings
+from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.findings import exit_code
 from serving.lint import lint_path, lint_recipe
@@ -62,6 +62,7 @@ def wait_for(
     """Poll the status until the action finished; fail with one line if it did not."""
     started_s = time.monotonic()
     seen_transition = action == "stop"
+    seen_starting = False
     last_line = None
     while True:
         try:
@@ -71,6 +72,10 @@ def wait_for(
         state = serving["state"]
         if state in ("starting", "stopping"):
             seen_transition = True
+        seen_starting = seen_starting or state == "starting"
+        if action != "stop" and seen_starting and state == "stopped":
+            # The start failed or was stopped (a recovery stop, a refused relaunch).
+            out.fail(f"engine stopped: {serving.get('reason') or 'see fleetctl logs'}")
         if seen_transition and state in DONE_STATES[action]:
             if sys.stderr.isatty():
                 out.err.file.write("\n")
@@ -149,7 +154,10 @@ def _configured_recipe(out: Output, config: Path | None) -> Recipe:
         if isinstance(configured, dict):
             return recipe_from_table(configured, "[serving.recipe]")
         if isinstance(configured, str):
-            return load_recipe(Path(configured))
+            path = Path(configured)
+            if not path.is_absolute():  # relative to the config file, as fleetd reads it
+                path = (config or DEFAULT_CONFIG_PATH).parent / path
+            return load_recipe(path)
     except RecipeError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
     out.fail("no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT)

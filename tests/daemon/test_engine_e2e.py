@@ -56,6 +56,10 @@ def test_autostart_then_kill9_of_fleetd_adopts_the_running_engine(
     wait_until(lambda: serving(first)["state"] == "ready", 30, "engine ready")
     engine_pid = serving(first)["pid"]
     assert isinstance(engine_pid, int)
+    # fleetd's systemd plumbing does not leak into the engine (it must not ping the watchdog).
+    environ = Path(f"/proc/{engine_pid}/environ").read_bytes().split(b"\0")
+    assert not any(v.startswith(b"NOTIFY_SOCKET=") for v in environ)
+    assert any(v.startswith(b"CMPFLEET_POLL_INTERVAL_S=") for v in environ)
     first.proc.kill()  # kill -9 of fleetd: the engine must survive
     first.proc.wait()
     assert psutil.Process(engine_pid).is_running()
@@ -66,6 +70,9 @@ def test_autostart_then_kill9_of_fleetd_adopts_the_running_engine(
     assert after["pid"] == engine_pid, "the engine was restarted instead of adopted"
     assert after["adopted"] is True
     assert after["restarts"] == 0
+    # The adopted engine is the same launch: no new row, and the diff stays empty.
+    shown = fleetctl(second, "recipe", "show", "--diff")
+    assert "same as the last ready launch (#1)" in shown.stdout, shown.stdout
     # A graceful fleetd stop leaves the engine running too (stop_on_exit is false).
     assert second.stop() == 0
     assert psutil.Process(engine_pid).is_running()
@@ -209,3 +216,18 @@ def test_a_stop_that_does_not_take_is_failed_and_kills_nothing(
     assert psutil.Process(engine_pid).is_running()
     events = daemon.get("/api/v1/events?kind=serving&limit=100").json()
     assert any("stop stuck" in e["message"] for e in events)
+
+
+def test_an_operator_stop_survives_a_fleetd_restart(tmp_path: Path, daemons: list[Fleetd]) -> None:
+    state = tmp_path / "state"
+    first = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
+    daemons.append(first)
+    wait_until(lambda: serving(first)["state"] == "ready", 30, "engine ready")
+    assert fleetctl(first, "stop").returncode == 0
+    assert first.stop() == 0
+    second = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
+    daemons.append(second)
+    assert serving(second)["state"] == "stopped"
+    assert "not autostarting the engine: a person stopped it" in second.log()
+    assert fleetctl(second, "start").returncode == 0
+    assert serving(second)["state"] == "ready"
