@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from hwcheck.model import Severity
 from serving.classify import CrashClass, explain_exit, split_returncode
 from serving.engine_record import EngineRecord, RecordError, spec_hash
@@ -152,6 +154,7 @@ class Supervisor:
         self._crash_class: CrashClass | None = None
         self._metrics: EngineMetrics | None = None
         self._last_refusal: tuple[Refusal, ...] = ()
+        self._survivors: tuple[int, ...] = ()
         self._status = self._build_status()
 
     # ==================================================================================
@@ -499,6 +502,16 @@ class Supervisor:
         except Exception as exc:
             _LOG.exception("the serving preflight failed")
             found = (Refusal("preflight_error", f"preflight check failed: {exc}"),)
+        leftovers = self._live_survivors()
+        if leftovers:
+            found += (
+                Refusal(
+                    "engine_survivors",
+                    f"processes of the previous engine still run (pids "
+                    f"{', '.join(map(str, leftovers))}) and may hold GPU memory: a new engine "
+                    "would start on top of them; reboot (they are never killed for you)",
+                ),
+            )
         blocking = tuple(r for r in found if r.blocking)
         if blocking:
             raise self._refuse(blocking, keep_state=keep_state)
@@ -512,6 +525,16 @@ class Supervisor:
                 refusals=warnings,
             )
         return warnings
+
+    def _live_survivors(self) -> tuple[int, ...]:
+        """Processes left behind by the last engine that still run (not zombies)."""
+        alive = []
+        for pid in self._survivors:
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+        self._survivors = tuple(alive)
+        return self._survivors
 
     def _build_spec(self) -> LaunchSpec:
         try:
@@ -816,6 +839,7 @@ class Supervisor:
             _LOG.warning("engine exit code unknown: %s", exc)
             exit_code, signal = None, None
         survivors = self._launcher.survivors(handle)
+        self._survivors = tuple(survivors)
         self._launcher.release(handle)
         self._handle = None
         self._target = None

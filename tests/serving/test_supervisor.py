@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -662,3 +663,35 @@ def test_container_mode_end_to_end_with_the_fake_runtime(
     assert wait_ready(again) == pid
     assert again.supervisor.stop().state is ServingState.STOPPED
     assert not is_running(pid)
+
+
+def test_no_restart_on_top_of_workers_the_last_engine_left_behind(harness: Harness) -> None:
+    """A crashed engine whose worker still runs (and may hold GPU memory) is not restarted
+    on top of it, and the worker is not killed: a person decides (reboot)."""
+    worker = "import time; time.sleep(300)"
+    crash = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {worker!r}]); time.sleep(0.2); sys.exit(3)"
+    )
+    spec = replace(sim_spec(free_port()), argv=(sys.executable, "-c", crash))
+    rig = harness.make(lambda: spec, open_now=True)
+    rig.supervisor.start()
+    launched_pid = rig.events.launch_pids()[0]
+
+    def refused() -> bool:
+        status = rig.supervisor.status()
+        return status.state is ServingState.STOPPED and any(
+            r.code == "engine_survivors" for r in status.last_refusal
+        )
+
+    wait_until(
+        refused, DEADLINE_S, f"the restart refused ({[e.message for e in rig.events.events][-4:]})"
+    )
+    survivors = [
+        p for p in psutil.process_iter(["cmdline"]) if worker in " ".join(p.info["cmdline"] or [])
+    ]
+    assert survivors, "the worker was killed: the product must never do that"
+    assert len(rig.events.launch_pids()) == 1, "a second engine was started on top of the worker"
+    for process in survivors:  # the test cleans up; the product must not
+        process.kill()
+    assert launched_pid
