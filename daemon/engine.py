@@ -26,6 +26,7 @@ from hwcheck.sim.scenario import EngineScenario
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.launchers import ContainerLauncher, Launcher, ProcessLauncher
 from serving.lint import lint_recipe
+from serving.logcapture import LogCapture, LogSubscription
 from serving.ports import free_port, port_in_use
 from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.spec import LaunchSpec
@@ -44,6 +45,7 @@ log = logging.getLogger("fleetd.engine")
 
 SIM_PRESET = "sim-engine"
 OPERATOR_STOP_REASON = "stopped by operator"
+MAX_FOLLOWERS = 8
 
 
 def simulated_engine_args(engine: EngineScenario) -> list[str]:
@@ -135,6 +137,7 @@ class EngineService:
         self._launch_ids: dict[str, int] = {}
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
+        self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
         self.supervisor = Supervisor(
             self._spec,
             launcher_factory(recipe, state_dir),
@@ -390,17 +393,30 @@ class EngineService:
         """The engine log's last lines."""
         return self.supervisor.logs(lines)
 
-    def follow(self, backlog: int, idle_s: float = 1.0) -> Iterator[str]:
-        """The last ``backlog`` lines, then new ones as they come (for ``logs --follow``)."""
+    def follow(self, backlog: int, idle_s: float = 1.0) -> Iterator[str | None]:
+        """The last ``backlog`` lines, then new ones as they come (for ``logs --follow``).
+
+        Yields ``None`` after each quiet ``idle_s`` so the web layer gets control back: a
+        reader that went away is noticed and its thread freed, never parked forever on a
+        quiet engine. At most ``MAX_FOLLOWERS`` follow at once (each holds a thread).
+        """
+        # Checked here, before any byte is sent, so a refusal is a clean HTTP 429.
+        if not self._followers.acquire(blocking=False):
+            raise ServiceError(
+                429, f"{MAX_FOLLOWERS} log followers already; try again later", "busy"
+            )
         capture = self.supervisor.log_capture
-        subscription = capture.subscribe(backlog=backlog)
+        return self._follow(capture, capture.subscribe(backlog=backlog), idle_s)
+
+    def _follow(
+        self, capture: LogCapture, subscription: LogSubscription, idle_s: float
+    ) -> Iterator[str | None]:
         try:
             while True:
-                line = subscription.get(timeout_s=idle_s)
-                if line is not None:
-                    yield line
+                yield subscription.get(timeout_s=idle_s)
         finally:
             capture.unsubscribe(subscription)
+            self._followers.release()
 
     def stop_for_recovery(self, reason: str) -> ServingState:
         """A recovery stop: graceful, no restart, the reason shown in the status."""

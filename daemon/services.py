@@ -34,7 +34,7 @@ class EngineControl(Protocol):
         """The last lines of the engine log."""
         ...
 
-    def follow(self, backlog: int) -> Iterator[str]:
+    def follow(self, backlog: int) -> Iterator[str | None]:
         """Backlog then new log lines, until the reader goes away."""
         ...
 
@@ -107,7 +107,7 @@ class DaemonServices:
         supervisor = self._daemon.supervisor
         return [] if supervisor is None else supervisor.logs(lines)
 
-    def serving_follow(self, lines: int) -> Iterator[str]:
+    def serving_follow(self, lines: int) -> Iterator[str | None]:
         """``logs --follow``: the last ``lines`` lines, then new ones."""
         supervisor = self._daemon.supervisor
         if supervisor is None:

@@ -141,7 +141,10 @@ def create_app(services: WebServices) -> FastAPI:
     ) -> StreamingResponse:
         """The engine log's last lines, then new lines as they come (text/plain stream)."""
         stream = services.serving_follow(lines)
-        return StreamingResponse((line + "\n" for line in stream), media_type="text/plain")
+        # None marks a quiet second: send nothing, but hand control back so a reader who
+        # left is noticed and the worker thread freed.
+        chunks = ("" if line is None else line + "\n" for line in stream)
+        return StreamingResponse(chunks, media_type="text/plain")
 
     @app.get("/api/v1/serving/recipe")
     def serving_recipe() -> dict[str, Any]:

@@ -74,7 +74,7 @@ class WebServices(Protocol):
         """The last ``lines`` lines of the engine's log."""
         ...
 
-    def serving_follow(self, lines: int) -> Iterator[str]:
+    def serving_follow(self, lines: int) -> Iterator[str | None]:
         """The last ``lines`` lines, then new lines as the engine writes them."""
         ...
 

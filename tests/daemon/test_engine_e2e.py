@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -231,3 +232,31 @@ def test_an_operator_stop_survives_a_fleetd_restart(tmp_path: Path, daemons: lis
     assert "not autostarting the engine: a person stopped it" in second.log()
     assert fleetctl(second, "start").returncode == 0
     assert serving(second)["state"] == "ready"
+
+
+def test_abandoned_log_followers_never_starve_the_api(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    daemon = start_fleetd(tmp_path, tmp_path / "state", config=fast_config(tmp_path))
+    daemons.append(daemon)
+    wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
+    url = daemon.url + "/api/v1/serving/logs/follow?lines=0"
+    codes: list[int] = []
+
+    def abandon() -> None:
+        try:
+            with httpx.stream("GET", url, timeout=httpx.Timeout(5, read=0.5)) as response:
+                codes.append(response.status_code)
+                for _ in response.iter_lines():
+                    pass
+        except httpx.ReadTimeout:
+            pass  # the reader gives up and goes away, as curl -m 1 does
+
+    threads = [threading.Thread(target=abandon) for _ in range(45)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert codes.count(200) >= 1 and 429 in codes, codes  # followers are capped
+    wait_until(lambda: daemon.get("/healthz").status_code == 200, 10, "the API answering again")
+    assert daemon.get("/api/v1/status").status_code == 200
