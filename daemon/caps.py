@@ -79,6 +79,10 @@ class CapKeeper:
         before = card.power_limit_w
         target = f"card {card.index} ({card.pci_bus_id})"
         if self.dry_run:
+            key = (card.index, f"dry_run {before}")
+            if key in self._reported:
+                return CapResult(card.index, before, self.target_w, "dry_run", "already recorded")
+            self._reported.add(key)
             self._store.audit(
                 actor,
                 "apply_power_cap",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hwcheck.kernellog.catalogue import XidCatalogue, parse_overrides
 from hwcheck.model import RigProfile
@@ -57,6 +57,14 @@ class RigSettings(_Section):
     brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
     require_persistence_mode: bool = True
     pcie_baseline: dict[str, PcieBaseline] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _warn_below_critical(self) -> RigSettings:
+        for name in ("temperature", "memory_temperature"):
+            warn, crit = getattr(self, f"{name}_warn_c"), getattr(self, f"{name}_crit_c")
+            if warn >= crit:
+                raise ValueError(f"{name}_warn_c ({warn:g}) must be below {name}_crit_c ({crit:g})")
+        return self
 
     def profile(self) -> RigProfile:
         """The immutable profile the checks take."""
@@ -201,7 +209,7 @@ def _one_line(source: str, exc: ValidationError) -> str:
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     got = err.get("input")
-    shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
+    shown = "" if isinstance(got, dict | list) or repr(got) in err["msg"] else f" (got {got!r})"
     return f"{source}: {key}: {err['msg']}{shown}{suffix}"
 
 
@@ -276,7 +284,21 @@ def load_settings(
     try:
         return Settings.model_validate(table)
     except ValidationError as exc:
-        raise ConfigError(_one_line(source, exc)) from None
+        loc = tuple(str(part) for part in exc.errors()[0]["loc"][:2])
+        raise ConfigError(_one_line(_blame(loc, source, env, overrides or {}), exc)) from None
+
+
+def _blame(
+    loc: tuple[str, ...], file_source: str, env: Mapping[str, Any], flags: Mapping[str, Any]
+) -> str:
+    """Who set the bad key: a flag, a ``CMPFLEET_*`` variable, or the file."""
+    if len(loc) == 2:
+        section, key = loc
+        if key in flags.get(section, {}):
+            return "command line"
+        if key in env.get(section, {}):
+            return f"environment {ENV_PREFIX}{section.upper()}_{key.upper()}"
+    return file_source
 
 
 def config_is_world_readable_with_secrets(path: Path, settings: Settings) -> bool:

@@ -247,7 +247,9 @@ class Daemon:
         )
         self.scheduler.start()
         if self.engine is not None:
-            self.engine.open(autostart=self.settings.serving.autostart)
+            # A stop asked for during start-up must not leave a cold-starting engine behind.
+            autostart = self.settings.serving.autostart and not self._stop.is_set()
+            self.engine.open(autostart=autostart)
         self._wait_api_ready()
         self.notifier.ready(self.summary())
         log.info(

@@ -177,6 +177,8 @@ class DaemonServices:
         """Events newest first in CONTRACT's shape (plus ``acked``/``details``)."""
         if kind is not None and kind not in EVENT_KINDS:
             raise ServiceError(400, f"unknown event kind {kind!r}: one of {', '.join(EVENT_KINDS)}")
+        if since is not None and since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)  # a time without an offset is read as UTC
         rows = self._daemon.store.list_events(since=since, kind=kind, limit=limit, card=card)
         return [
             {

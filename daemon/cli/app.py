@@ -54,7 +54,7 @@ class GlobalOptions:
             if self.rig is not None:
                 url, rig_token = resolve_rig(self.rig)
                 token_file = token_file or rig_token
-            return FleetClient(url=url, token=find_token(token_file))
+            return FleetClient(url=url, token=find_token(token_file, url))
         except (ClientError, FleetFileError) as exc:
             out.fail(str(exc), unreachable_code)
 

@@ -22,8 +22,18 @@ class ClientError(Exception):
         self.status = status
 
 
-def find_token(token_file: Path | None) -> str | None:
-    """``--token-file``, else ``$FLEETCTL_TOKEN``, else the daemon's token file if readable."""
+def is_local_url(url: str) -> bool:
+    """True when ``url`` points at this machine (loopback)."""
+    host = httpx.URL(url).host
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def find_token(token_file: Path | None, url: str | None = None) -> str | None:
+    """``--token-file``, else ``$FLEETCTL_TOKEN``, else the local daemon's token file.
+
+    The local state dir's token is only offered to a daemon on this machine: it must never
+    travel to another rig's URL.
+    """
     if token_file is not None:
         try:
             return token_file.read_text(encoding="utf-8").strip()
@@ -32,6 +42,8 @@ def find_token(token_file: Path | None) -> str | None:
     env = os.environ.get("FLEETCTL_TOKEN")
     if env:
         return env.strip()
+    if url is not None and not is_local_url(url):
+        return None
     state_dir = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     try:
         return (state_dir / TOKEN_FILE_NAME).read_text(encoding="utf-8").strip()
@@ -47,16 +59,21 @@ class FleetClient:
     token: str | None
     timeout_s: float = 10.0
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        try:
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; the token goes with POSTs, and with a GET only when it is asked for."""
+        url = self.url.rstrip("/") + path
+        with_token = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        first = with_token if method != "GET" else {}
+        response = httpx.request(method, url, headers=first, timeout=self.timeout_s, **kwargs)
+        if response.status_code == 401 and with_token and not first:
             response = httpx.request(
-                method,
-                self.url.rstrip("/") + path,
-                headers=headers,
-                timeout=self.timeout_s,
-                **kwargs,
+                method, url, headers=with_token, timeout=self.timeout_s, **kwargs
             )
+        return response
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.send(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ClientError(
                 f"cannot reach fleetd at {self.url}: {exc.__class__.__name__} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from daemon.cli.output import EXIT_UNKNOWN, Output
+from daemon.cli.output import Output
 from daemon.cli.render import render_rig
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
 from hwcheck.backend import BackendError
@@ -55,4 +55,4 @@ def run(out: Output, simulate: str | None, config: Path | None) -> int:
             finally:
                 sim_host.close()
     except (ConfigError, ScenarioError, BackendError, KernelLogUnavailable) as exc:
-        out.fail(str(exc), EXIT_UNKNOWN)
+        out.fail_unknown(str(exc))

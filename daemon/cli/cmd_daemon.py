@@ -36,7 +36,7 @@ def status(out: Output, client: FleetClient) -> int:
     try:
         doc = client.get("/api/v1/status")
     except ClientError as exc:
-        out.fail(str(exc), EXIT_UNKNOWN)
+        out.fail_unknown(str(exc))
     if out.json_mode:
         out.emit_json(doc)
     else:

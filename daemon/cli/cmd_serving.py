@@ -124,21 +124,27 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             for line in got["lines"]:
                 sys.stdout.write(line + "\n")
         return 0
-    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
     url = client.url.rstrip("/") + "/api/v1/serving/logs/follow"
+    # The token goes along only when the daemon asks (a remote listener), as for every GET.
+    auth = {"Authorization": f"Bearer {client.token}"} if client.token else None
+    attempts: list[dict[str, str]] = [{}] if auth is None else [{}, auth]
     try:
-        with httpx.stream(
-            "GET",
-            url,
-            params={"lines": lines},
-            headers=headers,
-            timeout=httpx.Timeout(10, read=None),
-        ) as response:
-            if response.status_code != 200:
-                out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
-            for line in response.iter_lines():
-                sys.stdout.write(line + "\n")
-                sys.stdout.flush()
+        for number, headers in enumerate(attempts, 1):
+            with httpx.stream(
+                "GET",
+                url,
+                params={"lines": lines},
+                headers=headers,
+                timeout=httpx.Timeout(10, read=None),
+            ) as response:
+                if response.status_code == 401 and number < len(attempts):
+                    continue
+                if response.status_code != 200:
+                    out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
+                for line in response.iter_lines():
+                    sys.stdout.write(line + "\n")
+                    sys.stdout.flush()
+                return 0
     except httpx.HTTPError as exc:
         out.fail(f"lost fleetd at {client.url}: {exc.__class__.__name__}")
     return 0

@@ -65,6 +65,15 @@ class Output:
         """One line of human output."""
         self.console.print(text, markup=False)
 
+    def fail_unknown(self, message: str) -> NoReturn:
+        """Exit UNKNOWN (3); under ``--json`` still print ``{"overall": "unknown", ...}``.
+
+        Scripts reading the JSON get a document when it matters most; people get one line.
+        """
+        if self.json_mode:
+            self.emit_json({"overall": "unknown", "error": message, "cards": [], "checks": []})
+        self.fail(message, EXIT_UNKNOWN)
+
     def fail(self, message: str, code: int = EXIT_FAILED) -> NoReturn:
         """One clear line on stderr, then exit with ``code``."""
         first = message.strip().splitlines()[0] if message.strip() else "failed"

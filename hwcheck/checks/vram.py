@@ -31,6 +31,7 @@ _UNEXPECTED_REMEDY = (
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per live card."""
     results: list[CheckResult] = []
+    baseline = inp.profile.memory_total_mib
     for card in inp.live_cards():
         label = card_label(card)
         total = card.memory_total_mib
@@ -45,10 +46,6 @@ def check(inp: CheckInput) -> list[CheckResult]:
                     "check nvidia-smi -q -d MEMORY for this card",
                 )
             )
-        elif total >= UNLOCKED_MIN_MIB:
-            results.append(
-                CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: {shown} (unlocked)")
-            )
         elif LOCKED_MIN_MIB <= total <= LOCKED_MAX_MIB:
             results.append(
                 CheckResult(
@@ -58,6 +55,31 @@ def check(inp: CheckInput) -> list[CheckResult]:
                     f"{label}: {shown}, the stock size (unlocked is >= "
                     f"{fmt_num(UNLOCKED_MIN_MIB, 'MiB')})",
                     _LOCKED_REMEDY,
+                )
+            )
+        elif total >= UNLOCKED_MIN_MIB and total >= baseline:
+            results.append(
+                CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: {shown} (unlocked)")
+            )
+        elif total == baseline:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.OK,
+                    f"{label}: {shown}, this rig's recorded baseline ([rig] memory_total_mib)",
+                )
+            )
+        elif total >= UNLOCKED_MIN_MIB:
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.WARNING,
+                    f"{label}: {shown}, below this rig's baseline of "
+                    f"{fmt_num(baseline, 'MiB')} ([rig] memory_total_mib)",
+                    "compare with nvidia-smi -q -d MEMORY; re-run fleetctl init if the "
+                    "baseline is wrong",
                 )
             )
         elif total == RECORDED_2082_MIB and card.pci_device_id == DEVICE_ID_2082:

@@ -86,6 +86,9 @@ def test_bad_scenario_and_bad_config_are_one_line_unknown(tmp_path: Path) -> Non
     missing = fleetctl("check", "--simulate", "no-such-scenario")
     assert missing.returncode == 3
     assert missing.stdout == ""
+    as_json = fleetctl("check", "--simulate", "no-such-scenario", "--json")
+    assert as_json.returncode == 3
+    assert json.loads(as_json.stdout)["overall"] == "unknown"
     assert len(missing.stderr.strip().splitlines()) == 1
     assert "no-such-scenario" in missing.stderr
     config = tmp_path / "fleet.toml"

@@ -108,9 +108,22 @@ def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
         load_settings(tmp_path / "nope.toml", environ={})
 
 
-def test_bad_environment_value_names_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"poll\.interval_s"):
-        load_settings(None, environ={"CMPFLEET_POLL_INTERVAL_S": "soon"})
+def test_bad_environment_value_blames_the_variable_not_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[poll]\ninterval_s = 2\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={"CMPFLEET_POLL_INTERVAL_S": "soon"})
+    assert str(caught.value).startswith("environment CMPFLEET_POLL_INTERVAL_S: poll.interval_s: ")
+    with pytest.raises(ConfigError, match=r"^environment CMPFLEET_RIG_X: unknown key 'rig\.x'$"):
+        load_settings(path, environ={"CMPFLEET_RIG_X": "1"})
+    with pytest.raises(ConfigError, match=r"^command line: web\.listen: "):
+        load_settings(path, environ={}, overrides={"web": {"listen": "8170"}})
+
+
+def test_warning_limits_must_be_below_critical(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"temperature_warn_c \(95\) must be below temperature_crit_c \(90\)"
+    ):
+        load_settings(write(tmp_path, "[rig]\ntemperature_warn_c = 95\n"), environ={})
 
 
 @pytest.mark.parametrize(
@@ -118,6 +131,7 @@ def test_bad_environment_value_names_the_key(tmp_path: Path) -> None:
     [
         ("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"),
         ("[rig]\ncard_count = 0\n", "rig.card_count"),
+        ('[xid.31]\nexplanation = ""\n', "xid.31.explanation"),
     ],
 )
 def test_fleetd_refuses_a_bad_config_before_starting(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hwcheck.model import Severity
+from hwcheck.model import RigProfile, Severity
 from tests.hwcheck.cards import make_card, make_input, make_rig, result_for
 
 
@@ -12,7 +12,8 @@ from tests.hwcheck.cards import make_card, make_input, make_rig, result_for
     ("total_mib", "device_id", "severity", "words"),
     [
         (65_536, 0x20C2, Severity.OK, "65,536 MiB (unlocked)"),
-        (60_000, 0x20C2, Severity.OK, "60,000 MiB (unlocked)"),
+        (60_000, 0x20C2, Severity.WARNING, "below this rig's baseline of 65,536 MiB"),
+        (65_535, 0x20C2, Severity.WARNING, "below this rig's baseline of 65,536 MiB"),
         (59_999, 0x20C2, Severity.WARNING, "59,999 MiB is unexpected"),
         (8_705, 0x20C2, Severity.WARNING, "8,705 MiB is unexpected"),
         (8_704, 0x20C2, Severity.CRITICAL, "8,704 MiB, the stock size"),
@@ -35,6 +36,33 @@ def test_vram_band(total_mib: int, device_id: int, severity: Severity, words: st
     assert words in result.message
     assert result.message.startswith("card 2 (0000:03:00.0)")
     assert (result.remedy == "") is (severity is Severity.OK)
+
+
+@pytest.mark.parametrize(
+    ("baseline_mib", "total_mib", "device_id", "severity", "words"),
+    [
+        (60_000, 60_000, 0x20C2, Severity.OK, "60,000 MiB (unlocked)"),
+        (60_000, 59_999, 0x20C2, Severity.WARNING, "59,999 MiB is unexpected"),
+        (40_960, 40_960, 0x2082, Severity.OK, "this rig's recorded baseline"),
+        (40_960, 65_536, 0x20C2, Severity.OK, "65,536 MiB (unlocked)"),
+        (
+            8_192,
+            8_192,
+            0x20C2,
+            Severity.CRITICAL,
+            "the stock size",
+        ),  # a locked baseline stays critical
+    ],
+)
+def test_vram_against_the_recorded_baseline(
+    baseline_mib: int, total_mib: int, device_id: int, severity: Severity, words: str
+) -> None:
+    cards = [make_card(i) for i in range(4)]
+    cards[2] = make_card(2, memory_total_mib=total_mib, pci_device_id=device_id)
+    profile = RigProfile(card_count=4, memory_total_mib=baseline_mib)
+    result = result_for(make_input([make_rig(cards)], profile=profile), "vram_unlocked", 2)
+    assert result.severity is severity
+    assert words in result.message
 
 
 def test_locked_card_remedy_names_the_module_and_the_reboot() -> None:

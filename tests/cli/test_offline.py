@@ -1,0 +1,33 @@
+"""fleetctl with no daemon: monitoring exit codes and a JSON document scripts can read."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from tests.support.cli import run_fleetctl
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again when the block ends
+
+
+def test_status_of_an_unreachable_daemon_is_unknown() -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    human = run_fleetctl("--url", url, "status")
+    assert human.returncode == 3
+    assert human.stdout == ""
+    assert human.stderr.startswith(f"fleetctl: cannot reach fleetd at {url}")
+    scripted = run_fleetctl("--url", url, "status", "--json")
+    assert scripted.returncode == 3
+    assert json.loads(scripted.stdout)["overall"] == "unknown"
+
+
+def test_other_commands_fail_with_one_line() -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    for args in (["events"], ["ack", "1"], ["start", "--no-wait"], ["logs"]):
+        result = run_fleetctl("--url", url, *args)
+        assert result.returncode == 1, args
+        assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
