@@ -34,17 +34,17 @@ def real_host_sources(
 
     def open_log(cursor: KernelLogCursor | None) -> KernelLogSource:
         if kernel_log == "file":
-            return FileSource(kernel_log_file or "/var/log/kern.log", cursor, boot_id())
+            # A syslog file mixes boots and has no kernel seq: follow it from its end, so an
+            # old boot's Xid is never counted in this one nor stored again at each restart.
+            return FileSource(
+                kernel_log_file or "/var/log/kern.log", None, boot_id(), from_start=False
+            )
         # from_start: a first start reads this boot's history; the cursor skips the rest.
         return open_host_kernel_log(cursor, boot_id(), prefer=kernel_log, from_start=True)
 
     def history() -> list[KernelRecord]:
         if kernel_log == "file":
-            source = FileSource(kernel_log_file or "/var/log/kern.log", None, boot_id())
-            try:
-                return source.read_available()
-            finally:
-                source.close()
+            return []  # which lines of a syslog file belong to this boot is unknowable
         return host_kernel_log_history(boot_id(), prefer=kernel_log)
 
     return HostSources(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +10,10 @@ from typing import Any, TextIO
 
 from daemon.cli.output import EXIT_BAD_INPUT, Output
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
+from hwcheck.bootid import read_boot_id
 from hwcheck.kernellog.catalogue import XidCatalogue
+from hwcheck.kernellog.errors import KernelLogUnavailable
+from hwcheck.kernellog.history import read_kmsg_history
 from hwcheck.kernellog.parser import scan_lines
 
 
@@ -47,7 +51,12 @@ def scan(out: Output, file: str, config: Path | None) -> int:
     except ConfigError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
     try:
-        if file == "-":
+        if file != "-" and Path(file).is_char_device():
+            # /dev/kmsg never ends: read what the kernel holds now, without blocking.
+            records = read_kmsg_history(file, boot_id=read_boot_id())
+            lines = "".join((r.raw or r.text).split("\n", 1)[0] + "\n" for r in records)
+            found = scan_document(io.StringIO(lines), catalogue)
+        elif file == "-":
             stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
             found = scan_document(stdin, catalogue)
         else:
@@ -59,6 +68,8 @@ def scan(out: Output, file: str, config: Path | None) -> int:
         out.fail(f"{file}: is a directory, expected a saved kernel log", EXIT_BAD_INPUT)
     except PermissionError:
         out.fail(f"{file}: permission denied (try sudo)", EXIT_BAD_INPUT)
+    except KernelLogUnavailable as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
     if out.json_mode:
         out.emit_json(found)
         return 0

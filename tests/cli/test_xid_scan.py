@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.external import require_root
 
 DATA = Path(__file__).resolve().parents[1] / "kernellog" / "data"
 
@@ -84,3 +87,24 @@ def test_missing_file_and_directory_are_one_line(tmp_path: Path) -> None:
     assert directory.returncode == 2
     assert directory.stdout == ""
     assert len(directory.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.root
+def test_scan_of_dev_kmsg_returns_what_the_kernel_holds() -> None:
+    """/dev/kmsg never ends: the scan reads it without blocking and exits."""
+    require_root("writes a record to /dev/kmsg")
+    tag = f"cmpfleet-scan-{uuid.uuid4()}"
+    fd = os.open("/dev/kmsg", os.O_WRONLY)
+    try:
+        os.write(
+            fd,
+            f"NVRM: Xid (PCI:0000:fd:00): 79, pid=1, name={tag}, GPU has fallen off the bus.\n".encode(),
+        )
+    finally:
+        os.close(fd)
+    result = fleetctl("xid", "scan", "/dev/kmsg", "--json")
+    assert result.returncode == 0, result.stderr
+    mine = [f for f in json.loads(result.stdout) if f["process"] == tag]
+    assert [(f["xid"], f["pci_bus_id"], f["class"]) for f in mine] == [
+        (79, "0000:fd:00.0", "hardware")
+    ]
