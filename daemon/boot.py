@@ -16,15 +16,15 @@ log = logging.getLogger("fleetd.boot")
 
 def track_boot(store: Store, boot_id: str) -> bool:
     """Record ``boot_id``; True when it differs from the stored one (the host rebooted)."""
-    previous = store.get_boot_id()
-    if previous == boot_id:
-        return False
-    store.set_boot_id(boot_id)
-    if previous is None:
+    first = store.get_boot_id() is None
+    previous = store.record_boot(boot_id)
+    if first:
         log.info("first start on this state dir (boot id %s)", boot_id)
+    if previous is None:
         return False
-    store.record_event("reboot", "info", f"host rebooted (boot id {previous} -> {boot_id})")
-    if store.get_latch() is not None:
-        store.clear_latch(reason="the host rebooted", by="fleetd", how="reboot")
-        log.info("reboot-required latch cleared: the host rebooted")
+    log.info(
+        "the host rebooted (boot id %s -> %s); any reboot-required latch is cleared",
+        previous,
+        boot_id,
+    )
     return True

@@ -362,6 +362,32 @@ class Store:
         with self.write() as session:
             return latch.clear_latch(session, reason, by, how, now)
 
+    def record_boot(self, boot_id: str, now: datetime | None = None) -> str | None:
+        """Remember ``boot_id``; a change is a reboot: record it and clear the latch.
+
+        One transaction, so a crash can never store the new boot id while losing the
+        reboot event or leaving the latch set for the whole boot. Returns the previous boot
+        id when this is a new boot, ``None`` when it is the same boot or the first one.
+        """
+        with self.write() as session:
+            previous = state.get_boot_id(session)
+            if previous == boot_id:
+                return None
+            state.set_boot_id(session, boot_id)
+            if previous is None:
+                return None
+            events.record_event(
+                session,
+                "reboot",
+                "info",
+                f"host rebooted (boot id {previous} -> {boot_id})",
+                ts=now,
+                boot_id=boot_id,
+            )
+            if latch.get_latch(session) is not None:
+                latch.clear_latch(session, "the host rebooted", "fleetd", "reboot", now)
+            return previous
+
     # -- rollups and charts ------------------------------------------------------
 
     def rollup_and_prune(
