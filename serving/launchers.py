@@ -46,7 +46,9 @@ from serving.spec import LaunchMode, LaunchSpec
 
 _LOG = logging.getLogger(__name__)
 
-_INSPECT_FORMAT = "{{.Id}} {{.State.Running}} {{.State.ExitCode}} {{.State.Pid}}"
+_INSPECT_FORMAT = (
+    "{{.Id}} {{.State.Running}} {{.State.ExitCode}} {{.State.Pid}} {{.State.OOMKilled}}"
+)
 
 
 class LaunchError(Exception):
@@ -384,12 +386,13 @@ class ContainerState:
     running: bool
     exit_code: int
     pid: int
+    oom_killed: bool = False
 
 
 def parse_inspect(output: str) -> ContainerState:
-    """Parse ``inspect --format '{{.Id}} {{.State.Running}} {{.State.ExitCode}} {{.State.Pid}}'``."""
+    """Parse ``inspect --format`` with ``_INSPECT_FORMAT``'s five fields."""
     fields = output.split()
-    if len(fields) != 4 or fields[1] not in ("true", "false"):
+    if len(fields) != 5 or fields[1] not in ("true", "false"):
         raise LauncherError(f"unexpected container inspect output: {output.strip()!r}")
     try:
         return ContainerState(
@@ -397,6 +400,7 @@ def parse_inspect(output: str) -> ContainerState:
             running=fields[1] == "true",
             exit_code=int(fields[2]),
             pid=int(fields[3]),
+            oom_killed=fields[4] == "true",
         )
     except ValueError as exc:
         raise LauncherError(f"unexpected container inspect output: {output.strip()!r}") from exc
@@ -446,6 +450,7 @@ class ContainerLauncher:
         self._run_timeout_s = run_timeout_s
         self._lock = threading.Lock()
         self._watches: dict[str, _ContainerWatch] = {}
+        self._oom_noted: set[str] = set()
 
     @property
     def log_path(self) -> Path:
@@ -666,15 +671,38 @@ class ContainerLauncher:
         """From ``wait`` if it reported, else from ``inspect``; None while running or unknown."""
         with self._lock:
             watch = self._watches.get(handle.key)
-        if watch is not None and watch.exit_code is not None:
-            return watch.exit_code
         try:
             state = self._state(handle)
         except LauncherError:
-            return None
+            state = None
+        if state is not None and not state.running and state.oom_killed:
+            self._note_oom_kill(handle)
+        if watch is not None and watch.exit_code is not None:
+            return watch.exit_code
         if state is None or state.running:
             return None
         return state.exit_code
+
+    def _note_oom_kill(self, handle: EngineHandle) -> None:
+        """Put the runtime's OOM verdict into engine.log (once), where the classifier reads.
+
+        An OOM-killed container dies by SIGKILL with nothing in its own output; only
+        ``State.OOMKilled`` says why.
+        """
+        with self._lock:
+            if handle.key in self._oom_noted:
+                return
+            self._oom_noted.add(handle.key)
+        with contextlib.suppress(OSError):
+            fd = self._files.open_log()
+            try:
+                name = handle.record.container_name
+                os.write(
+                    fd,
+                    f"[cmpfleet] container {name} was OOMKilled (inspect State.OOMKilled=true)\n".encode(),
+                )
+            finally:
+                os.close(fd)
 
     def _kill(self, handle: EngineHandle, signal_name: str) -> None:
         name = handle.record.container_name

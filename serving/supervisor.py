@@ -832,12 +832,12 @@ class Supervisor:
         handle = self._handle
         if handle is None:
             return
-        self._capture.poll()
         try:
             exit_code, signal = split_returncode(self._launcher.exit_code(handle))
         except LauncherError as exc:
             _LOG.warning("engine exit code unknown: %s", exc)
             exit_code, signal = None, None
+        self._capture.poll()  # after exit_code: a launcher may add its verdict to the log
         survivors = self._launcher.survivors(handle)
         self._survivors = tuple(survivors)
         self._launcher.release(handle)

@@ -153,6 +153,7 @@ def cmd_inspect(args: list[str]) -> int:
         .replace("{{.State.Running}}", "true" if data["running"] else "false")
         .replace("{{.State.ExitCode}}", str(data["exit_code"]))
         .replace("{{.State.Pid}}", str(data["pid"]))
+        .replace("{{.State.OOMKilled}}", "true" if data.get("oom_killed") else "false")
     )
     print(text)
     return 0

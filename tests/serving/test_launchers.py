@@ -487,16 +487,19 @@ def test_inspect_of_a_missing_container_is_none(fake_docker: FakeRuntime, state_
 @pytest.mark.parametrize(
     ("output", "expected"),
     [
-        ("abc123 true 0 4242\n", ("abc123", True, 0, 4242)),
-        ("abc123 false 137 0", ("abc123", False, 137, 0)),
+        ("abc123 true 0 4242 false\n", ("abc123", True, 0, 4242, False)),
+        ("abc123 false 137 0 true", ("abc123", False, 137, 0, True)),
     ],
 )
-def test_parse_inspect(output: str, expected: tuple[str, bool, int, int]) -> None:
+def test_parse_inspect(output: str, expected: tuple[str, bool, int, int, bool]) -> None:
     state = parse_inspect(output)
-    assert (state.container_id, state.running, state.exit_code, state.pid) == expected
+    got = (state.container_id, state.running, state.exit_code, state.pid, state.oom_killed)
+    assert got == expected
 
 
-@pytest.mark.parametrize("output", ["", "abc true 0", "abc maybe 0 1", "abc true x 1"])
+@pytest.mark.parametrize(
+    "output", ["", "abc true 0", "abc maybe 0 1 false", "abc true x 1 false", "abc true 0 1"]
+)
 def test_parse_inspect_rejects_garbage(output: str) -> None:
     with pytest.raises(LauncherError, match="unexpected container inspect output"):
         parse_inspect(output)
@@ -542,3 +545,26 @@ def test_an_unopenable_log_is_a_launch_error_before_anything_is_spawned(state_di
     ]
     assert spawned == []
     assert not (state_dir / "engine.pid").exists()
+
+
+def test_an_oom_killed_container_says_so_in_the_log(
+    fake_docker: FakeRuntime, state_dir: Path
+) -> None:
+    """The runtime's OOMKilled verdict lands in engine.log, where the crash classifier reads."""
+    launcher = ContainerLauncher(state_dir, "docker")
+    handle = launcher.start(container_spec(free_port()))
+    try:
+        record_path = fake_docker.state / "container-vllm-test.json"
+        data = json.loads(record_path.read_text())
+        data["oom_killed"] = True  # what the kernel's OOM killer leaves in the runtime's state
+        record_path.write_text(json.dumps(data))
+        os.kill(int(data["pid"]), signal.SIGKILL)
+        assert launcher.wait(handle, timeout_s=10)
+        assert launcher.exit_code(handle) == 137
+        log = launcher.log_path.read_text()
+        assert "vllm-test was OOMKilled" in log
+        from serving.classify import CrashClass, classify_exit
+
+        assert classify_exit(log.splitlines()[-20:], 137, None) is CrashClass.OOM_KILLED
+    finally:
+        launcher.release(handle)
