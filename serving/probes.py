@@ -12,28 +12,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from serving.spec import EngineEndpoints
 
-@dataclass(frozen=True)
-class ProbeTarget:
-    """Where one engine answers, and the name it must list."""
-
-    base_url: str
-    served_model_name: str
-
-    @property
-    def health_url(self) -> str:
-        """vLLM's ``/health``."""
-        return f"{self.base_url}/health"
-
-    @property
-    def models_url(self) -> str:
-        """vLLM's ``/v1/models``."""
-        return f"{self.base_url}/v1/models"
-
-    @property
-    def metrics_url(self) -> str:
-        """vLLM's ``/metrics``."""
-        return f"{self.base_url}/metrics"
+# Where to probe one engine: the spec's endpoints, or an adopted engine's record.
+ProbeTarget = EngineEndpoints
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,32 @@ class LaunchMode(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class EngineEndpoints:
+    """Where one engine answers, and the model name it must list to count as ready.
+
+    Kept apart from ``LaunchSpec`` because an adopted engine is known only by its record.
+    """
+
+    base_url: str
+    served_model_name: str
+
+    @property
+    def health_url(self) -> str:
+        """vLLM's ``/health`` (200 when serving; 503 while warming or dead)."""
+        return f"{self.base_url}/health"
+
+    @property
+    def models_url(self) -> str:
+        """vLLM's ``/v1/models`` (lists ``served_model_name`` once ready)."""
+        return f"{self.base_url}/v1/models"
+
+    @property
+    def metrics_url(self) -> str:
+        """vLLM's Prometheus ``/metrics``."""
+        return f"{self.base_url}/metrics"
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     """The exact argv and environment of one launch.
 
@@ -47,16 +73,21 @@ class LaunchSpec:
         return f"http://{self.host}:{self.port}"
 
     @property
+    def endpoints(self) -> EngineEndpoints:
+        """Where this engine answers its probes."""
+        return EngineEndpoints(self.base_url, self.served_model_name)
+
+    @property
     def health_url(self) -> str:
         """vLLM's ``/health`` (200 when serving; 503 while warming or dead)."""
-        return f"{self.base_url}/health"
+        return self.endpoints.health_url
 
     @property
     def models_url(self) -> str:
         """vLLM's ``/v1/models`` (lists ``served_model_name`` once ready)."""
-        return f"{self.base_url}/v1/models"
+        return self.endpoints.models_url
 
     @property
     def metrics_url(self) -> str:
         """vLLM's Prometheus ``/metrics``."""
-        return f"{self.base_url}/metrics"
+        return self.endpoints.metrics_url

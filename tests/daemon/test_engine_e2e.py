@@ -39,6 +39,13 @@ def fleetctl(daemon: Fleetd, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def healthy_with_engine(path: Path, engine_table: str) -> Path:
+    """The built-in ``healthy`` scenario with an ``[engine]`` table of the test's own."""
+    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
+    path.write_text(builtin.read_text() + engine_table)
+    return path
+
+
 def fast_config(tmp_path: Path, extra: str = "") -> Path:
     config = tmp_path / "fleet.toml"
     config.write_text(
@@ -116,10 +123,8 @@ def test_fleetctl_controls_and_the_latch_refuses_with_exit_4(
 def test_a_crash_is_classified_and_restarted_with_backoff(
     tmp_path: Path, daemons: list[Fleetd]
 ) -> None:
-    scenario = tmp_path / "crashy.toml"
-    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
-    scenario.write_text(
-        builtin.read_text() + "\n[engine]\nready_after_s = 0.5\ncrash_after_s = 1.0\n"
+    scenario = healthy_with_engine(
+        tmp_path / "crashy.toml", "\n[engine]\nready_after_s = 0.5\ncrash_after_s = 1.0\n"
     )
     daemon = start_fleetd(
         tmp_path, tmp_path / "state", simulate=str(scenario), config=fast_config(tmp_path)
@@ -173,10 +178,8 @@ def test_stop_on_exit_and_a_second_signal_exits_at_once(
     tmp_path: Path, daemons: list[Fleetd]
 ) -> None:
     """stop_on_exit makes shutdown wait for a (stubborn) engine; a second SIGTERM cuts it short."""
-    scenario = tmp_path / "stubborn.toml"
-    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
-    scenario.write_text(
-        builtin.read_text() + "\n[engine]\nready_after_s = 0.5\nignore_sigint = true\n"
+    scenario = healthy_with_engine(
+        tmp_path / "stubborn.toml", "\n[engine]\nready_after_s = 0.5\nignore_sigint = true\n"
     )
     config = tmp_path / "fleet.toml"
     config.write_text(
@@ -199,10 +202,8 @@ def test_stop_on_exit_and_a_second_signal_exits_at_once(
 def test_a_stop_that_does_not_take_is_failed_and_kills_nothing(
     tmp_path: Path, daemons: list[Fleetd]
 ) -> None:
-    scenario = tmp_path / "deaf.toml"
-    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
-    scenario.write_text(
-        builtin.read_text() + "\n[engine]\nready_after_s = 0.5\nignore_signals = true\n"
+    scenario = healthy_with_engine(
+        tmp_path / "deaf.toml", "\n[engine]\nready_after_s = 0.5\nignore_signals = true\n"
     )
     config = tmp_path / "fleet.toml"
     config.write_text("[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 1\n")
