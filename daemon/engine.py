@@ -27,6 +27,7 @@ from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.launchers import ContainerLauncher, Launcher, ProcessLauncher
 from serving.lint import lint_recipe
 from serving.logcapture import LogCapture, LogSubscription
+from serving.masking import mask_argv, mask_env
 from serving.ports import free_port, port_in_use
 from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.spec import LaunchSpec
@@ -368,7 +369,11 @@ class EngineService:
         url = self.supervisor.status().url
         if self.recipe.port == 0 and url:  # a free port per launch: show the current one
             port = int(url.rsplit(":", 1)[1])
-        spec = build_launch(self.recipe, port=port)
+        built = build_launch(self.recipe, port=port)
+        # Served over the API and compared with stored launches: both masked alike.
+        spec = dataclasses.replace(
+            built, argv=tuple(mask_argv(built.argv)), env=mask_env(built.env)
+        )
         last = self._store.last_ready_launch()
         document: dict[str, Any] = {"spec": spec_to_dict(spec), "text": show_text(spec)}
         if last is None:

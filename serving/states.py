@@ -13,6 +13,7 @@ from typing import Any
 
 from hwcheck.model import Severity
 from serving.classify import CrashClass
+from serving.masking import mask_argv, mask_env
 from serving.metrics import EngineMetrics
 
 
@@ -164,8 +165,8 @@ class LaunchRecord:
         """JSON-ready form (times ISO 8601 with offset)."""
         return {
             "launch_id": self.launch_id,
-            "argv": list(self.argv),
-            "env": dict(self.env),
+            "argv": mask_argv(list(self.argv)),  # this form is stored and served: no secrets
+            "env": mask_env(self.env),
             "recipe_hash": self.recipe_hash,
             "spec_hash": self.spec_hash,
             "pid": self.pid,

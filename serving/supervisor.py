@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import queue
+import shlex
 import threading
 import time
 import uuid
@@ -39,6 +40,7 @@ from serving.classify import CrashClass, explain_exit, split_returncode
 from serving.engine_record import EngineRecord, RecordError, spec_hash
 from serving.launchers import EngineHandle, Launcher, LauncherError, LaunchError
 from serving.logcapture import LogCapture
+from serving.masking import mask_argv
 from serving.metrics import EngineMetrics, MetricsError, MetricsScraper
 from serving.probes import EngineProber, ProbeTarget, new_probe_client
 from serving.spec import LaunchSpec
@@ -565,7 +567,7 @@ class Supervisor:
         self._emit(
             EventKind.LAUNCH,
             Severity.OK,
-            f"engine launched (pid {handle.pid}): {' '.join(spec.argv)}",
+            f"engine launched (pid {handle.pid}): {shlex.join(mask_argv(list(spec.argv)))}",
             launch=self._launch_record,
         )
         return handle

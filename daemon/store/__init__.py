@@ -6,7 +6,6 @@
 
 from daemon.store.errors import StoreError, StoreInputError, mask_url
 from daemon.store.latch import ClearHow
-from daemon.store.masking import mask_argv, mask_env
 from daemon.store.migrations import LATEST_VERSION, MIGRATIONS
 from daemon.store.rollups import (
     DEFAULT_RAW_RETENTION_S,
@@ -30,6 +29,7 @@ from daemon.store.rows import (
     XidRecord,
 )
 from daemon.store.store import Store
+from serving.masking import mask_argv, mask_env
 
 __all__ = [
     "DEFAULT_RAW_RETENTION_S",

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from daemon.store.coltypes import require_aware
 from daemon.store.errors import StoreInputError
 from daemon.store.events import MAX_LIST_LIMIT
-from daemon.store.masking import mask_argv, mask_env
 from daemon.store.rows import AuditRow, LaunchRow
 from daemon.store.schema import AuditEntry, Launch
+from serving.masking import mask_argv, mask_env
 
 
 def _launch_row(launch: Launch) -> LaunchRow:

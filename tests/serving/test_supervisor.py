@@ -695,3 +695,20 @@ def test_no_restart_on_top_of_workers_the_last_engine_left_behind(harness: Harne
     for process in survivors:  # the test cleans up; the product must not
         process.kill()
     assert launched_pid
+
+
+def test_secrets_never_reach_events(harness: Harness) -> None:
+    """Events are logged and stored: an API key in argv or a token in env must be masked."""
+    base = sim_spec(free_port())
+    spec = replace(
+        base,
+        argv=(*base.argv, "--api-key", "sk-live-secret"),
+        env={**base.env, "HF_TOKEN": "hf_secret_value"},
+    )
+    rig = harness.make(lambda: spec)
+    rig.supervisor.start()
+    wait_ready(rig)
+    dumped = repr([(e.message, e.as_dict()) for e in rig.events.events])
+    assert "--api-key" in dumped
+    assert "sk-live-secret" not in dumped
+    assert "hf_secret_value" not in dumped
