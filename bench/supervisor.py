@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving.launchers import ProcessLauncher
+from serving.process_launcher import ProcessLauncher
 from serving.spec import LaunchMode, LaunchSpec
 from serving.states import EventKind, ServingEvent, ServingState, SupervisorSettings
 from serving.supervisor import Supervisor

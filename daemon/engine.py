@@ -24,11 +24,13 @@ from hwcheck.host import HostSources
 from hwcheck.model import Severity
 from hwcheck.sim.scenario import EngineScenario
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.launchers import ContainerLauncher, Launcher, ProcessLauncher
+from serving.container_launcher import ContainerLauncher
+from serving.launchers import Launcher
 from serving.lint import lint_recipe
 from serving.logcapture import LogCapture, LogSubscription
 from serving.masking import mask_argv, mask_env
 from serving.ports import free_port, port_in_use
+from serving.process_launcher import ProcessLauncher
 from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.spec import LaunchSpec
 from serving.states import (

@@ -3,7 +3,7 @@
 ``engine.pid`` in the state dir holds JSON (pid, the process's start time, argv, spec hash,
 port, mode, container name and id) written atomically. A restarted fleetd reads it and
 checks that the pid still runs *with the recorded start time*, so a reused pid is never
-taken for the engine. No process is started here (that is ``serving.launchers``).
+taken for the engine. No process is started here (that is the launchers' job).
 """
 
 from __future__ import annotations

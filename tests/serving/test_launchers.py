@@ -13,15 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from serving.container_launcher import ContainerLauncher, parse_inspect
 from serving.engine_record import EngineRecord, RecordError, spec_hash
-from serving.launchers import (
-    ContainerLauncher,
-    EngineHandle,
-    LauncherError,
-    LaunchError,
-    ProcessLauncher,
-    parse_inspect,
-)
+from serving.launchers import EngineHandle, LauncherError, LaunchError
+from serving.process_launcher import ProcessLauncher
 from serving.spec import LaunchMode, LaunchSpec
 from tests.serving.engine_helpers import (
     free_port,

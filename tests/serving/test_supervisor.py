@@ -15,7 +15,9 @@ import psutil
 import pytest
 
 from serving.classify import CrashClass
-from serving.launchers import ContainerLauncher, Launcher, ProcessLauncher
+from serving.container_launcher import ContainerLauncher
+from serving.launchers import Launcher
+from serving.process_launcher import ProcessLauncher
 from serving.spec import LaunchMode, LaunchSpec
 from serving.states import (
     EventKind,
