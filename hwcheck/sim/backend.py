@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -65,6 +66,9 @@ class SimulatedBackend:
 
     def snapshot(self) -> RigSnapshot:
         """Read every card once (firing due timeline steps first)."""
+        delay_s = self._rig.scenario.host.nvml_delay_s
+        if delay_s:
+            time.sleep(delay_s)  # the simulated sick driver: NVML calls that take long
         with self._lock:
             if self._closed:
                 raise BackendUnavailable("the simulated backend was closed: open a new one")

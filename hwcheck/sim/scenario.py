@@ -106,6 +106,7 @@ class HostScenario:
     foreign_processes: tuple[DeviceHolder, ...] = ()
     extra_pci_devices: tuple[PciDevice, ...] = ()
     boot_log: tuple[str, ...] = ()
+    nvml_delay_s: float = 0.0  # every snapshot takes this long: a sick GPU's slow driver
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,7 +399,9 @@ def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep
 
 def _build_host(table: dict[str, object]) -> HostScenario:
     _reject_unknown(
-        "host", table, frozenset({"foreign_processes", "extra_pci_devices", "boot_log"})
+        "host",
+        table,
+        frozenset({"foreign_processes", "extra_pci_devices", "boot_log", "nvml_delay_s"}),
     )
     holders: list[DeviceHolder] = []
     for i, entry in enumerate(_list("host.foreign_processes", table.get("foreign_processes", []))):
@@ -435,8 +438,12 @@ def _build_host(table: dict[str, object]) -> HostScenario:
         expect_str(f"host.boot_log[{i}]", line)
         for i, line in enumerate(_list("host.boot_log", table.get("boot_log", [])))
     )
+    delay_s = _optional_seconds("host.nvml_delay_s", table.get("nvml_delay_s")) or 0.0
     return HostScenario(
-        foreign_processes=tuple(holders), extra_pci_devices=tuple(devices), boot_log=lines
+        foreign_processes=tuple(holders),
+        extra_pci_devices=tuple(devices),
+        boot_log=lines,
+        nvml_delay_s=delay_s,
     )
 
 

@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -274,3 +275,31 @@ def test_listen_address_in_use_is_one_clear_line(tmp_path: Path, daemons: list[F
         in result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd]) -> None:
+    """Every snapshot takes 2 s (a sick driver); the API answers from memory meanwhile."""
+    builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
+    text = builtin.read_text()
+    headers = [line for line in text.splitlines() if line.startswith("[")]
+    assert headers[-1] == "[host]", "the key below must land in the [host] table"
+    scenario = tmp_path / "slow.toml"
+    scenario.write_text(text + "\nnvml_delay_s = 2.0\n")
+    config = tmp_path / "fleet.toml"
+    config.write_text("[serving]\nautostart = false\n")
+    daemon = start_fleetd(
+        tmp_path, tmp_path / "state", simulate=str(scenario), config=config, ready_timeout_s=60
+    )
+    daemons.append(daemon)
+    polls_before = daemon.get("/api/v1/status").json()["rig"]["polls"]
+    began = time.monotonic()
+    slowest_s = 0.0
+    for _ in range(12):  # about three slow polls' worth of requests
+        started = time.monotonic()
+        assert daemon.get("/api/v1/status").status_code == 200
+        slowest_s = max(slowest_s, time.monotonic() - started)
+        time.sleep(0.5)  # pacing the requests, not waiting for a condition
+    assert slowest_s < 1.0, f"a status request waited {slowest_s:.2f} s behind NVML"
+    polls = daemon.get("/api/v1/status").json()["rig"]["polls"] - polls_before
+    # Polls really were slow (at most one per 2 s, not one per 0.5 s): the test tested.
+    assert 1 <= polls <= (time.monotonic() - began) / 2.0 + 1, polls
