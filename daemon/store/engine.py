@@ -11,6 +11,8 @@ a read lock that another writer got first.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,13 +63,35 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _ensure_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         # Checkpoints keep the WAL from growing; this also truncates the file afterwards.
         cursor.execute(f"PRAGMA journal_size_limit = {SQLITE_WAL_LIMIT_BYTES}")
     finally:
         cursor.close()
+
+
+def _ensure_wal(cursor: Any) -> None:
+    """Switch to WAL once (it persists in the file); retry while another opener holds it.
+
+    Changing the journal mode needs an exclusive lock and SQLite may answer "database is
+    locked" at once, without waiting out the busy timeout, when several processes open a
+    brand-new database together: so the wait is ours, bounded by the same timeout.
+    """
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause_s = 0.01
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(pause_s * 2, 0.5)
 
 
 def _on_sqlite_begin(conn: Connection) -> None:
