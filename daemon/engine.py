@@ -49,6 +49,7 @@ log = logging.getLogger("fleetd.engine")
 SIM_PRESET = "sim-engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
+ENGINE_PORT_FILE = "engine-port"
 
 
 def simulated_engine_args(engine: EngineScenario) -> list[str]:
@@ -137,6 +138,7 @@ class EngineService:
         self._store = store
         self._monitor = monitor
         self._host = host
+        self._state_dir = state_dir
         self._launch_ids: dict[str, int] = {}
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
@@ -152,8 +154,27 @@ class EngineService:
 
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
-        port = free_port(self.recipe.host) if self.recipe.port == 0 else None
-        return build_launch(self.recipe, port=port)
+        return build_launch(self.recipe, port=self._engine_port())
+
+    def _engine_port(self) -> int | None:
+        """``port = 0``: one free loopback port chosen per daemon and kept in the state dir.
+
+        Clients keep finding the engine across restarts, and an adopted engine's spec
+        matches the recipe's (no false "older launch spec" warning).
+        """
+        if self.recipe.port != 0:
+            return None
+        path = self._state_dir / ENGINE_PORT_FILE
+        try:
+            saved = int(path.read_text().strip())
+        except (OSError, ValueError):
+            saved = 0
+        engine_running = self.supervisor.status().pid is not None
+        if saved and (engine_running or not port_in_use(self.recipe.host, saved)):
+            return saved
+        port = free_port(self.recipe.host)  # first launch, or someone else took ours
+        path.write_text(f"{port}\n")
+        return port
 
     def preflight(self) -> list[Refusal]:
         """Why the engine must not start now (blocking) and what to warn about."""
@@ -367,11 +388,7 @@ class EngineService:
 
     def recipe_document(self) -> dict[str, Any]:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        port = None
-        url = self.supervisor.status().url
-        if self.recipe.port == 0 and url:  # a free port per launch: show the current one
-            port = int(url.rsplit(":", 1)[1])
-        built = build_launch(self.recipe, port=port)
+        built = build_launch(self.recipe, port=self._engine_port())
         # Served over the API and compared with stored launches: both masked alike.
         spec = dataclasses.replace(
             built, argv=tuple(mask_argv(built.argv)), env=mask_env(built.env)

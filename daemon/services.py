@@ -47,10 +47,12 @@ class EngineControl(Protocol):
         ...
 
 
+# An engine in these states serves nothing: the rig is not OK even if every card is.
+ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
 EVENT_KINDS = ("xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch")
 ADVICE_REBOOT = (
-    "stop nothing by hand; run `fleetctl reboot --confirm` (stops the engine cleanly, then "
-    "reboots). Never reload nvidia_uvm or kill -9 GPU workers."
+    "stop the engine cleanly (fleetctl stop), then reboot the host (sudo systemctl reboot). "
+    "Never reload nvidia_uvm or kill -9 GPU workers."
 )
 
 
@@ -154,7 +156,7 @@ class DaemonServices:
             worst = worst_severity(list(view.results))
             if recovery["reboot_required"]:
                 worst = Severity.CRITICAL
-            elif serving["state"] in {"failed", "held"} and worst is Severity.OK:
+            elif serving["state"] in ENGINE_DOWN_STATES and worst is Severity.OK:
                 worst = Severity.WARNING
             doc["overall"] = worst.value
         doc["serving"] = serving

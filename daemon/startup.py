@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -31,6 +32,31 @@ def prepare_state_dir(state_dir: Path) -> None:
         raise StartupError(f"state dir {state_dir} is not writable (run as root or --state-dir)")
 
 
+LOCK_FILE_NAME = "fleetd.lock"
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Hold an exclusive lock on the state dir for fleetd's lifetime; its fd.
+
+    Two fleetd on one state dir would share one engine and one database and undo each
+    other's decisions (an operator's stop restarted by the other): the second refuses.
+    The lock dies with the process, kill -9 included, so it never goes stale.
+    """
+    path = state_dir / LOCK_FILE_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise StartupError(
+            f"state dir {state_dir} is in use by fleetd pid {holder}: one fleetd per state dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
 def build_host(
     settings: Settings, state_dir: Path, simulate: str | None
 ) -> tuple[HostSources, SimulatedRig | None]:
@@ -55,6 +81,7 @@ def build_daemon(
 ) -> Daemon:
     """Everything fleetd needs, opened but not started."""
     prepare_state_dir(state_dir)
+    lock_state_dir(state_dir)  # held (fd kept open) until the process ends
     host, rig = build_host(settings, state_dir, simulate)
     try:
         recipe = recipe_for_daemon(

@@ -29,7 +29,8 @@ REMEDIES: dict[XidAction, str] = {
         "cold power cycle: power off fully for 30 s; a warm reboot is not enough"
     ),
     XidAction.REBOOT: (
-        "reboot the host (fleetctl reboot --confirm); do not reload nvidia_uvm or run nvidia-smi -r"
+        "stop the engine (fleetctl stop), then reboot the host (sudo systemctl reboot); "
+        "do not reload nvidia_uvm or run nvidia-smi -r"
     ),
     XidAction.INSPECT: "inspect the kernel log around it (dmesg | grep -i xid) and the engine log",
     XidAction.RESTART_ENGINE: "restart the engine (fleetctl restart); the card itself is healthy",

@@ -62,7 +62,8 @@ def test_autostart_then_kill9_of_fleetd_adopts_the_running_engine(
     first = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
     daemons.append(first)
     wait_until(lambda: serving(first)["state"] == "ready", 30, "engine ready")
-    engine_pid = serving(first)["pid"]
+    serving_before = serving(first)
+    engine_pid = serving_before["pid"]
     assert isinstance(engine_pid, int)
     # fleetd's systemd plumbing does not leak into the engine (it must not ping the watchdog).
     environ = Path(f"/proc/{engine_pid}/environ").read_bytes().split(b"\0")
@@ -78,6 +79,8 @@ def test_autostart_then_kill9_of_fleetd_adopts_the_running_engine(
     assert after["pid"] == engine_pid, "the engine was restarted instead of adopted"
     assert after["adopted"] is True
     assert after["restarts"] == 0
+    assert after["url"] == serving_before["url"], "the engine's port is kept per daemon"
+    assert "older launch spec" not in second.log()
     # The adopted engine is the same launch: no new row, and the diff stays empty.
     shown = fleetctl(second, "recipe", "show", "--diff")
     assert "same as the last ready launch (#1)" in shown.stdout, shown.stdout

@@ -303,3 +303,30 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
     polls = daemon.get("/api/v1/status").json()["rig"]["polls"] - polls_before
     # Polls really were slow (at most one per 2 s, not one per 0.5 s): the test tested.
     assert 1 <= polls <= (time.monotonic() - began) / 2.0 + 1, polls
+
+
+def test_one_fleetd_per_state_dir(tmp_path: Path, daemons: list[Fleetd]) -> None:
+    daemon = start_fleetd(tmp_path, tmp_path / "state")
+    daemons.append(daemon)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daemon.fleetd",
+            "--simulate",
+            "healthy",
+            "--state-dir",
+            str(daemon.state_dir),
+            "--listen",
+            "127.0.0.1:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"fleetd: state dir {daemon.state_dir} is in use by fleetd pid {daemon.proc.pid}: "
+        "one fleetd per state dir"
+    )
