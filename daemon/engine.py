@@ -21,7 +21,7 @@ from daemon.config import Settings
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.host import HostSources
-from hwcheck.model import Severity
+from hwcheck.model import CheckResult, Severity
 from hwcheck.sim.scenario import EngineScenario
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.container_launcher import ContainerLauncher
@@ -187,11 +187,16 @@ class EngineService:
                     f"reboot required since {latch.since:%Y-%m-%d %H:%M} UTC: {latch.reason}",
                 )
             )
-        view = self._monitor.view()
-        for result in view.results:
+        critical: dict[str, list[CheckResult]] = {}
+        for result in self._monitor.view().results:
             if result.severity is Severity.CRITICAL:
-                where = "" if result.card is None else f" (card {result.card})"
-                refusals.append(Refusal("critical_check", f"{result.id}{where}: {result.message}"))
+                critical.setdefault(result.id, []).append(result)
+        for check_id, results in critical.items():  # one line per check, not per card
+            cards = [str(r.card) for r in results if r.card is not None]
+            where = f" on card{'s' if len(cards) > 1 else ''} {', '.join(cards)}" if cards else ""
+            refusals.append(
+                Refusal("critical_check", f"{check_id} is critical{where}: {results[0].message}")
+            )
         for finding in lint_recipe(self.recipe, host_checks=False):
             if finding.severity == "error":
                 refusals.append(Refusal("lint", finding.line()))

@@ -1,19 +1,54 @@
-"""``fleetctl`` entry point."""
+"""``fleetctl`` entry point: one clear line for every error, never a traceback."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from types import ModuleType
+
+MONITORING_COMMANDS = frozenset({"status", "check"})
+EXIT_USAGE = 2
+EXIT_UNKNOWN = 3
+
+
+def _usage_exit_code(argv: list[str]) -> int:
+    """2 for a usage error; 3 (UNKNOWN) for the monitoring commands, where 2 is CRITICAL."""
+    return EXIT_UNKNOWN if MONITORING_COMMANDS & set(argv) else EXIT_USAGE
+
+
+def _click_exceptions() -> ModuleType:
+    """The click exceptions typer raises (newer typer vendors click as ``typer._click``)."""
+    try:
+        return importlib.import_module("typer._click.exceptions")
+    except ImportError:
+        return importlib.import_module("click.exceptions")
 
 
 def main() -> None:
-    """Run the CLI; Ctrl-C exits 130 with one line instead of a traceback."""
+    """Run the CLI; usage errors are one line (exit 2, or 3 for status/check)."""
     from daemon.cli.app import app
 
+    click = _click_exceptions()
+
     try:
-        app()
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+    except click.NoArgsIsHelpError:
+        sys.exit(EXIT_USAGE)  # the help was printed; a script still sees a usage error
+    except click.UsageError as exc:
+        hint = (
+            f" (see fleetctl {exc.ctx.command_path.split(' ', 1)[1]} --help)"
+            if exc.ctx and " " in exc.ctx.command_path
+            else " (see fleetctl --help)"
+        )
+        sys.stderr.write(f"fleetctl: {exc.format_message()}{hint}\n")
+        sys.exit(_usage_exit_code(sys.argv[1:]))
+    except click.ClickException as exc:
+        sys.stderr.write(f"fleetctl: {exc.format_message()}\n")
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
         sys.stderr.write("fleetctl: interrupted\n")
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

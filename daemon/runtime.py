@@ -42,6 +42,7 @@ log = logging.getLogger("fleetd")
 
 HOLDER_SCAN_EVERY_S = 30.0
 READY_TIMEOUT_S = 60.0
+STARTUP_SAMPLE_GAP_S = 0.5
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -228,6 +229,7 @@ class Daemon:
                 self.poll()
             except Exception as exc:
                 log.error("poll failed: %s; fleetd keeps running and retries", exc)
+        self._sample_until_judged()
         self.scheduler.add_listener(self._job_failed, EVENT_JOB_ERROR)
         self.scheduler.add_job(
             self.poll,
@@ -258,6 +260,22 @@ class Daemon:
             self.listen_port,
             "simulated rig" if self.sim else "real rig",
         )
+
+    def _sample_until_judged(self) -> None:
+        """Take the few quick samples a sustained check needs before anything starts.
+
+        A power brake is only critical when seen in ``brake_sustained_samples`` samples in a
+        row: without them, an autostart would launch the engine on braked cards.
+        """
+        needed = self.settings.rig.brake_sustained_samples
+        for _ in range(2 * needed):
+            if len(self.monitor.view().samples) >= needed or self._stop.is_set():
+                return
+            self._stop.wait(STARTUP_SAMPLE_GAP_S)
+            try:
+                self.poll()
+            except Exception as exc:
+                log.error("poll failed: %s; fleetd keeps running and retries", exc)
 
     def _job_failed(self, event: JobExecutionEvent) -> None:
         # APScheduler has already logged the traceback; the next run still happens.

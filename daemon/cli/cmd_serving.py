@@ -34,7 +34,9 @@ def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any
     try:
         result: dict[str, Any] = client.post(f"/api/v1/serving/{action}")
     except ClientError as exc:
-        out.fail(str(exc), EXIT_REFUSED if exc.status == 409 else EXIT_FAILED)
+        if exc.status == 409:
+            out.fail(f"{action} refused: {exc}", EXIT_REFUSED)
+        out.fail(str(exc), EXIT_FAILED)
     for warning in result.get("warnings", []):
         out.err.print(f"fleetctl: warning: {warning['message']}", markup=False)
     return result

@@ -72,11 +72,17 @@ class Output:
         """
         if self.json_mode:
             self.emit_json({"overall": "unknown", "error": message, "cards": [], "checks": []})
-        self.fail(message, EXIT_UNKNOWN)
+        self.fail(message, EXIT_UNKNOWN, document=False)
 
-    def fail(self, message: str, code: int = EXIT_FAILED) -> NoReturn:
-        """One clear line on stderr, then exit with ``code``."""
+    def fail(self, message: str, code: int = EXIT_FAILED, document: bool = True) -> NoReturn:
+        """One clear line on stderr, then exit with ``code``.
+
+        Under ``--json`` stdout still gets one document, ``{"error": ..., "exit_code": ...}``,
+        so a script parsing it never meets an empty stream.
+        """
         first = message.strip().splitlines()[0] if message.strip() else "failed"
+        if self.json_mode and document:
+            self.emit_json({"error": first, "exit_code": code})
         self.err.print(f"fleetctl: {first}", markup=False)
         raise typer.Exit(code)
 

@@ -31,3 +31,12 @@ def test_other_commands_fail_with_one_line() -> None:
         result = run_fleetctl("--url", url, *args)
         assert result.returncode == 1, args
         assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+
+
+def test_usage_errors_are_one_line_and_unknown_for_monitoring_commands() -> None:
+    for args, code in ((["status", "--bogus"], 3), (["check", "--bogus"], 3), (["ack", "abc"], 2)):
+        result = run_fleetctl(*args)
+        assert result.returncode == code, args
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("fleetctl: ")

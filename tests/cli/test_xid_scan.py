@@ -85,7 +85,10 @@ def test_missing_file_and_directory_are_one_line(tmp_path: Path) -> None:
     assert missing.stderr.strip() == f"fleetctl: {tmp_path / 'nope.log'}: no such file"
     directory = fleetctl("xid", "scan", str(tmp_path), "--json")
     assert directory.returncode == 2
-    assert directory.stdout == ""
+    assert json.loads(directory.stdout) == {
+        "error": f"{tmp_path}: is a directory, expected a saved kernel log",
+        "exit_code": 2,
+    }
     assert len(directory.stderr.strip().splitlines()) == 1
 
 
