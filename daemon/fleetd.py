@@ -70,6 +70,19 @@ def resolve_settings(args: argparse.Namespace) -> tuple[Settings, Path | None]:
     return load_settings(path, overrides=overrides, missing_ok=True), path
 
 
+def check_configured_recipe(settings: Settings, config_path: Path | None) -> None:
+    """A configured recipe that cannot be read is a config error (exit 2, one line)."""
+    if settings.serving.recipe is None:
+        return
+    from daemon.engine import resolve_recipe
+    from serving.recipe import RecipeError
+
+    try:
+        resolve_recipe(settings, config_path.parent if config_path else None, None)
+    except RecipeError as exc:
+        raise ConfigError(f"{config_path or 'config'}: serving.recipe: {exc}") from None
+
+
 def setup_logging(level: str) -> None:
     """One line per event on stderr; journald adds the timestamp under systemd."""
     fmt = "%(levelname)s %(name)s: %(message)s"
@@ -90,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
             xid_catalogue(settings)  # [xid.N] overrides are checked before anything starts
         except ConfigError as exc:
             raise ConfigError(f"{config_path or 'config'}: {exc}") from None
+        check_configured_recipe(settings, config_path)
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
+from daemon.config import DEFAULT_CONFIG_PATH
 from hwcheck.backend import BackendError
 from hwcheck.host import HostSources
 from hwcheck.model import RigSnapshot
@@ -71,6 +72,11 @@ def write_config(path: Path, text: str) -> None:
 
 def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, force: bool) -> int:
     """Detect, then write ``output`` (refusing to overwrite without ``force``)."""
+    if simulate is not None and output == DEFAULT_CONFIG_PATH:
+        out.fail(
+            f"--simulate writes a simulated rig's baseline: pass --output FILE (not {output})",
+            EXIT_BAD_INPUT,
+        )
     if output.exists() and not force:
         out.fail(
             f"{output} exists: not overwriting it (use --force, or --output FILE)", EXIT_BAD_INPUT
@@ -96,6 +102,17 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
         out.fail(str(exc), EXIT_FAILED)
     if not snapshot.cards:
         out.fail("NVML lists no cards: is the driver loaded? (nvidia-smi)", EXIT_FAILED)
+    locked = [
+        c.index
+        for c in snapshot.cards
+        if c.memory_total_mib is not None and c.memory_total_mib < UNLOCKED_MIN_MIB
+    ]
+    if locked and not force:
+        out.fail(
+            f"card(s) {', '.join(map(str, locked))} report locked VRAM: unlock them and reboot "
+            "before recording a baseline (--force records it anyway)",
+            EXIT_FAILED,
+        )
     text = baseline_toml(snapshot, power_cap_w)
     try:
         write_config(output, text)

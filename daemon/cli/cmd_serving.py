@@ -106,10 +106,13 @@ def action(out: Output, client: FleetClient, name: str, wait: bool, timeout_s: f
             out.fail(f"engine {serving['state']}: {serving.get('reason') or 'see fleetctl logs'}")
     if out.json_mode:
         out.emit_json({**result, "serving": serving})
+    elif not wait and not result.get("already_running"):
+        out.line(f"engine {name} requested (see fleetctl status)")
+    elif serving.get("pid"):
+        url = serving.get("url") or ""
+        out.line(f"engine {serving.get('state')} (pid {serving['pid']}) {url}".rstrip())
     else:
-        out.line(
-            f"engine {serving.get('state')} (pid {serving.get('pid')}) {serving.get('url') or ''}"
-        )
+        out.line(f"engine {serving.get('state')}")
     return 0
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
+
 from daemon.cli.output import Output, severity_cell
 
 
@@ -16,26 +18,44 @@ def fmt(value: object, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def _card_row(card: dict[str, Any]) -> list[str | Text]:
+    """One table row; a lost card shows dashes, not readings it cannot have."""
+    if card["state"] == "lost":
+        blanks = ["-"] * 5
+        return [
+            str(card["index"]),
+            card["pci_bus_id"],
+            card["name"],
+            *blanks,
+            str(card["xid_since_boot"]),
+            severity_cell("lost"),
+        ]
+    gen, width = card["pcie_gen"], card["pcie_width"]
+    pcie = "n/a" if gen is None else f"Gen{gen} x{fmt(width)}"
+    known = card.get("clock_event_reasons") is not None
+    brake = ("ACTIVE" if card["power_brake_active"] else "off") if known else "n/a"
+    total = card["memory_total_mib"]
+    memory = "n/a" if total is None else f"{total:,} MiB"
+    return [
+        str(card["index"]),
+        card["pci_bus_id"],
+        card["name"],
+        memory,
+        f"{fmt(card['power_draw_w'], ' W')} / {fmt(card['power_limit_w'], ' W')}",
+        brake,
+        fmt(card["temperature_c"], " C"),
+        pcie,
+        str(card["xid_since_boot"]),
+        severity_cell(card["state"]),
+    ]
+
+
 def render_rig(out: Output, doc: dict[str, Any]) -> int:
     """The card table, then every check that is not ok; returns how many are not ok."""
     out.table(
         "Cards",
         ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"],
-        [
-            [
-                str(card["index"]),
-                card["pci_bus_id"],
-                card["name"],
-                fmt(card["memory_total_mib"], " MiB"),
-                f"{fmt(card['power_draw_w'], ' W')} / {fmt(card['power_limit_w'], ' W')}",
-                "ACTIVE" if card["power_brake_active"] else "off",
-                fmt(card["temperature_c"], " C"),
-                f"Gen{fmt(card['pcie_gen'])} x{fmt(card['pcie_width'])}",
-                str(card["xid_since_boot"]),
-                severity_cell(card["state"]),
-            ]
-            for card in doc.get("cards", [])
-        ],
+        [_card_row(card) for card in doc.get("cards", [])],
     )
     problems = [c for c in doc.get("checks", []) if c["severity"] != "ok"]
     if problems:

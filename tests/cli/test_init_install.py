@@ -40,10 +40,21 @@ def test_init_never_overwrites_without_force(tmp_path: Path) -> None:
     assert "card_count = 4" in config.read_text()
 
 
-def test_init_warns_about_a_locked_card(tmp_path: Path) -> None:
+def test_init_refuses_a_locked_card_as_baseline_unless_forced(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
-    assert fleetctl("init", "--simulate", "locked-vram", "--output", str(config)).returncode == 0
+    refused = fleetctl("init", "--simulate", "locked-vram", "--output", str(config))
+    assert refused.returncode == 1
+    assert "card(s) 2 report locked VRAM" in refused.stderr
+    assert not config.exists()
+    forced = fleetctl("init", "--simulate", "locked-vram", "--output", str(config), "--force")
+    assert forced.returncode == 0
     assert config.read_text().startswith("# WARNING: a card reports 8192 MiB")
+
+
+def test_init_never_writes_a_simulated_baseline_to_the_system_config() -> None:
+    result = fleetctl("init", "--simulate", "healthy")
+    assert result.returncode == 2
+    assert "pass --output FILE" in result.stderr
 
 
 def test_install_script_lays_out_the_system_and_keeps_a_config(tmp_path: Path) -> None:

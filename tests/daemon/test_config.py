@@ -132,6 +132,11 @@ def test_warning_limits_must_be_below_critical(tmp_path: Path) -> None:
         ("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"),
         ("[rig]\ncard_count = 0\n", "rig.card_count"),
         ('[xid.31]\nexplanation = ""\n', "xid.31.explanation"),
+        (
+            '[serving]\nrecipe = "/nonexistent/recipe.toml"\n',
+            "serving.recipe: /nonexistent/recipe.toml",
+        ),
+        ('[serving.recipe]\npreset = "dsv4-flash-pp4-dspark"\nspec_tokens = 5\n', "serving.recipe"),
     ],
 )
 def test_fleetd_refuses_a_bad_config_before_starting(
