@@ -131,7 +131,7 @@ def create_app(services: WebServices) -> FastAPI:
         return services.serving_action(action)
 
     @app.get("/api/v1/serving/logs")
-    def serving_logs(lines: Annotated[int, Query(ge=1, le=100000)] = 200) -> dict[str, Any]:
+    def serving_logs(lines: Annotated[int, Query(ge=0, le=100000)] = 200) -> dict[str, Any]:
         """The engine log's last lines."""
         return {"lines": services.serving_logs(lines)}
 

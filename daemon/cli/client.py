@@ -86,7 +86,11 @@ class FleetClient:
                 status=401,
             )
         if response.status_code == 403:
-            raise ClientError("fleetd refused the token (wrong --token-file?)", status=403)
+            raise ClientError(
+                "fleetd refused the token (from --token-file, $FLEETCTL_TOKEN or the state dir's "
+                "api-token): use the daemon's <state-dir>/api-token",
+                status=403,
+            )
         if response.status_code >= 400:
             raise ClientError(_detail(response), status=response.status_code)
         return response.json()

@@ -28,6 +28,7 @@ from serving.spec import LaunchSpec
 DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
 BAD_STATES = frozenset({"failed", "held", "backoff"})
 POLL_S = 1.0
+PIPE_PROGRESS_S = 30.0
 
 
 def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any]:
@@ -65,7 +66,8 @@ def wait_for(
     started_s = time.monotonic()
     seen_transition = action == "stop"
     seen_starting = False
-    last_line = None
+    last_state: str | None = None
+    printed_s = float("-inf")
     while True:
         try:
             serving: dict[str, Any] = client.get("/api/v1/status")["serving"]
@@ -86,9 +88,12 @@ def wait_for(
             if sys.stderr.isatty():
                 out.err.file.write("\n")
             out.fail(f"engine is {state}: {serving.get('reason') or 'see fleetctl logs'}")
-        if serving.get("last_log_line") != last_line or sys.stderr.isatty():
+        # A terminal gets a live line; a pipe a line per state change or per half minute
+        # (a 45-minute cold start must not write thousands of lines into a log).
+        now_s = time.monotonic()
+        if sys.stderr.isatty() or state != last_state or now_s - printed_s >= PIPE_PROGRESS_S:
             _progress(out, serving, started_s)
-            last_line = serving.get("last_log_line")
+            last_state, printed_s = state, now_s
         if time.monotonic() - started_s > timeout_s:
             out.fail(
                 f"engine still {state} after {timeout_s:.0f} s (it keeps going; see fleetctl status)"
