@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from daemon.config import ConfigError, Settings, load_settings
+from tests.support.fleetd import run_fleetd
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet.toml"
 
@@ -144,13 +143,7 @@ def test_fleetd_refuses_a_bad_config_before_starting(
 ) -> None:
     path = write(tmp_path, text)
     state = tmp_path / "state"
-    result = subprocess.run(
-        [sys.executable, "-m", "daemon.fleetd", "--config", str(path), "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_fleetd("--config", str(path), "--state-dir", str(state))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -7,8 +7,6 @@ import json
 import signal
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ import pytest
 
 from daemon.store import Store
 from tests.support.cli import run_fleetctl
-from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 
 CONTRACT_STATUS_KEYS = {"overall", "cards", "checks", "serving", "recovery"}
 
@@ -252,22 +250,13 @@ def test_a_notify_peer_that_never_reads_does_not_block(
 def test_listen_address_in_use_is_one_clear_line(tmp_path: Path, daemons: list[Fleetd]) -> None:
     daemon = start_fleetd(tmp_path, tmp_path / "a")
     daemons.append(daemon)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daemon.fleetd",
-            "--simulate",
-            "healthy",
-            "--state-dir",
-            str(tmp_path / "b"),
-            "--listen",
-            f"127.0.0.1:{daemon.port}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = run_fleetd(
+        "--simulate",
+        "healthy",
+        "--state-dir",
+        str(tmp_path / "b"),
+        "--listen",
+        f"127.0.0.1:{daemon.port}",
     )
     assert result.returncode == 1
     assert (
@@ -308,22 +297,8 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
 def test_one_fleetd_per_state_dir(tmp_path: Path, daemons: list[Fleetd]) -> None:
     daemon = start_fleetd(tmp_path, tmp_path / "state")
     daemons.append(daemon)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "daemon.fleetd",
-            "--simulate",
-            "healthy",
-            "--state-dir",
-            str(daemon.state_dir),
-            "--listen",
-            "127.0.0.1:1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = run_fleetd(
+        "--simulate", "healthy", "--state-dir", str(daemon.state_dir), "--listen", "127.0.0.1:1"
     )
     assert result.returncode == 1
     assert result.stderr.strip() == (

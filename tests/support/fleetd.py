@@ -172,6 +172,17 @@ def _answers(daemon: Fleetd) -> bool:
         return False
 
 
+def run_fleetd(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """fleetd run to completion (for start-up refusals); never raises on its exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.fleetd", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 def kill_engine(state_dir: Path) -> None:
     """SIGKILL the engine a test's fleetd left behind (it outlives fleetd by design).
 
