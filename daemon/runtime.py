@@ -172,6 +172,10 @@ class Daemon:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
         log.warning("boot id changed to %s: the host rebooted", boot_id)
         self.follower.stop()
+        self._begin_boot(boot_id)
+
+    def _begin_boot(self, boot_id: str) -> None:
+        """Record the new boot, count its Xids afresh, follow its kernel log (follower stopped)."""
         track_boot(self.store, boot_id)
         self.monitor.new_boot(boot_id)
         self.follower.start()
@@ -187,9 +191,7 @@ class Daemon:
         with self._poll_lock:
             self.follower.stop()
             boot_id = self.sim.reboot()
-            track_boot(self.store, boot_id)
-            self.monitor.new_boot(boot_id)
-            self.follower.start()
+            self._begin_boot(boot_id)
         return boot_id
 
     def rollup(self) -> None:

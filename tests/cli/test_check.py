@@ -9,6 +9,7 @@ import pytest
 
 from hwcheck.sim.scenario import builtin_scenario_names
 from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.contract import CONTRACT_CHECK_IDS
 
 EXPECTED_EXIT = {
     "healthy": 0,
@@ -33,18 +34,6 @@ CONTRACT_CARD_KEYS = {
     "pcie_width",
     "xid_since_boot",
     "state",
-}
-CONTRACT_CHECK_IDS = {
-    "card_count",
-    "vram_unlocked",
-    "power_brake",
-    "power_cap",
-    "pcie_link",
-    "temperature",
-    "xid_since_boot",
-    "persistence_mode",
-    "driver_version",
-    "foreign_gpu_processes",
 }
 
 

@@ -17,20 +17,9 @@ from tests.hwcheck.cards import (
     make_samples,
     make_xid,
 )
+from tests.support.contract import CONTRACT_CHECK_IDS
 
-CONTRACT_IDS = {
-    "card_count",
-    "vram_unlocked",
-    "power_brake",
-    "power_cap",
-    "pcie_link",
-    "temperature",
-    "xid_since_boot",
-    "persistence_mode",
-    "driver_version",
-    "foreign_gpu_processes",
-    "card_lost",
-}
+CONTRACT_IDS = CONTRACT_CHECK_IDS | {"card_lost"}
 PER_CARD = {
     "card_lost",
     "vram_unlocked",
