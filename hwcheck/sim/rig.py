@@ -408,10 +408,14 @@ class SimulatedRig:
         finally:
             source.close()
 
-    def host_sources(self) -> HostSources:
-        """Every host source of this simulated rig (``simulated=True``)."""
+    def host_sources(self, nvml_timeout_s: float = 10.0) -> HostSources:
+        """Every host source of this simulated rig (``simulated=True``).
+
+        ``nvml_timeout_s`` is ``[poll] nvml_timeout_s``: a simulated slow driver
+        (``nvml_delay_s``) beyond it marks the cards lost, as on a real rig.
+        """
         return HostSources(
-            gpu=SimulatedBackend(self),
+            gpu=SimulatedBackend(self, call_timeout_s=nvml_timeout_s),
             pci_devices=self.pci_devices,
             boot_id=self.boot_id,
             device_holders=self.device_holders,

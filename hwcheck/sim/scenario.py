@@ -106,7 +106,9 @@ class HostScenario:
     foreign_processes: tuple[DeviceHolder, ...] = ()
     extra_pci_devices: tuple[PciDevice, ...] = ()
     boot_log: tuple[str, ...] = ()
-    nvml_delay_s: float = 0.0  # every snapshot takes this long: a sick GPU's slow driver
+    # Every snapshot's NVML reads take this long (a sick GPU's slow driver); beyond the
+    # NVML call timeout ([poll] nvml_timeout_s) every card is reported lost.
+    nvml_delay_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
