@@ -82,6 +82,7 @@ class Daemon:
         self._pci_devices: list[PciDevice] = []
         self._holders: list[DeviceHolder] = []
         self._holders_at_s = float("-inf")
+        self._kernel_module_version: str | None = None
         self._poll_lock = threading.Lock()
         self.caps = CapKeeper(
             host.gpu,
@@ -142,6 +143,7 @@ class Daemon:
         now_s = time.monotonic()
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
             self._pci_devices = self.host.pci_devices()
+            self._kernel_module_version = self.host.kernel_module_version()
             engine_pids = self.engine.engine_pids() if self.engine is not None else set()
             self._holders = [h for h in self.host.device_holders() if h.pid not in engine_pids]
             self._holders_at_s = now_s
@@ -152,6 +154,7 @@ class Daemon:
                 pci_devices=self._pci_devices,
                 xids=self.monitor.xids(),
                 holders=self._holders,
+                kernel_module_version=self._kernel_module_version,
             )
         )
         for changed in self.store.record_check_transitions(results):

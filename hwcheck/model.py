@@ -270,6 +270,7 @@ class RigProfile:
     memory_temperature_crit_c: float = 95.0
     brake_sustained_samples: int = 3
     require_persistence_mode: bool = True
+    driver_version: str | None = None  # the driver this rig is pinned to (None: any)
     pcie_baseline: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 

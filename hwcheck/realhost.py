@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from hwcheck.bootid import read_boot_id
+from hwcheck.driver_module import read_kernel_module_version
 from hwcheck.holders import find_device_holders
 from hwcheck.host import HostSources
 from hwcheck.kernellog.filelog import FileSource
@@ -55,4 +56,5 @@ def real_host_sources(
         open_kernel_log=open_log,
         kernel_log_history=history,
         simulated=False,
+        kernel_module_version=partial(read_kernel_module_version, proc_root, sys_root),
     )

@@ -389,6 +389,13 @@ class SimulatedRig:
         """The scenario's foreign processes holding ``/dev/nvidia*``."""
         return list(self.scenario.host.foreign_processes)
 
+    def kernel_module_version(self) -> str | None:
+        """The simulated loaded module: ``[host] kernel_module_version``, else card 0's driver."""
+        if self.scenario.host.kernel_module_version is not None:
+            return self.scenario.host.kernel_module_version
+        cards = self.scenario.cards
+        return cards[0].driver_version if cards else None
+
     def open_kernel_log(self, cursor: KernelLogCursor | None) -> KernelLogSource:
         """A follower of the simulated kernel log, resuming after ``cursor``."""
         with self._lock:
@@ -422,4 +429,5 @@ class SimulatedRig:
             open_kernel_log=self.open_kernel_log,
             kernel_log_history=self.kernel_log_history,
             simulated=True,
+            kernel_module_version=self.kernel_module_version,
         )

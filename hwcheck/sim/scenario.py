@@ -109,6 +109,9 @@ class HostScenario:
     # Every snapshot's NVML reads take this long (a sick GPU's slow driver); beyond the
     # NVML call timeout ([poll] nvml_timeout_s) every card is reported lost.
     nvml_delay_s: float = 0.0
+    # The loaded kernel module's version (None: the cards' driver version, as on a
+    # consistent host); set it apart from the cards' to simulate a half-done upgrade.
+    kernel_module_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +406,15 @@ def _build_host(table: dict[str, object]) -> HostScenario:
     _reject_unknown(
         "host",
         table,
-        frozenset({"foreign_processes", "extra_pci_devices", "boot_log", "nvml_delay_s"}),
+        frozenset(
+            {
+                "foreign_processes",
+                "extra_pci_devices",
+                "boot_log",
+                "nvml_delay_s",
+                "kernel_module_version",
+            }
+        ),
     )
     holders: list[DeviceHolder] = []
     for i, entry in enumerate(_list("host.foreign_processes", table.get("foreign_processes", []))):
@@ -446,6 +457,11 @@ def _build_host(table: dict[str, object]) -> HostScenario:
         extra_pci_devices=tuple(devices),
         boot_log=lines,
         nvml_delay_s=delay_s,
+        kernel_module_version=(
+            None
+            if "kernel_module_version" not in table
+            else expect_str("host.kernel_module_version", table["kernel_module_version"])
+        ),
     )
 
 
