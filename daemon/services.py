@@ -170,7 +170,12 @@ class DaemonServices:
             "xid_since_boot": len(view.xids),
             "kernel_records_lost": daemon.follower.lost_records,
         }
-        doc["daemon"] = {"pid": os.getpid(), "started_at": iso(self._started_at)}
+        doc["daemon"] = {
+            "pid": os.getpid(),
+            "started_at": iso(self._started_at),
+            # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine tree).
+            "gpu_pids": sorted(daemon.own_gpu_pids()),
+        }
         return doc
 
     def list_events(

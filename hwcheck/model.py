@@ -271,6 +271,7 @@ class RigProfile:
     brake_sustained_samples: int = 3
     require_persistence_mode: bool = True
     driver_version: str | None = None  # the driver this rig is pinned to (None: any)
+    allowed_gpu_processes: tuple[str, ...] = ()  # holder names never foreign (globs)
     pcie_baseline: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 

@@ -112,4 +112,32 @@ def test_foreign_holders_are_named_with_pid_and_devices() -> None:
     assert "2 foreign process(es)" in result.message
     assert "pid 1234 Xorg (/dev/nvidia0, /dev/nvidiactl)" in result.message
     assert "pid 2345 sunshine (/dev/nvidia1)" in result.message
-    assert result.remedy == "stop Xorg/display manager or streaming services: they block resets"
+    assert result.remedy.startswith("stop Xorg/display manager or streaming services")
+    assert "[rig] allowed_gpu_processes" in result.remedy
+
+
+def test_persistenced_and_fleetd_are_never_foreign() -> None:
+    holders = [
+        DeviceHolder(812, "nvidia-persistenced", "/dev/nvidiactl"),
+        DeviceHolder(812, "nvidia-persistenced", "/dev/nvidia0"),
+        DeviceHolder(900, "fleetd", "/dev/nvidiactl"),
+    ]
+    result = result_for(make_input(holders=holders), "foreign_gpu_processes", None)
+
+    assert result.severity is Severity.OK
+    assert "pid 812 nvidia-persistenced (/dev/nvidia0, /dev/nvidiactl)" in result.message
+
+
+def test_the_allow_list_takes_names_and_globs() -> None:
+    holders = [
+        DeviceHolder(1234, "Xorg", "/dev/nvidia0"),
+        DeviceHolder(2345, "dcgm-exporter", "/dev/nvidia1"),
+        DeviceHolder(3456, "sunshine", "/dev/nvidia1"),
+    ]
+    profile = RigProfile(allowed_gpu_processes=("Xorg", "dcgm-*"))
+    result = result_for(make_input(holders=holders, profile=profile), "foreign_gpu_processes", None)
+
+    assert result.severity is Severity.WARNING
+    assert (
+        result.message == "1 foreign process(es) hold GPU devices: pid 3456 sunshine (/dev/nvidia1)"
+    )
