@@ -149,8 +149,15 @@ class DaemonServices:
         latest = view.latest
         serving = self.serving_document()
         recovery = self.recovery_document()
-        if latest is None:
-            doc: dict[str, Any] = {"overall": "unknown", "cards": [], "checks": []}
+        if view.nvml_down is not None:
+            # Nothing about the cards is known: the nvml check says why and what to do.
+            doc: dict[str, Any] = {
+                "overall": Severity.CRITICAL.value,
+                "cards": [],
+                "checks": [result.as_dict() for result in view.results],
+            }
+        elif latest is None:
+            doc = {"overall": "unknown", "cards": [], "checks": []}
         else:
             doc = rig_document(latest, view.results, view.xids)
             worst = worst_severity(list(view.results))
@@ -167,6 +174,7 @@ class DaemonServices:
             "polls": view.polls,
             "last_poll": iso(latest.taken_at) if latest else None,
             "last_poll_error": view.last_poll_error,
+            "nvml_error": None if view.nvml_down is None else view.nvml_down.message,
             "xid_since_boot": len(view.xids),
             "kernel_records_lost": daemon.follower.lost_records,
         }

@@ -8,7 +8,7 @@ from pathlib import Path
 from daemon.cli.output import Output
 from daemon.cli.render import render_rig
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
-from hwcheck.backend import BackendError
+from hwcheck.backend import BackendError, BackendUnavailable
 from hwcheck.host import HostSources
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.model import Severity
@@ -66,5 +66,7 @@ def run(
                 return _check(out, sim_host, config)
             finally:
                 sim_host.close()
+    except BackendUnavailable as exc:  # NVML down: the reason and what to do, one line
+        out.fail_unknown(f"{exc}. Remedy: {exc.remedy}" if exc.remedy else str(exc))
     except (ConfigError, ScenarioError, BackendError, KernelLogUnavailable) as exc:
         out.fail_unknown(str(exc))

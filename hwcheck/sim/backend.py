@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwcheck.backend import BackendUnavailable
 from hwcheck.model import GpuSnapshot, RigSnapshot
+from hwcheck.nvml_errors import nvml_unavailable
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ class SimulatedBackend:
         with self._lock:
             if self._closed:
                 raise BackendUnavailable("the simulated backend was closed: open a new one")
+        self._raise_if_nvml_down()
+        with self._lock:
             sample = self._samples
             self._samples += 1
         cards = self._read_cards(sample)
@@ -99,6 +102,15 @@ class SimulatedBackend:
             # NVML's version is the CUDA major in front of the driver version.
             nvml_version=f"13.{driver}" if driver else None,
         )
+
+    def _raise_if_nvml_down(self) -> None:
+        """The scenario's NVML outage, raised as the NVML backend would raise it."""
+        host = self._rig.scenario.host
+        if host.nvml_unavailable is None:
+            return
+        if host.nvml_back_after_s is not None and self._rig.uptime_s() >= host.nvml_back_after_s:
+            return
+        raise nvml_unavailable(host.nvml_unavailable, "simulated")
 
     def _read_cards(self, sample: int) -> tuple[GpuSnapshot, ...]:
         """Every card through the timed call; all lost while a slow read is stuck."""

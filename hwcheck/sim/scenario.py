@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from hwcheck.model import NVIDIA_VENDOR_ID, DeviceHolder, GpuSnapshot, PciDevice
+from hwcheck.nvml_errors import NvmlDown
 from hwcheck.sim.fields import (
     CardValue,
     FieldError,
@@ -112,6 +113,10 @@ class HostScenario:
     # The loaded kernel module's version (None: the cards' driver version, as on a
     # consistent host); set it apart from the cards' to simulate a half-done upgrade.
     kernel_module_version: str | None = None
+    # NVML cannot start (as after a kernel upgrade): an ``NvmlDown`` value, from the
+    # simulated boot until ``nvml_back_after_s`` seconds after it (None: never back).
+    nvml_unavailable: NvmlDown | None = None
+    nvml_back_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +418,8 @@ def _build_host(table: dict[str, object]) -> HostScenario:
                 "boot_log",
                 "nvml_delay_s",
                 "kernel_module_version",
+                "nvml_unavailable",
+                "nvml_back_after_s",
             }
         ),
     )
@@ -462,7 +469,22 @@ def _build_host(table: dict[str, object]) -> HostScenario:
             if "kernel_module_version" not in table
             else expect_str("host.kernel_module_version", table["kernel_module_version"])
         ),
+        nvml_unavailable=_nvml_down(table.get("nvml_unavailable")),
+        nvml_back_after_s=_optional_seconds(
+            "host.nvml_back_after_s", table.get("nvml_back_after_s")
+        ),
     )
+
+
+def _nvml_down(value: object | None) -> NvmlDown | None:
+    if value is None:
+        return None
+    text = expect_str("host.nvml_unavailable", value)
+    try:
+        return NvmlDown(text)
+    except ValueError:
+        choices = ", ".join(kind.value for kind in NvmlDown)
+        raise FieldError("host.nvml_unavailable", f"one of {choices}, got {text!r}") from None
 
 
 def _optional_seconds(path: str, value: object | None) -> float | None:
