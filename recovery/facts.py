@@ -11,7 +11,21 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from hwcheck.cuda_probe import CardProbe, ProbeOutcome
 from hwcheck.model import XidAction, XidClass
+
+__all__ = [
+    "CardFault",
+    "CardProbe",
+    "CriticalCheck",
+    "EngineCondition",
+    "EngineExit",
+    "Facts",
+    "PolicySettings",
+    "ProbeOutcome",
+    "Trigger",
+    "XidFact",
+]
 
 
 class Trigger(enum.StrEnum):
@@ -24,15 +38,6 @@ class Trigger(enum.StrEnum):
     START_REQUEST = "start_request"  # a person asked for a start or restart
     AUTOSTART = "autostart"  # fleetd started (or a reboot was detected) with autostart on
     BACKOFF_DUE = "backoff_due"  # the wait before an automatic restart is over
-
-
-class ProbeOutcome(enum.StrEnum):
-    """One card's CUDA probe result; ``unavailable`` (no driver library) is not a failure."""
-
-    OK = "ok"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    UNAVAILABLE = "unavailable"
 
 
 class EngineCondition(enum.StrEnum):
@@ -67,15 +72,6 @@ class CardFault:
     lost: bool = False
     reset_required: bool = False
     recovery_action: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CardProbe:
-    """One card's CUDA probe result; ``error`` is the CUDA error name when it failed."""
-
-    card: int
-    outcome: ProbeOutcome
-    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
