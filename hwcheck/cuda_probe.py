@@ -10,45 +10,18 @@ engine: the caller's job (the recovery executors run it only while the engine is
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+
+from hwcheck.cuda_results import CardProbe, ProbeOutcome
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 20.0
 _TERM_GRACE_S = 2.0
-
-
-class ProbeOutcome(enum.StrEnum):
-    """One card's probe result; ``unavailable`` (no driver library) is not a failure."""
-
-    OK = "ok"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    UNAVAILABLE = "unavailable"
-
-
-@dataclass(frozen=True, slots=True)
-class CardProbe:
-    """One card's result; ``error`` is the CUDA error name (or why it is unavailable)."""
-
-    card: int
-    outcome: ProbeOutcome
-    error: str | None = None
-
-
-class CudaProber(Protocol):
-    """Anything that can probe cards: the real subprocess or a scenario's answers."""
-
-    def probe(self, cards: Sequence[int]) -> tuple[CardProbe, ...]:
-        """Probe ``cards`` (NVML indices); one result per card, in order."""
-        ...
 
 
 class SubprocessCudaProber:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from hwcheck.cuda_probe import CardProbe, ProbeOutcome
+from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import XidAction, XidClass
 
 __all__ = [

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hwcheck.cuda_probe import CardProbe, ProbeOutcome, SubprocessCudaProber, parse_probe_output
+from hwcheck.cuda_probe import SubprocessCudaProber, parse_probe_output
+from hwcheck.cuda_results import CardProbe, ProbeOutcome
 
 SOURCE = Path(__file__).with_name("fake_libcuda.c")
 
