@@ -47,6 +47,10 @@ class EngineControl(Protocol):
         """The spec the daemon would launch and its diff to the last ready launch."""
         ...
 
+    def engine_pids(self) -> set[int]:
+        """The engine's process tree (its GPU workers, or a container's processes)."""
+        ...
+
     def close(self, stop_engine: bool) -> None:
         """Stop supervising; stop the engine only when asked."""
         ...
@@ -189,9 +193,14 @@ class DaemonServices:
             "pid": os.getpid(),
             "started_at": iso(self._started_at),
             # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine tree).
-            "gpu_pids": sorted(daemon.own_gpu_pids()),
+            "gpu_pids": sorted(self.own_gpu_pids()),
         }
         return doc
+
+    def own_gpu_pids(self) -> set[int]:
+        """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine tree."""
+        engine_pids = self._engine.engine_pids() if self._engine is not None else set()
+        return {os.getpid(), *engine_pids}
 
     def list_events(
         self, since: datetime | None, kind: str | None, limit: int, card: int | None

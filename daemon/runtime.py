@@ -126,15 +126,6 @@ class Daemon:
                 return card.index
         return None
 
-    def own_gpu_pids(self) -> set[int]:
-        """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine tree.
-
-        The engine's tree is its process and every descendant: its GPU workers, or a
-        container's processes under the container's init pid.
-        """
-        engine_pids = self.engine.engine_pids() if self.engine is not None else set()
-        return {os.getpid(), *engine_pids}
-
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
         """Read the cards, store the samples, run the checks, record transitions."""
@@ -165,7 +156,7 @@ class Daemon:
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
             self._pci_devices = self.host.pci_devices()
             self._kernel_module_version = self.host.kernel_module_version()
-            own_pids = self.own_gpu_pids()
+            own_pids = self.services.own_gpu_pids()
             self._holders = [h for h in self.host.device_holders() if h.pid not in own_pids]
             self._holders_at_s = now_s
         results = run_checks(
@@ -412,8 +403,6 @@ class Daemon:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
 
 
