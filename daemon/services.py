@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hwcheck.backend import BackendError
-from hwcheck.model import Severity, worst_severity
+from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.report import rig_document
 from web.services import ServiceError, SimulationControl
 
@@ -49,7 +49,6 @@ class EngineControl(Protocol):
 
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
-EVENT_KINDS = ("xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch")
 ADVICE_REBOOT = (
     "stop the engine cleanly (fleetctl stop), then reboot the host (sudo systemctl reboot). "
     "Never reload nvidia_uvm or kill -9 GPU workers."
@@ -177,8 +176,8 @@ class DaemonServices:
         self, since: datetime | None, kind: str | None, limit: int, card: int | None
     ) -> list[dict[str, Any]]:
         """Events newest first in CONTRACT's shape (plus ``acked``/``details``)."""
-        if kind is not None and kind not in EVENT_KINDS:
-            raise ServiceError(400, f"unknown event kind {kind!r}: one of {', '.join(EVENT_KINDS)}")
+        if kind is not None and kind not in set(EventKind):
+            raise ServiceError(400, f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=UTC)  # a time without an offset is read as UTC
         rows = self._daemon.store.list_events(since=since, kind=kind, limit=limit, card=card)

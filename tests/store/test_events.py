@@ -8,10 +8,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy import text
 
-from daemon.store import EventKind, Store, StoreError, StoreInputError, XidRecord
+from daemon.store import Store, StoreError, StoreInputError, XidRecord
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.records import KernelLogCursor
-from hwcheck.model import CheckResult, ClassifiedXid, Severity, XidEvent
+from hwcheck.model import CheckResult, ClassifiedXid, EventKind, Severity, XidEvent
 from tests.store.conftest import at, card, poll
 
 
@@ -39,8 +39,8 @@ def test_events_round_trip_newest_first(store: Store) -> None:
     assert top.ts == at(20)
     assert top.ts.tzinfo is not None
     assert top.ts.utcoffset() == timedelta(0)
-    assert top.as_dict()["ts"] == "2025-03-01T12:00:20+00:00"
-    assert {"id", "ts", "kind", "card", "xid", "severity", "message"} <= top.as_dict().keys()
+    assert top.to_dict()["ts"] == "2025-03-01T12:00:20+00:00"
+    assert {"id", "ts", "kind", "card", "xid", "severity", "message"} <= top.to_dict().keys()
 
 
 def test_list_events_filters(store: Store) -> None:

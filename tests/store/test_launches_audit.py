@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.store import Store, mask_argv, mask_env
+from daemon.store import Store
+from serving.masking import mask_argv, mask_env
 from tests.store.conftest import at
 
 ARGV = [
