@@ -25,6 +25,7 @@ from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.scenario import EngineScenario
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.container_launcher import ContainerLauncher
+from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.launchers import Launcher
 from serving.lint import lint_recipe
 from serving.logcapture import LogCapture, LogSubscription
@@ -42,7 +43,6 @@ from serving.states import (
     SupervisorSettings,
 )
 from serving.supervisor import Supervisor
-from web.services import ServiceError
 
 log = logging.getLogger("fleetd.engine")
 
@@ -371,11 +371,9 @@ class EngineService:
         except StartRefused as exc:
             self._store.audit("operator", f"engine_{action}", "refused", reason=str(exc))
             first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
-            raise ServiceError(
-                409, "; ".join(r.message for r in exc.refusals), first.code
-            ) from None
+            raise Refused("; ".join(r.message for r in exc.refusals), first.code) from None
         except SupervisorClosed:
-            raise ServiceError(503, "fleetd is shutting down", "closed") from None
+            raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:
             return {
                 "action": action,
@@ -383,7 +381,7 @@ class EngineService:
                 "in_progress": True,
                 "serving": self.status_document(),
             }
-        raise ServiceError(404, f"unknown action {action!r}", "not_found")
+        raise NotFound(f"unknown action {action!r}")
 
     def _restart(self) -> None:
         try:
@@ -433,9 +431,7 @@ class EngineService:
         """
         # Checked here, before any byte is sent, so a refusal is a clean HTTP 429.
         if not self._followers.acquire(blocking=False):
-            raise ServiceError(
-                429, f"{MAX_FOLLOWERS} log followers already; try again later", "busy"
-            )
+            raise Busy(f"{MAX_FOLLOWERS} log followers already; try again later")
         capture = self.supervisor.log_capture
         return self._follow(capture, capture.subscribe(backlog=backlog), idle_s)
 
