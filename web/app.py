@@ -2,8 +2,8 @@
 
 Reads come from the daemon's in-memory state (never a live NVML call in a request), so
 a slow GPU cannot stall the API. Every POST needs ``Authorization: Bearer <token>`` (401
-without, 403 with a wrong one); on a non-loopback listener every endpoint but
-``/healthz`` does.
+without, 403 with a wrong one), and so does the engine log (it can hold users' prompts:
+not for every local user); on a non-loopback listener every endpoint but ``/healthz`` does.
 """
 
 from __future__ import annotations
@@ -120,12 +120,12 @@ def create_app(services: WebServices) -> FastAPI:
         """Start, stop or restart the engine."""
         return services.serving_action(action)
 
-    @app.get("/api/v1/serving/logs")
+    @app.get("/api/v1/serving/logs", dependencies=[Depends(require_token)])
     def serving_logs(lines: Annotated[int, Query(ge=0, le=100000)] = 200) -> dict[str, Any]:
         """The engine log's last lines."""
         return {"lines": services.serving_logs(lines)}
 
-    @app.get("/api/v1/serving/logs/follow")
+    @app.get("/api/v1/serving/logs/follow", dependencies=[Depends(require_token)])
     def serving_logs_follow(
         lines: Annotated[int, Query(ge=0, le=100000)] = 50,
     ) -> StreamingResponse:
