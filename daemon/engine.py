@@ -29,7 +29,7 @@ from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.launchers import Launcher
 from serving.lint import lint_recipe
 from serving.logcapture import LogCapture, LogSubscription
-from serving.masking import mask_argv, mask_env
+from serving.masking import mask_argv, mask_spec
 from serving.ports import free_port, port_in_use
 from serving.process_launcher import ProcessLauncher
 from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
@@ -289,7 +289,7 @@ class EngineService:
         environment, so ``recipe show --diff`` stays right after a fleetd restart.
         """
         for row in self._store.list_launches(limit=20):
-            if row.ended_at is None and tuple(row.argv) == tuple(argv):
+            if row.ended_at is None and tuple(row.argv) == tuple(mask_argv(argv)):
                 return row.id
         return None
 
@@ -391,11 +391,8 @@ class EngineService:
 
     def recipe_document(self) -> dict[str, Any]:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        built = build_launch(self.recipe, port=self._engine_port())
         # Served over the API and compared with stored launches: both masked alike.
-        spec = dataclasses.replace(
-            built, argv=tuple(mask_argv(built.argv)), env=mask_env(built.env)
-        )
+        spec = mask_spec(build_launch(self.recipe, port=self._engine_port()))
         last = self._store.last_ready_launch()
         document: dict[str, Any] = {"spec": spec_to_dict(spec), "text": show_text(spec)}
         if last is None:

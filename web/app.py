@@ -2,9 +2,10 @@
 
 Reads come from the daemon's in-memory state (never a live NVML call in a request), so
 a slow GPU cannot stall the API. Every POST needs ``Authorization: Bearer <token>`` (401
-without, 403 with a wrong one); on a non-loopback listener every endpoint but
-``/healthz`` does. Every route declares its response model (``web.models``), so
-``/openapi.json`` documents every body; request bodies are capped (``web.limits``).
+without, 403 with a wrong one), and so does the engine log (it can hold users' prompts:
+not for every local user); on a non-loopback listener every endpoint but ``/healthz`` does.
+Every route declares its response model (``web.models``), so ``/openapi.json`` documents
+every body; request bodies are capped (``web.limits``).
 """
 
 from __future__ import annotations
@@ -166,13 +167,16 @@ def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> F
         """Start, stop or restart the engine (409 with the reason and its code when refused)."""
         return services.serving_action(action)
 
-    @app.get("/api/v1/serving/logs", response_model=LogsDocument)
+    @app.get(
+        "/api/v1/serving/logs", dependencies=[Depends(require_token)], response_model=LogsDocument
+    )
     def serving_logs(lines: Annotated[int, Query(ge=0, le=100000)] = 200) -> dict[str, Any]:
         """The engine log's last lines."""
         return {"lines": services.serving_logs(lines)}
 
     @app.get(
         "/api/v1/serving/logs/follow",
+        dependencies=[Depends(require_token)],
         response_class=StreamingResponse,
         responses={
             200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
