@@ -234,7 +234,7 @@ class Severity(enum.StrEnum):
 
 
 class EventKind(enum.StrEnum):
-    """What a stored event is about (the API's and ``fleetctl events --kind``'s values)."""
+    """What a stored event is about: the values of the events API and fleetctl events --kind."""
 
     XID = "xid"
     CHECK = "check"
