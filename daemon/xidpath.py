@@ -15,11 +15,12 @@ from dataclasses import replace
 
 from daemon.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.checks.xid import xid_severity
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
-from hwcheck.model import ClassifiedXid, XidClass
+from hwcheck.model import ClassifiedXid
 
 log = logging.getLogger("fleetd.xid")
 
@@ -72,7 +73,7 @@ class XidPath:
         cursor = None
         if record.boot_id is not None and record.seq is not None:
             cursor = KernelLogCursor(boot_id=record.boot_id, last_seq=record.seq)
-        severity = "critical" if item.info.xid_class is XidClass.HARDWARE else "warning"
+        severity = xid_severity(item).value  # the xid check's own rule, so both agree
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
         message = f"Xid {item.event.xid} on {where}: {item.info.explanation}"
         is_new = self._store.record_xid_and_cursor(
