@@ -31,6 +31,24 @@ def checks_of(daemon: Fleetd, check_id: str) -> list[dict[str, object]]:
     return [c for c in daemon.get("/api/v1/status").json()["checks"] if c["id"] == check_id]
 
 
+def test_first_start_records_the_boot_logs_xid_and_does_not_autostart(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    healthy = (SCENARIOS / "healthy.toml").read_text()
+    assert "boot_log = [" in healthy, "the healthy scenario changed shape"
+    scenario = tmp_path / "boot-xid31.toml"
+    scenario.write_text(healthy.replace("boot_log = [", f'boot_log = [\n    "{BOOT_XID}",', 1))
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario))
+    daemons.append(daemon)
+    # Recorded before READY=1: the first status already counts it.
+    events = xid_events(daemon)
+    assert [(e["card"], e["xid"], e["severity"]) for e in events] == [(1, 31, "critical")]
+    status = daemon.get("/api/v1/status").json()
+    assert status["overall"] == "critical"
+    assert status["serving"]["state"] not in {"starting", "ready"}
+    assert "xid_since_boot is critical" in daemon.log()
+
+
 def test_event_severity_is_the_checks_severity(tmp_path: Path, daemons: list[Fleetd]) -> None:
     config = tmp_path / "fleet.toml"
     # Xid 13 is application-class; a person classes it as needing a reboot on this rig.
