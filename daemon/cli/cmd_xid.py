@@ -53,8 +53,12 @@ def scan(out: Output, file: str, config: Path | None) -> int:
     try:
         if file != "-" and Path(file).is_char_device():
             # /dev/kmsg never ends: read what the kernel holds now, without blocking.
+            # As on the live path, only the kernel's own records: a saved log is read as
+            # given, but here the facility says who wrote each record.
             records = read_kmsg_history(file, boot_id=read_boot_id())
-            lines = "".join((r.raw or r.text).split("\n", 1)[0] + "\n" for r in records)
+            lines = "".join(
+                (r.raw or r.text).split("\n", 1)[0] + "\n" for r in records if not r.from_user_space
+            )
             found = scan_document(io.StringIO(lines), catalogue)
         elif file == "-":
             stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
