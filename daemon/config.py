@@ -93,6 +93,9 @@ class PollSettings(_Section):
     rollup_interval_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     kernel_log: Literal["auto", "kmsg", "journal", "file"] = "auto"
     kernel_log_file: str | None = None
+    # A kernel-log follower down this long stops the watchdog pings (systemd restarts
+    # fleetd); 0 never does.
+    kernel_log_down_watchdog_s: Annotated[float, Field(ge=0, le=86400)] = 300.0
 
 
 class ServingSettings(_Section):

@@ -62,6 +62,12 @@ class RigMonitor:
             self._attempt_s = self._last_poll_s
             self._last_error = None
 
+    def put_result(self, result: CheckResult) -> None:
+        """Replace one result between polls (the kernel-log follower's, the moment it changes)."""
+        with self._lock:
+            kept = [r for r in self._results if (r.id, r.card) != (result.id, result.card)]
+            self._results = (*kept, result)
+
     def poll_failed(self, error: str) -> None:
         """Record that a poll attempt failed (the next one still runs)."""
         with self._lock:

@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from hwcheck.kernellog.kmsg import KmsgSource
 from hwcheck.kernellog.parser import parse_xid
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.model import ClassifiedXid
+from tests.kernellog.scripted import ScriptedKernel
 from tests.support.external import require_program, require_root
 
 KMSG = "/dev/kmsg"
@@ -214,25 +214,6 @@ def test_missing_device_is_a_clear_error(tmp_path: Path) -> None:
 
 
 # --- the kernel's read, scripted ---------------------------------------------------------
-
-
-class ScriptedKernel:
-    """Stands in for read(2) on /dev/kmsg: returns records, raises EPIPE/EAGAIN/EIO."""
-
-    def __init__(self, steps: Iterable[bytes | OSError]) -> None:
-        self.steps: deque[bytes | OSError] = deque(steps)
-
-    def add(self, *steps: bytes | OSError) -> None:
-        self.steps.extend(steps)
-
-    def __call__(self, fd: int) -> bytes:
-        assert fd >= 0
-        if not self.steps:
-            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
-        step = self.steps.popleft()
-        if isinstance(step, OSError):
-            raise step
-        return step
 
 
 def rec(seq: int, text: str = "r") -> bytes:
