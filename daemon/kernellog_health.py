@@ -21,6 +21,9 @@ from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "kernel_log"
 EVENT_KIND = "daemon"
+# Events waiting for the store: a follower flapping while the store is down must not grow
+# memory without bound; the oldest are dropped first (the check still says what is wrong).
+MAX_PENDING_EVENTS = 100
 REMEDY_DOWN = (
     "fleetd retries on its own from where it stopped; if it stays down, fix the error "
     "(disk full, database locked, journalctl missing) or restart fleetd"
@@ -81,7 +84,7 @@ class FollowerHealth:
                 self._down = BlindSpell(self._down.since, self._down.since_monotonic_s, error)
                 return False
             self._down = BlindSpell(self._wall_clock(), self._clock(), error)
-            self._pending.append(
+            self._queue(
                 PendingEvent(
                     "warning",
                     f"kernel-log follower down: {error}; Xids are not seen until it is back",
@@ -105,7 +108,7 @@ class FollowerHealth:
                 self._clock() - spell.since_monotonic_s,
             )
             self._last_spell = ended
-            self._pending.append(
+            self._queue(
                 PendingEvent(
                     "info",
                     f"kernel-log follower back after {ended.blind_s:.0f} s: the rig was blind "
@@ -119,6 +122,11 @@ class FollowerHealth:
                 )
             )
             return ended
+
+    def _queue(self, event: PendingEvent) -> None:
+        """Queue ``event`` (lock held), dropping the oldest beyond MAX_PENDING_EVENTS."""
+        self._pending.append(event)
+        del self._pending[:-MAX_PENDING_EVENTS]
 
     def set_lost_records(self, lost: int) -> None:
         """Kernel records overwritten before they were read (this boot)."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from daemon.kernellog_health import MAX_PENDING_EVENTS, FollowerHealth, PendingEvent
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from daemon.xidpath import FollowerThread, XidPath, journal_key
@@ -171,3 +172,26 @@ def test_records_lost_to_an_overrun_make_the_check_a_warning(tmp_path: Path) -> 
     finally:
         follower.stop()
         store.close()
+
+
+def test_a_flapping_follower_queues_a_bounded_number_of_events() -> None:
+    health = FollowerHealth()
+    for attempt in range(120):
+        assert health.went_down(f"journalctl exited ({attempt})")
+        assert not health.went_down("again"), "still down: not a new spell"
+        assert health.came_back("journal") is not None
+    failing: list[str] = []
+
+    def store_down(event: PendingEvent) -> None:
+        failing.append(event.message)
+        raise OSError("disk full")
+
+    health.flush_events(store_down)
+    assert len(failing) == 1, "the first failure stops the flush; the events stay queued"
+    stored: list[PendingEvent] = []
+    health.flush_events(stored.append)
+    assert len(stored) == MAX_PENDING_EVENTS
+    assert stored[-1].message.startswith("kernel-log follower back after ")
+    assert stored[0].details["error"] == "journalctl exited (70)"
+    health.flush_events(stored.append)
+    assert len(stored) == MAX_PENDING_EVENTS
