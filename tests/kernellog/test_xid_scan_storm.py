@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -31,17 +30,35 @@ def storm_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# A small parent for fleetctl: a child's peak RSS includes its parent's at fork time (the
+# kernel keeps the high-water mark across exec), so pytest's own memory must not be its parent.
+MEASURE = """
+import os, subprocess, sys
+out, err, *argv = sys.argv[1:]
+with open(out, "wb") as sink, open(err, "wb") as errors:
+    child = subprocess.Popen(argv, stdout=sink, stderr=errors)
+    _, status, usage = os.wait4(child.pid, 0)
+child.returncode = os.waitstatus_to_exitcode(status)
+print(child.returncode, usage.ru_maxrss)
+"""
+
+
 def scan(path: Path, *extra: str) -> tuple[str, float]:
     """Run ``fleetctl xid scan PATH`` to a file; its stdout and peak RSS in MB."""
     out = path.with_suffix(f".out{len(extra)}")
     err = path.with_suffix(f".err{len(extra)}")
     argv = [sys.executable, "-m", "daemon.fleetctl", "xid", "scan", str(path), *extra]
-    with out.open("wb") as sink, err.open("wb") as errors:
-        child = subprocess.Popen(argv, stdout=sink, stderr=errors, cwd=REPO_ROOT)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak RSS
-    child.returncode = os.waitstatus_to_exitcode(status)
-    assert child.returncode == 0, err.read_text()
-    return out.read_text(encoding="utf-8"), usage.ru_maxrss / 1024
+    measured = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(out), str(err), *argv],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    code, peak_kib = (int(word) for word in measured.stdout.split())
+    assert code == 0, err.read_text()
+    return out.read_text(encoding="utf-8"), peak_kib / 1024
 
 
 def test_human_view_leads_with_the_summary_and_lists_every_line(storm_log: Path) -> None:
