@@ -18,7 +18,7 @@ from daemon.monitor import RigMonitor
 from daemon.store import Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.model import Severity, worst_severity
+from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.services import SimulationControl
@@ -54,7 +54,6 @@ class EngineControl(Protocol):
 
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
-EVENT_KINDS = ("xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch")
 ADVICE_REBOOT = (
     "stop the engine cleanly (fleetctl stop), then reboot the host (sudo systemctl reboot). "
     "Never reload nvidia_uvm or kill -9 GPU workers."
@@ -184,8 +183,8 @@ class DaemonServices:
         self, since: datetime | None, kind: str | None, limit: int, card: int | None
     ) -> list[dict[str, Any]]:
         """Events newest first in CONTRACT's shape (plus ``acked``/``details``)."""
-        if kind is not None and kind not in EVENT_KINDS:
-            raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EVENT_KINDS)}")
+        if kind is not None and kind not in set(EventKind):
+            raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=UTC)  # a time without an offset is read as UTC
         rows = self._store.list_events(since=since, kind=kind, limit=limit, card=card)

@@ -21,7 +21,7 @@ from daemon.config import Settings
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.host import HostSources
-from hwcheck.model import CheckResult, Severity
+from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.scenario import EngineScenario
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.container_launcher import ContainerLauncher
@@ -221,14 +221,16 @@ class EngineService:
             log.exception("could not record a serving event")
 
     def _record(self, event: ServingEvent) -> None:
-        severity = {"ok": "info"}.get(str(event.severity), str(event.severity))
+        severity = event.severity.as_event()
         log.log(
-            logging.WARNING if severity in {"warning", "critical"} else logging.INFO,
+            logging.WARNING if severity.rank > Severity.OK.rank else logging.INFO,
             "engine %s: %s",
             event.state,
             event.message,
         )
-        self._store.record_event("serving", severity, event.message, details=event.as_dict())
+        self._store.record_event(
+            EventKind.SERVING, severity, event.message, details=event.as_dict()
+        )
         if event.kind == "state":
             self._store.set_serving_state(
                 {"state": str(event.state), "reason": self.supervisor.status().reason}

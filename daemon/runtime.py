@@ -33,7 +33,7 @@ from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.host import HostSources
-from hwcheck.model import DeviceHolder, PciDevice, worst_severity
+from hwcheck.model import DeviceHolder, EventKind, PciDevice, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from serving.recipe import Recipe
 from web.app import create_app
@@ -224,7 +224,7 @@ class Daemon:
             self.monitor.view().boot_id,
             self.store.xids_for_boot(self.monitor.view().boot_id, self.catalogue),
         )
-        self.store.record_event("daemon", "info", f"fleetd started (pid {_pid()})")
+        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd started (pid {_pid()})")
         try:
             self.poll()
         except Exception as exc:  # the daemon still runs and reports why (3 a.m. rule)
@@ -367,7 +367,7 @@ class Daemon:
             self._server.should_exit = True
         if self._server_thread is not None:
             self._server_thread.join(10)
-        self.store.record_event("daemon", "info", f"fleetd stopped (pid {_pid()})")
+        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})")
         self.store.close()
         self.host.close()
         self.notifier.close()
