@@ -47,6 +47,10 @@ class EngineControl(Protocol):
         """The spec the daemon would launch and its diff to the last ready launch."""
         ...
 
+    def engine_pids(self) -> set[int]:
+        """The engine's process tree (its GPU workers, or a container's processes)."""
+        ...
+
     def close(self, stop_engine: bool) -> None:
         """Stop supervising; stop the engine only when asked."""
         ...
@@ -155,8 +159,15 @@ class DaemonServices:
         latest = view.latest
         serving = self.serving_document()
         recovery = self.recovery_document()
-        if latest is None:
-            doc: dict[str, Any] = {"overall": "unknown", "cards": [], "checks": []}
+        if view.nvml_down is not None:
+            # Nothing about the cards is known: the nvml check says why and what to do.
+            doc: dict[str, Any] = {
+                "overall": Severity.CRITICAL.value,
+                "cards": [],
+                "checks": [result.as_dict() for result in view.results],
+            }
+        elif latest is None:
+            doc = {"overall": "unknown", "cards": [], "checks": []}
         else:
             doc = rig_document(latest, view.results, view.xids)
             worst = worst_severity(list(view.results))
@@ -173,11 +184,22 @@ class DaemonServices:
             "polls": view.polls,
             "last_poll": iso(latest.taken_at) if latest else None,
             "last_poll_error": view.last_poll_error,
+            "nvml_error": None if view.nvml_down is None else view.nvml_down.message,
             "xid_since_boot": len(view.xids),
             "kernel_records_lost": self._follower.lost_records,
         }
-        doc["daemon"] = {"pid": os.getpid(), "started_at": iso(self._started_at)}
+        doc["daemon"] = {
+            "pid": os.getpid(),
+            "started_at": iso(self._started_at),
+            # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine tree).
+            "gpu_pids": sorted(self.own_gpu_pids()),
+        }
         return doc
+
+    def own_gpu_pids(self) -> set[int]:
+        """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine tree."""
+        engine_pids = self._engine.engine_pids() if self._engine is not None else set()
+        return {os.getpid(), *engine_pids}
 
     def list_events(
         self, since: datetime | None, kind: str | None, limit: int, card: int | None

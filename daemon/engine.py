@@ -20,6 +20,7 @@ import psutil
 from daemon.config import Settings
 from daemon.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.checks.foreign import is_allowed
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.scenario import EngineScenario
@@ -204,7 +205,12 @@ class EngineService:
             refusals.append(
                 Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
             )
-        holders = [h for h in self._host.device_holders() if h.pid not in self.engine_pids()]
+        allowed = self._settings.rig.allowed_gpu_processes
+        holders = [
+            h
+            for h in self._host.device_holders()
+            if h.pid not in self.engine_pids() and not is_allowed(h, allowed)
+        ]
         if holders:
             names = ", ".join(f"{h.name} (pid {h.pid}) on {h.device}" for h in holders[:5])
             refusals.append(

@@ -234,7 +234,7 @@ class Severity(enum.StrEnum):
 
 
 class EventKind(enum.StrEnum):
-    """What a stored event is about (the API's and ``fleetctl events --kind``'s values)."""
+    """What a stored event is about: the values of the events API and fleetctl events --kind."""
 
     XID = "xid"
     CHECK = "check"
@@ -296,6 +296,8 @@ class RigProfile:
     memory_temperature_crit_c: float = 95.0
     brake_sustained_samples: int = 3
     require_persistence_mode: bool = True
+    driver_version: str | None = None  # the driver this rig is pinned to (None: any)
+    allowed_gpu_processes: tuple[str, ...] = ()  # holder names never foreign (globs)
     pcie_baseline: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from daemon.store import keyvalue as kv
+from daemon.store import keyvalue
 from daemon.store.db import (
     US_PER_MINUTE,
     Database,
@@ -181,7 +181,7 @@ def _roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int |
     """Roll every complete minute not yet rolled; (minutes, rows, watermark)."""
     with unit() as session:
         card_ids = _card_ids(session)
-        stored = kv.get_value(session, kv.ROLLUP_WATERMARK)
+        stored = keyvalue.get_value(session, keyvalue.ROLLUP_WATERMARK)
         watermark = None if stored is None else int(stored)
         if watermark is None:
             first = _next_sample_us(session, card_ids, 0)
@@ -192,7 +192,7 @@ def _roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int |
     while watermark < complete_before_us:
         chunk_end = min(watermark + ROLLUP_CHUNK_MINUTES * US_PER_MINUTE, complete_before_us)
         with unit() as session:
-            kv.lock_key(session, kv.ROLLUP_WATERMARK)
+            keyvalue.lock_key(session, keyvalue.ROLLUP_WATERMARK)
             written = _roll_chunk(session, card_ids, watermark, chunk_end)
             next_us = chunk_end
             if written == 0:  # a gap (daemon was down): jump to the next sample
@@ -202,7 +202,7 @@ def _roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int |
                     if found is None
                     else max(chunk_end, min(floor_minute_us(found), complete_before_us))
                 )
-            kv.set_value(session, kv.ROLLUP_WATERMARK, next_us)
+            keyvalue.set_value(session, keyvalue.ROLLUP_WATERMARK, next_us)
         minutes += (chunk_end - watermark) // US_PER_MINUTE
         rows += written
         watermark = next_us
@@ -306,7 +306,7 @@ def _minute_points(
     """Stored rollups up to the watermark, then minutes aggregated from raw on the fly."""
     since_us = floor_minute_us(to_epoch_us(since))
     until_us = to_epoch_us(until)
-    stored = kv.get_value(session, kv.ROLLUP_WATERMARK)
+    stored = keyvalue.get_value(session, keyvalue.ROLLUP_WATERMARK)
     watermark_us = since_us if stored is None else max(since_us, min(int(stored), until_us))
     stat_names = [f"{metric}_{stat}" for metric in METRICS for stat in ("min", "avg", "max")]
     rolled = session.execute(

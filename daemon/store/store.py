@@ -5,6 +5,8 @@ The class only composes: each query module adds its methods as a mixin over
 written once, in the module of the record it reads or writes. Methods that must be
 atomic together (an Xid and the kernel-log cursor past it; check states and their
 transition events; clearing the latch and its event) are single methods for that reason.
+The functions that take a ``Session`` (``events.insert_event``, ``keyvalue.set_value``...)
+are how store modules share one transaction; everything outside the store uses ``Store``.
 """
 
 from __future__ import annotations
