@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hwcheck.model import CheckResult, Severity
+from hwcheck.model import CheckResult, EventKind, Severity
 
 CHECK_ID = "kernel_log"
-EVENT_KIND = "daemon"
+EVENT_KIND = EventKind.DAEMON
 # Events waiting for the store: a follower flapping while the store is down must not grow
 # memory without bound; the oldest are dropped first (the check still says what is wrong).
 MAX_PENDING_EVENTS = 100
@@ -52,7 +52,7 @@ class BlindSpell:
 class PendingEvent:
     """An event to store once the store answers."""
 
-    severity: str
+    severity: Severity
     message: str
     ts: datetime
     details: dict[str, Any]
@@ -86,7 +86,7 @@ class FollowerHealth:
             self._down = BlindSpell(self._wall_clock(), self._clock(), error)
             self._queue(
                 PendingEvent(
-                    "warning",
+                    Severity.WARNING,
                     f"kernel-log follower down: {error}; Xids are not seen until it is back",
                     self._down.since,
                     {"check": CHECK_ID, "error": error},
@@ -110,7 +110,7 @@ class FollowerHealth:
             self._last_spell = ended
             self._queue(
                 PendingEvent(
-                    "info",
+                    Severity.INFO,
                     f"kernel-log follower back after {ended.blind_s:.0f} s: the rig was blind "
                     f"to Xids since {ended.clock()}; the missed records were read from the cursor",
                     self._wall_clock(),
