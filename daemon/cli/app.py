@@ -16,11 +16,13 @@ from daemon.cli import cmd_check, cmd_daemon, cmd_init, cmd_serving, cmd_xid
 from daemon.cli.client import ClientError, FleetClient, find_token
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
 from daemon.cli.output import Output
+from daemon.cli.pipes import PipeSafeGroup
 from daemon.config import DEFAULT_CONFIG_PATH
 
 DEFAULT_URL = "http://127.0.0.1:8170"
 
 app = typer.Typer(
+    cls=PipeSafeGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Control and inspect a cmpfleet rig (CMP 170HX inference rig supervisor).",
