@@ -20,6 +20,9 @@ from daemon.cli.pipes import PipeSafeGroup
 from daemon.config import DEFAULT_CONFIG_PATH
 
 DEFAULT_URL = "http://127.0.0.1:8170"
+# Plain click help: typer's rich help labels every flag "<bool>" (newer typer), as if
+# ``--json`` took a value; the plain layout shows types only where a value is expected.
+HELP_MARKUP = None
 
 app = typer.Typer(
     cls=PipeSafeGroup,
@@ -27,12 +30,15 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Control and inspect a cmpfleet rig (CMP 170HX inference rig supervisor).",
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
-xid_app = typer.Typer(no_args_is_help=True, help="Kernel-log Xid tools.")
+xid_app = typer.Typer(
+    no_args_is_help=True, help="Kernel-log Xid tools.", rich_markup_mode=HELP_MARKUP
+)
 app.add_typer(xid_app, name="xid")
-caps_app = typer.Typer(no_args_is_help=True, help="Power caps.")
+caps_app = typer.Typer(no_args_is_help=True, help="Power caps.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(caps_app, name="caps")
-recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.")
+recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(recipe_app, name="recipe")
 
 

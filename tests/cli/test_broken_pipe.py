@@ -15,28 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import EXIT_OUTPUT_CLOSED, fleetctl_into_closed_pipe, run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all
 
-EXIT_OUTPUT_CLOSED = 141  # what a shell shows for a process killed by SIGPIPE
 XID_LINES = 3_000  # several times what a 64 KiB pipe holds
-
-
-def fleetctl_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
-    """fleetctl with stdout a pipe nobody reads any more; stderr captured."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "daemon.fleetctl", *args],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
 
 
 def fleetctl_into_head(*args: str) -> tuple[int, str, str]:
