@@ -70,7 +70,9 @@ class GlobalOptions:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    url: Annotated[str, typer.Option("--url", help="fleetd's URL.")] = DEFAULT_URL,
+    url: Annotated[
+        str, typer.Option("--url", envvar="FLEETCTL_URL", help="fleetd's URL ($FLEETCTL_URL).")
+    ] = DEFAULT_URL,
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="File holding the API token.")
     ] = None,
