@@ -91,9 +91,10 @@ def test_daemon_commands_into_a_closed_pipe(
     fleetd: Fleetd, command: list[str], json_flag: list[str]
 ) -> None:
     argv = ["--url", fleetd.url, *command, *json_flag]
-    shown = run_fleetctl(*argv)
+    env = {"CMPFLEET_STATE_DIR": str(fleetd.state_dir)}  # the token (the engine log needs it)
+    shown = run_fleetctl(*argv, env=env)
     assert shown.stdout.strip(), f"{command} printed nothing to lose: {shown.stderr}"
-    assert_quiet_exit(fleetctl_into_closed_pipe(*argv))
+    assert_quiet_exit(fleetctl_into_closed_pipe(*argv, env=env))
 
 
 def test_errors_still_reach_stderr_when_stdout_is_closed() -> None:

@@ -24,7 +24,9 @@ def run_fleetctl(
     )
 
 
-def fleetctl_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+def fleetctl_into_closed_pipe(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """fleetctl with stdout a pipe nobody reads any more; stderr captured."""
     read_end, write_end = os.pipe()
     os.close(read_end)
@@ -36,6 +38,7 @@ def fleetctl_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
             text=True,
             timeout=120,
             check=False,
+            env={**os.environ, **(env or {})},
         )
     finally:
         os.close(write_end)
