@@ -156,8 +156,7 @@ class StoreSettings(_Section):
         """
         if value is None:
             return value
-        from daemon.store import StoreError
-        from daemon.store.engine import build_engines
+        from daemon.store.db import StoreError, build_engines
 
         try:
             build_engines(value).read.dispose()  # parses, loads the dialect; connects lazily
@@ -233,7 +232,7 @@ def _one_line(source: str, exc: ValidationError) -> str:
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     got = err.get("input")
     if key.endswith("url") and isinstance(got, str):
-        from daemon.store.errors import mask_url
+        from daemon.store.db import mask_url
 
         got = mask_url(got)  # a database or webhook URL may carry a password
     shown = "" if isinstance(got, dict | list) or repr(got) in err["msg"] else f" (got {got!r})"
