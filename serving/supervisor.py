@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue
 import shlex
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import psutil
 
+from hwcheck.atomic import atomic_write
 from hwcheck.model import Severity
 from serving.classify import CrashClass, explain_exit, split_returncode
 from serving.engine_record import EngineRecord, RecordError, spec_hash
@@ -1020,10 +1020,8 @@ class Supervisor:
     def _save_restarts(self) -> None:
         path = self._state_file()
         try:
-            self._state_dir.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}")
-            temporary.write_text(json.dumps({"restarts": self._restarts}), encoding="utf-8")
-            os.replace(temporary, path)
+            self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            atomic_write(path, json.dumps({"restarts": self._restarts}))
         except OSError:
             _LOG.exception("cannot save the restart count to %s", path)
 
