@@ -157,7 +157,7 @@ class Daemon:
         results = run_checks(
             CheckInput(
                 samples=window,
-                profile=self.settings.rig.profile(),
+                profile=self.settings.rig,
                 pci_devices=self._pci_devices,
                 xids=self.monitor.xids(),
                 holders=self._holders,
