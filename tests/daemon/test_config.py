@@ -10,7 +10,7 @@ import pytest
 from daemon.config import ConfigError, Settings, load_settings
 from tests.support.fleetd import run_fleetd
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "daemon" / "examples" / "fleet.toml"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -57,7 +57,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
             shown = info.alias or key
             if not re.search(rf"^#?\s*{re.escape(shown)}\s*=", text, re.MULTILINE):
                 missing.append(f"{model.__name__}.{shown}")
-    assert not missing, f"examples/fleet.toml does not document: {missing}"
+    assert not missing, f"daemon/examples/fleet.toml does not document: {missing}"
     for needle in ("[[alerts.webhooks]]", "[xid.31]", "[serving.recipe]", "[rig.pcie_baseline]"):
         assert needle in text
 
