@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hwcheck.kernellog.catalogue import XidCatalogue, parse_overrides
+from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
 
 DEFAULT_CONFIG_PATH = Path("/etc/cmpfleet/fleet.toml")
@@ -108,16 +108,6 @@ class AlertSettings(_Section):
     retry_max_s: Annotated[float, Field(gt=0)] = 30.0
 
 
-class XidOverrideSettings(_Section):
-    """``[xid.N]``: override the catalogue's verdict for one Xid."""
-
-    class_: Literal["application", "hardware", "driver", "unknown"] | None = Field(
-        default=None, alias="class"
-    )
-    action: Literal["none", "restart_engine", "reboot", "cold_power_cycle", "inspect"] | None = None
-    explanation: str | None = None
-
-
 class Settings(_Section):
     """The whole configuration, one object handed to whoever needs it."""
 
@@ -128,14 +118,12 @@ class Settings(_Section):
     web: WebSettings = Field(default_factory=WebSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
-    xid: dict[str, XidOverrideSettings] = Field(default_factory=dict)
+    xid: dict[str, XidOverride] = Field(default_factory=dict)
 
     @field_validator("xid")
     @classmethod
-    def _xid_keys(cls, value: dict[str, XidOverrideSettings]) -> dict[str, XidOverrideSettings]:
-        for key in value:
-            if not key.isdigit():
-                raise ValueError(f"Xid table keys are Xid numbers, got {key!r}")
+    def _xid_keys(cls, value: dict[str, XidOverride]) -> dict[str, XidOverride]:
+        overrides_by_xid(value)  # the catalogue's own check of the keys, before anything starts
         return value
 
 
@@ -261,14 +249,7 @@ def config_is_world_readable_with_secrets(path: Path, settings: Settings) -> boo
 
 def xid_catalogue(settings: Settings) -> XidCatalogue:
     """The Xid catalogue with this config's ``[xid.N]`` overrides applied."""
-    table = {
-        key: override.model_dump(by_alias=True, exclude_none=True)
-        for key, override in settings.xid.items()
-    }
-    try:
-        return XidCatalogue(parse_overrides(table))
-    except ValueError as exc:
-        raise ConfigError(f"xid: {exc}") from None
+    return XidCatalogue(overrides_by_xid(settings.xid))
 
 
 def load_cli_settings(path: Path | None) -> Settings:
