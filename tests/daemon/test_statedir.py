@@ -47,6 +47,10 @@ def test_every_state_dir_file_is_private_under_umask_0(
     missing = sorted(str(path) for path in expected if not path.exists())
     assert not missing, f"StateDir names files fleetd never wrote: {missing}"
     assert Path(f"{files.db}-wal").exists(), "the store is expected in WAL mode"
+    sqlite_siblings = {f"{files.db.name}-wal", f"{files.db.name}-shm"}
+    named = {path.name for path in files.files()} | sqlite_siblings
+    unnamed = sorted(path.name for path in state.iterdir() if path.name not in named)
+    assert not unnamed, f"files in the state dir that StateDir does not name: {unnamed}"
     modes = {
         str(path.relative_to(state)): stat.S_IMODE(path.lstat().st_mode)
         for path in [state, *state.rglob("*")]
