@@ -27,10 +27,11 @@ from hwcheck.model import CheckResult, Severity
 from hwcheck.sim.scenario import EngineScenario
 from serving.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.container_launcher import ContainerLauncher
+from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.launchers import Launcher
 from serving.lint import lint_recipe
 from serving.logcapture import LogCapture, LogSubscription
-from serving.masking import mask_argv, mask_env
+from serving.masking import mask_argv, mask_spec
 from serving.ports import free_port, port_in_use
 from serving.process_launcher import ProcessLauncher
 from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
@@ -44,7 +45,6 @@ from serving.states import (
     SupervisorSettings,
 )
 from serving.supervisor import Supervisor
-from web.services import ServiceError
 
 log = logging.getLogger("fleetd.engine")
 
@@ -290,7 +290,7 @@ class EngineService:
         environment, so ``recipe show --diff`` stays right after a fleetd restart.
         """
         for row in self._store.list_launches(limit=20):
-            if row.ended_at is None and tuple(row.argv) == tuple(argv):
+            if row.ended_at is None and tuple(row.argv) == tuple(mask_argv(argv)):
                 return row.id
         return None
 
@@ -370,11 +370,9 @@ class EngineService:
         except StartRefused as exc:
             self._store.audit("operator", f"engine_{action}", "refused", reason=str(exc))
             first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
-            raise ServiceError(
-                409, "; ".join(r.message for r in exc.refusals), first.code
-            ) from None
+            raise Refused("; ".join(r.message for r in exc.refusals), first.code) from None
         except SupervisorClosed:
-            raise ServiceError(503, "fleetd is shutting down", "closed") from None
+            raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:
             return {
                 "action": action,
@@ -382,7 +380,7 @@ class EngineService:
                 "in_progress": True,
                 "serving": self.status_document(),
             }
-        raise ServiceError(404, f"unknown action {action!r}", "not_found")
+        raise NotFound(f"unknown action {action!r}")
 
     def _restart(self) -> None:
         try:
@@ -394,11 +392,8 @@ class EngineService:
 
     def recipe_document(self) -> dict[str, Any]:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        built = build_launch(self.recipe, port=self._engine_port())
         # Served over the API and compared with stored launches: both masked alike.
-        spec = dataclasses.replace(
-            built, argv=tuple(mask_argv(built.argv)), env=mask_env(built.env)
-        )
+        spec = mask_spec(build_launch(self.recipe, port=self._engine_port()))
         last = self._store.last_ready_launch()
         document: dict[str, Any] = {"spec": spec_to_dict(spec), "text": show_text(spec)}
         if last is None:
@@ -432,9 +427,7 @@ class EngineService:
         """
         # Checked here, before any byte is sent, so a refusal is a clean HTTP 429.
         if not self._followers.acquire(blocking=False):
-            raise ServiceError(
-                429, f"{MAX_FOLLOWERS} log followers already; try again later", "busy"
-            )
+            raise Busy(f"{MAX_FOLLOWERS} log followers already; try again later")
         capture = self.supervisor.log_capture
         return self._follow(capture, capture.subscribe(backlog=backlog), idle_s)
 

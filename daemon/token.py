@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import secrets
 from pathlib import Path
 
@@ -20,8 +19,3 @@ def ensure_token(state_dir: Path) -> str:
     token = secrets.token_urlsafe(32)
     atomic_write(path, token + "\n")
     return token
-
-
-def token_matches(expected: str, given: str) -> bool:
-    """Constant-time comparison."""
-    return hmac.compare_digest(expected.encode(), given.encode())

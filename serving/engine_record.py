@@ -20,6 +20,7 @@ import psutil
 
 from hwcheck.atomic import atomic_write
 from serving.logcapture import launch_marker
+from serving.masking import mask_argv
 from serving.spec import LaunchMode, LaunchSpec
 
 ENGINE_LOG_NAME = "engine.log"
@@ -202,7 +203,7 @@ def record_for(
     return EngineRecord(
         pid=pid,
         start_time=start_time,
-        argv=spec.argv,
+        argv=tuple(mask_argv(spec.argv)),  # the record is a file: no secrets in it
         spec_hash=spec_hash(spec),
         port=spec.port,
         mode=spec.mode,
