@@ -66,7 +66,7 @@ def build_host(
             rig = SimulatedRig(load_scenario(simulate), state_dir)
         except (ScenarioError, SimStateError) as exc:
             raise StartupError(str(exc)) from None
-        return rig.host_sources(), rig
+        return rig.host_sources(nvml_timeout_s=settings.poll.nvml_timeout_s), rig
     from hwcheck.realhost import real_host_sources
 
     return real_host_sources(

@@ -168,6 +168,7 @@ class Supervisor:
         if self._thread is not None:
             raise RuntimeError("supervisor is already open")
         self._restarts = self._load_restarts()
+        self._restore_hold()
         self._capture.open()
         self._thread = threading.Thread(target=self._run, name="serving-supervisor", daemon=True)
         self._thread.start()
@@ -220,7 +221,10 @@ class Supervisor:
         """The current status (with the live last log line)."""
         with self._status_lock:
             status = self._status
-        return replace(status, last_log_line=self._capture.last_line)
+        remaining = None
+        if status.backoff_until_s is not None:
+            remaining = max(status.backoff_until_s - self._clock(), 0.0)
+        return replace(status, last_log_line=self._capture.last_line, backoff_remaining_s=remaining)
 
     def logs(self, n: int = 100) -> list[str]:
         """The engine's last ``n`` log lines."""
@@ -939,11 +943,14 @@ class Supervisor:
         self, state: ServingState, reason: str | None, severity: Severity = Severity.OK
     ) -> None:
         changed = state is not self._state or reason != self._reason
+        hold_changed = (state is ServingState.HELD) != (self._state is ServingState.HELD)
         self._state = state
         self._reason = reason
         if not changed:
             return
         self._since = _utcnow()
+        if hold_changed or state is ServingState.HELD:
+            self._save_restarts()  # a hold must survive a fleetd restart, with its reason
         self._publish()
         self._emit(EventKind.STATE, severity, f"serving {state}: {reason or ''}".rstrip(": "))
 
@@ -977,9 +984,9 @@ class Supervisor:
             _LOG.exception("the serving event handler failed for %s", kind)
 
     def _build_status(self) -> ServingStatus:
-        remaining = None
+        deadline = None
         if self._state is ServingState.BACKOFF and self._backoff_until is not None:
-            remaining = max(self._backoff_until - self._clock(), 0.0)
+            deadline = self._backoff_until
         return ServingStatus(
             state=self._state,
             pid=None if self._handle is None else self._handle.pid,
@@ -990,7 +997,7 @@ class Supervisor:
             crash_class=self._crash_class,
             metrics=self._metrics,
             adopted=self._handle is not None and self._handle.adopted,
-            backoff_remaining_s=remaining,
+            backoff_until_s=deadline,
             last_refusal=self._last_refusal,
         )
 
@@ -1006,23 +1013,48 @@ class Supervisor:
     def _state_file(self) -> Path:
         return self._state_dir / SUPERVISOR_STATE_NAME
 
-    def _load_restarts(self) -> int:
+    def _read_state_file(self) -> dict[str, Any]:
         path = self._state_file()
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return max(int(data.get("restarts", 0)), 0)
         except FileNotFoundError:
-            return 0
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            _LOG.warning("ignoring %s (%s): restart count starts at 0", path, exc)
+            return {}
+        except (OSError, ValueError) as exc:
+            _LOG.warning("ignoring %s (%s): restart count starts at 0, no hold", path, exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _load_restarts(self) -> int:
+        try:
+            return max(int(self._read_state_file().get("restarts", 0)), 0)
+        except (ValueError, TypeError) as exc:
+            _LOG.warning("ignoring %s (%s): restart count starts at 0", self._state_file(), exc)
             return 0
 
+    def _restore_hold(self) -> None:
+        """A breaker hold from before a fleetd restart: ``held``, its reason and time.
+
+        Without it a restarted fleetd showed "stopped, restarts 2" and no reason, and the
+        person who must act could not tell why the engine was down.
+        """
+        held = self._read_state_file().get("held")
+        if not isinstance(held, dict) or not isinstance(held.get("reason"), str):
+            return
+        self._state = ServingState.HELD
+        self._reason = held["reason"]
+        self._since = _parse_time(str(held.get("since", ""))) or self._since
+        self._publish()
+
     def _save_restarts(self) -> None:
+        """Save the restart count and, while held, the hold (reason and since)."""
         path = self._state_file()
+        data: dict[str, Any] = {"restarts": self._restarts}
+        if self._state is ServingState.HELD:
+            data["held"] = {"reason": self._reason, "since": self._since.isoformat()}
         try:
             self._state_dir.mkdir(parents=True, exist_ok=True)
             temporary = path.with_name(f".{path.name}.{os.getpid()}")
-            temporary.write_text(json.dumps({"restarts": self._restarts}), encoding="utf-8")
+            temporary.write_text(json.dumps(data), encoding="utf-8")
             os.replace(temporary, path)
         except OSError:
             _LOG.exception("cannot save the restart count to %s", path)

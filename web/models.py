@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hwcheck.model import Severity
+from hwcheck.model import EventKind, Severity
 from serving.states import ServingState
 
 # An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
@@ -25,8 +25,6 @@ IsoTime = Annotated[
     str, Field(description="ISO 8601 with a UTC offset", json_schema_extra={"format": "date-time"})
 ]
 Overall = Literal["ok", "warning", "critical", "unknown"]
-# Events carry ``info`` for news that is no verdict (an engine that became ready).
-EventSeverity = Literal["ok", "info", "warning", "critical"]
 
 
 class Document(BaseModel):
@@ -164,10 +162,10 @@ class EventDocument(Document):
 
     id: int
     ts: IsoTime
-    kind: str = Field(description="xid, check, serving, recovery, daemon, reboot, operator, launch")
+    kind: EventKind
     card: int | None
     xid: int | None
-    severity: EventSeverity
+    severity: Severity = Field(description="events carry info for news that is no verdict")
     message: str
     pci_bus_id: str | None = None
     acked: bool | None = None

@@ -277,6 +277,11 @@ BAD_FILES = [
         id="holder-missing-name",
     ),
     pytest.param(
+        'card_count = 1\n[host]\nnvml_unavailable = "broken"\n',
+        "host.nvml_unavailable: one of driver_not_loaded, lib_rm_version_mismatch",
+        id="nvml-down-kind",
+    ),
+    pytest.param(
         "card_count = 1\n[engine]\ncorrupt_identifiers_pct = 120\n",
         "engine.corrupt_identifiers_pct: must be 0 to 100",
         id="pct-range",
