@@ -30,6 +30,7 @@ from daemon.engine import EngineService
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl
+from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter, store_remedy
 from daemon.token import ensure_token
@@ -75,6 +76,15 @@ def is_loopback(host: str) -> bool:
     return host in {"localhost", "::1"} or host.startswith("127.")
 
 
+def _private_sqlite_url(files: StateDir) -> str:
+    """The default store, its file created 0600 first (SQLite alone would make it 0644)."""
+    try:
+        files.create_private_file(files.db)
+    except OSError as exc:
+        raise StoreError(f"store {files.db}: cannot create it: {exc.strerror or exc}") from None
+    return files.db_url
+
+
 class Daemon:
     """One running fleetd."""
 
@@ -93,7 +103,7 @@ class Daemon:
         self.sim = sim
         self.notifier = notifier
         self.catalogue = xid_catalogue(settings)
-        url = settings.store.url or f"sqlite:///{state_dir / 'fleet.db'}"
+        url = settings.store.url or _private_sqlite_url(StateDir(state_dir))
         self.store = Store.open(url)
         self.token = ensure_token(state_dir)
         poll = settings.poll
@@ -213,7 +223,7 @@ class Daemon:
         results = run_checks(
             CheckInput(
                 samples=window,
-                profile=self.settings.rig.profile(),
+                profile=self.settings.rig,
                 pci_devices=self._pci_devices,
                 xids=self.monitor.xids(),
                 holders=self._holders,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue
 import shlex
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import psutil
 
+from hwcheck.atomic import atomic_write
 from hwcheck.model import Severity
 from serving.classify import CrashClass, explain_exit, split_returncode
 from serving.engine_record import EngineRecord, RecordError, spec_hash
@@ -1052,10 +1052,8 @@ class Supervisor:
         if self._state is ServingState.HELD:
             data["held"] = {"reason": self._reason, "since": self._since.isoformat()}
         try:
-            self._state_dir.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}")
-            temporary.write_text(json.dumps(data), encoding="utf-8")
-            os.replace(temporary, path)
+            self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            atomic_write(path, json.dumps(data))
         except OSError:
             _LOG.exception("cannot save the restart count to %s", path)
 
