@@ -507,13 +507,13 @@ class Daemon:
         log.info("shutting down")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
         if self._server is not None:
             self._server.should_exit = True
         if self._server_thread is not None:
             self._server_thread.join(10)
-        self.writer.close(STORE_DRAIN_S)
         try:
             self.store.record_event(
                 EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"
