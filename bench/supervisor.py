@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving.process_launcher import ProcessLauncher
-from serving.spec import LaunchMode, LaunchSpec
-from serving.states import EventKind, ServingEvent, ServingState, SupervisorSettings
-from serving.supervisor import Supervisor
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.states import EventKind, ServingEvent, ServingState, SupervisorSettings
+from serving.runtime.supervisor import Supervisor
 
 
 def free_port() -> int:
@@ -91,7 +91,7 @@ def main() -> int:
         argv=(
             sys.executable,
             "-m",
-            "serving.simengine",
+            "serving.sim.engine",
             "serve",
             "/models/sim",
             "--port",

@@ -22,18 +22,17 @@ from daemon.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, Severity
-from hwcheck.sim.scenario import EngineScenario
-from serving.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.container_launcher import ContainerLauncher
-from serving.launchers import Launcher
-from serving.lint import lint_recipe
-from serving.logcapture import LogCapture, LogSubscription
-from serving.masking import mask_argv, mask_env
-from serving.ports import free_port, port_in_use
-from serving.process_launcher import ProcessLauncher
-from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
-from serving.spec import LaunchSpec
-from serving.states import (
+from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
+from serving.recipe.lint import lint_recipe
+from serving.recipe.masking import mask_argv, mask_env
+from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
+from serving.recipe.spec import LaunchSpec
+from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.launchers import Launcher
+from serving.runtime.logcapture import LogCapture, LogSubscription
+from serving.runtime.ports import free_port, port_in_use
+from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.states import (
     Refusal,
     ServingEvent,
     ServingState,
@@ -41,7 +40,8 @@ from serving.states import (
     SupervisorClosed,
     SupervisorSettings,
 )
-from serving.supervisor import Supervisor
+from serving.runtime.supervisor import Supervisor
+from serving.sim.scenario import EngineScenario, simulated_engine_args
 from web.services import ServiceError
 
 log = logging.getLogger("fleetd.engine")
@@ -50,25 +50,6 @@ SIM_PRESET = "sim-engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
 ENGINE_PORT_FILE = "engine-port"
-
-
-def simulated_engine_args(engine: EngineScenario) -> list[str]:
-    """The simulated engine's flags for a scenario's ``[engine]`` table."""
-    args = ["--sim-ready-after-s", str(engine.ready_after_s)]
-    args += ["--sim-tokens-per-s", str(engine.tokens_per_s)]
-    if engine.crash_after_s is not None:
-        args += ["--sim-crash-after-s", str(engine.crash_after_s)]
-    if engine.hang_after_s is not None:
-        args += ["--sim-hang-after-s", str(engine.hang_after_s)]
-    if engine.ignore_sigint:
-        args.append("--sim-ignore-sigint")
-    if engine.ignore_signals:
-        args.append("--sim-ignore-signals")
-    if engine.corrupt_identifiers_pct:
-        args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
-    if engine.leak_dsml:
-        args.append("--sim-leak-dsml")
-    return args
 
 
 def resolve_recipe(

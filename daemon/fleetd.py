@@ -75,7 +75,7 @@ def check_configured_recipe(settings: Settings, config_path: Path | None) -> Non
     if settings.serving.recipe is None:
         return
     from daemon.engine import resolve_recipe
-    from serving.recipe import RecipeError
+    from serving.recipe.recipe import RecipeError
 
     try:
         resolve_recipe(settings, config_path.parent if config_path else None, None)

@@ -35,7 +35,7 @@ from hwcheck.checks import CheckInput, run_checks
 from hwcheck.host import HostSources
 from hwcheck.model import DeviceHolder, PciDevice, worst_severity
 from hwcheck.sim.rig import SimulatedRig
-from serving.recipe import Recipe
+from serving.recipe.recipe import Recipe
 from web.app import create_app
 
 log = logging.getLogger("fleetd")

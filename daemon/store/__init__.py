@@ -29,7 +29,7 @@ from daemon.store.rows import (
     XidRecord,
 )
 from daemon.store.store import Store
-from serving.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_env
 
 __all__ = [
     "DEFAULT_RAW_RETENTION_S",

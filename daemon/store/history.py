@@ -18,7 +18,7 @@ from daemon.store.errors import StoreInputError
 from daemon.store.events import MAX_LIST_LIMIT
 from daemon.store.rows import AuditRow, LaunchRow
 from daemon.store.schema import AuditEntry, Launch
-from serving.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_env
 
 
 def _launch_row(launch: Launch) -> LaunchRow:

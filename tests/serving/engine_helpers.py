@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from serving.spec import LaunchMode, LaunchSpec
-from serving.states import EventKind, ServingEvent, ServingState
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.states import EventKind, ServingEvent, ServingState
 
 SERVED_NAME = "sim-model"
 FAKE_DOCKER_SOURCE = Path(__file__).with_name("fake_docker_script.py")
@@ -34,11 +34,11 @@ def free_port() -> int:
 
 
 def sim_argv(port: int, *flags: str, ready_after_s: float = 0.3) -> tuple[str, ...]:
-    """``python -m serving.simengine serve`` with the flags a real preset would carry."""
+    """``python -m serving.sim.engine serve`` with the flags a real preset would carry."""
     return (
         sys.executable,
         "-m",
-        "serving.simengine",
+        "serving.sim.engine",
         "serve",
         "/models/sim",
         "--pipeline-parallel-size",

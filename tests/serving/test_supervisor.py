@@ -14,12 +14,12 @@ import httpx
 import psutil
 import pytest
 
-from serving.classify import CrashClass
-from serving.container_launcher import ContainerLauncher
-from serving.launchers import Launcher
-from serving.process_launcher import ProcessLauncher
-from serving.spec import LaunchMode, LaunchSpec
-from serving.states import (
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.classify import CrashClass
+from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.launchers import Launcher
+from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.states import (
     EventKind,
     Refusal,
     ServingEvent,
@@ -27,7 +27,7 @@ from serving.states import (
     StartRefused,
     SupervisorSettings,
 )
-from serving.supervisor import Supervisor
+from serving.runtime.supervisor import Supervisor
 from tests.serving.engine_helpers import (
     SERVED_NAME,
     EventLog,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from serving.logcapture import launch_marker
-from serving.spec import LaunchMode, LaunchSpec
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.logcapture import launch_marker
 
 ENGINE_LOG_NAME = "engine.log"
 ENGINE_RECORD_NAME = "engine.pid"

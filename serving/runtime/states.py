@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from hwcheck.model import Severity
-from serving.classify import CrashClass
-from serving.masking import mask_argv, mask_env
-from serving.metrics import EngineMetrics
+from serving.recipe.masking import mask_argv, mask_env
+from serving.runtime.classify import CrashClass
+from serving.runtime.metrics import EngineMetrics
 
 
 class ServingState(enum.StrEnum):

@@ -36,15 +36,15 @@ from typing import Any
 import psutil
 
 from hwcheck.model import Severity
-from serving.classify import CrashClass, explain_exit, split_returncode
-from serving.engine_record import EngineRecord, RecordError, spec_hash
-from serving.launchers import EngineHandle, Launcher, LauncherError, LaunchError
-from serving.logcapture import LogCapture
-from serving.masking import mask_argv
-from serving.metrics import EngineMetrics, MetricsError, MetricsScraper
-from serving.probes import EngineProber, ProbeTarget, new_probe_client
-from serving.spec import LaunchSpec
-from serving.states import (
+from serving.recipe.masking import mask_argv
+from serving.recipe.spec import LaunchSpec
+from serving.runtime.classify import CrashClass, explain_exit, split_returncode
+from serving.runtime.engine_record import EngineRecord, RecordError, spec_hash
+from serving.runtime.launchers import EngineHandle, Launcher, LauncherError, LaunchError
+from serving.runtime.logcapture import LogCapture
+from serving.runtime.metrics import EngineMetrics, MetricsError, MetricsScraper
+from serving.runtime.probes import EngineProber, ProbeTarget, new_probe_client
+from serving.runtime.states import (
     EventKind,
     LaunchRecord,
     Refusal,
