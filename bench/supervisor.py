@@ -24,7 +24,7 @@ from pathlib import Path
 
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.process_launcher import ProcessLauncher
-from serving.runtime.states import EventKind, ServingEvent, ServingState, SupervisorSettings
+from serving.runtime.states import ServingChange, ServingEvent, ServingState, SupervisorSettings
 from serving.runtime.supervisor import Supervisor
 
 
@@ -124,14 +124,16 @@ def main() -> int:
         try:
             first = supervisor.start().pid
             assert first is not None
-            timeline.wait(lambda e: e.kind is EventKind.STATE and e.state is ServingState.READY, 60)
+            timeline.wait(
+                lambda e: e.kind is ServingChange.STATE and e.state is ServingState.READY, 60
+            )
 
             killed_at = time.monotonic()
             os.kill(first, signal.SIGKILL)
-            decided_at, crash = timeline.wait(lambda e: e.kind is EventKind.CRASH, 60)
+            decided_at, crash = timeline.wait(lambda e: e.kind is ServingChange.CRASH, 60)
             launched_at, _ = timeline.wait(
                 lambda e: (
-                    e.kind is EventKind.LAUNCH
+                    e.kind is ServingChange.LAUNCH
                     and e.launch is not None
                     and e.launch.pid != first
                     and e.launch.ready_at is None
@@ -140,7 +142,7 @@ def main() -> int:
             )
             ready_at, _ = timeline.wait(
                 lambda e: (
-                    e.kind is EventKind.LAUNCH
+                    e.kind is ServingChange.LAUNCH
                     and e.launch is not None
                     and e.launch.pid != first
                     and e.launch.ready_at is not None

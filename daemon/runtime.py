@@ -23,10 +23,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from daemon.boot import track_boot
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
-from daemon.engine import EngineService
+from daemon.engine_service import EngineService
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
-from daemon.services import DaemonServices, EngineControl
+from daemon.services import DaemonServices
 from daemon.simcontrol import SimControl
 from daemon.store import Store
 from daemon.token import ensure_token
@@ -106,7 +106,6 @@ class Daemon:
         self.engine: EngineService | None = None
         if recipe is not None:
             self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
-        self.supervisor: EngineControl | None = self.engine
 
     # -- helpers ----------------------------------------------------------------------
     def _card_index_of(self, pci_bus_id: str | None) -> int | None:

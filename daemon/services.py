@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class EngineControl(Protocol):
-    """The engine supervisor as the daemon's services see it."""
+    """The engine service (``daemon.engine_service``) as the daemon's services see it."""
 
     def status_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""
@@ -85,13 +85,13 @@ class DaemonServices:
         """Fault injection, only under ``--simulate``."""
         return self._sim
 
-    # -- serving (the supervisor is attached by the serving wiring) -------------------
+    # -- serving (the engine service, when a recipe is configured) -------------------
     def serving_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""
-        supervisor = self._daemon.supervisor
-        if supervisor is None:
+        engine = self._daemon.engine
+        if engine is None:
             return {"state": "stopped", "pid": None, "restarts": 0, "since": None, "url": None}
-        return supervisor.status_document()
+        return engine.status_document()
 
     def serving_state(self) -> str:
         """The engine's state word."""
@@ -99,35 +99,35 @@ class DaemonServices:
 
     def serving_action(self, action: str) -> dict[str, Any]:
         """Start, stop or restart the engine through the supervisor."""
-        supervisor = self._daemon.supervisor
-        if supervisor is None:
+        engine = self._daemon.engine
+        if engine is None:
             raise ServiceError(409, "no engine is configured on this rig", "no_engine")
-        return supervisor.action(action)
+        return engine.action(action)
 
     def serving_logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
-        supervisor = self._daemon.supervisor
-        return [] if supervisor is None else supervisor.logs(lines)
+        engine = self._daemon.engine
+        return [] if engine is None else engine.logs(lines)
 
     def serving_follow(self, lines: int) -> Iterator[str | None]:
         """``logs --follow``: the last ``lines`` lines, then new ones."""
-        supervisor = self._daemon.supervisor
-        if supervisor is None:
+        engine = self._daemon.engine
+        if engine is None:
             raise ServiceError(409, "no engine is configured on this rig", "no_engine")
-        return supervisor.follow(lines)
+        return engine.follow(lines)
 
     def serving_recipe(self) -> dict[str, Any]:
         """``recipe show`` through the daemon."""
-        supervisor = self._daemon.supervisor
-        if supervisor is None:
+        engine = self._daemon.engine
+        if engine is None:
             raise ServiceError(409, "no engine is configured on this rig", "no_engine")
-        return supervisor.recipe_document()
+        return engine.recipe_document()
 
     def close_serving(self, stop_engine: bool) -> None:
         """Detach from the engine (stopping it only with ``stop_on_exit``)."""
-        supervisor = self._daemon.supervisor
-        if supervisor is not None:
-            supervisor.close(stop_engine=stop_engine)
+        engine = self._daemon.engine
+        if engine is not None:
+            engine.close(stop_engine=stop_engine)
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> dict[str, Any]:

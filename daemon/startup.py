@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from daemon.config import Settings
-from daemon.engine import recipe_for_daemon
+from daemon.engine_service import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.store import StoreError

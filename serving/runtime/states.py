@@ -125,8 +125,12 @@ class StartResult:
     warnings: tuple[Refusal, ...] = ()
 
 
-class EventKind(enum.StrEnum):
-    """What a :class:`ServingEvent` reports."""
+class ServingChange(enum.StrEnum):
+    """What changed in the engine's supervision: the kind of one :class:`ServingEvent`.
+
+    Not the stored event kinds (``hwcheck.model.EventKind``): the daemon records each
+    change as a stored ``serving`` event with this value in its details.
+    """
 
     STATE = "state"
     LAUNCH = "launch"
@@ -185,7 +189,7 @@ class LaunchRecord:
 class ServingEvent:
     """Something the daemon records (and may alert on)."""
 
-    kind: EventKind
+    kind: ServingChange
     ts: datetime
     state: ServingState
     severity: Severity

@@ -45,9 +45,9 @@ from serving.runtime.logcapture import LogCapture
 from serving.runtime.metrics import EngineMetrics, MetricsError, MetricsScraper
 from serving.runtime.probes import EngineProber, ProbeTarget, new_probe_client
 from serving.runtime.states import (
-    EventKind,
     LaunchRecord,
     Refusal,
+    ServingChange,
     ServingEvent,
     ServingState,
     ServingStatus,
@@ -461,7 +461,7 @@ class Supervisor:
         self._set_state(ServingState.STARTING, f"adopted the running engine (pid {handle.pid})")
         self._next_probe = self._clock()
         self._emit(
-            EventKind.ADOPTED,
+            ServingChange.ADOPTED,
             Severity.OK,
             f"adopted the engine fleetd launched earlier (pid {handle.pid}, {record.base_url})",
             launch=self._launch_record,
@@ -484,7 +484,7 @@ class Supervisor:
         if not keep_state and self._state is not ServingState.STOPPED:
             self._set_state(ServingState.STOPPED, blocking[0].message if blocking else None)
         self._emit(
-            EventKind.REFUSED,
+            ServingChange.REFUSED,
             Severity.WARNING,
             "engine start refused: " + "; ".join(r.message for r in blocking),
             refusals=blocking,
@@ -521,7 +521,7 @@ class Supervisor:
         warnings = tuple(r for r in found if not r.blocking)
         if warnings and announce:
             self._emit(
-                EventKind.WARNING,
+                ServingChange.WARNING,
                 Severity.WARNING,
                 "engine starts with warnings: " + "; ".join(w.message for w in warnings),
                 refusals=warnings,
@@ -565,7 +565,7 @@ class Supervisor:
         self._set_state(ServingState.STARTING, f"{reason}; launched pid {handle.pid}")
         self._next_probe = self._clock() + min(self._settings.probe_interval_s, 1.0)
         self._emit(
-            EventKind.LAUNCH,
+            ServingChange.LAUNCH,
             Severity.OK,
             f"engine launched (pid {handle.pid}): {shlex.join(mask_argv(list(spec.argv)))}",
             launch=self._launch_record,
@@ -619,14 +619,14 @@ class Supervisor:
             self._launch(spec, reason=f"automatic restart #{self._restarts}")
         except Exception as exc:  # any failure must lead to the next try, never a stuck loop
             _LOG.exception("automatic restart failed")
-            self._emit(EventKind.CRASH, Severity.WARNING, f"engine restart failed: {exc}")
+            self._emit(ServingChange.CRASH, Severity.WARNING, f"engine restart failed: {exc}")
             self._schedule_restart(f"launch failed: {exc}")
 
     def _find_engine(self) -> EngineHandle | None:
         try:
             record = self._launcher.read_record()
         except RecordError as exc:
-            self._emit(EventKind.WARNING, Severity.WARNING, f"cannot adopt the engine: {exc}")
+            self._emit(ServingChange.WARNING, Severity.WARNING, f"cannot adopt the engine: {exc}")
             return None
         handle: EngineHandle | None = None
         try:
@@ -639,7 +639,7 @@ class Supervisor:
             if handle is None:
                 handle = self._adopt_unrecorded()
         except LauncherError as exc:
-            self._emit(EventKind.WARNING, Severity.WARNING, f"cannot adopt the engine: {exc}")
+            self._emit(ServingChange.WARNING, Severity.WARNING, f"cannot adopt the engine: {exc}")
             return None
         return handle
 
@@ -660,7 +660,7 @@ class Supervisor:
             return
         if current != record.spec_hash:
             self._emit(
-                EventKind.WARNING,
+                ServingChange.WARNING,
                 Severity.WARNING,
                 "the adopted engine runs an older launch spec than the current recipe: "
                 "restart it to apply the recipe",
@@ -717,7 +717,7 @@ class Supervisor:
         if self._launch_record is not None:
             self._launch_record = replace(self._launch_record, ready_at=_utcnow())
             self._emit(
-                EventKind.LAUNCH,
+                ServingChange.LAUNCH,
                 Severity.OK,
                 f"engine ready (pid {self._launch_record.pid})",
                 launch=self._launch_record,
@@ -762,7 +762,7 @@ class Supervisor:
                 plan.phase = "term"
                 plan.deadline = self._clock() + settings.term_timeout_s
                 self._emit(
-                    EventKind.WARNING,
+                    ServingChange.WARNING,
                     Severity.WARNING,
                     f"engine (pid {handle.pid}) still runs {settings.stop_timeout_s:g} s after "
                     "SIGINT: sending SIGTERM",
@@ -772,7 +772,7 @@ class Supervisor:
                 plan.phase = "kill"
                 plan.deadline = self._clock() + settings.kill_wait_s
                 self._emit(
-                    EventKind.WARNING,
+                    ServingChange.WARNING,
                     Severity.CRITICAL,
                     f"engine (pid {handle.pid}) ignored SIGINT and SIGTERM: sending SIGKILL "
                     "(allow_kill); stranded CUDA contexts may need a reboot",
@@ -795,7 +795,7 @@ class Supervisor:
         plan = self._stop_plan
         self._stop_plan = None
         self._set_state(ServingState.FAILED, reason, severity=Severity.CRITICAL)
-        self._emit(EventKind.STOP_STUCK, Severity.CRITICAL, reason, launch=self._launch_record)
+        self._emit(ServingChange.STOP_STUCK, Severity.CRITICAL, reason, launch=self._launch_record)
         if plan is not None:
             for waiter in plan.waiters:
                 if not waiter.done():
@@ -850,7 +850,7 @@ class Supervisor:
         plan = self._stop_plan
         if survivors:
             self._emit(
-                EventKind.WARNING,
+                ServingChange.WARNING,
                 Severity.WARNING,
                 f"{len(survivors)} process(es) of the engine's group still run after it ended "
                 f"(pids {', '.join(map(str, survivors))}): they may hold GPU memory",
@@ -875,7 +875,7 @@ class Supervisor:
             message += f" ({verdict.evidence})"
         self._end_launch(exit_code, signal, verdict.crash_class, message)
         self._emit(
-            EventKind.CRASH,
+            ServingChange.CRASH,
             Severity.CRITICAL
             if verdict.crash_class is not CrashClass.UNKNOWN
             else Severity.WARNING,
@@ -901,7 +901,7 @@ class Supervisor:
             end_reason=reason,
         )
         self._emit(
-            EventKind.LAUNCH,
+            ServingChange.LAUNCH,
             Severity.OK,
             f"engine launch ended: {reason}",
             launch=self._launch_record,
@@ -922,7 +922,7 @@ class Supervisor:
                 f"{settings.breaker_window_s:g} s: held until a person starts it"
             )
             self._set_state(ServingState.HELD, held, severity=Severity.CRITICAL)
-            self._emit(EventKind.BREAKER, Severity.CRITICAL, held)
+            self._emit(ServingChange.BREAKER, Severity.CRITICAL, held)
             return
         delay = settings.backoff_delay_s(self._failures_in_a_row)
         self._backoff_until = now + delay
@@ -945,11 +945,11 @@ class Supervisor:
             return
         self._since = _utcnow()
         self._publish()
-        self._emit(EventKind.STATE, severity, f"serving {state}: {reason or ''}".rstrip(": "))
+        self._emit(ServingChange.STATE, severity, f"serving {state}: {reason or ''}".rstrip(": "))
 
     def _emit(
         self,
-        kind: EventKind,
+        kind: ServingChange,
         severity: Severity,
         message: str,
         *,

@@ -20,8 +20,8 @@ from serving.runtime.container_launcher import ContainerLauncher
 from serving.runtime.launchers import Launcher
 from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.states import (
-    EventKind,
     Refusal,
+    ServingChange,
     ServingEvent,
     ServingState,
     StartRefused,
@@ -162,7 +162,7 @@ def test_start_goes_ready_and_reports_contract_fields(harness: Harness) -> None:
     models = httpx.get(f"{status['url']}/v1/models", trust_env=False).json()
     assert models["data"][0]["id"] == SERVED_NAME
     assert any("Application startup complete." in line for line in rig.supervisor.logs(50))
-    launches = [e.launch for e in rig.events.of(EventKind.LAUNCH) if e.launch is not None]
+    launches = [e.launch for e in rig.events.of(ServingChange.LAUNCH) if e.launch is not None]
     assert launches[-1].ready_at is not None
     assert launches[-1].env == {"CMPFLEET_TEST_ENGINE": "1"}
     assert launches[-1].recipe_hash == "test-recipe"
@@ -180,9 +180,9 @@ def test_cuda_crash_is_classified_then_restarted_with_backoff(harness: Harness) 
     rig = harness.make(specs)
     first = rig.supervisor.start().pid
     crash = rig.events.wait_for(
-        lambda evs: any(e.kind is EventKind.CRASH for e in evs), DEADLINE_S, "crash"
+        lambda evs: any(e.kind is ServingChange.CRASH for e in evs), DEADLINE_S, "crash"
     )
-    crash_event = next(e for e in crash if e.kind is EventKind.CRASH)
+    crash_event = next(e for e in crash if e.kind is ServingChange.CRASH)
     assert crash_event.crash_class is CrashClass.CUDA_FAULT
     assert crash_event.evidence is not None
     assert "illegal memory access" in crash_event.evidence
@@ -205,7 +205,7 @@ def test_outside_sigkill_is_unknown_and_restarted(harness: Harness) -> None:
     first = wait_ready(rig)
     os.kill(first, signal.SIGKILL)
     second = wait_ready(rig, pid=first)
-    crash = rig.events.of(EventKind.CRASH)[-1]
+    crash = rig.events.of(ServingChange.CRASH)[-1]
     assert crash.crash_class is CrashClass.UNKNOWN
     assert crash.launch is not None
     assert crash.launch.signal == signal.SIGKILL
@@ -226,7 +226,7 @@ def test_hang_goes_unhealthy_and_is_restarted_gracefully(harness: Harness) -> No
     assert states[unhealthy + 1 : unhealthy + 3] == [ServingState.STOPPING, ServingState.BACKOFF]
     ended = [
         e.launch
-        for e in rig.events.of(EventKind.LAUNCH)
+        for e in rig.events.of(ServingChange.LAUNCH)
         if e.launch is not None and e.launch.pid == first and e.launch.ended_at is not None
     ]
     assert ended[-1].exit_code == 0  # the hung engine still honoured SIGINT
@@ -249,10 +249,10 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
     assert status.restarts == 2
     assert status.pid is None
     assert "held until a person" in (status.reason or "")
-    assert rig.events.of(EventKind.BREAKER)
+    assert rig.events.of(ServingChange.BREAKER)
     # Backoff grew: 0.1 s then 0.2 s.
     backoffs = [
-        e.message for e in rig.events.of(EventKind.STATE) if e.state is ServingState.BACKOFF
+        e.message for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.BACKOFF
     ]
     assert "restarting in 0.1 s" in backoffs[0]
     assert "restarting in 0.2 s" in backoffs[1]
@@ -268,10 +268,10 @@ def test_sustained_readiness_resets_the_backoff_streak(harness: Harness) -> None
     rig = harness.make(lambda: sim_spec(port, "--sim-crash-after-s", "0.6"), settings=settings)
     rig.supervisor.start()
     rig.events.wait_for(
-        lambda evs: sum(e.kind is EventKind.CRASH for e in evs) >= 2, DEADLINE_S, "two crashes"
+        lambda evs: sum(e.kind is ServingChange.CRASH for e in evs) >= 2, DEADLINE_S, "two crashes"
     )
     backoffs = [
-        e.message for e in rig.events.of(EventKind.STATE) if e.state is ServingState.BACKOFF
+        e.message for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.BACKOFF
     ]
     # Each engine served longer than backoff_reset_after_s, so each crash is the first in
     # a row again and waits the base delay; the running total still counts up.
@@ -300,11 +300,11 @@ def test_graceful_stop_exits_0_and_stays_stopped(harness: Harness) -> None:
     assert status.reason == "operator asked"
     assert status.pid is None
     assert not is_running(pid)
-    ended = rig.events.of(EventKind.LAUNCH)[-1].launch
+    ended = rig.events.of(ServingChange.LAUNCH)[-1].launch
     assert ended is not None
     assert ended.exit_code == 0
     assert ended.crash_class is None
-    assert not rig.events.of(EventKind.CRASH)
+    assert not rig.events.of(ServingChange.CRASH)
     assert any("Shutting down" in line for line in rig.supervisor.logs(20))
     assert not (rig.state_dir / "engine.pid").exists()
 
@@ -317,7 +317,7 @@ def test_sigint_ignored_escalates_to_sigterm(harness: Harness) -> None:
     pid = wait_ready(rig)
     assert rig.supervisor.stop().state is ServingState.STOPPED
     assert not is_running(pid)
-    assert any("sending SIGTERM" in e.message for e in rig.events.of(EventKind.WARNING))
+    assert any("sending SIGTERM" in e.message for e in rig.events.of(ServingChange.WARNING))
 
 
 def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harness) -> None:
@@ -330,7 +330,7 @@ def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harnes
     assert status.state is ServingState.FAILED
     assert "stop stuck: reboot recommended" in (status.reason or "")
     assert status.pid == pid
-    assert rig.events.of(EventKind.STOP_STUCK)
+    assert rig.events.of(ServingChange.STOP_STUCK)
     # Nothing killed it: the product never SIGKILLs without allow_kill.
     assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     assert is_running(pid)
@@ -351,7 +351,7 @@ def test_allow_kill_sigkills_an_engine_that_ignores_signals(harness: Harness) ->
     pid = wait_ready(rig)
     assert rig.supervisor.stop().state is ServingState.STOPPED
     assert not is_running(pid)
-    assert any("sending SIGKILL" in e.message for e in rig.events.of(EventKind.WARNING))
+    assert any("sending SIGKILL" in e.message for e in rig.events.of(ServingChange.WARNING))
 
 
 def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
@@ -365,7 +365,7 @@ def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
     assert status.state is ServingState.STOPPED
     assert status.last_refusal == (latch,)
     assert status.as_dict()["last_refusal"][0]["code"] == "reboot_latch"
-    assert rig.events.of(EventKind.REFUSED)[0].refusals == (latch,)
+    assert rig.events.of(ServingChange.REFUSED)[0].refusals == (latch,)
     assert not (rig.state_dir / "engine.pid").exists()
     assert rig.events.launch_pids() == []
 
@@ -445,7 +445,7 @@ def test_stop_while_starting_stops_the_loading_engine(harness: Harness) -> None:
     status = rig.supervisor.stop()
     assert status.state is ServingState.STOPPED
     assert not is_running(pid)
-    ended = rig.events.of(EventKind.LAUNCH)[-1].launch
+    ended = rig.events.of(ServingChange.LAUNCH)[-1].launch
     assert ended is not None
     assert ended.exit_code == 0
     assert ended.ready_at is None
@@ -470,7 +470,7 @@ def test_an_event_handler_may_stop_the_engine_without_deadlock(harness: Harness)
     port = free_port()
 
     def recovery(supervisor: Supervisor, event: ServingEvent) -> None:
-        if event.kind is EventKind.STATE and event.state is ServingState.READY:
+        if event.kind is ServingChange.STATE and event.state is ServingState.READY:
             supervisor.stop("recovery decision", hold_reason="reboot required")
 
     rig = harness.make(lambda: sim_spec(port), listener=recovery)
@@ -496,9 +496,9 @@ def test_adoption_by_a_new_supervisor_keeps_the_same_engine(harness: Harness) ->
     status = second.supervisor.status()
     assert status.adopted
     assert status.url == f"http://127.0.0.1:{port}"
-    assert second.events.of(EventKind.ADOPTED)
+    assert second.events.of(ServingChange.ADOPTED)
     assert not any(
-        e.kind is EventKind.LAUNCH and not e.launch.adopted
+        e.kind is ServingChange.LAUNCH and not e.launch.adopted
         for e in second.events.events
         if e.launch
     )
@@ -520,9 +520,9 @@ def test_adopted_engine_that_crashes_is_classified_from_its_own_lines(harness: H
     wait_ready(second)
     os.kill(pid, signal.SIGKILL)
     crash = second.events.wait_for(
-        lambda evs: any(e.kind is EventKind.CRASH for e in evs), DEADLINE_S, "crash"
+        lambda evs: any(e.kind is ServingChange.CRASH for e in evs), DEADLINE_S, "crash"
     )
-    event = next(e for e in crash if e.kind is EventKind.CRASH)
+    event = next(e for e in crash if e.kind is ServingChange.CRASH)
     assert event.crash_class is CrashClass.UNKNOWN
     assert "exit status unknown" in event.message
     wait_ready(second, pid=pid)
@@ -569,7 +569,7 @@ def test_crash_while_starting_is_classified(harness: Harness) -> None:
     )
     rig.supervisor.start()
     rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=1)
-    crash = rig.events.of(EventKind.CRASH)[-1]
+    crash = rig.events.of(ServingChange.CRASH)[-1]
     assert crash.crash_class is CrashClass.KV_OOM
     assert "while starting" in crash.message
     assert rig.supervisor.status().crash_class is CrashClass.KV_OOM
@@ -582,7 +582,7 @@ def test_startup_timeout_restarts_a_start_that_never_finishes(harness: Harness) 
     rig = harness.make(specs, settings=settings)
     first = rig.supervisor.start().pid
     wait_ready(rig, pid=first)
-    unhealthy = [e for e in rig.events.of(EventKind.STATE) if e.state is ServingState.UNHEALTHY]
+    unhealthy = [e for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.UNHEALTHY]
     assert "not ready after 0.5 s" in unhealthy[0].message
 
 

@@ -34,6 +34,7 @@ from serving.runtime.ports import free_port, port_in_use
 from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.states import (
     Refusal,
+    ServingChange,
     ServingEvent,
     ServingState,
     StartRefused,
@@ -210,7 +211,7 @@ class EngineService:
             event.message,
         )
         self._store.record_event("serving", severity, event.message, details=event.as_dict())
-        if event.kind == "state":
+        if event.kind is ServingChange.STATE:
             self._store.set_serving_state(
                 {"state": str(event.state), "reason": self.supervisor.status().reason}
             )
