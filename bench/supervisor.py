@@ -24,8 +24,9 @@ from pathlib import Path
 
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.process_launcher import ProcessLauncher
-from serving.runtime.states import ServingChange, ServingEvent, ServingState, SupervisorSettings
+from serving.runtime.states import ServingChange, ServingEvent, ServingState
 from serving.runtime.supervisor import Supervisor
+from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
 
 
 def free_port() -> int:
@@ -106,9 +107,11 @@ def main() -> int:
         port=port,
         served_model_name="sim",
     )
-    settings = SupervisorSettings(
+    serving = ServingSettings()
+    recovery = RecoverySettings(
         backoff_base_s=args.backoff_base_s, backoff_max_s=max(300.0, args.backoff_base_s)
     )
+    tuning = SupervisorTuning()
     timeline = Timeline()
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
@@ -116,7 +119,9 @@ def main() -> int:
             lambda: spec,
             ProcessLauncher(state),
             state,
-            settings=settings,
+            serving=serving,
+            recovery=recovery,
+            tuning=tuning,
             preflight=list,
             on_event=timeline,
         )
@@ -151,17 +156,17 @@ def main() -> int:
             )
             print(
                 "== restart after an outside SIGKILL (probe interval "
-                f"{settings.probe_interval_s:g} s, backoff base {settings.backoff_base_s:g} s)"
+                f"{serving.probe_interval_s:g} s, backoff base {recovery.backoff_base_s:g} s)"
             )
             print(f"crash class                       : {crash.crash_class}")
             print(f"kill -> restart decision (crash)  : {(decided_at - killed_at) * 1000:8.1f} ms")
             print(
                 f"kill -> new engine spawned        : {(launched_at - killed_at) * 1000:8.1f} ms"
-                f"  (backoff {settings.backoff_delay_s(1):g} s included)"
+                f"  (backoff {recovery.backoff_delay_s(1):g} s included)"
             )
             print(
                 f"  spawn after the backoff ended   : "
-                f"{(launched_at - decided_at - settings.backoff_delay_s(1)) * 1000:8.1f} ms"
+                f"{(launched_at - decided_at - recovery.backoff_delay_s(1)) * 1000:8.1f} ms"
             )
             print(f"kill -> new engine ready          : {(ready_at - killed_at) * 1000:8.1f} ms")
 
@@ -180,8 +185,8 @@ def main() -> int:
             used_process = thread_cpu_s(None) - before_process
             print(
                 f"== idle cost while ready ({elapsed:.1f} s, probe every "
-                f"{settings.probe_interval_s:g} s, metrics every {settings.metrics_interval_s:g} s,"
-                f" log poll every {settings.log_poll_interval_s:g} s)"
+                f"{serving.probe_interval_s:g} s, metrics every {serving.metrics_interval_s:g} s,"
+                f" log poll every {tuning.log_poll_interval_s:g} s)"
             )
             alive = {t.native_id for t in threading.enumerate()}
             for tid, name in sorted(threads.items(), key=lambda item: item[1]):

@@ -1,8 +1,9 @@
 """fleetd's side of the engine: recipe, launcher, supervisor, preflight, records.
 
-The supervisor (``serving/``) knows nothing of the store, the checks or the latch; this
-module hands it a spec factory, a preflight built from the rig's state, and an event sink
-that records every state change and launch. Operator actions are audited.
+The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
+the latch; this module hands it a spec factory, a preflight built from the rig's state,
+and an event sink that records every state change and launch. Operator actions are
+audited.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from serving.runtime.states import (
     ServingState,
     StartRefused,
     SupervisorClosed,
-    SupervisorSettings,
 )
 from serving.runtime.supervisor import Supervisor
 from serving.sim.scenario import EngineScenario, simulated_engine_args
@@ -73,25 +73,6 @@ def resolve_recipe(
     recipe = preset_recipe(SIM_PRESET)
     return recipe.model_copy(
         update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
-    )
-
-
-def supervisor_settings(settings: Settings) -> SupervisorSettings:
-    """The supervisor's timing from ``[serving]`` and ``[recovery]``."""
-    serving, recovery = settings.serving, settings.recovery
-    return SupervisorSettings(
-        probe_interval_s=serving.probe_interval_s,
-        startup_timeout_s=serving.startup_timeout_s,
-        liveness_failures=serving.probe_failures,
-        metrics_interval_s=serving.metrics_interval_s,
-        backoff_base_s=recovery.backoff_base_s,
-        backoff_max_s=max(recovery.backoff_max_s, recovery.backoff_base_s),
-        backoff_reset_after_s=recovery.backoff_reset_after_s,
-        breaker_max_restarts=recovery.breaker_max_restarts,
-        breaker_window_s=recovery.breaker_window_s,
-        stop_timeout_s=serving.stop_timeout_s,
-        term_timeout_s=serving.stop_timeout_s,
-        allow_kill=serving.allow_kill,
     )
 
 
@@ -129,7 +110,8 @@ class EngineService:
             self._spec,
             launcher_factory(recipe, state_dir),
             state_dir,
-            settings=supervisor_settings(settings),
+            serving=settings.serving,
+            recovery=settings.recovery,
             preflight=self.preflight,
             on_event=self._on_event,
         )

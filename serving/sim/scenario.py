@@ -39,15 +39,10 @@ class _Bad(Exception):
 
 
 def _shown(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return repr(value)
+    """A TOML value as the error message shows it: ``"text"``, ``1``, ``true``, a table."""
     if isinstance(value, dict | list):
         return "a table" if isinstance(value, dict) else "a list"
-    return type(value).__name__
+    return json.dumps(value, default=str)
 
 
 def _number(table: Mapping[str, object], key: str, default: float) -> float:

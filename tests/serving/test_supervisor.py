@@ -25,9 +25,9 @@ from serving.runtime.states import (
     ServingEvent,
     ServingState,
     StartRefused,
-    SupervisorSettings,
 )
 from serving.runtime.supervisor import Supervisor
+from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
 from tests.serving.engine_helpers import (
     SERVED_NAME,
     EventLog,
@@ -41,21 +41,41 @@ from tests.serving.engine_helpers import (
     wait_until,
 )
 
-FAST = SupervisorSettings(
-    probe_interval_s=0.1,
-    probe_timeout_s=0.5,
-    startup_timeout_s=30.0,
-    liveness_failures=2,
-    backoff_base_s=0.1,
-    backoff_max_s=0.4,
-    backoff_reset_after_s=600.0,
-    breaker_max_restarts=5,
-    breaker_window_s=600.0,
-    stop_timeout_s=5.0,
-    term_timeout_s=5.0,
-    kill_wait_s=5.0,
-    metrics_interval_s=0.2,
-    log_poll_interval_s=0.05,
+
+@dataclass(frozen=True)
+class Timing:
+    """The three settings a supervisor takes, with ``but`` to change any key by name."""
+
+    serving: ServingSettings
+    recovery: RecoverySettings
+    tuning: SupervisorTuning
+
+    def but(self, **changes: object) -> Timing:
+        parts = {"serving": self.serving, "recovery": self.recovery, "tuning": self.tuning}
+        for key, value in changes.items():
+            name = next(n for n, part in parts.items() if key in type(part).model_fields)
+            parts[name] = parts[name].model_copy(update={key: value})
+        return Timing(**parts)  # type: ignore[arg-type]
+
+
+FAST = Timing(
+    ServingSettings(
+        probe_interval_s=0.1,
+        startup_timeout_s=30.0,
+        probe_failures=2,
+        stop_timeout_s=5.0,
+        metrics_interval_s=0.2,
+    ),
+    RecoverySettings(
+        backoff_base_s=0.1,
+        backoff_max_s=0.4,
+        backoff_reset_after_s=600.0,
+        breaker_max_restarts=5,
+        breaker_window_s=600.0,
+    ),
+    SupervisorTuning(
+        probe_timeout_s=0.5, term_timeout_s=5.0, kill_wait_s=5.0, log_poll_interval_s=0.05
+    ),
 )
 DEADLINE_S = 20.0
 
@@ -82,7 +102,7 @@ class Harness:
         self,
         spec_factory: Callable[[], LaunchSpec],
         *,
-        settings: SupervisorSettings = FAST,
+        settings: Timing = FAST,
         preflight: Callable[[], list[Refusal]] = list,
         state_dir: Path | None = None,
         launcher: Launcher | None = None,
@@ -105,7 +125,9 @@ class Harness:
             spec_factory,
             chosen,
             state,
-            settings=settings,
+            serving=settings.serving,
+            recovery=settings.recovery,
+            tuning=settings.tuning,
             preflight=preflight,
             on_event=on_event,
         )
@@ -238,7 +260,7 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
     harness: Harness,
 ) -> None:
     port = free_port()
-    settings = replace(FAST, breaker_max_restarts=2)
+    settings = FAST.but(breaker_max_restarts=2)
     crashing = sim_spec(port, "--sim-crash-after-s", "0.05", ready_after_s=0.1)
     specs = SpecSequence([crashing, crashing, crashing, sim_spec(port)])
     rig = harness.make(specs, settings=settings)
@@ -264,7 +286,7 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
 
 def test_sustained_readiness_resets_the_backoff_streak(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, backoff_reset_after_s=0.2)
+    settings = FAST.but(backoff_reset_after_s=0.2)
     rig = harness.make(lambda: sim_spec(port, "--sim-crash-after-s", "0.6"), settings=settings)
     rig.supervisor.start()
     rig.events.wait_for(
@@ -281,7 +303,7 @@ def test_sustained_readiness_resets_the_backoff_streak(harness: Harness) -> None
 
 def test_clear_hold_leaves_it_stopped(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, breaker_max_restarts=1)
+    settings = FAST.but(breaker_max_restarts=1)
     rig = harness.make(
         lambda: sim_spec(port, "--sim-crash-after-s", "0.05", ready_after_s=0.1), settings=settings
     )
@@ -311,7 +333,7 @@ def test_graceful_stop_exits_0_and_stays_stopped(harness: Harness) -> None:
 
 def test_sigint_ignored_escalates_to_sigterm(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, stop_timeout_s=0.3)
+    settings = FAST.but(stop_timeout_s=0.3)
     rig = harness.make(lambda: sim_spec(port, "--sim-ignore-sigint"), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
@@ -322,7 +344,7 @@ def test_sigint_ignored_escalates_to_sigterm(harness: Harness) -> None:
 
 def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, stop_timeout_s=0.3, term_timeout_s=0.3)
+    settings = FAST.but(stop_timeout_s=0.3, term_timeout_s=0.3)
     rig = harness.make(lambda: sim_spec(port, "--sim-ignore-signals"), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
@@ -345,7 +367,7 @@ def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harnes
 
 def test_allow_kill_sigkills_an_engine_that_ignores_signals(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, stop_timeout_s=0.2, term_timeout_s=0.2, allow_kill=True)
+    settings = FAST.but(stop_timeout_s=0.2, term_timeout_s=0.2, allow_kill=True)
     rig = harness.make(lambda: sim_spec(port, "--sim-ignore-signals"), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
@@ -453,7 +475,7 @@ def test_stop_while_starting_stops_the_loading_engine(harness: Harness) -> None:
 
 def test_stop_during_backoff_cancels_the_restart(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, backoff_base_s=30.0, backoff_max_s=30.0)
+    settings = FAST.but(backoff_base_s=30.0, backoff_max_s=30.0)
     rig = harness.make(lambda: sim_spec(port), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
@@ -560,7 +582,7 @@ def test_close_with_stop_engine_stops_it(harness: Harness) -> None:
 
 def test_crash_while_starting_is_classified(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, restart_on_failure=False)
+    settings = FAST.but(restart_on_failure=False)
     rig = harness.make(
         lambda: sim_spec(
             port, "--sim-fail-start-after-s", "0.1", "--sim-crash-kind", "kv_oom", ready_after_s=5
@@ -577,7 +599,7 @@ def test_crash_while_starting_is_classified(harness: Harness) -> None:
 
 def test_startup_timeout_restarts_a_start_that_never_finishes(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, startup_timeout_s=0.5)
+    settings = FAST.but(startup_timeout_s=0.5)
     specs = SpecSequence([sim_spec(port, ready_after_s=60), sim_spec(port)])
     rig = harness.make(specs, settings=settings)
     first = rig.supervisor.start().pid
@@ -610,14 +632,16 @@ def test_launch_failure_is_a_refusal_with_the_reason(harness: Harness) -> None:
 
 
 def test_bad_settings_name_the_key() -> None:
-    with pytest.raises(ValueError, match="probe_interval_s must be > 0"):
-        SupervisorSettings(probe_interval_s=0)
-    with pytest.raises(ValueError, match="backoff_max_s"):
-        SupervisorSettings(backoff_base_s=10, backoff_max_s=5)
+    with pytest.raises(ValueError, match="probe_interval_s"):
+        ServingSettings(probe_interval_s=0)
+    with pytest.raises(ValueError, match="backoff_base_s"):
+        RecoverySettings(backoff_base_s=0)
+    with pytest.raises(ValueError, match="probe_timeout_s"):
+        SupervisorTuning(probe_timeout_s=-1)
 
 
 def test_backoff_delay_formula() -> None:
-    settings = SupervisorSettings()
+    settings = RecoverySettings()
     assert [settings.backoff_delay_s(n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [
         10,
         20,
@@ -628,6 +652,12 @@ def test_backoff_delay_formula() -> None:
         300,
         300,
     ]
+
+
+def test_a_backoff_max_below_the_base_means_no_growth() -> None:
+    """The config file accepts it (as it always has); the delay stays at the base."""
+    settings = RecoverySettings(backoff_base_s=10, backoff_max_s=5)
+    assert [settings.backoff_delay_s(n) for n in (1, 2, 5)] == [10, 10, 10]
 
 
 def test_container_mode_end_to_end_with_the_fake_runtime(
