@@ -23,9 +23,10 @@ from daemon.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, Severity
+from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.lint import lint_recipe
-from serving.recipe.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_spec
 from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.container_launcher import ContainerLauncher
@@ -43,7 +44,6 @@ from serving.runtime.states import (
 )
 from serving.runtime.supervisor import Supervisor
 from serving.sim.scenario import EngineScenario, simulated_engine_args
-from web.services import ServiceError
 
 log = logging.getLogger("fleetd.engine")
 
@@ -253,7 +253,7 @@ class EngineService:
         environment, so ``recipe show --diff`` stays right after a fleetd restart.
         """
         for row in self._store.list_launches(limit=20):
-            if row.ended_at is None and tuple(row.argv) == tuple(argv):
+            if row.ended_at is None and tuple(row.argv) == tuple(mask_argv(argv)):
                 return row.id
         return None
 
@@ -333,11 +333,9 @@ class EngineService:
         except StartRefused as exc:
             self._store.audit("operator", f"engine_{action}", "refused", reason=str(exc))
             first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
-            raise ServiceError(
-                409, "; ".join(r.message for r in exc.refusals), first.code
-            ) from None
+            raise Refused("; ".join(r.message for r in exc.refusals), first.code) from None
         except SupervisorClosed:
-            raise ServiceError(503, "fleetd is shutting down", "closed") from None
+            raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:
             return {
                 "action": action,
@@ -345,7 +343,7 @@ class EngineService:
                 "in_progress": True,
                 "serving": self.status_document(),
             }
-        raise ServiceError(404, f"unknown action {action!r}", "not_found")
+        raise NotFound(f"unknown action {action!r}")
 
     def _restart(self) -> None:
         try:
@@ -357,11 +355,8 @@ class EngineService:
 
     def recipe_document(self) -> dict[str, Any]:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        built = build_launch(self.recipe, port=self._engine_port())
         # Served over the API and compared with stored launches: both masked alike.
-        spec = dataclasses.replace(
-            built, argv=tuple(mask_argv(built.argv)), env=mask_env(built.env)
-        )
+        spec = mask_spec(build_launch(self.recipe, port=self._engine_port()))
         last = self._store.last_ready_launch()
         document: dict[str, Any] = {"spec": spec_to_dict(spec), "text": show_text(spec)}
         if last is None:
@@ -395,9 +390,7 @@ class EngineService:
         """
         # Checked here, before any byte is sent, so a refusal is a clean HTTP 429.
         if not self._followers.acquire(blocking=False):
-            raise ServiceError(
-                429, f"{MAX_FOLLOWERS} log followers already; try again later", "busy"
-            )
+            raise Busy(f"{MAX_FOLLOWERS} log followers already; try again later")
         capture = self.supervisor.log_capture
         return self._follow(capture, capture.subscribe(backlog=backlog), idle_s)
 

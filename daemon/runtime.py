@@ -20,13 +20,13 @@ import uvicorn
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from daemon.api_services import DaemonServices
 from daemon.boot import track_boot
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
-from daemon.services import DaemonServices
 from daemon.simcontrol import SimControl
 from daemon.store import Store
 from daemon.token import ensure_token
@@ -95,17 +95,22 @@ class Daemon:
         self.scheduler = BackgroundScheduler(timezone=UTC)
         listen_host, listen_port = split_listen(settings.web.listen)
         self.listen_host, self.listen_port = listen_host, listen_port
-        self.services = DaemonServices(
-            self,
-            token=self.token,
-            loopback_only=is_loopback(listen_host),
-            sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
-        )
         self._server: uvicorn.Server | None = None
         self._server_thread: threading.Thread | None = None
         self.engine: EngineService | None = None
         if recipe is not None:
             self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
+        self.services = DaemonServices(
+            self.store,
+            self.monitor,
+            self.engine,
+            caps=self.caps,
+            gpu=host.gpu,
+            follower=self.follower,
+            token=self.token,
+            loopback_only=is_loopback(listen_host),
+            sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+        )
 
     # -- helpers ----------------------------------------------------------------------
     def _card_index_of(self, pci_bus_id: str | None) -> int | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.sim.scenario import ScenarioError
-from web.services import ServiceError
+from serving.errors import InvalidInput, NotFound
 
 
 class SimControl:
@@ -26,9 +26,7 @@ class SimControl:
 
     def _check_card(self, index: int) -> None:
         if not 0 <= index < self._card_count():
-            raise ServiceError(
-                404, f"no card {index}: this rig has cards 0..{self._card_count() - 1}"
-            )
+            raise NotFound(f"no card {index}: this rig has cards 0..{self._card_count() - 1}")
 
     def inject_xid(self, card: int, xid: int, message: str | None) -> dict[str, Any]:
         """Write the Xid line; return where it went."""
@@ -36,7 +34,7 @@ class SimControl:
         try:
             seq = self._rig.inject_xid(card, xid, message)
         except SimulationError as exc:
-            raise ServiceError(400, str(exc)) from None
+            raise InvalidInput(str(exc)) from None
         return {"card": card, "xid": xid, "seq": seq, "boot_id": self._rig.boot_id()}
 
     def set_card(self, index: int, fields: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +43,7 @@ class SimControl:
         try:
             self._rig.set_card(index, **fields)
         except (ScenarioError, TypeError, ValueError) as exc:
-            raise ServiceError(400, str(exc)) from None
+            raise InvalidInput(str(exc)) from None
         return {"card": index, "changed": sorted(fields)}
 
     def reboot(self) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
 from pathlib import Path
@@ -27,8 +26,3 @@ def ensure_token(state_dir: Path) -> str:
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return token
-
-
-def token_matches(expected: str, given: str) -> bool:
-    """Constant-time comparison."""
-    return hmac.compare_digest(expected.encode(), given.encode())

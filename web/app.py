@@ -2,8 +2,8 @@
 
 Reads come from the daemon's in-memory state (never a live NVML call in a request), so
 a slow GPU cannot stall the API. Every POST needs ``Authorization: Bearer <token>`` (401
-without, 403 with a wrong one); on a non-loopback listener every endpoint but
-``/healthz`` does.
+without, 403 with a wrong one), and so does the engine log (it can hold users' prompts:
+not for every local user); on a non-loopback listener every endpoint but ``/healthz`` does.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from web.services import ServiceError, SimulationControl, WebServices
+from web.auth import bearer, token_matches
+from web.errors import install_error_handler
+from web.services import SimulationControl, WebServices
 
 
 class XidInjection(BaseModel):
@@ -35,14 +37,6 @@ class RebootRequest(BaseModel):
     confirm: bool = False
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        return None
-    return value.strip()
-
-
 def package_version() -> str:
     """cmpfleet's installed version."""
     try:
@@ -53,8 +47,6 @@ def package_version() -> str:
 
 def create_app(services: WebServices) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure)."""
-    from daemon.token import token_matches
-
     app = FastAPI(
         title="cmpfleet",
         version=package_version(),
@@ -62,7 +54,7 @@ def create_app(services: WebServices) -> FastAPI:
     )
 
     def check_token(request: Request) -> None:
-        given = _bearer(request)
+        given = bearer(request)
         if given is None:
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
         if not token_matches(services.token, given):
@@ -86,9 +78,7 @@ def create_app(services: WebServices) -> FastAPI:
                 return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
         return await call_next(request)
 
-    @app.exception_handler(ServiceError)
-    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message, "code": exc.code}, exc.status_code)
+    install_error_handler(app)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -130,12 +120,12 @@ def create_app(services: WebServices) -> FastAPI:
         """Start, stop or restart the engine."""
         return services.serving_action(action)
 
-    @app.get("/api/v1/serving/logs")
+    @app.get("/api/v1/serving/logs", dependencies=[Depends(require_token)])
     def serving_logs(lines: Annotated[int, Query(ge=0, le=100000)] = 200) -> dict[str, Any]:
         """The engine log's last lines."""
         return {"lines": services.serving_logs(lines)}
 
-    @app.get("/api/v1/serving/logs/follow")
+    @app.get("/api/v1/serving/logs/follow", dependencies=[Depends(require_token)])
     def serving_logs_follow(
         lines: Annotated[int, Query(ge=0, le=100000)] = 50,
     ) -> StreamingResponse:

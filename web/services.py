@@ -1,7 +1,9 @@
 """What the web layer needs from the daemon, as a protocol (web never imports daemon).
 
 The daemon hands an object satisfying ``WebServices`` to ``create_app``; tests can hand
-in the real daemon services or a small stand-in at this boundary.
+in the real daemon services or a small stand-in at this boundary. Refusals are raised as
+``serving.errors`` classes (``NotFound``, ``Refused``, ...); ``web.errors`` maps them to
+status codes.
 """
 
 from __future__ import annotations
@@ -9,16 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol
-
-
-class ServiceError(Exception):
-    """A refused or failed operation, with the HTTP status to answer with."""
-
-    def __init__(self, status_code: int, message: str, code: str = "error") -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
-        self.code = code
 
 
 class SimulationControl(Protocol):
@@ -59,7 +51,7 @@ class WebServices(Protocol):
         ...
 
     def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
-        """Acknowledge one event; ``ServiceError(404)`` when it does not exist."""
+        """Acknowledge one event; ``NotFound`` when it does not exist."""
         ...
 
     def apply_caps(self) -> dict[str, Any]:
@@ -67,7 +59,7 @@ class WebServices(Protocol):
         ...
 
     def serving_action(self, action: str) -> dict[str, Any]:
-        """``start|stop|restart`` the engine; ``ServiceError(409)`` with the reason if refused."""
+        """``start|stop|restart`` the engine; ``Refused``/``Conflict`` with the reason if refused."""
         ...
 
     def serving_logs(self, lines: int) -> list[str]:

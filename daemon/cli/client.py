@@ -59,11 +59,17 @@ class FleetClient:
     token: str | None
     timeout_s: float = 10.0
 
-    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request; the token goes with POSTs, and with a GET only when it is asked for."""
+    def send(
+        self, method: str, path: str, *, needs_token: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        """One request with the token where it belongs.
+
+        The token goes with POSTs and with GETs that need it (``needs_token``: the engine
+        log), and with another GET only when the daemon asks for it (a 401).
+        """
         url = self.url.rstrip("/") + path
         with_token = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        first = with_token if method != "GET" else {}
+        first = with_token if method != "GET" or needs_token else {}
         response = httpx.request(method, url, headers=first, timeout=self.timeout_s, **kwargs)
         if response.status_code == 401 and with_token and not first:
             response = httpx.request(
@@ -71,38 +77,43 @@ class FleetClient:
             )
         return response
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, needs_token: bool = False, **kwargs: Any) -> Any:
         try:
-            response = self.send(method, path, **kwargs)
+            response = self.send(method, path, needs_token=needs_token, **kwargs)
         except httpx.HTTPError as exc:
             raise ClientError(
                 f"cannot reach fleetd at {self.url}: {exc.__class__.__name__} "
                 "(is fleetd running? see --url)",
                 unreachable=True,
             ) from None
-        if response.status_code == 401:
-            raise ClientError(
-                "fleetd wants a token: use --token-file, $FLEETCTL_TOKEN, or run as the daemon's user",
-                status=401,
-            )
-        if response.status_code == 403:
-            raise ClientError(
-                "fleetd refused the token (from --token-file, $FLEETCTL_TOKEN or the state dir's "
-                "api-token): use the daemon's <state-dir>/api-token",
-                status=403,
-            )
+        if response.status_code in (401, 403):
+            raise ClientError(token_refusal(response.status_code), status=response.status_code)
         if response.status_code >= 400:
             raise ClientError(_detail(response), status=response.status_code)
         return response.json()
 
-    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """GET a JSON document."""
+    def get(
+        self, path: str, params: dict[str, Any] | None = None, *, needs_token: bool = False
+    ) -> Any:
+        """GET a JSON document (``needs_token``: send the token at once, not after a 401)."""
         clean = {k: v for k, v in (params or {}).items() if v is not None}
-        return self._request("GET", path, params=clean)
+        return self._request("GET", path, needs_token=needs_token, params=clean)
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """POST (with the bearer token) and return the JSON answer."""
         return self._request("POST", path, json=body or {})
+
+
+def token_refusal(status: int) -> str:
+    """The one line for a 401 (no token) or a 403 (a wrong one), with where to get it."""
+    if status == 401:
+        return (
+            "fleetd wants a token: use --token-file, $FLEETCTL_TOKEN, or run as the daemon's user"
+        )
+    return (
+        "fleetd refused the token (from --token-file, $FLEETCTL_TOKEN or the state dir's "
+        "api-token): use the daemon's <state-dir>/api-token"
+    )
 
 
 def _detail(response: httpx.Response) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from daemon.cli.client import ClientError, FleetClient
+from daemon.cli.client import ClientError, FleetClient, token_refusal
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
 from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
@@ -125,7 +125,7 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
     """``fleetctl logs [--follow] [--lines N]``."""
     if not follow:
         try:
-            got = client.get("/api/v1/serving/logs", {"lines": lines})
+            got = client.get("/api/v1/serving/logs", {"lines": lines}, needs_token=True)
         except ClientError as exc:
             out.fail(str(exc), EXIT_FAILED)
         if out.json_mode:
@@ -135,26 +135,23 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
                 sys.stdout.write(line + "\n")
         return 0
     url = client.url.rstrip("/") + "/api/v1/serving/logs/follow"
-    # The token goes along only when the daemon asks (a remote listener), as for every GET.
-    auth = {"Authorization": f"Bearer {client.token}"} if client.token else None
-    attempts: list[dict[str, str]] = [{}] if auth is None else [{}, auth]
+    # The engine log needs the token even on loopback: it goes along from the first try.
+    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
     try:
-        for number, headers in enumerate(attempts, 1):
-            with httpx.stream(
-                "GET",
-                url,
-                params={"lines": lines},
-                headers=headers,
-                timeout=httpx.Timeout(10, read=None),
-            ) as response:
-                if response.status_code == 401 and number < len(attempts):
-                    continue
-                if response.status_code != 200:
-                    out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
-                for line in response.iter_lines():
-                    sys.stdout.write(line + "\n")
-                    sys.stdout.flush()
-                return 0
+        with httpx.stream(
+            "GET",
+            url,
+            params={"lines": lines},
+            headers=headers,
+            timeout=httpx.Timeout(10, read=None),
+        ) as response:
+            if response.status_code in (401, 403):
+                out.fail(f"cannot follow the engine log: {token_refusal(response.status_code)}")
+            if response.status_code != 200:
+                out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
+            for line in response.iter_lines():
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
     except httpx.HTTPError as exc:
         out.fail(f"lost fleetd at {client.url}: {exc.__class__.__name__}")
     return 0

@@ -51,6 +51,9 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "GPU stopped processing: the application hit a fault; the GPU is healthy"),
     _Entry(45, _APP, XidAction.NONE,
            "preemptive cleanup: follows another Xid or a killed process; act on that one"),
+    _Entry(46, _HW, XidAction.REBOOT,
+           "GPU stopped processing (driver error, unlike 43): NVIDIA advises a GPU reset, a reboot "
+           "on these cards [NVIDIA health-validation Xid checks; AWS node agent: critical]"),
     _Entry(48, _HW, XidAction.REBOOT,
            "double-bit ECC error: uncorrectable memory error; reboot, and replace the card if it repeats"),
     _Entry(54, _HW, XidAction.INSPECT,
@@ -66,6 +69,9 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "video decoder (NVDEC) exception: usually the application"),
     _Entry(69, _APP, XidAction.RESTART_ENGINE,
            "graphics engine class error: usually the application"),
+    _Entry(74, _HW, XidAction.REBOOT,
+           "NVLink error: CMP 170HX cards have no NVLink bridge in these rigs, so this points at the "
+           "board or driver; reboot and inspect if it repeats [AWS node agent: critical]"),
     _Entry(79, _HW, XidAction.REBOOT,
            "GPU has fallen off the bus: reboot, then check the riser, PCIe power cables and PSU"),
     _Entry(92, _HW, XidAction.INSPECT,
@@ -76,6 +82,8 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "uncontained memory error: every application on the GPU is affected; the GPU needs a reset (a reboot)"),
     _Entry(109, _APP, XidAction.RESTART_ENGINE,
            "context switch timeout: usually the application; if it repeats on a healthy engine, suspect the card"),
+    _Entry(110, _HW, XidAction.REBOOT,
+           "security fault error: the GPU needs a reset (a reboot) [AWS node agent: critical]"),
     _Entry(119, _HW, XidAction.COLD_POWER_CYCLE,
            "GSP RPC timeout: on these cards a warm reboot was not enough; power the rig off for about 30 s"),
     _Entry(120, _HW, XidAction.COLD_POWER_CYCLE,
@@ -84,6 +92,12 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "unrecovered ECC error escaped containment: the GPU needs a reset (a reboot)"),
     _Entry(143, _HW, XidAction.REBOOT,
            "GPU initialisation failure: reboot; if it repeats, check the card, riser and power"),
+    *(
+        _Entry(xid, _HW, XidAction.REBOOT,
+               f"Xid {xid}: treated as critical by AWS's GPU node agent (DOMAIN.md); cmpfleet has no "
+               "CMP-specific finding for it: reboot, and look it up in NVIDIA's Xid catalogue if it repeats")
+        for xid in (136, 142, 151, 155, 156, 158)
+    ),
 )  # fmt: skip
 
 # Xid 154: the recovery action code (NVML's nvmlDeviceGpuRecoveryAction_t) -> class, action, why.

@@ -190,6 +190,7 @@ def build_launch(
         container_name=container_name,
         recipe_hash=digest,
         labels=labels,
+        preset_overrides=recipe.preset_overrides,
     )
 
 
@@ -235,6 +236,7 @@ def spec_to_dict(spec: LaunchSpec) -> dict[str, Any]:
         "container_name": spec.container_name,
         "recipe_hash": spec.recipe_hash,
         "labels": dict(spec.labels),
+        "preset_overrides": [override.to_dict() for override in spec.preset_overrides],
     }
 
 
@@ -254,6 +256,12 @@ def show_text(spec: LaunchSpec) -> str:
     where = "passed with -e" if spec.mode is not LaunchMode.PROCESS else "added to fleetd's"
     rows.append(f"environment ({where}):")
     rows += [f"  {name}={shlex.quote(value)}" for name, value in sorted(spec.env.items())]
+    if spec.preset_overrides:
+        rows.append("preset flags overridden by extra_args:")
+        for override in spec.preset_overrides:
+            verb = "turned off by" if override.dropped else "->"
+            preset_flag = shlex.join(override.preset_tokens)
+            rows.append(f"  {preset_flag} {verb} {shlex.join(override.recipe_tokens)}")
     return "\n".join(rows) + "\n"
 
 

@@ -82,3 +82,81 @@ def find_flag(groups: Iterable[FlagGroup], *names: str) -> FlagGroup | None:
         if group.name in wanted:
             found = group
     return found
+
+
+def flag_key(name: str) -> str:
+    """The setting a flag controls: ``--no-trust-remote-code`` and ``--trust-remote-code`` alike.
+
+    vLLM's boolean options take a ``--no-`` form; merging and the linter treat both forms
+    as one setting, so the negated form given in a recipe replaces the preset's switch.
+    """
+    normalized = normalize_flag(name)
+    if normalized.startswith("--no-"):
+        return "--" + normalized.removeprefix("--no-")
+    return normalized
+
+
+@dataclass(frozen=True)
+class FlagOverride:
+    """A preset's flag that a recipe's ``extra_args`` gave again (``recipe show`` lists them).
+
+    ``dropped`` is true when the recipe turned the preset's switch off (``--no-X`` for the
+    preset's ``--X``, or the other way round): the preset's setting is gone, not retuned.
+    """
+
+    flag: str
+    preset_tokens: tuple[str, ...]
+    recipe_tokens: tuple[str, ...]
+
+    @property
+    def dropped(self) -> bool:
+        """True when the recipe negates the preset's switch instead of changing its value."""
+        preset_names = {group.name for group in split_flags(self.preset_tokens)}
+        recipe_names = {group.name for group in split_flags(self.recipe_tokens)}
+        return not preset_names & recipe_names
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form for ``recipe show --json``."""
+        return {
+            "flag": self.flag,
+            "preset": list(self.preset_tokens),
+            "recipe": list(self.recipe_tokens),
+            "dropped": self.dropped,
+        }
+
+
+def merge_flags(
+    preset: Sequence[str], recipe: Sequence[str]
+) -> tuple[list[str], list[FlagOverride]]:
+    """The preset's ``extra_args`` with the recipe's added, and the preset flags overridden.
+
+    A flag the recipe gives again replaces the preset's occurrence(s) in place (so the launch
+    keeps the seeds' reference order); every other recipe flag is appended in its own order.
+    """
+    recipe_groups = split_flags(recipe)
+    by_key: dict[str, list[FlagGroup]] = {}
+    for group in recipe_groups:
+        if group.name:
+            by_key.setdefault(flag_key(group.name), []).append(group)
+    merged: list[str] = []
+    overridden: dict[str, FlagOverride] = {}
+    for group in split_flags(preset):
+        key = flag_key(group.name) if group.name else ""
+        replacement = by_key.get(key)
+        if replacement is None:
+            merged.extend(group.tokens)
+            continue
+        earlier = overridden.get(key)
+        if earlier is None:  # the first occurrence takes the recipe's flag(s)
+            given = tuple(token for item in replacement for token in item.tokens)
+            merged.extend(given)
+            overridden[key] = FlagOverride(key, group.tokens, given)
+        else:  # the preset repeated the flag: that occurrence is replaced too
+            overridden[key] = FlagOverride(
+                key, earlier.preset_tokens + group.tokens, earlier.recipe_tokens
+            )
+    for group in recipe_groups:
+        if not group.name or flag_key(group.name) not in overridden:
+            merged.extend(group.tokens)
+    changed = [item for item in overridden.values() if item.preset_tokens != item.recipe_tokens]
+    return merged, changed

@@ -282,6 +282,27 @@ def _rule_parsers(ctx: _Context) -> list[Finding]:
     return findings
 
 
+def _rule_preset_flags(ctx: _Context) -> list[Finding]:
+    """A preset's switch turned off in ``extra_args`` (``--no-X``) is an error.
+
+    The presets carry the flags the seeds' reference launch needs (remote code, tokenizer,
+    parsers, block size, sequence cap); losing one costs a 20 to 45 minute cold start of a
+    broken engine, so it is not left to a warning.
+    """
+    findings = []
+    for override in ctx.recipe.preset_overrides:
+        if not override.dropped:
+            continue
+        given = split_flags(override.recipe_tokens)[0]
+        reason = (
+            f"turns off the preset's {' '.join(override.preset_tokens)}, which its launch "
+            "needs; extra_args adds to the preset's flags, so give the flag again only to "
+            "change its value"
+        )
+        findings.append(Finding("preset-flag-dropped", "error", given.name, given.shown, reason))
+    return findings
+
+
 def _rule_env(ctx: _Context) -> list[Finding]:
     findings = []
     method = ctx.env.get(MULTIPROC_ENV)
@@ -345,6 +366,7 @@ _RULES: tuple[Callable[[_Context], list[Finding]], ...] = (
     _rule_enforce_eager,
     _rule_row_chunk,
     _rule_parsers,
+    _rule_preset_flags,
     _rule_env,
     _rule_shm,
     _rule_memory,

@@ -17,14 +17,14 @@ import difflib
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from serving.recipe.findings import Finding
-from serving.recipe.flags import find_flag, split_flags
+from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
 
 RecipeMode = Literal["process", "docker", "podman"]
@@ -117,6 +117,8 @@ class Recipe(BaseModel):
     mounts: tuple[str, ...] = ()
     ipc_host: bool = False
     container_port: int = Field(default=8000, ge=1, le=65535)
+    # Set by the parser, never from a table: not a key, not part of the recipe hash.
+    _preset_overrides: tuple[FlagOverride, ...] = PrivateAttr(default=())
 
     @field_validator("shm_size")
     @classmethod
@@ -182,6 +184,11 @@ class Recipe(BaseModel):
             return group.values[0]
         return self.model
 
+    @property
+    def preset_overrides(self) -> tuple[FlagOverride, ...]:
+        """The preset flags this recipe's ``extra_args`` gave again (empty without a preset)."""
+        return self._preset_overrides
+
     def effective_env(self) -> dict[str, str]:
         """``[env]`` plus ``VLLM_PP_LAYER_PARTITION`` from ``layer_partition`` (which wins)."""
         env = dict(self.env)
@@ -231,22 +238,41 @@ class _PresetProblem(Exception):
         self.finding = finding
 
 
-def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """Top-level keys replace; the ``env`` and ``speculative`` tables merge key by key."""
+def _is_string_list(value: Any) -> TypeGuard[Sequence[str]]:
+    return isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+
+
+def _merge(
+    base: Mapping[str, Any], override: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[FlagOverride]]:
+    """Top-level keys replace; ``env`` and ``speculative`` merge key by key; flags add up.
+
+    ``extra_args`` adds to the preset's: replacing the whole list silently dropped the
+    preset's ``--trust-remote-code``, parsers and sizes, a cold start later found broken.
+    Returns the merged table and the preset flags the override gave again.
+    """
     merged = dict(base)
+    overrides: list[FlagOverride] = []
     for key, value in override.items():
         old = merged.get(key)
         if key in MERGED_TABLES and isinstance(old, Mapping) and isinstance(value, Mapping):
             merged[key] = {**old, **value}
+        elif key == "extra_args" and _is_string_list(old) and _is_string_list(value):
+            merged[key], overrides = merge_flags(old, value)
         else:
             merged[key] = value
-    return merged
+    return merged, overrides
 
 
-def _apply_presets(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
-    """``table`` with its ``preset`` (and that preset's, recursively) merged underneath."""
+def _apply_presets(
+    table: Mapping[str, Any], depth: int = 0
+) -> tuple[dict[str, Any], list[FlagOverride]]:
+    """``table`` with its ``preset`` (and that preset's, recursively) merged underneath.
+
+    The overrides returned are those of ``table`` itself against its whole preset chain.
+    """
     if "preset" not in table:
-        return dict(table)
+        return dict(table), []
     name = table["preset"]
     own = {key: value for key, value in table.items() if key != "preset"}
     if not isinstance(name, str):
@@ -264,7 +290,7 @@ def _apply_presets(table: Mapping[str, Any], depth: int = 0) -> dict[str, Any]:
         raise _PresetProblem(
             Finding("unknown-preset", "error", "preset", toml_literal(name), reason)
         ) from exc
-    return _merge(_apply_presets(base, depth + 1), own)
+    return _merge(_apply_presets(base, depth + 1)[0], own)
 
 
 def _freeze(value: Any) -> Any:
@@ -357,11 +383,12 @@ def parse_recipe_table(table: Mapping[str, Any]) -> tuple[Recipe | None, list[Fi
     not the source: the caller prints them under the file or table name it knows.
     """
     try:
-        merged = _apply_presets(table)
+        merged, overrides = _apply_presets(table)
     except _PresetProblem as problem:
         return None, [problem.finding]
     recipe, findings = _validate(_freeze(merged))
     if recipe is not None:
+        recipe._preset_overrides = tuple(overrides)
         findings.extend(_structure_findings(recipe))
     return recipe, findings
 

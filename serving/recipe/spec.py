@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from serving.recipe.flags import FlagOverride
+
 
 class LaunchMode(enum.StrEnum):
     """How the engine runs."""
@@ -54,7 +56,8 @@ class LaunchSpec:
     ``env`` holds only the recipe's variables (the process launcher adds them to the
     daemon's environment; container modes pass them with ``-e`` inside ``argv``).
     ``health_url`` and ``models_url`` are the probes; ``served_model_name`` must appear in
-    ``/v1/models`` for the engine to count as ready.
+    ``/v1/models`` for the engine to count as ready. ``preset_overrides`` lists the preset
+    flags the recipe's ``extra_args`` gave again (for ``recipe show``; not launched as such).
     """
 
     mode: LaunchMode
@@ -66,6 +69,7 @@ class LaunchSpec:
     container_name: str | None = None
     recipe_hash: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    preset_overrides: tuple[FlagOverride, ...] = ()
 
     @property
     def base_url(self) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from serving.recipe.masking import mask_argv
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.logcapture import launch_marker
 
@@ -208,7 +209,7 @@ def record_for(
     return EngineRecord(
         pid=pid,
         start_time=start_time,
-        argv=spec.argv,
+        argv=tuple(mask_argv(spec.argv)),  # the record is a file: no secrets in it
         spec_hash=spec_hash(spec),
         port=spec.port,
         mode=spec.mode,

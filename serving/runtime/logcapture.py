@@ -31,6 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
+from serving.recipe.masking import mask_argv
+
 _LOG = logging.getLogger(__name__)
 
 LAUNCH_MARKER_PREFIX = "[cmpfleet] launch "
@@ -42,8 +44,12 @@ _READ_CHUNK_BYTES = 1024 * 1024
 
 
 def launch_marker(when: datetime, argv: tuple[str, ...] | list[str]) -> str:
-    """The line written into the log before a launch (lets a restarted fleetd find it)."""
-    return f"{LAUNCH_MARKER_PREFIX}{when.isoformat(timespec='seconds')}: {' '.join(argv)}"
+    """The line written into the log before a launch (lets a restarted fleetd find it).
+
+    Secrets are masked: the log is served to whoever holds the token and read by hand.
+    """
+    shown = " ".join(mask_argv(argv))
+    return f"{LAUNCH_MARKER_PREFIX}{when.isoformat(timespec='seconds')}: {shown}"
 
 
 class LogSubscription:

@@ -258,11 +258,14 @@ def test_abandoned_log_followers_never_starve_the_api(
     daemons.append(daemon)
     wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
     url = daemon.url + "/api/v1/serving/logs/follow?lines=0"
+    auth = {"Authorization": f"Bearer {daemon.token}"}
     codes: list[int] = []
 
     def abandon() -> None:
         try:
-            with httpx.stream("GET", url, timeout=httpx.Timeout(5, read=0.5)) as response:
+            with httpx.stream(
+                "GET", url, headers=auth, timeout=httpx.Timeout(5, read=0.5)
+            ) as response:
                 codes.append(response.status_code)
                 for _ in response.iter_lines():
                     pass

@@ -256,11 +256,12 @@ RULE_CASES: list[tuple[str, str, dict[str, Any], tuple[str, str, str, str]]] = [
 def _table(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The preset plus ``overrides``; a ``None`` override removes the key.
 
-    A recipe cannot unset a preset's key (``[env]`` merges key-wise), so a case that needs
-    a key or variable gone spells the preset out in full (its dump) and replaces ``env``.
+    A recipe cannot unset a preset's key (``[env]`` merges key-wise, ``extra_args`` adds
+    to the preset's flags), so a case that needs a key, variable or flag gone spells the
+    preset out in full (its dump) and replaces ``env`` or ``extra_args``.
     """
     removed = {key for key, value in overrides.items() if value is None}
-    if not removed and "env" not in overrides:
+    if not removed and "env" not in overrides and "extra_args" not in overrides:
         return {"preset": preset, **overrides}
     table = preset_recipe(preset).model_dump(mode="json", exclude_none=True)
     table.update({key: value for key, value in overrides.items() if value is not None})

@@ -86,7 +86,18 @@ num_speculative_tokens = 4
     recipe = load_recipe(path)
     assert recipe.model == "/srv/models/dsv4"
     assert recipe.port == 9000
-    assert recipe.extra_args == ("--max-num-seqs", "4")  # arrays replace, they do not merge
+    preset_flags = preset_recipe("dsv4-flash-pp4-dspark").extra_args
+    seqs = preset_flags.index("--max-num-seqs")
+    # extra_args adds to the preset's flags; a flag given again changes only its own value
+    assert recipe.extra_args == (*preset_flags[: seqs + 1], "4", *preset_flags[seqs + 2 :])
+    assert [override.to_dict() for override in recipe.preset_overrides] == [
+        {
+            "flag": "--max-num-seqs",
+            "preset": ["--max-num-seqs", "8"],
+            "recipe": ["--max-num-seqs", "4"],
+            "dropped": False,
+        }
+    ]
     assert recipe.env == {
         "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
         "DSV4_LOGITS_ROW_CHUNK": "32",

@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from serving.errors import NotFound, Refused
 from web.app import create_app
-from web.services import ServiceError, SimulationControl
+from web.services import SimulationControl
 
 
 class StubServices:
@@ -36,7 +37,7 @@ class StubServices:
 
     def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
         if event_id != 1:
-            raise ServiceError(404, f"no event {event_id}")
+            raise NotFound(f"no event {event_id}")
         self.acked.append(event_id)
         return {"id": event_id, "acked": True}
 
@@ -44,7 +45,7 @@ class StubServices:
         return {}
 
     def serving_action(self, action: str) -> dict[str, Any]:
-        raise ServiceError(409, "reboot required: Xid 79", "reboot_latch")
+        raise Refused("reboot required: Xid 79", "reboot_latch")
 
     def serving_logs(self, lines: int) -> list[str]:
         return []

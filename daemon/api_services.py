@@ -1,6 +1,9 @@
-"""What the API and fleetctl can ask of a running fleetd (the ``WebServices`` protocol).
+"""The daemon's implementation of ``web.services.WebServices``: what the API can ask of fleetd.
 
-Reads come from the monitor's in-memory view and the store; nothing here calls NVML.
+Named ``api_services`` so it is not mistaken for ``web/services.py`` (the protocol it
+implements). Reads come from the monitor's in-memory view and the store; nothing here
+calls NVML except ``apply_caps``, which must read the cards it is about to change.
+Refusals are ``serving.errors`` classes; the web layer gives them their status codes.
 """
 
 from __future__ import annotations
@@ -8,15 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from hwcheck.backend import BackendError
+from daemon.caps import CapKeeper
+from daemon.monitor import RigMonitor
+from daemon.store import Store
+from daemon.xidpath import FollowerThread
+from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import Severity, worst_severity
 from hwcheck.report import rig_document
-from web.services import ServiceError, SimulationControl
-
-if TYPE_CHECKING:
-    from daemon.runtime import Daemon
+from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
+from web.services import SimulationControl
 
 
 class EngineControl(Protocol):
@@ -27,7 +32,7 @@ class EngineControl(Protocol):
         ...
 
     def action(self, action: str) -> dict[str, Any]:
-        """``start|stop|restart``; raises ``ServiceError`` when refused."""
+        """``start|stop|restart``; raises ``serving.errors.Refused`` when refused."""
         ...
 
     def logs(self, lines: int) -> list[str]:
@@ -64,17 +69,27 @@ def iso(ts: datetime | None) -> str | None:
 
 
 class DaemonServices:
-    """The daemon's answers to API requests."""
+    """The daemon's answers to API requests, from the parts it is given (never the daemon)."""
 
     def __init__(
         self,
-        daemon: Daemon,
+        store: Store,
+        monitor: RigMonitor,
+        engine: EngineControl | None,
         *,
+        caps: CapKeeper,
+        gpu: GpuBackend,
+        follower: FollowerThread,
         token: str,
         loopback_only: bool,
         sim: SimulationControl | None,
     ) -> None:
-        self._daemon = daemon
+        self._store = store
+        self._monitor = monitor
+        self._engine = engine
+        self._caps = caps
+        self._gpu = gpu
+        self._follower = follower
         self.token = token
         self.loopback_only = loopback_only
         self._sim = sim
@@ -85,54 +100,47 @@ class DaemonServices:
         """Fault injection, only under ``--simulate``."""
         return self._sim
 
-    # -- serving (the engine service, when a recipe is configured) -------------------
+    # -- serving ----------------------------------------------------------------------
+    def _require_engine(self) -> EngineControl:
+        if self._engine is None:
+            raise Conflict("no engine is configured on this rig", "no_engine")
+        return self._engine
+
     def serving_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""
-        engine = self._daemon.engine
-        if engine is None:
+        if self._engine is None:
             return {"state": "stopped", "pid": None, "restarts": 0, "since": None, "url": None}
-        return engine.status_document()
+        return self._engine.status_document()
 
     def serving_state(self) -> str:
         """The engine's state word."""
         return str(self.serving_document()["state"])
 
     def serving_action(self, action: str) -> dict[str, Any]:
-        """Start, stop or restart the engine through the supervisor."""
-        engine = self._daemon.engine
-        if engine is None:
-            raise ServiceError(409, "no engine is configured on this rig", "no_engine")
-        return engine.action(action)
+        """Start, stop or restart the engine through the engine service."""
+        return self._require_engine().action(action)
 
     def serving_logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
-        engine = self._daemon.engine
-        return [] if engine is None else engine.logs(lines)
+        return [] if self._engine is None else self._engine.logs(lines)
 
     def serving_follow(self, lines: int) -> Iterator[str | None]:
         """``logs --follow``: the last ``lines`` lines, then new ones."""
-        engine = self._daemon.engine
-        if engine is None:
-            raise ServiceError(409, "no engine is configured on this rig", "no_engine")
-        return engine.follow(lines)
+        return self._require_engine().follow(lines)
 
     def serving_recipe(self) -> dict[str, Any]:
         """``recipe show`` through the daemon."""
-        engine = self._daemon.engine
-        if engine is None:
-            raise ServiceError(409, "no engine is configured on this rig", "no_engine")
-        return engine.recipe_document()
+        return self._require_engine().recipe_document()
 
     def close_serving(self, stop_engine: bool) -> None:
         """Detach from the engine (stopping it only with ``stop_on_exit``)."""
-        engine = self._daemon.engine
-        if engine is not None:
-            engine.close(stop_engine=stop_engine)
+        if self._engine is not None:
+            self._engine.close(stop_engine=stop_engine)
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> dict[str, Any]:
         """CONTRACT's ``recovery`` block."""
-        latch = self._daemon.store.get_latch()
+        latch = self._store.get_latch()
         if latch is None:
             return {"reboot_required": False, "reason": None, "since": None, "advice": None}
         return {
@@ -144,8 +152,7 @@ class DaemonServices:
 
     def status_document(self) -> dict[str, Any]:
         """The whole status document (CONTRACT: ``fleetctl status --json``)."""
-        daemon = self._daemon
-        view = daemon.monitor.view()
+        view = self._monitor.view()
         latest = view.latest
         serving = self.serving_document()
         recovery = self.recovery_document()
@@ -162,13 +169,13 @@ class DaemonServices:
         doc["serving"] = serving
         doc["recovery"] = recovery
         doc["rig"] = {
-            "simulated": daemon.sim is not None,
+            "simulated": self._sim is not None,
             "boot_id": view.boot_id,
             "polls": view.polls,
             "last_poll": iso(latest.taken_at) if latest else None,
             "last_poll_error": view.last_poll_error,
             "xid_since_boot": len(view.xids),
-            "kernel_records_lost": daemon.follower.lost_records,
+            "kernel_records_lost": self._follower.lost_records,
         }
         doc["daemon"] = {"pid": os.getpid(), "started_at": iso(self._started_at)}
         return doc
@@ -178,10 +185,10 @@ class DaemonServices:
     ) -> list[dict[str, Any]]:
         """Events newest first in CONTRACT's shape (plus ``acked``/``details``)."""
         if kind is not None and kind not in EVENT_KINDS:
-            raise ServiceError(400, f"unknown event kind {kind!r}: one of {', '.join(EVENT_KINDS)}")
+            raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EVENT_KINDS)}")
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=UTC)  # a time without an offset is read as UTC
-        rows = self._daemon.store.list_events(since=since, kind=kind, limit=limit, card=card)
+        rows = self._store.list_events(since=since, kind=kind, limit=limit, card=card)
         return [
             {
                 "id": row.id,
@@ -199,16 +206,15 @@ class DaemonServices:
 
     def apply_caps(self) -> dict[str, Any]:
         """Re-apply the configured power cap to every card that is off it, now."""
-        caps = self._daemon.caps
         try:
-            snapshot = self._daemon.host.gpu.snapshot()
+            snapshot = self._gpu.snapshot()
         except BackendError as exc:
-            raise ServiceError(503, f"cannot read the cards: {exc}", "backend") from None
-        results = caps.apply(snapshot, actor="api")
-        return {"target_w": caps.target_w, "cards": [r.as_dict() for r in results]}
+            raise Unavailable(f"cannot read the cards: {exc}", "backend") from None
+        results = self._caps.apply(snapshot, actor="api")
+        return {"target_w": self._caps.target_w, "cards": [r.as_dict() for r in results]}
 
     def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
         """Acknowledge one event."""
-        if not self._daemon.store.ack_event(event_id, by):
-            raise ServiceError(404, f"no event {event_id}", "not_found")
+        if not self._store.ack_event(event_id, by):
+            raise NotFound(f"no event {event_id}")
         return {"id": event_id, "acked": True}

@@ -1,0 +1,208 @@
+"""The recovery policy: ``decide(facts, now_s) -> Decision``, pure, no I/O, no clock.
+
+It follows DESIGN.md's recovery rules. A hardware fault (a hardware-class Xid or one whose
+action is a reboot, a lost card, a recovery action asking for a reset or reboot, a failed
+CUDA probe, a ``driver_poisoned`` crash) stops the engine cleanly and latches a reboot,
+whatever else is going on: an Xid 31 often kills the engine a moment before its line is
+read, so the exit that follows must not be mistaken for an application crash. Otherwise an
+engine exit on a healthy rig restarts with capped exponential backoff, and too many
+restarts in the window hold the engine. Starts (a person's, autostart's, the end of a
+backoff) pass one gate: no latch, no critical check. There are no moves here that reload
+``nvidia_uvm``, reset a GPU or kill workers: the decisions cannot express them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hwcheck.model import XidAction, XidClass
+from recovery.decisions import (
+    Advice,
+    AdviseInspection,
+    Decision,
+    Hold,
+    NoAction,
+    Reason,
+    Refuse,
+    RestartAfter,
+    Start,
+    StopAndLatch,
+)
+from recovery.facts import (
+    CardFault,
+    EngineCondition,
+    Facts,
+    PolicySettings,
+    ProbeOutcome,
+    Trigger,
+    XidFact,
+)
+
+DRIVER_POISONED = "driver_poisoned"
+
+# NVML field 230 codes that ask for a reset or a reboot (3, drain P2P, does not).
+_RECOVERY_ACTION_ADVICE = {
+    1: (Advice.WARM_REBOOT, "GPU reset required (a reboot: nvidia-smi -r is not supported)"),
+    2: (Advice.WARM_REBOOT, "node reboot required"),
+    4: (Advice.WARM_REBOOT, "drain and reset required"),
+    6: (Advice.WARM_REBOOT, "PCIe bus reset required"),
+    7: (Advice.COLD_POWER_CYCLE, "system reboot required (GSP/PMU class: power cycle)"),
+}
+
+
+def backoff_delay_s(settings: PolicySettings, failure_in_a_row: int) -> float:
+    """Delay before the restart that follows the ``failure_in_a_row``-th failure."""
+    exponent = min(max(failure_in_a_row, 1) - 1, 64)  # capped: a long streak cannot overflow
+    return float(min(settings.backoff_base_s * 2**exponent, settings.backoff_max_s))
+
+
+def restarts_in_window(
+    settings: PolicySettings, restart_times_s: tuple[float, ...], now_s: float
+) -> int:
+    """How many automatic restarts happened within the breaker window before ``now_s``."""
+    return sum(1 for t in restart_times_s if now_s - t <= settings.breaker_window_s)
+
+
+def _xid_latches(fact: XidFact) -> bool:
+    if fact.action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE):
+        return True
+    return fact.xid_class is XidClass.HARDWARE and fact.action is not XidAction.NONE
+
+
+def _xid_fault(fact: XidFact) -> StopAndLatch:
+    advice = (
+        Advice.COLD_POWER_CYCLE if fact.action is XidAction.COLD_POWER_CYCLE else Advice.WARM_REBOOT
+    )
+    where = f" on card {fact.card}" if fact.card is not None else ""
+    return StopAndLatch(f"Xid {fact.xid}{where}: {fact.explanation}", advice, fact.card)
+
+
+def _card_fault(fault: CardFault) -> StopAndLatch | None:
+    if fault.lost:
+        return StopAndLatch(
+            f"card {fault.card} is lost (NVML: GPU is lost)", Advice.WARM_REBOOT, fault.card
+        )
+    if fault.reset_required:
+        return StopAndLatch(
+            f"card {fault.card} needs a reset (NVML: reset required; a reboot on these cards)",
+            Advice.WARM_REBOOT,
+            fault.card,
+        )
+    known = _RECOVERY_ACTION_ADVICE.get(fault.recovery_action or 0)
+    if known is None:
+        return None
+    advice, why = known
+    return StopAndLatch(
+        f"card {fault.card}: NVML recovery action {fault.recovery_action}: {why}",
+        advice,
+        fault.card,
+    )
+
+
+def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
+    for fact in facts.new_xids:
+        if _xid_latches(fact):
+            yield _xid_fault(fact)
+    for fault in facts.card_faults:
+        found = _card_fault(fault)
+        if found is not None:
+            yield found
+    for probe in facts.probes:
+        if probe.outcome in (ProbeOutcome.FAILED, ProbeOutcome.TIMED_OUT):
+            detail = f": {probe.error}" if probe.error else ""
+            yield StopAndLatch(
+                f"CUDA probe {probe.outcome} on card {probe.card}{detail} (the card is wedged)",
+                Advice.WARM_REBOOT,
+                probe.card,
+            )
+    exit_ = facts.engine_exit
+    if exit_ is not None and exit_.crash_class == DRIVER_POISONED:
+        yield StopAndLatch(
+            "the engine crashed with a poisoned driver (CUDA driver initialization failed)",
+            Advice.WARM_REBOOT,
+        )
+
+
+def _worst(faults: list[StopAndLatch]) -> StopAndLatch:
+    """The fault to act on: a cold power cycle outranks a warm reboot; else the first seen."""
+    for fault in faults:
+        if fault.advice is Advice.COLD_POWER_CYCLE:
+            return fault
+    return faults[0]
+
+
+def start_gate(facts: Facts) -> tuple[Reason, ...]:
+    """Why the engine may not start now (empty: it may)."""
+    reasons: list[Reason] = []
+    if facts.latch_reason is not None:
+        reasons.append(Reason("reboot_latch", f"reboot required: {facts.latch_reason}"))
+    reasons.extend(
+        Reason(
+            "critical_check",
+            f"{check.check_id}"
+            + (f" (card {check.card})" if check.card is not None else "")
+            + f": {check.message}",
+        )
+        for check in facts.critical_checks
+    )
+    return tuple(reasons)
+
+
+def _after_exit(facts: Facts, now_s: float) -> Decision:
+    settings = facts.settings
+    exit_ = facts.engine_exit
+    what = f"engine ended ({exit_.crash_class or 'unclassified'})" if exit_ else "engine ended"
+    if not settings.restart_on_failure:
+        return NoAction(f"{what}; automatic restart is off")
+    blocked = start_gate(facts)
+    if blocked:
+        return Refuse(blocked)
+    recent = restarts_in_window(settings, facts.restart_times_s, now_s)
+    if recent >= settings.breaker_max_restarts:
+        return Hold(
+            f"{what}; {recent} restarts within {settings.breaker_window_s:g} s: "
+            "held until a person starts it"
+        )
+    failure = facts.failures_in_a_row + 1
+    delay = backoff_delay_s(settings, failure)
+    return RestartAfter(
+        delay, failure, f"{what}; restarting in {delay:g} s (failure {failure} in a row)"
+    )
+
+
+def _start(facts: Facts, reason: str) -> Decision:
+    blocked = start_gate(facts)
+    if blocked:
+        return Refuse(blocked)
+    return Start(reason)
+
+
+def decide(facts: Facts, now_s: float) -> Decision:
+    """The one decision for ``facts`` at monotonic time ``now_s``."""
+    faults = list(_hardware_faults(facts))
+    if faults:
+        return _worst(faults)
+    match facts.trigger:
+        case Trigger.ENGINE_EXIT:
+            return _after_exit(facts, now_s)
+        case Trigger.START_REQUEST:
+            return _start(facts, "started by a person")
+        case Trigger.BACKOFF_DUE:
+            return _start(
+                facts, f"automatic restart after failure {facts.failures_in_a_row} in a row"
+            )
+        case Trigger.AUTOSTART:
+            if not facts.settings.autostart:
+                return NoAction("autostart is off")
+            if facts.operator_hold:
+                return NoAction(
+                    "not started: a person stopped the engine (or the breaker holds it)"
+                )
+            if facts.engine is EngineCondition.RUNNING:
+                return NoAction("the engine already runs")
+            return _start(facts, "autostart")
+    unknown = [x for x in facts.new_xids if x.xid_class is XidClass.UNKNOWN]
+    if unknown:
+        first = unknown[0]
+        return AdviseInspection(f"Xid {first.xid}: {first.explanation}", first.card)
+    return NoAction("no hardware fault")

@@ -1,0 +1,310 @@
+"""The recovery policy, table-driven: every catalogue entry and each kind of fact."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwcheck.kernellog.catalogue import DEFAULT_ENTRIES, RECOVERY_ACTIONS, XidCatalogue, XidOverride
+from hwcheck.model import XidAction, XidClass
+from recovery.decisions import (
+    Advice,
+    AdviseInspection,
+    Hold,
+    NoAction,
+    Refuse,
+    RestartAfter,
+    Start,
+    StopAndLatch,
+)
+from recovery.facts import (
+    CardFault,
+    CardProbe,
+    CriticalCheck,
+    EngineCondition,
+    EngineExit,
+    Facts,
+    PolicySettings,
+    ProbeOutcome,
+    Trigger,
+    XidFact,
+)
+from recovery.policy import backoff_delay_s, decide
+
+NOW_S = 10_000.0
+CATALOGUE = XidCatalogue()
+
+
+def xid_fact(
+    xid: int, message: str = "", card: int | None = 1, catalogue: XidCatalogue = CATALOGUE
+) -> XidFact:
+    info = catalogue.info(xid, message)
+    return XidFact(xid, info.xid_class, info.action, info.explanation, card=card)
+
+
+def on_xid(*facts: XidFact, engine: EngineCondition = EngineCondition.RUNNING) -> Facts:
+    return Facts(trigger=Trigger.XID, engine=engine, new_xids=facts)
+
+
+# Every catalogue row, and every Xid DOMAIN.md lists as critical for AWS's node agent.
+AWS_CRITICAL = (
+    46,
+    48,
+    54,
+    62,
+    63,
+    64,
+    74,
+    79,
+    95,
+    109,
+    110,
+    119,
+    120,
+    136,
+    140,
+    142,
+    143,
+    151,
+    155,
+    156,
+    158,
+)
+
+
+def expected_for(info_class: XidClass, action: XidAction) -> type:
+    if action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE):
+        return StopAndLatch
+    if info_class is XidClass.HARDWARE and action is not XidAction.NONE:
+        return StopAndLatch
+    if info_class is XidClass.UNKNOWN:
+        return AdviseInspection
+    return NoAction
+
+
+@pytest.mark.parametrize("entry", DEFAULT_ENTRIES, ids=lambda e: f"xid{e.xid}")
+def test_every_catalogue_entry_gets_the_decision_its_class_and_action_call_for(
+    entry: object,
+) -> None:
+    xid = entry.xid  # type: ignore[attr-defined]
+    info = CATALOGUE.info(xid)
+    decision = decide(on_xid(xid_fact(xid)), NOW_S)
+    assert isinstance(decision, expected_for(info.xid_class, info.action))
+    if isinstance(decision, StopAndLatch):
+        cold = info.action is XidAction.COLD_POWER_CYCLE
+        assert decision.advice is (Advice.COLD_POWER_CYCLE if cold else Advice.WARM_REBOOT)
+        assert decision.card == 1
+        assert f"Xid {xid} on card 1" in decision.reason
+
+
+@pytest.mark.parametrize("xid", AWS_CRITICAL)
+def test_the_cloud_fleets_critical_xids_are_all_known(xid: int) -> None:
+    assert CATALOGUE.info(xid).xid_class is not XidClass.UNKNOWN
+
+
+@pytest.mark.parametrize("code", sorted(RECOVERY_ACTIONS))
+def test_xid_154_follows_its_recovery_action_code(code: int) -> None:
+    message = f"GPU recovery action changed from 0x0 (None) to 0x{code:x} (whatever the label)"
+    info = CATALOGUE.info(154, message)
+    decision = decide(on_xid(xid_fact(154, message)), NOW_S)
+    assert isinstance(decision, expected_for(info.xid_class, info.action))
+    if code == 0x7:
+        assert isinstance(decision, StopAndLatch)
+        assert decision.advice is Advice.COLD_POWER_CYCLE
+    if code in (0x1, 0x2, 0x4, 0x6):
+        assert isinstance(decision, StopAndLatch)
+        assert decision.advice is Advice.WARM_REBOOT
+    if code == 0x0:
+        assert isinstance(decision, NoAction)
+
+
+@pytest.mark.parametrize("xid", [62, 119, 120])
+def test_gsp_and_pmu_faults_advise_a_cold_power_cycle(xid: int) -> None:
+    decision = decide(on_xid(xid_fact(xid)), NOW_S)
+    assert isinstance(decision, StopAndLatch)
+    assert decision.advice is Advice.COLD_POWER_CYCLE
+    assert "30 s" in decision.advice_text
+
+
+def test_a_cold_power_cycle_outranks_a_warm_reboot_in_the_same_batch() -> None:
+    decision = decide(on_xid(xid_fact(31, card=0), xid_fact(119, card=2)), NOW_S)
+    assert isinstance(decision, StopAndLatch)
+    assert decision.advice is Advice.COLD_POWER_CYCLE
+    assert decision.card == 2
+
+
+def test_an_override_to_application_class_lets_the_engine_run() -> None:
+    relaxed = XidCatalogue({31: XidOverride(XidClass.APPLICATION, XidAction.RESTART_ENGINE)})
+    assert isinstance(decide(on_xid(xid_fact(31, catalogue=relaxed)), NOW_S), NoAction)
+
+
+def test_an_unknown_xid_is_recorded_and_advised_for_inspection() -> None:
+    decision = decide(on_xid(xid_fact(4242, card=3)), NOW_S)
+    assert isinstance(decision, AdviseInspection)
+    assert decision.card == 3
+    assert "Xid 4242" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("fault", "advice"),
+    [
+        (CardFault(2, lost=True), Advice.WARM_REBOOT),
+        (CardFault(2, reset_required=True), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=1), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=2), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=4), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=6), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=7), Advice.COLD_POWER_CYCLE),
+    ],
+)
+def test_nvml_card_faults_stop_and_latch(fault: CardFault, advice: Advice) -> None:
+    decision = decide(
+        Facts(Trigger.CARD_FAULT, EngineCondition.RUNNING, card_faults=(fault,)), NOW_S
+    )
+    assert isinstance(decision, StopAndLatch)
+    assert decision.advice is advice
+    assert decision.card == 2
+
+
+@pytest.mark.parametrize("action", [None, 0, 3])
+def test_recovery_actions_that_ask_for_no_reset_do_not_latch(action: int | None) -> None:
+    facts = Facts(
+        Trigger.CARD_FAULT,
+        EngineCondition.RUNNING,
+        card_faults=(CardFault(0, recovery_action=action),),
+    )
+    assert isinstance(decide(facts, NOW_S), NoAction)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "latches"),
+    [
+        (ProbeOutcome.OK, False),
+        (ProbeOutcome.UNAVAILABLE, False),
+        (ProbeOutcome.FAILED, True),
+        (ProbeOutcome.TIMED_OUT, True),
+    ],
+)
+def test_a_failed_or_timed_out_cuda_probe_latches_and_no_driver_library_does_not(
+    outcome: ProbeOutcome, latches: bool
+) -> None:
+    probe = CardProbe(1, outcome, "CUDA_ERROR_DEVICES_UNAVAILABLE" if latches else None)
+    decision = decide(Facts(Trigger.PROBE, probes=(probe,)), NOW_S)
+    assert isinstance(decision, StopAndLatch) is latches
+    if latches:
+        assert isinstance(decision, StopAndLatch)
+        assert "card 1" in decision.reason
+
+
+def test_a_poisoned_driver_crash_latches_instead_of_restarting() -> None:
+    facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit("driver_poisoned", 1))
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, StopAndLatch)
+    assert decision.advice is Advice.WARM_REBOOT
+
+
+def test_an_xid_31_read_right_after_the_engine_died_latches_instead_of_restarting() -> None:
+    facts = Facts(
+        Trigger.ENGINE_EXIT,
+        engine_exit=EngineExit("cuda_fault", None, 11),
+        new_xids=(xid_fact(31),),
+    )
+    assert isinstance(decide(facts, NOW_S), StopAndLatch)
+
+
+@pytest.mark.parametrize(
+    "crash", ["cuda_fault", "engine_dead", "kv_oom", "rpc_timeout", "oom_killed", "unknown", None]
+)
+def test_an_application_crash_on_a_healthy_rig_restarts_with_backoff(crash: str | None) -> None:
+    facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(crash, None, 9), failures_in_a_row=2)
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, RestartAfter)
+    assert decision.failure_in_a_row == 3
+    assert decision.delay_s == 40.0  # 10 * 2**(3-1)
+
+
+@pytest.mark.parametrize(
+    ("failure", "delay_s"),
+    [(0, 10.0), (1, 10.0), (2, 20.0), (5, 160.0), (6, 300.0), (10_000, 300.0)],
+)
+def test_backoff_doubles_up_to_its_cap(failure: int, delay_s: float) -> None:
+    assert backoff_delay_s(PolicySettings(), failure) == delay_s
+
+
+def test_too_many_restarts_in_the_window_hold_the_engine() -> None:
+    settings = PolicySettings(breaker_max_restarts=3, breaker_window_s=600.0)
+    recent = (NOW_S - 500, NOW_S - 300, NOW_S - 10)
+    facts = Facts(
+        Trigger.ENGINE_EXIT,
+        engine_exit=EngineExit("unknown"),
+        restart_times_s=recent,
+        settings=settings,
+    )
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, Hold)
+    assert "3 restarts within 600 s" in decision.reason
+
+
+def test_restarts_older_than_the_window_do_not_count() -> None:
+    settings = PolicySettings(breaker_max_restarts=3, breaker_window_s=600.0)
+    old = (NOW_S - 5000, NOW_S - 4000, NOW_S - 10)
+    facts = Facts(
+        Trigger.ENGINE_EXIT,
+        engine_exit=EngineExit("unknown"),
+        restart_times_s=old,
+        settings=settings,
+    )
+    assert isinstance(decide(facts, NOW_S), RestartAfter)
+
+
+def test_no_restart_when_automatic_restarts_are_off() -> None:
+    facts = Facts(
+        Trigger.ENGINE_EXIT,
+        engine_exit=EngineExit("unknown"),
+        settings=PolicySettings(restart_on_failure=False),
+    )
+    assert isinstance(decide(facts, NOW_S), NoAction)
+
+
+def test_an_exit_while_the_latch_is_set_is_not_restarted() -> None:
+    facts = Facts(
+        Trigger.ENGINE_EXIT, engine_exit=EngineExit("unknown"), latch_reason="Xid 31 on card 1"
+    )
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, Refuse)
+    assert [r.code for r in decision.reasons] == ["reboot_latch"]
+
+
+@pytest.mark.parametrize("trigger", [Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BACKOFF_DUE])
+def test_every_start_passes_the_same_gate(trigger: Trigger) -> None:
+    facts = Facts(
+        trigger,
+        latch_reason="Xid 79 on card 0",
+        critical_checks=(CriticalCheck("vram_unlocked", "8192 MiB: locked", card=2),),
+    )
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, Refuse)
+    assert [r.code for r in decision.reasons] == ["reboot_latch", "critical_check"]
+    assert "(card 2)" in decision.reasons[1].message
+
+
+@pytest.mark.parametrize("trigger", [Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BACKOFF_DUE])
+def test_a_healthy_rig_starts(trigger: Trigger) -> None:
+    assert isinstance(decide(Facts(trigger), NOW_S), Start)
+
+
+def test_autostart_respects_a_persons_stop_and_the_switch() -> None:
+    assert isinstance(decide(Facts(Trigger.AUTOSTART, operator_hold=True), NOW_S), NoAction)
+    assert isinstance(
+        decide(Facts(Trigger.AUTOSTART, settings=PolicySettings(autostart=False)), NOW_S), NoAction
+    )
+    assert isinstance(decide(Facts(Trigger.AUTOSTART, EngineCondition.RUNNING), NOW_S), NoAction)
+    # A person's own start is not blocked by their earlier stop.
+    assert isinstance(decide(Facts(Trigger.START_REQUEST, operator_hold=True), NOW_S), Start)
+
+
+def test_the_policy_cannot_express_a_forbidden_move() -> None:
+    from recovery import decisions
+
+    names = " ".join(dir(decisions)).lower()
+    for forbidden in ("rmmod", "modprobe", "reload", "gpu_reset", "kill"):
+        assert forbidden not in names

@@ -1,0 +1,166 @@
+"""Secrets in a recipe never reach what fleetd writes or serves; the engine log needs the token.
+
+A real simulated fleetd launches a recipe carrying an API key, a Hugging Face token (both
+flag forms), URL passwords in a flag and in an innocently named variable, and a token in
+the environment. Every file under the state dir (engine record, ``fleet.db`` and its
+WAL), fleetd's launch header in the engine log, the events and the recipe document are
+read as a local user would, and none may hold a secret. The engine's own lines may (vLLM
+prints its arguments at start, and the simulated engine does too), which is why the log
+needs the token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serving.recipe.masking import mask_argv, mask_env
+from tests.support.cli import run_fleetctl
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+SECRETS = (
+    "sk-live-APIKEY1234",
+    "hf_FLAGTOKEN5678",
+    "REDISPASSWORD9",
+    "DBPASSWORD42",
+    "hf_ENVTOKEN77",
+)
+RECIPE = """
+[serving]
+probe_interval_s = 0.3
+stop_timeout_s = 5
+
+[serving.recipe]
+preset = "sim-engine"
+extra_args = [
+    "--api-key", "sk-live-APIKEY1234",
+    "--hf-token=hf_FLAGTOKEN5678",
+    "--redis-url", "redis://cache:REDISPASSWORD9@localhost:6379/0",
+    "--sim-ready-after-s", "0.5",
+]
+
+[serving.recipe.env]
+DATABASE_URL = "postgresql://fleet:DBPASSWORD42@db.local:5432/fleet"
+HF_TOKEN = "hf_ENVTOKEN77"
+"""
+
+
+def _leaks(text: str) -> list[str]:
+    return [secret for secret in SECRETS if secret in text]
+
+
+def _launch_headers(lines: list[str]) -> list[str]:
+    """fleetd's own lines in the engine log (the engine's are its own business)."""
+    return [line for line in lines if line.startswith("[cmpfleet] launch")]
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Fleetd]:
+    config = tmp_path / "fleet.toml"
+    config.write_text(RECIPE)
+    started = start_fleetd(tmp_path, tmp_path / "state", config=config)
+    try:
+        wait_until(
+            lambda: started.get("/api/v1/status").json()["serving"]["state"] == "ready",
+            30,
+            "the engine ready",
+        )
+        yield started
+    finally:
+        stop_all([started])
+
+
+def test_nothing_fleetd_writes_or_serves_holds_a_secret(daemon: Fleetd) -> None:
+    engine_log = daemon.state_dir / "engine.log"
+    for path in sorted(daemon.state_dir.rglob("*")):
+        if path.is_file() and path != engine_log:
+            assert _leaks(path.read_bytes().decode("latin-1")) == [], path.name
+    headers = _launch_headers(engine_log.read_text().splitlines())
+    assert len(headers) == 1 and _leaks(headers[0]) == []
+    assert "--api-key *** --hf-token=*** --redis-url redis://cache:***@localhost" in headers[0]
+    auth = {"Authorization": f"Bearer {daemon.token}"}
+    recipe = httpx.get(daemon.url + "/api/v1/serving/recipe", timeout=10).json()
+    assert _leaks(json.dumps(recipe)) == []
+    env = recipe["spec"]["env"]
+    assert env["DATABASE_URL"] == "postgresql://fleet:***@db.local:5432/fleet"
+    assert env["HF_TOKEN"] == "***"
+    events = httpx.get(daemon.url + "/api/v1/events?limit=500", headers=auth, timeout=10)
+    assert events.status_code == 200 and _leaks(events.text) == []
+    shown = run_fleetctl(
+        "--url", daemon.url, "recipe", "show", env={"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert _leaks(shown.stdout) == [] and "--api-key '***'" in shown.stdout
+
+
+def test_the_engine_log_needs_the_token_even_on_loopback(daemon: Fleetd) -> None:
+    logs = daemon.url + "/api/v1/serving/logs"
+    assert httpx.get(logs, timeout=10).status_code == 401
+    assert httpx.get(logs, headers={"Authorization": "Bearer wrong"}, timeout=10).status_code == 403
+    with httpx.stream("GET", logs + "/follow?lines=1", timeout=10) as response:
+        assert response.status_code == 401
+    answer = httpx.get(logs, headers={"Authorization": f"Bearer {daemon.token}"}, timeout=10)
+    assert answer.status_code == 200
+    headers = _launch_headers(answer.json()["lines"])
+    assert len(headers) == 1 and _leaks(headers[0]) == []
+    # fleetctl sends the token it finds for the log (state dir, as the daemon's user)
+    as_owner = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    fetched = run_fleetctl("--url", daemon.url, "logs", "--lines", "50", env=as_owner)
+    assert fetched.returncode == 0, fetched.stderr
+    assert _launch_headers(fetched.stdout.splitlines()) == headers
+    # without a token it says how to get one, in one line
+    nobody = {"CMPFLEET_STATE_DIR": str(daemon.state_dir / "absent")}
+    refused = run_fleetctl("--url", daemon.url, "logs", env=nobody)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().count("\n") == 0 and "token" in refused.stderr
+    followed = run_fleetctl("--url", daemon.url, "logs", "--follow", env=nobody)
+    assert followed.returncode != 0 and "token" in followed.stderr
+
+
+def test_masking_rules() -> None:
+    argv = [
+        "vllm",
+        "--api-key",
+        "k1",
+        "--api_key=k2",
+        "--tokenizer-mode",
+        "deepseek_v4",
+        "--max-num-batched-tokens",
+        "2048",
+        "--s3-access-key",
+        "k3",
+        "-e",
+        "HF_TOKEN=t1",
+        "--env=API_SECRET=t2",
+        "--env",
+        "DB=mysql://u:p4ss@h/db",
+        "http://host:8000/v1",
+    ]
+    masked = mask_argv(argv)
+    assert masked == [
+        "vllm",
+        "--api-key",
+        "***",
+        "--api_key=***",
+        "--tokenizer-mode",
+        "deepseek_v4",
+        "--max-num-batched-tokens",
+        "2048",
+        "--s3-access-key",
+        "***",
+        "-e",
+        "HF_TOKEN=***",
+        "--env=API_SECRET=***",
+        "--env",
+        "DB=mysql://u:***@h/db",
+        "http://host:8000/v1",
+    ]
+    assert mask_argv(masked) == masked  # stored launches compare equal to a fresh mask
+    assert mask_env({"URL": "redis://:pw@h", "PLAIN": "x"}) == {
+        "URL": "redis://:***@h",
+        "PLAIN": "x",
+    }
