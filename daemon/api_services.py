@@ -18,7 +18,7 @@ from daemon.monitor import RigMonitor
 from daemon.store import Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.model import Severity, worst_severity
+from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.services import SimulationControl
@@ -47,6 +47,10 @@ class EngineControl(Protocol):
         """The spec the daemon would launch and its diff to the last ready launch."""
         ...
 
+    def engine_pids(self) -> set[int]:
+        """The engine's process tree (its GPU workers, or a container's processes)."""
+        ...
+
     def close(self, stop_engine: bool) -> None:
         """Stop supervising; stop the engine only when asked."""
         ...
@@ -54,7 +58,6 @@ class EngineControl(Protocol):
 
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
-EVENT_KINDS = ("xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch")
 ADVICE_REBOOT = (
     "stop the engine cleanly (fleetctl stop), then reboot the host (sudo systemctl reboot). "
     "Never reload nvidia_uvm or kill -9 GPU workers."
@@ -156,8 +159,15 @@ class DaemonServices:
         latest = view.latest
         serving = self.serving_document()
         recovery = self.recovery_document()
-        if latest is None:
-            doc: dict[str, Any] = {"overall": "unknown", "cards": [], "checks": []}
+        if view.nvml_down is not None:
+            # Nothing about the cards is known: the nvml check says why and what to do.
+            doc: dict[str, Any] = {
+                "overall": Severity.CRITICAL.value,
+                "cards": [],
+                "checks": [result.as_dict() for result in view.results],
+            }
+        elif latest is None:
+            doc = {"overall": "unknown", "cards": [], "checks": []}
         else:
             doc = rig_document(latest, view.results, view.xids)
             worst = worst_severity(list(view.results))
@@ -174,18 +184,29 @@ class DaemonServices:
             "polls": view.polls,
             "last_poll": iso(latest.taken_at) if latest else None,
             "last_poll_error": view.last_poll_error,
+            "nvml_error": None if view.nvml_down is None else view.nvml_down.message,
             "xid_since_boot": len(view.xids),
             "kernel_records_lost": self._follower.lost_records,
         }
-        doc["daemon"] = {"pid": os.getpid(), "started_at": iso(self._started_at)}
+        doc["daemon"] = {
+            "pid": os.getpid(),
+            "started_at": iso(self._started_at),
+            # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine tree).
+            "gpu_pids": sorted(self.own_gpu_pids()),
+        }
         return doc
+
+    def own_gpu_pids(self) -> set[int]:
+        """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine tree."""
+        engine_pids = self._engine.engine_pids() if self._engine is not None else set()
+        return {os.getpid(), *engine_pids}
 
     def list_events(
         self, since: datetime | None, kind: str | None, limit: int, card: int | None
     ) -> list[dict[str, Any]]:
         """Events newest first in CONTRACT's shape (plus ``acked``/``details``)."""
-        if kind is not None and kind not in EVENT_KINDS:
-            raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EVENT_KINDS)}")
+        if kind is not None and kind not in set(EventKind):
+            raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=UTC)  # a time without an offset is read as UTC
         rows = self._store.list_events(since=since, kind=kind, limit=limit, card=card)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from daemon.store import Store
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.model import GpuSnapshot, RigSnapshot
+from hwcheck.model import EventKind, GpuSnapshot, RigSnapshot, Severity
 
 log = logging.getLogger("fleetd.caps")
 
@@ -102,8 +102,8 @@ class CapKeeper:
                 self._reported.add(key)
                 log.error("cannot apply the %.0f W cap to %s: %s", self.target_w, target, exc)
                 self._store.record_event(
-                    "recovery",
-                    "warning",
+                    EventKind.RECOVERY,
+                    Severity.WARNING,
                     f"cannot apply the {self.target_w:.0f} W cap to {target}: {exc}",
                     card.index,
                     card_uuid=card.uuid,
@@ -117,7 +117,12 @@ class CapKeeper:
         message = f"power cap {self.target_w:.0f} W applied to {target} (was {before} W)"
         log.info("%s", message)
         self._store.record_event(
-            "recovery", "info", message, card.index, card_uuid=card.uuid, pci_bus_id=card.pci_bus_id
+            EventKind.RECOVERY,
+            Severity.INFO,
+            message,
+            card.index,
+            card_uuid=card.uuid,
+            pci_bus_id=card.pci_bus_id,
         )
         self._store.audit(
             actor,

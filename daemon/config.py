@@ -57,6 +57,8 @@ class RigSettings(_Section):
     memory_temperature_crit_c: Annotated[float, Field(gt=0, le=130)] = 95.0
     brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
     require_persistence_mode: bool = True
+    driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")] | None = None
+    allowed_gpu_processes: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     pcie_baseline: dict[str, PcieBaseline] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -82,6 +84,8 @@ class RigSettings(_Section):
             memory_temperature_crit_c=self.memory_temperature_crit_c,
             brake_sustained_samples=self.brake_sustained_samples,
             require_persistence_mode=self.require_persistence_mode,
+            driver_version=self.driver_version,
+            allowed_gpu_processes=tuple(self.allowed_gpu_processes),
             pcie_baseline={k: (v.gen, v.width) for k, v in self.pcie_baseline.items()},
         )
 

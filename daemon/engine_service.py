@@ -21,8 +21,9 @@ import psutil
 from daemon.config import Settings
 from daemon.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.checks.foreign import is_allowed
 from hwcheck.host import HostSources
-from hwcheck.model import CheckResult, Severity
+from hwcheck.model import CheckResult, EventKind, Severity
 from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.lint import lint_recipe
@@ -168,7 +169,12 @@ class EngineService:
             refusals.append(
                 Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
             )
-        holders = [h for h in self._host.device_holders() if h.pid not in self.engine_pids()]
+        allowed = self._settings.rig.allowed_gpu_processes
+        holders = [
+            h
+            for h in self._host.device_holders()
+            if h.pid not in self.engine_pids() and not is_allowed(h, allowed)
+        ]
         if holders:
             names = ", ".join(f"{h.name} (pid {h.pid}) on {h.device}" for h in holders[:5])
             refusals.append(
@@ -185,14 +191,16 @@ class EngineService:
             log.exception("could not record a serving event")
 
     def _record(self, event: ServingEvent) -> None:
-        severity = {"ok": "info"}.get(str(event.severity), str(event.severity))
+        severity = event.severity.as_event()
         log.log(
-            logging.WARNING if severity in {"warning", "critical"} else logging.INFO,
+            logging.WARNING if severity.rank > Severity.OK.rank else logging.INFO,
             "engine %s: %s",
             event.state,
             event.message,
         )
-        self._store.record_event("serving", severity, event.message, details=event.as_dict())
+        self._store.record_event(
+            EventKind.SERVING, severity, event.message, details=event.as_dict()
+        )
         if event.kind is ServingChange.STATE:
             self._store.set_serving_state(
                 {"state": str(event.state), "reason": self.supervisor.status().reason}

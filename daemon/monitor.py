@@ -26,6 +26,7 @@ class MonitorView:
     polls: int
     last_poll_monotonic_s: float | None
     last_poll_error: str | None
+    nvml_down: CheckResult | None = None  # the critical ``nvml`` result while NVML is down
 
     @property
     def latest(self) -> RigSnapshot | None:
@@ -46,6 +47,8 @@ class RigMonitor:
         self._last_poll_s: float | None = None
         self._last_error: str | None = None
         self._attempt_s: float | None = None
+        self._nvml_down: CheckResult | None = None
+        self._nvml_down_since_s = 0.0
 
     def add_sample(self, snapshot: RigSnapshot) -> tuple[RigSnapshot, ...]:
         """Append a poll's snapshot; returns the window the checks judge."""
@@ -61,6 +64,30 @@ class RigMonitor:
             self._last_poll_s = time.monotonic()
             self._attempt_s = self._last_poll_s
             self._last_error = None
+
+    def nvml_failed(self, result: CheckResult) -> bool:
+        """NVML cannot be read; True when this is news (it answered before).
+
+        ``result`` (the critical ``nvml`` check) stands for every check until NVML
+        answers again, so an engine start is refused meanwhile.
+        """
+        with self._lock:
+            news = self._nvml_down is None
+            if news:
+                self._nvml_down_since_s = time.monotonic()
+            self._nvml_down = result
+            self._results = (result,)
+            self._attempt_s = time.monotonic()
+            self._last_error = result.message
+            return news
+
+    def nvml_answered(self) -> float | None:
+        """NVML answered; how long it had been down (None when it was not down)."""
+        with self._lock:
+            if self._nvml_down is None:
+                return None
+            self._nvml_down = None
+            return time.monotonic() - self._nvml_down_since_s
 
     def poll_failed(self, error: str) -> None:
         """Record that a poll attempt failed (the next one still runs)."""
@@ -100,4 +127,5 @@ class RigMonitor:
                 polls=self._polls,
                 last_poll_monotonic_s=self._last_poll_s,
                 last_poll_error=self._last_error,
+                nvml_down=self._nvml_down,
             )

@@ -9,6 +9,7 @@ flushes the store. The engine is not stopped unless ``[serving] stop_on_exit``.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -31,9 +32,11 @@ from daemon.simcontrol import SimControl
 from daemon.store import Store
 from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
+from hwcheck.backend import BackendUnavailable
 from hwcheck.checks import CheckInput, run_checks
+from hwcheck.checks import nvml as nvml_check
 from hwcheck.host import HostSources
-from hwcheck.model import DeviceHolder, PciDevice, worst_severity
+from hwcheck.model import DeviceHolder, EventKind, PciDevice, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from serving.recipe.recipe import Recipe
 from web.app import create_app
@@ -82,6 +85,7 @@ class Daemon:
         self._pci_devices: list[PciDevice] = []
         self._holders: list[DeviceHolder] = []
         self._holders_at_s = float("-inf")
+        self._kernel_module_version: str | None = None
         self._poll_lock = threading.Lock()
         self.caps = CapKeeper(
             host.gpu,
@@ -136,7 +140,12 @@ class Daemon:
         boot_id = self.host.boot_id()
         if boot_id != self.monitor.view().boot_id:
             self._on_new_boot(boot_id)
-        snapshot = self.host.gpu.snapshot()
+        try:
+            snapshot = self.host.gpu.snapshot()
+        except BackendUnavailable as exc:
+            self._on_nvml_down(exc)
+            return
+        self._on_nvml_answered()
         if self.settings.rig.apply_power_caps and any(map(self.caps.off_target, snapshot.cards)):
             applied = self.caps.apply(snapshot, actor="fleetd")
             if any(r.outcome == "applied" for r in applied):
@@ -146,8 +155,9 @@ class Daemon:
         now_s = time.monotonic()
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
             self._pci_devices = self.host.pci_devices()
-            engine_pids = self.engine.engine_pids() if self.engine is not None else set()
-            self._holders = [h for h in self.host.device_holders() if h.pid not in engine_pids]
+            self._kernel_module_version = self.host.kernel_module_version()
+            own_pids = self.services.own_gpu_pids()
+            self._holders = [h for h in self.host.device_holders() if h.pid not in own_pids]
             self._holders_at_s = now_s
         results = run_checks(
             CheckInput(
@@ -156,6 +166,7 @@ class Daemon:
                 pci_devices=self._pci_devices,
                 xids=self.monitor.xids(),
                 holders=self._holders,
+                kernel_module_version=self._kernel_module_version,
             )
         )
         for changed in self.store.record_check_transitions(results):
@@ -171,6 +182,23 @@ class Daemon:
             self.engine.record_metrics()
         self.follower.persist_cursor()
         self.notifier.status(self.summary())
+
+    def _on_nvml_down(self, exc: BackendUnavailable) -> None:
+        """One log line when NVML goes away (not one traceback per poll); the ``nvml`` check."""
+        result = nvml_check.unavailable(exc)
+        if self.monitor.nvml_failed(result):
+            log.error(
+                "NVML unavailable: %s. Remedy: %s. fleetd keeps running and retries every poll",
+                result.message,
+                result.remedy,
+            )
+            self.store.record_check_transitions([result])
+        self.notifier.status(self.summary())
+
+    def _on_nvml_answered(self) -> None:
+        down_s = self.monitor.nvml_answered()
+        if down_s is not None:
+            log.warning("NVML answers again after %.0f s unavailable", down_s)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
@@ -211,7 +239,8 @@ class Daemon:
         view = self.monitor.view()
         latest = view.latest
         cards = len(latest.cards) if latest else 0
-        overall = worst_severity(list(view.results)).value if view.polls else "unknown"
+        known = view.polls or view.nvml_down is not None
+        overall = worst_severity(list(view.results)).value if known else "unknown"
         serving = self.services.serving_state()
         return f"{cards} cards {overall}; engine {serving}; {len(view.xids)} Xid since boot"
 
@@ -224,7 +253,7 @@ class Daemon:
             self.monitor.view().boot_id,
             self.store.xids_for_boot(self.monitor.view().boot_id, self.catalogue),
         )
-        self.store.record_event("daemon", "info", f"fleetd started (pid {_pid()})")
+        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd started (pid {_pid()})")
         try:
             self.poll()
         except Exception as exc:  # the daemon still runs and reports why (3 a.m. rule)
@@ -367,15 +396,13 @@ class Daemon:
             self._server.should_exit = True
         if self._server_thread is not None:
             self._server_thread.join(10)
-        self.store.record_event("daemon", "info", f"fleetd stopped (pid {_pid()})")
+        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})")
         self.store.close()
         self.host.close()
         self.notifier.close()
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
 
 

@@ -69,7 +69,7 @@ def build_host(
             rig = SimulatedRig(scenario, state_dir)
         except (ScenarioError, EngineScenarioError, SimStateError) as exc:
             raise StartupError(str(exc)) from None
-        return rig.host_sources(), rig, engine
+        return rig.host_sources(nvml_timeout_s=settings.poll.nvml_timeout_s), rig, engine
     from hwcheck.realhost import real_host_sources
 
     return (

@@ -19,8 +19,13 @@ class BackendError(Exception):
 class BackendUnavailable(BackendError):
     """The backend cannot start at all (no NVML library, driver not loaded).
 
-    The message says what is missing and what to do about it, in one line.
+    The message says what is missing in one line; ``remedy`` what a person does about
+    it (empty when there is nothing to say beyond the message).
     """
+
+    def __init__(self, message: str, remedy: str = "") -> None:
+        super().__init__(message)
+        self.remedy = remedy
 
 
 class BackendTimeout(BackendError):

@@ -8,7 +8,7 @@ the boot id and the holders of /dev/nvidia*." Code that reads the host takes a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hwcheck.backend import GpuBackend
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
@@ -26,6 +26,7 @@ class HostSources:
     - ``open_kernel_log``: a follower resuming after a cursor (``None``: from now on,
       history of this boot included when ``history`` is true).
     - ``kernel_log_history``: this boot's records so far (for one-shot checks).
+    - ``kernel_module_version``: the loaded nvidia kernel module's version, or None.
     """
 
     gpu: GpuBackend
@@ -35,6 +36,7 @@ class HostSources:
     open_kernel_log: Callable[[KernelLogCursor | None], KernelLogSource]
     kernel_log_history: Callable[[], list[KernelRecord]]
     simulated: bool = False
+    kernel_module_version: Callable[[], str | None] = field(default=lambda: None)  # unknown
 
     def close(self) -> None:
         """Release the GPU backend."""

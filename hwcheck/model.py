@@ -208,16 +208,42 @@ class XidEvent:
 
 
 class Severity(enum.StrEnum):
-    """Check severity, ordered ok < warning < critical."""
+    """How bad something is, for checks, events and alerts alike.
+
+    Ordered ok < warning < critical. ``info`` is news rather than a verdict (a daemon
+    start, a cleared latch): it ranks with ``ok``, so it never makes a rig look worse.
+    Checks themselves report only ok, warning or critical.
+    """
 
     OK = "ok"
+    INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
 
     @property
     def rank(self) -> int:
-        """0, 1, 2: also the monitoring-plugin exit code."""
-        return {"ok": 0, "warning": 1, "critical": 2}[self.value]
+        """0, 1, 2 (``info`` counts as ``ok``): also the monitoring-plugin exit code."""
+        return {"ok": 0, "info": 0, "warning": 1, "critical": 2}[self.value]
+
+    def as_event(self) -> Severity:
+        """The severity an event reporting a change to this level is stored with.
+
+        Reaching ``ok`` (an engine that became ready) is news, not a problem: ``info``.
+        """
+        return Severity.INFO if self is Severity.OK else self
+
+
+class EventKind(enum.StrEnum):
+    """What a stored event is about: the values of the events API and fleetctl events --kind."""
+
+    XID = "xid"
+    CHECK = "check"
+    SERVING = "serving"
+    RECOVERY = "recovery"
+    DAEMON = "daemon"
+    REBOOT = "reboot"
+    OPERATOR = "operator"
+    LAUNCH = "launch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +296,8 @@ class RigProfile:
     memory_temperature_crit_c: float = 95.0
     brake_sustained_samples: int = 3
     require_persistence_mode: bool = True
+    driver_version: str | None = None  # the driver this rig is pinned to (None: any)
+    allowed_gpu_processes: tuple[str, ...] = ()  # holder names never foreign (globs)
     pcie_baseline: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 

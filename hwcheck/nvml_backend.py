@@ -42,6 +42,7 @@ from hwcheck.backend import (
     PowerLimitError,
 )
 from hwcheck.model import GpuSnapshot, RigSnapshot, normalize_pci_bus_id
+from hwcheck.nvml_errors import NvmlDown, nvml_unavailable
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
 logger = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ GPU_RECOVERY_ACTION_FIELD_ID = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION in R56
 MODULE_MISSING_MESSAGE = (
     "NVML library not found: install nvidia-ml-py and the NVIDIA driver (libnvidia-ml.so.1)"
 )
+MODULE_MISSING_REMEDY = "pip install nvidia-ml-py in fleetd's environment; install the driver"
 
 
 class _Kind(enum.Enum):
@@ -197,9 +199,9 @@ class NvmlBackend:
             try:
                 self._call(None, nvml.nvmlInit)
             except BackendTimeout as exc:
-                raise BackendUnavailable(f"{exc}: the NVIDIA driver is not answering") from exc
+                raise nvml_unavailable(NvmlDown.NOT_ANSWERING, str(exc)) from exc
             except nvml.NVMLError as exc:
-                raise BackendUnavailable(_init_failure(nvml, exc)) from exc
+                raise _init_failure(nvml, exc) from exc
             atexit.register(self.close)
             self._ready = nvml
             return nvml
@@ -210,7 +212,7 @@ class NvmlBackend:
         try:
             return self._import_module("pynvml")
         except ImportError as exc:
-            raise BackendUnavailable(MODULE_MISSING_MESSAGE) from exc
+            raise BackendUnavailable(MODULE_MISSING_MESSAGE, remedy=MODULE_MISSING_REMEDY) from exc
 
     def _call(self, card: int | None, fn: Callable[..., Any], *args: Any) -> Any:
         """Run one NVML call on the worker with the time limit (the only way to call)."""
@@ -227,7 +229,7 @@ class NvmlBackend:
                 f"NVML call {call}{where} timed out after {exc.timeout_s:g} s"
             ) from exc
         except TooManyStuckCalls as exc:
-            raise BackendUnavailable(f"NVML is not answering: {exc}") from exc
+            raise nvml_unavailable(NvmlDown.NOT_ANSWERING, str(exc)) from exc
 
     def _still_stuck(self, card: int) -> _StuckCall | None:
         """The earlier call on ``card`` that has still not returned, if any."""
@@ -304,10 +306,11 @@ class NvmlBackend:
         try:
             return self._call(None, fn)
         except BackendTimeout as exc:
-            raise BackendUnavailable(f"{exc}: NVML is not answering") from exc
+            raise nvml_unavailable(NvmlDown.NOT_ANSWERING, str(exc)) from exc
         except nvml.NVMLError as exc:
             raise BackendUnavailable(
-                f"NVML call {_call_name(fn)} failed: {_error_text(exc)}"
+                f"NVML call {_call_name(fn)} failed: {_error_text(exc)}",
+                remedy=_remedy(NvmlDown.OTHER),
             ) from exc
 
     def _rig_optional(self, nvml: ModuleType, fn: Callable[..., Any]) -> Any:
@@ -315,7 +318,7 @@ class NvmlBackend:
         try:
             return self._call(None, fn)
         except BackendTimeout as exc:
-            raise BackendUnavailable(f"{exc}: NVML is not answering") from exc
+            raise nvml_unavailable(NvmlDown.NOT_ANSWERING, str(exc)) from exc
         except nvml.NVMLError as exc:
             if _classify(nvml, exc) is not _Kind.ABSENT:
                 logger.warning("NVML call %s failed: %s", _call_name(fn), _error_text(exc))
@@ -613,24 +616,20 @@ def _classify(nvml: ModuleType, exc: Exception) -> _Kind:
     return _Kind.OTHER
 
 
-def _init_failure(nvml: ModuleType, exc: Exception) -> str:
-    """One line for a failed ``nvmlInit``, saying what to do."""
-    text = _error_text(exc)
-    if isinstance(exc, nvml.NVMLError_DriverNotLoaded):
-        return (
-            f"NVIDIA driver not loaded: NVML cannot reach the nvidia kernel module ({text}); "
-            "check `lsmod | grep nvidia` and the kernel log"
-        )
-    if isinstance(exc, nvml.NVMLError_LibraryNotFound):
-        return f"NVML library not found: libnvidia-ml.so.1 is missing ({text}); install the NVIDIA driver"
-    if isinstance(exc, nvml.NVMLError_LibRmVersionMismatch):
-        return (
-            f"NVIDIA driver/library version mismatch ({text}): the driver was upgraded "
-            "without a reboot; reboot"
-        )
-    if isinstance(exc, nvml.NVMLError_NoPermission):
-        return f"NVML cannot open the GPUs ({text}): check the permissions of /dev/nvidia*"
-    return f"NVML could not start: {text}"
+def _init_failure(nvml: ModuleType, exc: Exception) -> BackendUnavailable:
+    """A failed ``nvmlInit`` as one reason line and its remedy."""
+    kinds = (
+        (nvml.NVMLError_DriverNotLoaded, NvmlDown.DRIVER_NOT_LOADED),
+        (nvml.NVMLError_LibraryNotFound, NvmlDown.LIBRARY_NOT_FOUND),
+        (nvml.NVMLError_LibRmVersionMismatch, NvmlDown.LIB_RM_VERSION_MISMATCH),
+        (nvml.NVMLError_NoPermission, NvmlDown.NO_PERMISSION),
+    )
+    kind = next((kind for cls, kind in kinds if isinstance(exc, cls)), NvmlDown.OTHER)
+    return nvml_unavailable(kind, _error_text(exc))
+
+
+def _remedy(kind: NvmlDown) -> str:
+    return nvml_unavailable(kind).remedy
 
 
 def _error_text(exc: Exception) -> str:

@@ -84,6 +84,7 @@ def run_local_check(
             pci_devices=host.pci_devices(),
             xids=xids,
             holders=host.device_holders(),
+            kernel_module_version=host.kernel_module_version(),
         )
     )
     return CheckReport(samples=tuple(snapshots), results=tuple(results), xids=tuple(xids))

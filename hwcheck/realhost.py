@@ -5,11 +5,13 @@ Roots are parameters so the same wiring can be pointed at recorded trees.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import partial
 from pathlib import Path
 from typing import Literal
 
 from hwcheck.bootid import read_boot_id
+from hwcheck.driver_module import read_kernel_module_version
 from hwcheck.holders import find_device_holders
 from hwcheck.host import HostSources
 from hwcheck.kernellog.filelog import FileSource
@@ -28,8 +30,13 @@ def real_host_sources(
     kernel_log_file: str | None = None,
     sys_root: Path = Path("/sys"),
     proc_root: Path = Path("/proc"),
+    exclude_pids: Collection[int] = (),
 ) -> HostSources:
-    """Sources reading this machine (NVML is initialised lazily, at the first snapshot)."""
+    """Sources reading this machine (NVML is initialised lazily, at the first snapshot).
+
+    ``exclude_pids`` never count as ``/dev/nvidia*`` holders (fleetd and its engine, as
+    named by a running fleetd, when ``fleetctl check`` runs beside one).
+    """
     boot_id = partial(read_boot_id, proc_root)
 
     def open_log(cursor: KernelLogCursor | None) -> KernelLogSource:
@@ -51,8 +58,9 @@ def real_host_sources(
         gpu=NvmlBackend(call_timeout_s=nvml_timeout_s),
         pci_devices=partial(scan_cmp_devices, sys_root),
         boot_id=boot_id,
-        device_holders=find_device_holders,
+        device_holders=partial(find_device_holders, exclude_pids=frozenset(exclude_pids)),
         open_kernel_log=open_log,
         kernel_log_history=history,
         simulated=False,
+        kernel_module_version=partial(read_kernel_module_version, proc_root, sys_root),
     )

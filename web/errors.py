@@ -1,14 +1,19 @@
-"""The one place where domain errors become HTTP answers.
+"""The one place where errors become HTTP answers.
 
 Domain code raises ``serving.errors`` classes and knows nothing of status codes; this
 module maps each class to its status and installs a single FastAPI exception handler.
 The body is ``{"detail": message, "code": code}`` (fleetctl prints ``detail`` and maps
 some ``code`` values, e.g. ``reboot_latch``, to its exit codes).
+
+Request validation errors (422) keep FastAPI's ``detail`` list of ``{loc, msg, type}``
+but never echo the input back: a huge or hostile body is not returned to its sender,
+and a value JSON cannot carry (``1e400`` parses to infinity) cannot turn a 422 into a 500.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from serving.errors import (
@@ -30,6 +35,7 @@ STATUS_BY_ERROR: dict[type[DomainError], int] = {
     Unavailable: 503,
 }
 FALLBACK_STATUS = 500  # a DomainError subclass nobody mapped: a bug, said plainly
+MAX_MESSAGE_CHARS = 200  # a validation message quoting its input is cut, never a page long
 
 
 def status_of(error: DomainError) -> int:
@@ -40,11 +46,31 @@ def status_of(error: DomainError) -> int:
     return FALLBACK_STATUS
 
 
-def install_error_handler(app: FastAPI) -> None:
-    """Answer every ``DomainError`` with its status and ``{"detail", "code"}``."""
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every ``DomainError`` with its status, and 422s without the input."""
 
     async def domain_error(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, DomainError)  # noqa: S101 - registered for DomainError only
+        if not isinstance(exc, DomainError):  # registered for DomainError only
+            raise exc
         return JSONResponse({"detail": exc.message, "code": exc.code}, status_of(exc))
 
+    async def invalid_request(_: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, RequestValidationError):  # registered for it only
+            raise exc
+        detail = [
+            {
+                "loc": list(error.get("loc", ())),
+                "msg": _one_line(str(error.get("msg", "invalid"))),
+                "type": str(error.get("type", "value_error")),
+            }
+            for error in exc.errors()
+        ]
+        return JSONResponse({"detail": detail}, 422)
+
     app.add_exception_handler(DomainError, domain_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)

@@ -87,7 +87,8 @@ def check(
 ) -> None:
     """One-shot local hardware check, no daemon (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
     opts: GlobalOptions = ctx.obj
-    raise typer.Exit(cmd_check.run(opts.output(json_mode), simulate, config))
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_check.run(out, simulate, config, daemon_url=opts.url))
 
 
 @xid_app.command("scan")

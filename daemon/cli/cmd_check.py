@@ -8,7 +8,7 @@ from pathlib import Path
 from daemon.cli.output import Output
 from daemon.cli.render import render_rig
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
-from hwcheck.backend import BackendError
+from hwcheck.backend import BackendError, BackendUnavailable
 from hwcheck.host import HostSources
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.model import Severity
@@ -34,13 +34,25 @@ def _check(out: Output, host: HostSources, config: Path | None) -> int:
     return Severity(report.document()["overall"]).rank
 
 
-def run(out: Output, simulate: str | None, config: Path | None) -> int:
-    """Check the simulated or real rig; the exit code is the worst severity (3 on errors)."""
+def run(
+    out: Output, simulate: str | None, config: Path | None, daemon_url: str | None = None
+) -> int:
+    """Check the simulated or real rig; the exit code is the worst severity (3 on errors).
+
+    On the real rig, a fleetd answering at ``daemon_url`` (this machine only) names its
+    own and its engine's pids, which then do not count as foreign GPU holders.
+    """
     try:
         if simulate is None:
+            from daemon.cli.client import find_token
+            from daemon.cli.gpu_pids import running_daemon_gpu_pids
             from hwcheck.realhost import real_host_sources
 
-            host = real_host_sources()
+            own_pids: set[int] = set()
+            if daemon_url is not None:
+                token = find_token(None, daemon_url)
+                own_pids = running_daemon_gpu_pids(daemon_url, token)
+            host = real_host_sources(exclude_pids=own_pids)
             try:
                 return _check(out, host, config)
             finally:
@@ -54,5 +66,7 @@ def run(out: Output, simulate: str | None, config: Path | None) -> int:
                 return _check(out, sim_host, config)
             finally:
                 sim_host.close()
+    except BackendUnavailable as exc:  # NVML down: the reason and what to do, one line
+        out.fail_unknown(f"{exc}. Remedy: {exc.remedy}" if exc.remedy else str(exc))
     except (ConfigError, ScenarioError, BackendError, KernelLogUnavailable) as exc:
         out.fail_unknown(str(exc))

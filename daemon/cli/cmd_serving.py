@@ -1,7 +1,9 @@
 """fleetctl commands for the engine: start, stop, restart, logs, recipe lint/show.
 
 ``start`` and ``restart`` wait for readiness with a progress line (the engine's last log
-line: cold starts take 20 to 45 minutes) unless ``--no-wait``. A refused start (reboot
+line: cold starts take 20 to 45 minutes) unless ``--no-wait``; ``stop`` waits the same way.
+The progress line shows only log lines newer than the request: the line the engine wrote
+before it (hours ago, "Application startup complete.") would say nothing about the stop. A refused start (reboot
 latch, critical check, lint error, port taken) exits 4 with the reason.
 """
 
@@ -43,10 +45,19 @@ def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any
     return result
 
 
-def _progress(out: Output, serving: dict[str, Any], started_s: float) -> None:
+def _last_log_line(client: FleetClient) -> str | None:
+    """The engine's last log line now (before a request), or None when it cannot be read."""
+    try:
+        line = client.get("/api/v1/status")["serving"].get("last_log_line")
+    except (ClientError, KeyError, TypeError):
+        return None
+    return line if isinstance(line, str) else None
+
+
+def _progress(out: Output, serving: dict[str, Any], started_s: float, line: str | None) -> None:
     elapsed = int(time.monotonic() - started_s)
-    line = serving.get("last_log_line") or ""
-    text = f"[{elapsed // 60:d}:{elapsed % 60:02d}] engine {serving['state']}: {line}"
+    text = f"[{elapsed // 60:d}:{elapsed % 60:02d}] engine {serving['state']}"
+    text += f": {line}" if line else "..."
     if sys.stderr.isatty():
         width = out.err.width - 1
         out.err.file.write("\r" + text[:width].ljust(width))
@@ -61,9 +72,15 @@ def wait_for(
     action: str,
     timeout_s: float,
     sleep: Callable[[float], None] = time.sleep,
+    stale_line: str | None = None,
 ) -> dict[str, Any]:
-    """Poll the status until the action finished; fail with one line if it did not."""
+    """Poll the status until the action finished; fail with one line if it did not.
+
+    ``stale_line`` is the engine's last log line before the request: it is not shown
+    until the engine has written another one.
+    """
     started_s = time.monotonic()
+    fresh_log = stale_line is None
     seen_transition = action == "stop"
     seen_starting = False
     last_state: str | None = None
@@ -91,8 +108,10 @@ def wait_for(
         # A terminal gets a live line; a pipe a line per state change or per half minute
         # (a 45-minute cold start must not write thousands of lines into a log).
         now_s = time.monotonic()
+        line = serving.get("last_log_line") or None
+        fresh_log = fresh_log or line != stale_line
         if sys.stderr.isatty() or state != last_state or now_s - printed_s >= PIPE_PROGRESS_S:
-            _progress(out, serving, started_s)
+            _progress(out, serving, started_s, line if fresh_log else None)
             last_state, printed_s = state, now_s
         if time.monotonic() - started_s > timeout_s:
             out.fail(
@@ -103,10 +122,11 @@ def wait_for(
 
 def action(out: Output, client: FleetClient, name: str, wait: bool, timeout_s: float) -> int:
     """``start``/``stop``/``restart`` through the daemon."""
+    stale_line = _last_log_line(client) if wait else None
     result = _post_action(out, client, name)
     serving = result.get("serving", {})
     if wait and not result.get("already_running"):
-        serving = wait_for(out, client, name, timeout_s)
+        serving = wait_for(out, client, name, timeout_s, stale_line=stale_line)
         if serving["state"] == "failed":  # a stop that did not take: a person must act
             out.fail(f"engine {serving['state']}: {serving.get('reason') or 'see fleetctl logs'}")
     if out.json_mode:

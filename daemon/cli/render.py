@@ -51,12 +51,20 @@ def _card_row(card: dict[str, Any]) -> list[str | Text]:
 
 
 def render_rig(out: Output, doc: dict[str, Any]) -> int:
-    """The card table, then every check that is not ok; returns how many are not ok."""
-    out.table(
-        "Cards",
-        ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"],
-        [_card_row(card) for card in doc.get("cards", [])],
-    )
+    """The card table, then every check that is not ok; returns how many are not ok.
+
+    With no card readings (NVML down, no poll yet) a line says so instead of an empty
+    table; the problems below then say why.
+    """
+    cards = doc.get("cards", [])
+    if cards:
+        out.table(
+            "Cards",
+            ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"],
+            [_card_row(card) for card in cards],
+        )
+    else:
+        out.line("cards: no readings")
     problems = [c for c in doc.get("checks", []) if c["severity"] != "ok"]
     if problems:
         out.table(

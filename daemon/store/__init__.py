@@ -2,34 +2,30 @@
 
 ``Store.open(url)`` takes any SQLAlchemy URL (``sqlite:///path/fleet.db`` by default,
 ``postgresql+psycopg://...``), upgrades the schema, and is then shared by every thread.
+Its methods return the row types below: frozen dataclasses built once from the ORM
+object, serialised by ``to_dict()``. Severities and event kinds are
+``hwcheck.model.Severity`` and ``hwcheck.model.EventKind``.
 """
 
-from daemon.store.errors import StoreError, StoreInputError, mask_url
-from daemon.store.latch import ClearHow
+from daemon.store.audit import AuditRow
+from daemon.store.db import StoreError, StoreInputError, mask_url
+from daemon.store.events import EventRow
+from daemon.store.keyvalue import ClearHow, Latch
+from daemon.store.launches import LaunchRow
 from daemon.store.migrations import LATEST_VERSION, MIGRATIONS
+from daemon.store.models import StoredRow
 from daemon.store.rollups import (
     DEFAULT_RAW_RETENTION_S,
     DEFAULT_ROLLUP_RETENTION_S,
-    PruneReport,
-)
-from daemon.store.rows import (
-    AuditRow,
-    CardMove,
-    CardRow,
     Chart,
     ChartPoint,
     ChartResolution,
-    EngineSampleRow,
-    EventKind,
-    EventRow,
-    EventSeverity,
-    Latch,
-    LaunchRow,
     MetricStat,
-    XidRecord,
+    PruneReport,
 )
+from daemon.store.samples import CardMove, CardRow, EngineSampleRow
 from daemon.store.store import Store
-from serving.recipe.masking import mask_argv, mask_env
+from daemon.store.xids import XidRecord
 
 __all__ = [
     "DEFAULT_RAW_RETENTION_S",
@@ -44,9 +40,7 @@ __all__ = [
     "ChartResolution",
     "ClearHow",
     "EngineSampleRow",
-    "EventKind",
     "EventRow",
-    "EventSeverity",
     "Latch",
     "LaunchRow",
     "MetricStat",
@@ -54,8 +48,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreInputError",
+    "StoredRow",
     "XidRecord",
-    "mask_argv",
-    "mask_env",
     "mask_url",
 ]

@@ -1,9 +1,11 @@
-"""Events: record, list, acknowledge, Xid dedupe and check-transition detection.
+"""Events: record, list, acknowledge, and the state changes that commit with their event.
 
-Every function works inside the caller's session so related writes commit together.
-An event's card identity is completed from the ``cards`` table: an Xid line names only
-a PCI address and a check names only an index, but the history must say which physical
-card (UUID, serial) it was even after the cards are moved around.
+Every session-level function works inside the caller's session so related writes
+commit together: check states with their transition events, the reboot-required latch
+with the event that clears it, a new boot id with the reboot event. An event's card
+identity is completed from the ``cards`` table: an Xid line names only a PCI address and
+a check names only an index, but the history must say which physical card (UUID,
+serial) it was even after the cards are moved around.
 """
 
 from __future__ import annotations
@@ -11,26 +13,50 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
-from daemon.store import kv
-from daemon.store.coltypes import require_aware
-from daemon.store.dialect import insert_ignore_returning_id
-from daemon.store.errors import StoreInputError
-from daemon.store.rows import EventKind, EventRow, EventSeverity, XidRecord
-from daemon.store.schema import Card, Event
-from hwcheck.model import CheckResult, ClassifiedXid, XidEvent, XidInfo
+from daemon.store import keyvalue
+from daemon.store.db import Database, StoreInputError, check_list_limit, require_aware
+from daemon.store.keyvalue import ClearHow, Latch
+from daemon.store.models import Card, Event, StoredRow
+from hwcheck.model import CheckResult, EventKind, Severity
 
-_EVENTS: Table = Event.__table__  # type: ignore[assignment]
-_XID_KEY = ("kind", "boot_id", "kmsg_seq")
-MAX_LIST_LIMIT = 10_000
+EVENTS: Table = Event.__table__  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)
-class _Identity:
+class EventRow(StoredRow):
+    """One stored event: CONTRACT's ``{id, ts, kind, card, xid, severity, message}`` and more."""
+
+    id: int
+    ts: datetime
+    kind: EventKind
+    severity: Severity
+    message: str
+    card: int | None = None
+    card_uuid: str | None = None
+    card_serial: str | None = None
+    pci_bus_id: str | None = None
+    xid: int | None = None
+    details: dict[str, Any] | None = None
+    boot_id: str | None = None
+    kmsg_seq: int | None = None
+    acked_at: datetime | None = None
+    acked_by: str | None = None
+
+    @property
+    def acked(self) -> bool:
+        """Whether someone acknowledged it."""
+        return self.acked_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class CardIdentity:
+    """Which physical card an event is about, as completely as is known."""
+
     card: int | None
     uuid: str | None
     serial: str | None
@@ -46,73 +72,41 @@ def parse_kind(kind: str) -> EventKind:
         raise StoreInputError(f"unknown event kind {kind!r}: expected {choices}") from None
 
 
-def parse_severity(severity: str) -> EventSeverity:
-    """``severity`` as an ``EventSeverity``; an unknown one is a one-line input error."""
+def parse_severity(severity: str) -> Severity:
+    """``severity`` as a ``Severity``; an unknown one is a one-line input error."""
     try:
-        return EventSeverity(severity)
+        return Severity(severity)
     except ValueError:
-        choices = "|".join(s.value for s in EventSeverity)
+        choices = "|".join(s.value for s in Severity)
         raise StoreInputError(f"unknown event severity {severity!r}: expected {choices}") from None
 
 
-def _identity(
+def card_identity(
     session: Session, card: int | None, uuid: str | None, pci_bus_id: str | None
-) -> _Identity:
+) -> CardIdentity:
     """Complete a card's identity from what is known (UUID, then PCI address, then index)."""
     if uuid is not None:
         where = Card.uuid == uuid
     elif pci_bus_id is not None:
         where = Card.pci_bus_id == pci_bus_id
     elif card is not None:
-        where = Card.card_index == card
+        where = Card.index == card
     else:
-        return _Identity(None, None, None, None)
+        return CardIdentity(None, None, None, None)
     row = session.execute(
         select(Card).where(where).order_by(Card.last_seen.desc()).limit(1)
     ).scalar_one_or_none()
     if row is None:
-        return _Identity(card, uuid, None, pci_bus_id)
-    return _Identity(
-        card if card is not None else row.card_index,
+        return CardIdentity(card, uuid, None, pci_bus_id)
+    return CardIdentity(
+        card if card is not None else row.index,
         uuid or row.uuid,
         row.serial,
         pci_bus_id or row.pci_bus_id,
     )
 
 
-def _values(
-    session: Session,
-    *,
-    ts: datetime,
-    kind: EventKind,
-    severity: EventSeverity,
-    message: str,
-    card: int | None,
-    card_uuid: str | None,
-    pci_bus_id: str | None,
-    xid: int | None,
-    details: dict[str, Any] | None,
-    boot_id: str | None,
-    kmsg_seq: int | None,
-) -> dict[str, Any]:
-    who = _identity(session, card, card_uuid, pci_bus_id)
-    return {
-        "ts": require_aware(ts, "event time"),
-        "kind": kind.value,
-        "severity": severity.value,
-        "message": message,
-        "card": who.card,
-        "card_uuid": who.uuid,
-        "card_serial": who.serial,
-        "pci_bus_id": who.pci_bus_id,
-        "xid": xid,
-        "details": details,
-        "boot_id": boot_id,
-        "kmsg_seq": kmsg_seq,
-    }
-
-
-def record_event(
+def event_values(
     session: Session,
     kind: str,
     severity: str,
@@ -125,181 +119,203 @@ def record_event(
     details: dict[str, Any] | None = None,
     ts: datetime | None = None,
     boot_id: str | None = None,
-) -> int:
-    """Insert one event and return its id."""
-    values = _values(
-        session,
-        ts=ts or datetime.now(UTC),
-        kind=parse_kind(kind),
-        severity=parse_severity(severity),
-        message=message,
-        card=card,
-        card_uuid=card_uuid,
-        pci_bus_id=pci_bus_id,
-        xid=xid,
-        details=details,
-        boot_id=boot_id,
-        kmsg_seq=None,
+    kmsg_seq: int | None = None,
+) -> dict[str, Any]:
+    """The ``events`` row to insert: arguments checked, card identity completed."""
+    who = card_identity(session, card, card_uuid, pci_bus_id)
+    return {
+        "ts": require_aware(ts or datetime.now(UTC), "event time"),
+        "kind": parse_kind(kind),
+        "severity": parse_severity(severity),
+        "message": message,
+        "card": who.card,
+        "card_uuid": who.uuid,
+        "card_serial": who.serial,
+        "pci_bus_id": who.pci_bus_id,
+        "xid": xid,
+        "details": details,
+        "boot_id": boot_id,
+        "kmsg_seq": kmsg_seq,
+    }
+
+
+def insert_event(session: Session, kind: str, severity: str, message: str, **extra: Any) -> int:
+    """Insert one event inside the caller's session; its id (``extra``: ``event_values``)."""
+    values = event_values(session, kind, severity, message, **extra)
+    return int(
+        session.execute(EVENTS.insert().values(**values).returning(EVENTS.c.id)).scalar_one()
     )
-    new_id = session.execute(_EVENTS.insert().values(**values).returning(_EVENTS.c.id)).scalar_one()
-    return int(new_id)
-
-
-def add_xid_event(session: Session, record: XidRecord) -> bool:
-    """Insert an Xid event; False when that kernel record (boot id, seq) is already stored."""
-    values = _values(
-        session,
-        ts=record.ts,
-        kind=EventKind.XID,
-        severity=record.severity,
-        message=record.message,
-        card=record.card,
-        card_uuid=record.card_uuid,
-        pci_bus_id=record.pci_bus_id,
-        xid=record.xid,
-        details=record.details,
-        boot_id=record.boot_id,
-        kmsg_seq=record.kmsg_seq,
-    )
-    return insert_ignore_returning_id(session, _EVENTS, values, _XID_KEY) is not None
-
-
-class XidClassifier(Protocol):
-    """What can judge an Xid again (``hwcheck.kernellog.catalogue.XidCatalogue``)."""
-
-    def classify(self, event: XidEvent) -> XidInfo:
-        """The class, action and explanation for ``event``."""
-        ...
-
-
-def xids_for_boot(session: Session, boot_id: str, classifier: XidClassifier) -> list[ClassifiedXid]:
-    """The stored Xids of one boot, oldest first, classified again by ``classifier``.
-
-    A restarted daemon rebuilds its "Xids since boot" from this instead of re-reading the
-    kernel log; classifying afresh applies the current catalogue and overrides.
-    """
-    stmt = (
-        select(Event)
-        .where(Event.kind == EventKind.XID.value, Event.boot_id == boot_id)
-        .order_by(Event.kmsg_seq, Event.id)
-    )
-    found: list[ClassifiedXid] = []
-    for row in session.execute(stmt).scalars():
-        if row.xid is None:
-            continue
-        details = row.details or {}
-        pid = details.get("pid")
-        process = details.get("process")
-        event = XidEvent(
-            xid=row.xid,
-            text=str(details.get("text", "")),
-            message=str(details.get("xid_message", row.message)),
-            pci_bus_id=row.pci_bus_id,
-            pid=pid if isinstance(pid, int) else None,
-            process=process if isinstance(process, str) else None,
-            seq=row.kmsg_seq,
-            boot_id=row.boot_id,
-        )
-        found.append(ClassifiedXid(event=event, info=classifier.classify(event)))
-    return found
-
-
-def _row(event: Event) -> EventRow:
-    return EventRow(
-        id=event.id,
-        ts=event.ts,
-        kind=event.kind,
-        severity=event.severity,
-        message=event.message,
-        card=event.card,
-        card_uuid=event.card_uuid,
-        card_serial=event.card_serial,
-        pci_bus_id=event.pci_bus_id,
-        xid=event.xid,
-        details=event.details,
-        boot_id=event.boot_id,
-        kmsg_seq=event.kmsg_seq,
-        acked_at=event.acked_at,
-        acked_by=event.acked_by,
-    )
-
-
-def list_events(
-    session: Session,
-    since: datetime | None = None,
-    kind: str | None = None,
-    limit: int = 100,
-    card: int | None = None,
-) -> list[EventRow]:
-    """Events at or after ``since``, of ``kind``, about ``card``: newest first."""
-    if not 1 <= limit <= MAX_LIST_LIMIT:
-        raise StoreInputError(f"limit {limit} out of range: expected 1..{MAX_LIST_LIMIT}")
-    stmt = select(Event)
-    if since is not None:
-        stmt = stmt.where(Event.ts >= require_aware(since, "since"))
-    if kind is not None:
-        stmt = stmt.where(Event.kind == parse_kind(kind).value)
-    if card is not None:
-        stmt = stmt.where(Event.card == card)
-    stmt = stmt.order_by(Event.ts.desc(), Event.id.desc()).limit(limit)
-    return [_row(event) for event in session.execute(stmt).scalars()]
-
-
-def get_event(session: Session, event_id: int) -> EventRow | None:
-    """One event by id."""
-    event = session.get(Event, event_id)
-    return None if event is None else _row(event)
-
-
-def ack_event(session: Session, event_id: int, by: str, now: datetime | None = None) -> bool:
-    """Acknowledge an event (the first acknowledgement is kept); False if there is none."""
-    result = session.execute(
-        update(Event)
-        .where(Event.id == event_id, Event.acked_at.is_(None))
-        .values(acked_at=require_aware(now or datetime.now(UTC), "ack time"), acked_by=by)
-    )
-    if result.rowcount:  # type: ignore[attr-defined]
-        return True
-    return session.execute(select(Event.id).where(Event.id == event_id)).first() is not None
 
 
 def _check_key(result: CheckResult) -> str:
     return f"{result.id}:{'rig' if result.card is None else result.card}"
 
 
-def record_check_transitions(
-    session: Session, results: Sequence[CheckResult], now: datetime | None = None
-) -> list[CheckResult]:
-    """Store each check's severity; record an event only for those that changed.
-
-    A check never seen before counts as having been ``ok``, so a first-ever warning is a
-    transition and a first-ever ``ok`` is not. Returns the results that changed.
-    """
-    ts = require_aware(now or datetime.now(UTC), "check time")
-    kv.lock_key(session, kv.CHECK_SEVERITIES)
-    stored: dict[str, str] = dict(kv.get_value(session, kv.CHECK_SEVERITIES) or {})
-    changed: list[CheckResult] = []
-    for result in results:
-        key = _check_key(result)
-        previous = stored.get(key, "ok")
-        if previous == result.severity.value:
-            continue
-        changed.append(result)
-        stored[key] = result.severity.value
-        record_event(
-            session,
-            EventKind.CHECK,
-            result.severity.value,
-            f"{result.id} {previous} -> {result.severity.value}: {result.message}",
-            card=result.card,
-            details={"check": result.id, "previous": previous, "remedy": result.remedy},
-            ts=ts,
-        )
-    if changed:
-        kv.set_value(session, kv.CHECK_SEVERITIES, stored, ts)
-    return changed
+def _clear_latch(
+    session: Session, reason: str, by: str, how: ClearHow, ts: datetime
+) -> Latch | None:
+    keyvalue.lock_key(session, keyvalue.REBOOT_LATCH)
+    current = keyvalue.get_latch(session)
+    if current is None:
+        return None
+    keyvalue.delete_value(session, keyvalue.REBOOT_LATCH)
+    insert_event(
+        session,
+        EventKind.REBOOT if how == "reboot" else EventKind.OPERATOR,
+        Severity.INFO,
+        f"reboot-required latch cleared by {by} ({how}): {reason}",
+        details={
+            "latch_reason": current.reason,
+            "latch_source": current.source,
+            "latch_since": current.since.isoformat(),
+            "cleared_by": by,
+            "how": how,
+            "reason": reason,
+        },
+        ts=ts,
+    )
+    return current
 
 
-def check_severities(session: Session) -> dict[str, str]:
-    """The stored severity per ``"<check id>:<card index|rig>"``."""
-    return dict(kv.get_value(session, kv.CHECK_SEVERITIES) or {})
+class EventQueries(Database):
+    """``Store`` methods for events and the state changes recorded as events."""
+
+    def record_event(
+        self,
+        kind: EventKind | str,
+        severity: Severity | str,
+        message: str,
+        card: int | None = None,
+        *,
+        card_uuid: str | None = None,
+        pci_bus_id: str | None = None,
+        xid: int | None = None,
+        details: dict[str, Any] | None = None,
+        ts: datetime | None = None,
+        boot_id: str | None = None,
+    ) -> int:
+        """Store one event (``kind``: an ``EventKind``, ``severity``: a ``Severity``); its id."""
+        with self.write() as session:
+            return insert_event(
+                session,
+                kind,
+                severity,
+                message,
+                card=card,
+                card_uuid=card_uuid,
+                pci_bus_id=pci_bus_id,
+                xid=xid,
+                details=details,
+                ts=ts,
+                boot_id=boot_id,
+            )
+
+    def list_events(
+        self,
+        since: datetime | None = None,
+        kind: str | None = None,
+        limit: int = 100,
+        card: int | None = None,
+    ) -> list[EventRow]:
+        """Events at or after ``since``, of ``kind``, about ``card``: newest first."""
+        check_list_limit(limit)
+        stmt = select(Event)
+        if since is not None:
+            stmt = stmt.where(Event.ts >= require_aware(since, "since"))
+        if kind is not None:
+            stmt = stmt.where(Event.kind == parse_kind(kind))
+        if card is not None:
+            stmt = stmt.where(Event.card == card)
+        stmt = stmt.order_by(Event.ts.desc(), Event.id.desc()).limit(limit)
+        with self.read() as session:
+            return [EventRow.from_model(event) for event in session.execute(stmt).scalars()]
+
+    def get_event(self, event_id: int) -> EventRow | None:
+        """One event by id."""
+        with self.read() as session:
+            event = session.get(Event, event_id)
+            return None if event is None else EventRow.from_model(event)
+
+    def ack_event(self, event_id: int, by: str, now: datetime | None = None) -> bool:
+        """Acknowledge an event (the first acknowledgement is kept); False if there is none."""
+        ts = require_aware(now or datetime.now(UTC), "ack time")
+        with self.write() as session:
+            result = session.execute(
+                update(Event)
+                .where(Event.id == event_id, Event.acked_at.is_(None))
+                .values(acked_at=ts, acked_by=by)
+            )
+            if result.rowcount:  # type: ignore[attr-defined]
+                return True
+            return session.execute(select(Event.id).where(Event.id == event_id)).first() is not None
+
+    def record_check_transitions(
+        self, results: Sequence[CheckResult], now: datetime | None = None
+    ) -> list[CheckResult]:
+        """Store each check's severity; record an event only for those that changed.
+
+        A check never seen before counts as having been ``ok``, so a first-ever warning
+        is a transition and a first-ever ``ok`` is not. Returns the results that changed.
+        """
+        ts = require_aware(now or datetime.now(UTC), "check time")
+        with self.write() as session:
+            keyvalue.lock_key(session, keyvalue.CHECK_SEVERITIES)
+            stored = keyvalue.check_severities(session)
+            changed: list[CheckResult] = []
+            for result in results:
+                key = _check_key(result)
+                previous = stored.get(key, Severity.OK.value)
+                if previous == result.severity.value:
+                    continue
+                changed.append(result)
+                stored[key] = result.severity.value
+                insert_event(
+                    session,
+                    EventKind.CHECK,
+                    result.severity,
+                    f"{result.id} {previous} -> {result.severity.value}: {result.message}",
+                    card=result.card,
+                    details={"check": result.id, "previous": previous, "remedy": result.remedy},
+                    ts=ts,
+                )
+            if changed:
+                keyvalue.set_value(session, keyvalue.CHECK_SEVERITIES, stored, ts)
+        return changed
+
+    def clear_latch(
+        self, reason: str, by: str, how: ClearHow, now: datetime | None = None
+    ) -> Latch | None:
+        """Clear the latch recording who cleared it and how; the cleared latch or ``None``."""
+        if how not in ("reboot", "operator"):
+            raise StoreInputError(
+                f"unknown way to clear the latch {how!r}: expected reboot|operator"
+            )
+        ts = require_aware(now or datetime.now(UTC), "clear time")
+        with self.write() as session:
+            return _clear_latch(session, reason, by, how, ts)
+
+    def record_boot(self, boot_id: str, now: datetime | None = None) -> str | None:
+        """Remember ``boot_id``; a change is a reboot: record it and clear the latch.
+
+        One transaction, so a crash can never store the new boot id while losing the
+        reboot event or leaving the latch set for the whole boot. Returns the previous
+        boot id when this is a new boot, ``None`` when it is the same boot or the first.
+        """
+        ts = require_aware(now or datetime.now(UTC), "boot time")
+        with self.write() as session:
+            previous = keyvalue.get_boot_id(session)
+            if previous == boot_id:
+                return None
+            keyvalue.set_value(session, keyvalue.LAST_BOOT_ID, boot_id)
+            if previous is None:
+                return None
+            insert_event(
+                session,
+                EventKind.REBOOT,
+                Severity.INFO,
+                f"host rebooted (boot id {previous} -> {boot_id})",
+                ts=ts,
+                boot_id=boot_id,
+            )
+            _clear_latch(session, "the host rebooted", "fleetd", "reboot", ts)
+            return previous

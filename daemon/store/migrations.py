@@ -40,8 +40,7 @@ from sqlalchemy import (
     text,
 )
 
-from daemon.store.coltypes import NAMING_CONVENTION, UtcTimestamp, json_type
-from daemon.store.errors import StoreError
+from daemon.store.db import NAMING_CONVENTION, StoreError, UtcTimestamp, json_type
 
 # Any constant works: it only has to be the same for every cmpfleet process.
 _PG_MIGRATION_LOCK_KEY = 0x636D70666C74  # "cmpflt"

@@ -10,10 +10,11 @@ big backlog never holds the write lock for long.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -29,17 +30,17 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from daemon.store import kv
-from daemon.store.coltypes import (
+from daemon.store import keyvalue
+from daemon.store.db import (
     US_PER_MINUTE,
+    Database,
+    StoreInputError,
     from_epoch_us,
     require_aware,
     to_epoch_us,
 )
-from daemon.store.errors import StoreInputError
-from daemon.store.rows import Chart, ChartPoint, ChartResolution, MetricStat
+from daemon.store.models import Card, EngineSample, Rollup1m, Sample, StoredRow
 from daemon.store.samples import card_id_for_uuid
-from daemon.store.schema import Card, EngineSample, Rollup1m, Sample
 
 UnitOfWork = Callable[[], AbstractContextManager[Session]]
 
@@ -53,8 +54,48 @@ METRICS = ("power_draw_w", "temperature_c", "sm_clock_mhz", "memory_used_mib")
 _ROLLUPS: Table = Rollup1m.__table__  # type: ignore[assignment]
 
 
+class ChartResolution(enum.StrEnum):
+    """Raw points, 1-minute buckets, or whichever suits the span (``auto``)."""
+
+    AUTO = "auto"
+    RAW = "raw"
+    MINUTE = "1m"
+
+
 @dataclass(frozen=True, slots=True)
-class PruneReport:
+class MetricStat(StoredRow):
+    """Min/avg/max of one metric over a chart point (all equal for a raw point)."""
+
+    min: float
+    avg: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChartPoint(StoredRow):
+    """One point of a card's chart; a metric the card did not report is ``None``."""
+
+    ts: datetime
+    n: int
+    power_draw_w: MetricStat | None
+    temperature_c: MetricStat | None
+    sm_clock_mhz: MetricStat | None
+    memory_used_mib: MetricStat | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chart(StoredRow):
+    """A card's chart between two times, at the resolution actually used."""
+
+    card_uuid: str
+    since: datetime
+    until: datetime
+    resolution: ChartResolution
+    points: list[ChartPoint]
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport(StoredRow):
     """What one ``rollup_and_prune`` pass did."""
 
     minutes_rolled: int
@@ -136,11 +177,11 @@ def _next_sample_us(session: Session, card_ids: list[int], after_us: int) -> int
     return min(found, default=None)
 
 
-def roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int | None]:
+def _roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int | None]:
     """Roll every complete minute not yet rolled; (minutes, rows, watermark)."""
     with unit() as session:
         card_ids = _card_ids(session)
-        stored = kv.get_value(session, kv.ROLLUP_WATERMARK)
+        stored = keyvalue.get_value(session, keyvalue.ROLLUP_WATERMARK)
         watermark = None if stored is None else int(stored)
         if watermark is None:
             first = _next_sample_us(session, card_ids, 0)
@@ -151,7 +192,7 @@ def roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int | 
     while watermark < complete_before_us:
         chunk_end = min(watermark + ROLLUP_CHUNK_MINUTES * US_PER_MINUTE, complete_before_us)
         with unit() as session:
-            kv.lock_key(session, kv.ROLLUP_WATERMARK)
+            keyvalue.lock_key(session, keyvalue.ROLLUP_WATERMARK)
             written = _roll_chunk(session, card_ids, watermark, chunk_end)
             next_us = chunk_end
             if written == 0:  # a gap (daemon was down): jump to the next sample
@@ -161,7 +202,7 @@ def roll_up(unit: UnitOfWork, complete_before_us: int) -> tuple[int, int, int | 
                     if found is None
                     else max(chunk_end, min(floor_minute_us(found), complete_before_us))
                 )
-            kv.set_value(session, kv.ROLLUP_WATERMARK, next_us)
+            keyvalue.set_value(session, keyvalue.ROLLUP_WATERMARK, next_us)
         minutes += (chunk_end - watermark) // US_PER_MINUTE
         rows += written
         watermark = next_us
@@ -196,7 +237,7 @@ def _delete_batched(
             return deleted
 
 
-def prune(
+def _prune(
     unit: UnitOfWork,
     raw_cutoff: datetime,
     rollup_cutoff: datetime,
@@ -213,45 +254,6 @@ def prune(
         )
     engine = _delete_batched(unit, EngineSample.ts, raw_cutoff, [], batch)
     return raw, rollups, engine
-
-
-def rollup_and_prune(
-    unit: UnitOfWork,
-    now: datetime,
-    raw_retention_s: float = DEFAULT_RAW_RETENTION_S,
-    rollup_retention_s: float = DEFAULT_ROLLUP_RETENTION_S,
-    batch: int = DELETE_BATCH_ROWS,
-) -> PruneReport:
-    """Roll complete minutes into ``rollups_1m``, then drop what is past its retention.
-
-    Raw samples not yet rolled up are never pruned, whatever the retention says.
-    """
-    if batch < 1:
-        raise StoreInputError(f"delete batch must be at least 1 row, got {batch}")
-    if raw_retention_s <= 0 or rollup_retention_s <= 0:
-        raise StoreInputError(
-            f"retention must be positive: raw {raw_retention_s} s, rollups {rollup_retention_s} s"
-        )
-    now_us = to_epoch_us(require_aware(now, "now"))
-    complete_before_us = floor_minute_us(now_us - int(ROLLUP_SETTLE_S * 1_000_000))
-    minutes, rows, watermark_us = roll_up(unit, complete_before_us)
-    raw_cutoff_us = now_us - int(raw_retention_s * 1_000_000)
-    if watermark_us is not None:
-        raw_cutoff_us = min(raw_cutoff_us, watermark_us)
-    raw, rollups, engine = prune(
-        unit,
-        from_epoch_us(raw_cutoff_us),
-        from_epoch_us(now_us - int(rollup_retention_s * 1_000_000)),
-        batch,
-    )
-    return PruneReport(
-        minutes_rolled=minutes,
-        rollup_rows_written=rows,
-        raw_deleted=raw,
-        rollups_deleted=rollups,
-        engine_samples_deleted=engine,
-        watermark=None if watermark_us is None else from_epoch_us(watermark_us),
-    )
 
 
 def _stat(low: Any, mean: Any, high: Any) -> MetricStat | None:
@@ -304,7 +306,7 @@ def _minute_points(
     """Stored rollups up to the watermark, then minutes aggregated from raw on the fly."""
     since_us = floor_minute_us(to_epoch_us(since))
     until_us = to_epoch_us(until)
-    stored = kv.get_value(session, kv.ROLLUP_WATERMARK)
+    stored = keyvalue.get_value(session, keyvalue.ROLLUP_WATERMARK)
     watermark_us = since_us if stored is None else max(since_us, min(int(stored), until_us))
     stat_names = [f"{metric}_{stat}" for metric in METRICS for stat in ("min", "avg", "max")]
     rolled = session.execute(
@@ -333,33 +335,79 @@ def _minute_points(
     return points
 
 
-def chart(
-    session: Session,
-    card_uuid: str,
-    since: datetime,
-    until: datetime,
-    resolution: ChartResolution | str = ChartResolution.AUTO,
-) -> Chart:
-    """A card's chart over ``[since, until)``: raw for short spans, 1-minute otherwise."""
-    since = require_aware(since, "since")
-    until = require_aware(until, "until")
-    if until <= since:
-        raise StoreInputError(f"chart span is empty: until {until.isoformat()} <= since")
-    try:
-        wanted = ChartResolution(resolution)
-    except ValueError:
-        choices = "|".join(r.value for r in ChartResolution)
-        raise StoreInputError(
-            f"unknown chart resolution {resolution!r}: expected {choices}"
-        ) from None
-    card_id = card_id_for_uuid(session, card_uuid)
-    if card_id is None:
-        raise StoreInputError(f"unknown card uuid {card_uuid!r}")
-    if wanted is ChartResolution.AUTO:
-        short = until - since <= timedelta(seconds=RAW_CHART_MAX_SPAN_S)
-        wanted = ChartResolution.RAW if short else ChartResolution.MINUTE
-    if wanted is ChartResolution.RAW:
-        points = _raw_points(session, card_id, since, until)
-    else:
-        points = _minute_points(session, card_id, since, until)
-    return Chart(card_uuid=card_uuid, since=since, until=until, resolution=wanted, points=points)
+class RollupQueries(Database):
+    """``Store`` methods for rollups, retention and charts."""
+
+    def rollup_and_prune(
+        self,
+        now: datetime | None = None,
+        raw_retention_s: float = DEFAULT_RAW_RETENTION_S,
+        rollup_retention_s: float = DEFAULT_ROLLUP_RETENTION_S,
+        *,
+        delete_batch_rows: int = DELETE_BATCH_ROWS,
+    ) -> PruneReport:
+        """Roll complete minutes into ``rollups_1m``, then drop what is past its retention.
+
+        Short batched transactions; raw samples not yet rolled up are never pruned,
+        whatever the retention says.
+        """
+        if delete_batch_rows < 1:
+            raise StoreInputError(f"delete batch must be at least 1 row, got {delete_batch_rows}")
+        if raw_retention_s <= 0 or rollup_retention_s <= 0:
+            raise StoreInputError(
+                f"retention must be positive: raw {raw_retention_s} s, rollups {rollup_retention_s} s"
+            )
+        now_us = to_epoch_us(require_aware(now or datetime.now(UTC), "now"))
+        complete_before_us = floor_minute_us(now_us - int(ROLLUP_SETTLE_S * 1_000_000))
+        minutes, rows, watermark_us = _roll_up(self.write, complete_before_us)
+        raw_cutoff_us = now_us - int(raw_retention_s * 1_000_000)
+        if watermark_us is not None:
+            raw_cutoff_us = min(raw_cutoff_us, watermark_us)
+        raw, rollups, engine = _prune(
+            self.write,
+            from_epoch_us(raw_cutoff_us),
+            from_epoch_us(now_us - int(rollup_retention_s * 1_000_000)),
+            delete_batch_rows,
+        )
+        return PruneReport(
+            minutes_rolled=minutes,
+            rollup_rows_written=rows,
+            raw_deleted=raw,
+            rollups_deleted=rollups,
+            engine_samples_deleted=engine,
+            watermark=None if watermark_us is None else from_epoch_us(watermark_us),
+        )
+
+    def chart(
+        self,
+        card_uuid: str,
+        since: datetime,
+        until: datetime,
+        resolution: ChartResolution | str = ChartResolution.AUTO,
+    ) -> Chart:
+        """A card's chart over ``[since, until)``: raw for short spans, 1-minute otherwise."""
+        since = require_aware(since, "since")
+        until = require_aware(until, "until")
+        if until <= since:
+            raise StoreInputError(f"chart span is empty: until {until.isoformat()} <= since")
+        try:
+            wanted = ChartResolution(resolution)
+        except ValueError:
+            choices = "|".join(r.value for r in ChartResolution)
+            raise StoreInputError(
+                f"unknown chart resolution {resolution!r}: expected {choices}"
+            ) from None
+        if wanted is ChartResolution.AUTO:
+            short = until - since <= timedelta(seconds=RAW_CHART_MAX_SPAN_S)
+            wanted = ChartResolution.RAW if short else ChartResolution.MINUTE
+        with self.read() as session:
+            card_id = card_id_for_uuid(session, card_uuid)
+            if card_id is None:
+                raise StoreInputError(f"unknown card uuid {card_uuid!r}")
+            if wanted is ChartResolution.RAW:
+                points = _raw_points(session, card_id, since, until)
+            else:
+                points = _minute_points(session, card_id, since, until)
+        return Chart(
+            card_uuid=card_uuid, since=since, until=until, resolution=wanted, points=points
+        )

@@ -1,4 +1,4 @@
-"""Cards and raw samples: the per-poll write path, kept cheap because it runs every second.
+"""Cards, raw samples and engine samples: the per-poll write path, cheap because it runs every second.
 
 The ``cards`` row of each card is written only when something about it changed (new
 card, moved slot, renamed) or its ``last_seen`` is more than ``LAST_SEEN_EVERY_S`` old;
@@ -15,19 +15,59 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Dialect, Table, select, update
+from sqlalchemy import Dialect, Engine, Table, select, update
 from sqlalchemy.orm import Session
 
-from daemon.store.coltypes import require_aware, to_epoch_us
-from daemon.store.dialect import DriverInsertIgnore, insert_ignore_many
-from daemon.store.events import record_event
-from daemon.store.rows import CardMove, CardRow, EngineSampleRow, EventKind, EventSeverity
-from daemon.store.schema import Card, EngineSample, Sample
-from hwcheck.model import GpuSnapshot, RigSnapshot, normalize_pci_bus_id
+from daemon.store.db import (
+    Database,
+    DriverInsertIgnore,
+    StoreError,
+    insert_ignore_many,
+    require_aware,
+    to_epoch_us,
+)
+from daemon.store.events import insert_event
+from daemon.store.models import Card, EngineSample, Sample, StoredRow
+from hwcheck.model import EventKind, GpuSnapshot, RigSnapshot, Severity, normalize_pci_bus_id
 
 LAST_SEEN_EVERY_S = 60.0
 _SAMPLES: Table = Sample.__table__  # type: ignore[assignment]
 _ENGINE_SAMPLES: Table = EngineSample.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class CardRow(StoredRow):
+    """A card the store has seen."""
+
+    uuid: str
+    index: int
+    pci_bus_id: str
+    name: str
+    serial: str | None
+    first_seen: datetime
+    last_seen: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CardMove(StoredRow):
+    """A card (same UUID) found at another PCI address or index than last time."""
+
+    uuid: str
+    old_pci_bus_id: str
+    new_pci_bus_id: str
+    old_index: int
+    new_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSampleRow(StoredRow):
+    """Engine metrics at one poll."""
+
+    ts: datetime
+    tokens_per_s: float | None
+    requests_running: int | None
+    requests_waiting: int | None
+    kv_cache_usage_pct: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,16 +143,16 @@ def _write_card(
             serial=card.serial,
             name=card.name,
             pci_bus_id=pci,
-            card_index=card.index,
+            index=card.index,
             first_seen=ts,
             last_seen=ts,
         )
         session.add(row)
         session.flush()
-        record_event(
+        insert_event(
             session,
             EventKind.DAEMON,
-            EventSeverity.INFO,
+            Severity.INFO,
             f"new card {card.uuid} ({card.name}, serial {card.serial or 'unknown'}) "
             f"at {pci} as card {card.index}",
             card=card.index,
@@ -121,22 +161,22 @@ def _write_card(
             ts=ts,
         )
     else:
-        if row.pci_bus_id != pci or row.card_index != card.index:
-            move = CardMove(card.uuid, row.pci_bus_id, pci, row.card_index, card.index)
-            record_event(
+        if row.pci_bus_id != pci or row.index != card.index:
+            move = CardMove(card.uuid, row.pci_bus_id, pci, row.index, card.index)
+            insert_event(
                 session,
                 EventKind.DAEMON,
-                EventSeverity.INFO,
-                f"card {card.uuid} moved from {row.pci_bus_id} (card {row.card_index}) "
+                Severity.INFO,
+                f"card {card.uuid} moved from {row.pci_bus_id} (card {row.index}) "
                 f"to {pci} (card {card.index})",
                 card=card.index,
                 card_uuid=card.uuid,
                 pci_bus_id=pci,
-                details={"old_pci_bus_id": row.pci_bus_id, "old_index": row.card_index},
+                details={"old_pci_bus_id": row.pci_bus_id, "old_index": row.index},
                 ts=ts,
             )
         row.pci_bus_id = pci
-        row.card_index = card.index
+        row.index = card.index
         row.name = card.name
         row.serial = card.serial
         row.last_seen = max(row.last_seen, ts)
@@ -257,59 +297,79 @@ def record_samples(
     return SampleWrite(moves=moves, updates=written, rows=len(rows))
 
 
-def list_cards(session: Session) -> list[CardRow]:
-    """Every card ever seen, by current index."""
-    return [
-        CardRow(
-            uuid=row.uuid,
-            index=row.card_index,
-            pci_bus_id=row.pci_bus_id,
-            name=row.name,
-            serial=row.serial,
-            first_seen=row.first_seen,
-            last_seen=row.last_seen,
-        )
-        for row in session.execute(select(Card).order_by(Card.card_index, Card.id)).scalars()
-    ]
-
-
 def card_id_for_uuid(session: Session, uuid: str) -> int | None:
     """The ``cards.id`` of ``uuid``."""
     found = session.execute(select(Card.id).where(Card.uuid == uuid)).scalar_one_or_none()
     return None if found is None else int(found)
 
 
-def record_engine_sample(session: Session, sample: EngineSampleRow) -> None:
-    """Store one engine-metrics row (a second row for the same time is ignored)."""
-    row = {
-        "ts": require_aware(sample.ts, "engine sample time"),
-        "tokens_per_s": sample.tokens_per_s,
-        "requests_running": sample.requests_running,
-        "requests_waiting": sample.requests_waiting,
-        "kv_cache_usage_pct": sample.kv_cache_usage_pct,
-    }
-    insert_ignore_many(session, _ENGINE_SAMPLES, [row], ["ts"])
+class SampleQueries(Database):
+    """``Store`` methods for cards, raw samples and engine samples."""
 
+    def __init__(self, read_engine: Engine, write_engine: Engine, url: str) -> None:
+        """Per-store caches for the hot path: the known cards, the compiled insert."""
+        super().__init__(read_engine, write_engine, url)
+        self._cards = CardRegistry()
+        self._sample_insert = compile_sample_insert(write_engine.dialect)
 
-def list_engine_samples(
-    session: Session, since: datetime, until: datetime
-) -> list[EngineSampleRow]:
-    """Engine metrics in ``[since, until)``, oldest first."""
-    stmt = (
-        select(EngineSample)
-        .where(
-            EngineSample.ts >= require_aware(since, "since"),
-            EngineSample.ts < require_aware(until, "until"),
+    def upsert_cards(self, snapshot: RigSnapshot) -> list[CardMove]:
+        """Record the cards of ``snapshot`` (new ones, moved slots); the moves."""
+        known = self._cards.copy()
+        with self.write() as session:
+            written, moves = upsert_cards(session, snapshot, known)
+        self._cards.committed(written)
+        return moves
+
+    def record_samples(self, snapshot: RigSnapshot) -> list[CardMove]:
+        """Store one poll: every card's raw sample (and any card changes); the moves."""
+        return self.record_samples_batch([snapshot])
+
+    def record_samples_batch(self, snapshots: Sequence[RigSnapshot]) -> list[CardMove]:
+        """Store several polls in one transaction (backfills, benchmarks); the moves."""
+        known = self._cards.copy()
+        try:
+            with self.write() as session:
+                result = record_samples(session, snapshots, known, self._sample_insert)
+        except StoreError:
+            self._cards.clear()  # the cache may be ahead of what is committed elsewhere
+            raise
+        self._cards.committed(result.updates)
+        return result.moves
+
+    def list_cards(self) -> list[CardRow]:
+        """Every card ever seen, by current index."""
+        stmt = select(Card).order_by(Card.index, Card.id)
+        with self.read() as session:
+            return [CardRow.from_model(row) for row in session.execute(stmt).scalars()]
+
+    def record_engine_sample(
+        self,
+        ts: datetime,
+        tokens_per_s: float | None = None,
+        requests_running: int | None = None,
+        requests_waiting: int | None = None,
+        kv_cache_usage_pct: float | None = None,
+    ) -> None:
+        """Store the engine's metrics at one poll (a second row for the same time is ignored)."""
+        row = EngineSampleRow(
+            require_aware(ts, "engine sample time"),
+            tokens_per_s,
+            requests_running,
+            requests_waiting,
+            kv_cache_usage_pct,
         )
-        .order_by(EngineSample.ts)
-    )
-    return [
-        EngineSampleRow(
-            ts=row.ts,
-            tokens_per_s=row.tokens_per_s,
-            requests_running=row.requests_running,
-            requests_waiting=row.requests_waiting,
-            kv_cache_usage_pct=row.kv_cache_usage_pct,
+        with self.write() as session:
+            insert_ignore_many(session, _ENGINE_SAMPLES, [row.to_columns()], ["ts"])
+
+    def list_engine_samples(self, since: datetime, until: datetime) -> list[EngineSampleRow]:
+        """Engine metrics in ``[since, until)``, oldest first."""
+        stmt = (
+            select(EngineSample)
+            .where(
+                EngineSample.ts >= require_aware(since, "since"),
+                EngineSample.ts < require_aware(until, "until"),
+            )
+            .order_by(EngineSample.ts)
         )
-        for row in session.execute(stmt).scalars()
-    ]
+        with self.read() as session:
+            return [EngineSampleRow.from_model(row) for row in session.execute(stmt).scalars()]

@@ -31,6 +31,7 @@ class CheckInput:
     - ``pci_devices``: CMP devices on the PCI bus (sysfs); empty when sysfs is unreadable.
     - ``xids``: this boot's classified Xids.
     - ``holders``: foreign processes holding ``/dev/nvidia*`` (engine pids excluded).
+    - ``kernel_module_version``: the loaded nvidia kernel module (None when unknown).
     """
 
     samples: Sequence[RigSnapshot]
@@ -38,6 +39,7 @@ class CheckInput:
     pci_devices: Sequence[PciDevice] = ()
     xids: Sequence[ClassifiedXid] = ()
     holders: Sequence[DeviceHolder] = ()
+    kernel_module_version: str | None = None
 
     def __post_init__(self) -> None:
         if not self.samples:

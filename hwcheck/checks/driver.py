@@ -1,27 +1,53 @@
-"""``driver_version``: one driver version across the rig.
+"""``driver_version``: the driver that is loaded is the one the library and the rig expect.
 
-A mixed version cannot happen within one loaded kernel module, but a half-done driver
-reload or upgrade can leave the cards reporting different ones: that is a warning that
-asks for a reboot, not an incident in itself.
+Every card reports the one system driver, so comparing cards alone never warns. What
+really differs after an upgrade without a reboot is the user-space NVML library (new)
+against the loaded kernel module (old): the next process to start, the engine included,
+fails in ``cudaSetDevice``. A rig can also pin ``[rig] driver_version``; a driver other
+than the pinned one (an unattended upgrade) is a warning too.
 """
 
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
+from hwcheck.driver_module import library_driver_version
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "driver_version"
+REMEDY_HALF_DONE = (
+    "a driver upgrade is half done: reboot the host to load one driver "
+    "(or load the kernel module that matches the library)"
+)
 
 
-def check(inp: CheckInput) -> list[CheckResult]:
-    """One rig-wide result."""
+def _mixed_cards(inp: CheckInput) -> CheckResult | None:
     versions: dict[str, list[str]] = {}
     if inp.now.driver_version:
         versions.setdefault(inp.now.driver_version, []).append("system")
     for card in inp.live_cards():
         if card.driver_version:
             versions.setdefault(card.driver_version, []).append(f"card {card.index}")
-    if not versions:
+    if len(versions) < 2:
+        return None
+    listed = "; ".join(f"{v}: {', '.join(who)}" for v, who in sorted(versions.items()))
+    return CheckResult(
+        CHECK_ID,
+        None,
+        Severity.WARNING,
+        f"{len(versions)} driver versions reported ({listed})",
+        REMEDY_HALF_DONE,
+    )
+
+
+def check(inp: CheckInput) -> list[CheckResult]:
+    """One rig-wide result."""
+    mixed = _mixed_cards(inp)
+    if mixed is not None:
+        return [mixed]
+    library = library_driver_version(inp.now.nvml_version)
+    module = inp.kernel_module_version
+    driver = module or inp.now.driver_version or library
+    if driver is None:
         return [
             CheckResult(
                 CHECK_ID,
@@ -31,16 +57,32 @@ def check(inp: CheckInput) -> list[CheckResult]:
                 "check that the nvidia driver is loaded (cat /proc/driver/nvidia/version)",
             )
         ]
-    if len(versions) == 1:
-        (only,) = versions
-        return [CheckResult(CHECK_ID, None, Severity.OK, f"driver {only}")]
-    listed = "; ".join(f"{v}: {', '.join(who)}" for v, who in sorted(versions.items()))
+    if library is not None and module is not None and library != module:
+        return [
+            CheckResult(
+                CHECK_ID,
+                None,
+                Severity.WARNING,
+                f"NVML library {library} but kernel module {module} loaded",
+                REMEDY_HALF_DONE,
+            )
+        ]
+    expected = inp.profile.driver_version
+    if expected is not None and driver != expected:
+        return [
+            CheckResult(
+                CHECK_ID,
+                None,
+                Severity.WARNING,
+                f"driver {driver} loaded, this rig expects {expected} ([rig] driver_version)",
+                f"install driver {expected} and reboot, or set [rig] driver_version = "
+                f'"{driver}" if the upgrade was meant',
+            )
+        ]
+    parts = [f"library {library}" if library else "", f"kernel module {module}" if module else ""]
+    detail = ", ".join(p for p in parts if p)
     return [
         CheckResult(
-            CHECK_ID,
-            None,
-            Severity.WARNING,
-            f"{len(versions)} driver versions reported ({listed})",
-            "a driver upgrade or reload is half done: reboot the host to load one driver",
+            CHECK_ID, None, Severity.OK, f"driver {driver}" + (f" ({detail})" if detail else "")
         )
     ]

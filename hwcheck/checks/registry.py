@@ -13,6 +13,7 @@ from hwcheck.checks import (
     card_lost,
     driver,
     foreign,
+    nvml,
     pcie_link,
     persistence,
     power_brake,
@@ -33,6 +34,7 @@ class RegisteredCheck(NamedTuple):
 
 
 CHECKS: tuple[RegisteredCheck, ...] = (
+    RegisteredCheck(nvml.CHECK_ID, nvml.check),
     RegisteredCheck(card_count.CHECK_ID, card_count.check),
     RegisteredCheck(card_lost.CHECK_ID, card_lost.check),
     RegisteredCheck(vram.CHECK_ID, vram.check),

@@ -13,11 +13,14 @@ from __future__ import annotations
 import math
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hwcheck.backend import BackendUnavailable
 from hwcheck.model import GpuSnapshot, RigSnapshot
+from hwcheck.nvml_errors import nvml_unavailable
+from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
 if TYPE_CHECKING:
     from hwcheck.sim.rig import SimCard, SimulatedRig
@@ -39,8 +42,7 @@ def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
     """The card as NVML would return it in sample number ``sample``."""
     card = sim.card
     if card.lost:
-        kept = {name: getattr(card, name) for name in _LOST_CARD_KEEPS}
-        return GpuSnapshot(**kept, lost=True, lost_reason=card.lost_reason)
+        return lost_card(sim, card.lost_reason)
     draw_w = card.power_draw_w
     if draw_w is not None and "power_draw_w" not in sim.overridden:
         draw_w = round(draw_w + POWER_DRAW_JITTER_W * _wave(sample, card.index, 0.0), 2)
@@ -53,28 +55,44 @@ def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
     return replace(card, power_draw_w=draw_w, temperature_c=temp_c, memory_temperature_c=mem_temp_c)
 
 
+def lost_card(sim: SimCard, reason: str | None) -> GpuSnapshot:
+    """The card as NVML reports one that stopped answering: identity, no readings."""
+    kept = {name: getattr(sim.card, name) for name in _LOST_CARD_KEEPS}
+    return GpuSnapshot(**kept, lost=True, lost_reason=reason)
+
+
 class SimulatedBackend:
-    """A ``GpuBackend`` reading a ``SimulatedRig`` instead of NVML."""
+    """A ``GpuBackend`` reading a ``SimulatedRig`` instead of NVML.
+
+    The card reads run on a ``TimedCaller`` with ``call_timeout_s``, as the NVML
+    backend's do, and the scenario's ``nvml_delay_s`` is spent *inside* that call: a
+    slow driver beyond the timeout marks every card lost, and the cards stay lost
+    (without another call) until the stuck read returns, like a real stuck driver.
+    """
 
     name = "simulated"
 
-    def __init__(self, rig: SimulatedRig) -> None:
+    def __init__(self, rig: SimulatedRig, call_timeout_s: float = 10.0) -> None:
+        if not call_timeout_s > 0:
+            raise ValueError(f"call_timeout_s must be positive, got {call_timeout_s!r}")
         self._rig = rig
+        self._call_timeout_s = float(call_timeout_s)
+        self._caller = TimedCaller("sim-nvml-call")
         self._lock = threading.Lock()
         self._samples = 0
         self._closed = False
+        self._stuck: Future[Any] | None = None
 
     def snapshot(self) -> RigSnapshot:
         """Read every card once (firing due timeline steps first)."""
-        delay_s = self._rig.scenario.host.nvml_delay_s
-        if delay_s:
-            time.sleep(delay_s)  # the simulated sick driver: NVML calls that take long
         with self._lock:
             if self._closed:
                 raise BackendUnavailable("the simulated backend was closed: open a new one")
+        self._raise_if_nvml_down()
+        with self._lock:
             sample = self._samples
             self._samples += 1
-        cards = tuple(present_card(sim, sample) for sim in self._rig.cards())
+        cards = self._read_cards(sample)
         driver = next((card.driver_version for card in cards if card.driver_version), None)
         return RigSnapshot(
             taken_at=self._rig.wall_now(),
@@ -84,6 +102,38 @@ class SimulatedBackend:
             # NVML's version is the CUDA major in front of the driver version.
             nvml_version=f"13.{driver}" if driver else None,
         )
+
+    def _raise_if_nvml_down(self) -> None:
+        """The scenario's NVML outage, raised as the NVML backend would raise it."""
+        host = self._rig.scenario.host
+        if host.nvml_unavailable is None:
+            return
+        if host.nvml_back_after_s is not None and self._rig.uptime_s() >= host.nvml_back_after_s:
+            return
+        raise nvml_unavailable(host.nvml_unavailable, "simulated")
+
+    def _read_cards(self, sample: int) -> tuple[GpuSnapshot, ...]:
+        """Every card through the timed call; all lost while a slow read is stuck."""
+        stuck = self._stuck
+        if stuck is not None and not stuck.done():
+            reason = f"NVML call timed out after {self._call_timeout_s:g} s and has not returned"
+            return tuple(lost_card(sim, reason) for sim in self._rig.cards())
+        self._stuck = None
+        delay_s = self._rig.scenario.host.nvml_delay_s
+
+        def read() -> tuple[GpuSnapshot, ...]:
+            if delay_s:
+                time.sleep(delay_s)  # the simulated sick driver: NVML calls that take long
+            return tuple(present_card(sim, sample) for sim in self._rig.cards())
+
+        try:
+            return self._caller.call(read, self._call_timeout_s)
+        except CallTimedOut as exc:
+            self._stuck = exc.pending
+            reason = f"NVML call timed out after {exc.timeout_s:g} s"
+            return tuple(lost_card(sim, reason) for sim in self._rig.cards())
+        except TooManyStuckCalls as exc:
+            raise BackendUnavailable(f"NVML is not answering: {exc}") from exc
 
     def set_power_limit(self, index: int, watts: float) -> None:
         """Set card ``index``'s limit; ``PowerLimitError`` outside min..max like NVML."""
@@ -96,3 +146,4 @@ class SimulatedBackend:
         """Stop answering; safe to call twice. The rig and its files stay."""
         with self._lock:
             self._closed = True
+        self._caller.close()

@@ -389,6 +389,13 @@ class SimulatedRig:
         """The scenario's foreign processes holding ``/dev/nvidia*``."""
         return list(self.scenario.host.foreign_processes)
 
+    def kernel_module_version(self) -> str | None:
+        """The simulated loaded module: ``[host] kernel_module_version``, else card 0's driver."""
+        if self.scenario.host.kernel_module_version is not None:
+            return self.scenario.host.kernel_module_version
+        cards = self.scenario.cards
+        return cards[0].driver_version if cards else None
+
     def open_kernel_log(self, cursor: KernelLogCursor | None) -> KernelLogSource:
         """A follower of the simulated kernel log, resuming after ``cursor``."""
         with self._lock:
@@ -408,14 +415,19 @@ class SimulatedRig:
         finally:
             source.close()
 
-    def host_sources(self) -> HostSources:
-        """Every host source of this simulated rig (``simulated=True``)."""
+    def host_sources(self, nvml_timeout_s: float = 10.0) -> HostSources:
+        """Every host source of this simulated rig (``simulated=True``).
+
+        ``nvml_timeout_s`` is ``[poll] nvml_timeout_s``: a simulated slow driver
+        (``nvml_delay_s``) beyond it marks the cards lost, as on a real rig.
+        """
         return HostSources(
-            gpu=SimulatedBackend(self),
+            gpu=SimulatedBackend(self, call_timeout_s=nvml_timeout_s),
             pci_devices=self.pci_devices,
             boot_id=self.boot_id,
             device_holders=self.device_holders,
             open_kernel_log=self.open_kernel_log,
             kernel_log_history=self.kernel_log_history,
             simulated=True,
+            kernel_module_version=self.kernel_module_version,
         )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from hwcheck.model import NVIDIA_VENDOR_ID, DeviceHolder, GpuSnapshot, PciDevice
+from hwcheck.nvml_errors import NvmlDown
 from hwcheck.sim.fields import (
     CardValue,
     FieldError,
@@ -90,7 +91,16 @@ class HostScenario:
     foreign_processes: tuple[DeviceHolder, ...] = ()
     extra_pci_devices: tuple[PciDevice, ...] = ()
     boot_log: tuple[str, ...] = ()
-    nvml_delay_s: float = 0.0  # every snapshot takes this long: a sick GPU's slow driver
+    # Every snapshot's NVML reads take this long (a sick GPU's slow driver); beyond the
+    # NVML call timeout ([poll] nvml_timeout_s) every card is reported lost.
+    nvml_delay_s: float = 0.0
+    # The loaded kernel module's version (None: the cards' driver version, as on a
+    # consistent host); set it apart from the cards' to simulate a half-done upgrade.
+    kernel_module_version: str | None = None
+    # NVML cannot start (as after a kernel upgrade): an ``NvmlDown`` value, from the
+    # simulated boot until ``nvml_back_after_s`` seconds after it (None: never back).
+    nvml_unavailable: NvmlDown | None = None
+    nvml_back_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +395,17 @@ def _build_host(table: dict[str, object]) -> HostScenario:
     _reject_unknown(
         "host",
         table,
-        frozenset({"foreign_processes", "extra_pci_devices", "boot_log", "nvml_delay_s"}),
+        frozenset(
+            {
+                "foreign_processes",
+                "extra_pci_devices",
+                "boot_log",
+                "nvml_delay_s",
+                "kernel_module_version",
+                "nvml_unavailable",
+                "nvml_back_after_s",
+            }
+        ),
     )
     holders: list[DeviceHolder] = []
     for i, entry in enumerate(_list("host.foreign_processes", table.get("foreign_processes", []))):
@@ -428,7 +448,27 @@ def _build_host(table: dict[str, object]) -> HostScenario:
         extra_pci_devices=tuple(devices),
         boot_log=lines,
         nvml_delay_s=delay_s,
+        kernel_module_version=(
+            None
+            if "kernel_module_version" not in table
+            else expect_str("host.kernel_module_version", table["kernel_module_version"])
+        ),
+        nvml_unavailable=_nvml_down(table.get("nvml_unavailable")),
+        nvml_back_after_s=_optional_seconds(
+            "host.nvml_back_after_s", table.get("nvml_back_after_s")
+        ),
     )
+
+
+def _nvml_down(value: object | None) -> NvmlDown | None:
+    if value is None:
+        return None
+    text = expect_str("host.nvml_unavailable", value)
+    try:
+        return NvmlDown(text)
+    except ValueError:
+        choices = ", ".join(kind.value for kind in NvmlDown)
+        raise FieldError("host.nvml_unavailable", f"one of {choices}, got {text!r}") from None
 
 
 def _optional_seconds(path: str, value: object | None) -> float | None:

@@ -292,6 +292,7 @@ class ServingMachine(RunEnding):
             )
             return
         number = self.book.count_restart(self._clock())
+        self._save_state()
         try:
             self._launch(spec, reason=f"automatic restart #{number}")
         except Exception as exc:  # any failure must lead to the next try, never a stuck loop

@@ -36,7 +36,7 @@ from serving.runtime.states import (
     ServingStatus,
 )
 from serving.runtime.stopping import StopPlan
-from serving.runtime.supervisor_state import SupervisorStateFile
+from serving.runtime.supervisor_state import SavedHold, SavedState, SupervisorStateFile
 from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
 
 LOG = logging.getLogger("serving.runtime.supervisor")
@@ -80,7 +80,8 @@ class MachineCore:
         self._clock = clock
         self._gate = StartGate(preflight)
         self._health = HealthWatch(client, serving, tuning, clock)
-        self.book = RestartBook(recovery, SupervisorStateFile(state_dir))
+        self.book = RestartBook(recovery)
+        self._state_file = SupervisorStateFile(state_dir)
         self._status_lock = threading.Lock()
         self._state = ServingState.STOPPED
         self._reason: str | None = None
@@ -93,6 +94,22 @@ class MachineCore:
         self._crash_class: CrashClass | None = None
         self._last_refusal: tuple[Refusal, ...] = ()
         self._status = self._build_status()
+
+    def restore(self) -> None:
+        """Pick up the restart count and a breaker hold a previous fleetd saved."""
+        saved = self._state_file.load()
+        self.book.restarts = saved.restarts
+        if saved.hold is not None:
+            self._state = ServingState.HELD
+            self._reason = saved.hold.reason
+            self._since = saved.hold.since or self._since
+            self.publish()
+
+    def _save_state(self) -> None:
+        """Save the restart count and, while held, the hold (reason and since)."""
+        held = self._state is ServingState.HELD and self._reason is not None
+        hold = SavedHold(self._reason or "", self._since) if held else None
+        self._state_file.save(SavedState(self.book.restarts, hold))
 
     @property
     def status(self) -> ServingStatus:
@@ -110,11 +127,14 @@ class MachineCore:
         self, state: ServingState, reason: str | None, severity: Severity = Severity.OK
     ) -> None:
         changed = state is not self._state or reason != self._reason
+        hold_changed = (state is ServingState.HELD) != (self._state is ServingState.HELD)
         self._state = state
         self._reason = reason
         if not changed:
             return
         self._since = utcnow()
+        if hold_changed or state is ServingState.HELD:
+            self._save_state()  # a hold must survive a fleetd restart, with its reason
         self.publish()
         self._emit(ServingChange.STATE, severity, f"serving {state}: {reason or ''}".rstrip(": "))
 
@@ -154,9 +174,9 @@ class MachineCore:
             LOG.exception("the serving event handler failed for %s", kind)
 
     def _build_status(self) -> ServingStatus:
-        remaining = None
+        deadline = None
         if self._state is ServingState.BACKOFF and self._backoff_until is not None:
-            remaining = max(self._backoff_until - self._clock(), 0.0)
+            deadline = self._backoff_until
         return ServingStatus(
             state=self._state,
             pid=None if self._handle is None else self._handle.pid,
@@ -167,6 +187,6 @@ class MachineCore:
             crash_class=self._crash_class,
             metrics=self._health.metrics,
             adopted=self._handle is not None and self._handle.adopted,
-            backoff_remaining_s=remaining,
+            backoff_until_s=deadline,
             last_refusal=self._last_refusal,
         )

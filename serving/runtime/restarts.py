@@ -1,6 +1,6 @@
 """Backoff and breaker bookkeeping: what an engine failure leads to.
 
-``RestartBook`` counts automatic restarts (persisted), failures in a row (the backoff
+``RestartBook`` counts automatic restarts (saved by the supervisor), failures in a row (the backoff
 exponent, forgiven after ``backoff_reset_after_s`` of uninterrupted readiness) and the
 restarts inside the breaker window. ``after_failure`` answers with a typed decision the
 supervisor carries out: back off for so long, or hold for a person.
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from serving.runtime.supervisor_state import SupervisorStateFile
 from serving.settings import RecoverySettings
 
 
@@ -33,9 +32,8 @@ class Hold:
 class RestartBook:
     """Restart counts for one supervisor (used by its loop thread only)."""
 
-    def __init__(self, recovery: RecoverySettings, state_file: SupervisorStateFile) -> None:
+    def __init__(self, recovery: RecoverySettings) -> None:
         self._recovery = recovery
-        self._state_file = state_file
         self.restarts = 0
         self.failures_in_a_row = 0
         self._recent: deque[float] = deque()
@@ -44,10 +42,6 @@ class RestartBook:
     def breaker_window_s(self) -> float:
         """The breaker's window, for messages."""
         return self._recovery.breaker_window_s
-
-    def load(self) -> None:
-        """Pick up the restart count a previous fleetd saved."""
-        self.restarts = self._state_file.load_restarts()
 
     def clear_streak(self) -> None:
         """A person acted (start, clear hold): backoff and breaker start over."""
@@ -58,7 +52,6 @@ class RestartBook:
         """An automatic restart is about to launch; its number."""
         self.restarts += 1
         self._recent.append(now)
-        self._state_file.save_restarts(self.restarts)
         return self.restarts
 
     def forgive_if_stable(self, now: float, ready_since: float) -> None:

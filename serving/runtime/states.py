@@ -176,6 +176,9 @@ class ServingStatus:
     adopted: bool = False
     backoff_remaining_s: float | None = None
     last_refusal: tuple[Refusal, ...] = field(default_factory=tuple)
+    # The monotonic deadline of a backoff: ``backoff_remaining_s`` is computed from it
+    # when the status is read, so it counts down between state changes. Not served.
+    backoff_until_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """``{state, pid, restarts, since, url}`` as CONTRACT says, then the extras."""

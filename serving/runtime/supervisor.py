@@ -71,6 +71,7 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         tuning = tuning or SupervisorTuning()
+        self._clock = clock
         self._capture = LogCapture(
             launcher.log_path,
             max_bytes=tuning.log_max_bytes,
@@ -105,7 +106,7 @@ class Supervisor:
         """Start the loop and adopt a running engine if one is recorded; True if adopted."""
         if self._thread is not None:
             raise RuntimeError("supervisor is already open")
-        self._machine.book.load()
+        self._machine.restore()
         self._capture.open()
         self._thread = threading.Thread(target=self._run, name="serving-supervisor", daemon=True)
         self._thread.start()
@@ -154,8 +155,12 @@ class Supervisor:
         return self.status()
 
     def status(self) -> ServingStatus:
-        """The current status (with the live last log line)."""
-        return replace(self._machine.status, last_log_line=self._capture.last_line)
+        """The current status (with the live last log line and backoff countdown)."""
+        status = self._machine.status
+        remaining = None
+        if status.backoff_until_s is not None:
+            remaining = max(status.backoff_until_s - self._clock(), 0.0)
+        return replace(status, last_log_line=self._capture.last_line, backoff_remaining_s=remaining)
 
     def logs(self, n: int = 100) -> list[str]:
         """The engine's last ``n`` log lines."""

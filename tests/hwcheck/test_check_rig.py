@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hwcheck.model import DeviceHolder, RigProfile, Severity
@@ -37,7 +39,42 @@ def test_one_driver_version_is_named() -> None:
     result = result_for(make_input(), "driver_version", None)
 
     assert result.severity is Severity.OK
-    assert result.message == "driver 570.172.08"
+    assert result.message == "driver 570.172.08 (library 570.172.08)"
+
+
+def test_library_and_kernel_module_agreeing_is_ok() -> None:
+    inp = replace(make_input(), kernel_module_version="570.172.08")
+    result = result_for(inp, "driver_version", None)
+
+    assert result.severity is Severity.OK
+    assert result.message == "driver 570.172.08 (library 570.172.08, kernel module 570.172.08)"
+
+
+def test_a_library_newer_than_the_loaded_kernel_module_is_a_warning() -> None:
+    """An upgrade without a reboot: the cards all agree, the library and module do not."""
+    inp = replace(make_input(), kernel_module_version="565.57.01")
+    result = result_for(inp, "driver_version", None)
+
+    assert result.severity is Severity.WARNING
+    assert result.message == "NVML library 570.172.08 but kernel module 565.57.01 loaded"
+    assert "reboot the host" in result.remedy
+
+
+@pytest.mark.parametrize(
+    ("pinned", "severity"), [("570.172.08", Severity.OK), ("580.95.05", Severity.WARNING)]
+)
+def test_the_driver_is_judged_against_the_pinned_version(pinned: str, severity: Severity) -> None:
+    inp = replace(
+        make_input(profile=RigProfile(driver_version=pinned)), kernel_module_version="570.172.08"
+    )
+    result = result_for(inp, "driver_version", None)
+
+    assert result.severity is severity
+    if severity is Severity.WARNING:
+        assert result.message == (
+            "driver 570.172.08 loaded, this rig expects 580.95.05 ([rig] driver_version)"
+        )
+        assert "install driver 580.95.05" in result.remedy
 
 
 def test_mixed_driver_versions_are_a_warning_naming_the_cards() -> None:
@@ -52,7 +89,8 @@ def test_mixed_driver_versions_are_a_warning_naming_the_cards() -> None:
 
 def test_no_driver_version_at_all_is_a_warning() -> None:
     cards = [make_card(0, driver_version=None)]
-    result = result_for(make_input([make_rig(cards, driver_version=None)]), "driver_version", None)
+    rig = replace(make_rig(cards, driver_version=None), nvml_version=None)
+    result = result_for(make_input([rig]), "driver_version", None)
 
     assert result.severity is Severity.WARNING
     assert "not available" in result.message
@@ -74,4 +112,32 @@ def test_foreign_holders_are_named_with_pid_and_devices() -> None:
     assert "2 foreign process(es)" in result.message
     assert "pid 1234 Xorg (/dev/nvidia0, /dev/nvidiactl)" in result.message
     assert "pid 2345 sunshine (/dev/nvidia1)" in result.message
-    assert result.remedy == "stop Xorg/display manager or streaming services: they block resets"
+    assert result.remedy.startswith("stop Xorg/display manager or streaming services")
+    assert "[rig] allowed_gpu_processes" in result.remedy
+
+
+def test_persistenced_and_fleetd_are_never_foreign() -> None:
+    holders = [
+        DeviceHolder(812, "nvidia-persistenced", "/dev/nvidiactl"),
+        DeviceHolder(812, "nvidia-persistenced", "/dev/nvidia0"),
+        DeviceHolder(900, "fleetd", "/dev/nvidiactl"),
+    ]
+    result = result_for(make_input(holders=holders), "foreign_gpu_processes", None)
+
+    assert result.severity is Severity.OK
+    assert "pid 812 nvidia-persistenced (/dev/nvidia0, /dev/nvidiactl)" in result.message
+
+
+def test_the_allow_list_takes_names_and_globs() -> None:
+    holders = [
+        DeviceHolder(1234, "Xorg", "/dev/nvidia0"),
+        DeviceHolder(2345, "dcgm-exporter", "/dev/nvidia1"),
+        DeviceHolder(3456, "sunshine", "/dev/nvidia1"),
+    ]
+    profile = RigProfile(allowed_gpu_processes=("Xorg", "dcgm-*"))
+    result = result_for(make_input(holders=holders, profile=profile), "foreign_gpu_processes", None)
+
+    assert result.severity is Severity.WARNING
+    assert (
+        result.message == "1 foreign process(es) hold GPU devices: pid 3456 sunshine (/dev/nvidia1)"
+    )

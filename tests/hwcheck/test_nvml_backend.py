@@ -463,16 +463,20 @@ def test_set_power_limit_rejects_nonsense_watts_before_calling_nvml(
 
 
 @pytest.mark.parametrize(
-    ("error", "start"),
+    ("error", "start", "remedy"),
     [
-        (pynvml.NVMLError_DriverNotLoaded, "NVIDIA driver not loaded: "),
-        (pynvml.NVMLError_LibraryNotFound, "NVML library not found: "),
-        (pynvml.NVMLError_LibRmVersionMismatch, "NVIDIA driver/library version mismatch "),
-        (pynvml.NVMLError_NoPermission, "NVML cannot open the GPUs "),
+        (pynvml.NVMLError_DriverNotLoaded, "NVIDIA driver not loaded: ", "sudo modprobe nvidia"),
+        (pynvml.NVMLError_LibraryNotFound, "NVML library not found: ", "install the NVIDIA"),
+        (
+            pynvml.NVMLError_LibRmVersionMismatch,
+            "NVIDIA driver/library version mismatch: ",
+            "reboot the host",
+        ),
+        (pynvml.NVMLError_NoPermission, "NVML cannot open the GPUs: ", "run fleetd as root"),
     ],
 )
 def test_init_failures_are_unavailable_with_one_clear_line(
-    make_backend: Callable[..., NvmlBackend], error: type[Exception], start: str
+    make_backend: Callable[..., NvmlBackend], error: type[Exception], start: str, remedy: str
 ) -> None:
     fake = make_fake(cards=1, init_error=error)
     backend = make_backend(fake)
@@ -480,6 +484,8 @@ def test_init_failures_are_unavailable_with_one_clear_line(
         backend.snapshot()
     message = str(caught.value)
     assert message.startswith(start)
+    assert "(NVML error " in message, "NVML's own words are kept"
+    assert remedy in caught.value.remedy
     assert "\n" not in message
     with pytest.raises(BackendUnavailable):
         backend.set_power_limit(0, 180)

@@ -19,7 +19,7 @@ from tests.hwcheck.cards import (
 )
 from tests.support.contract import CONTRACT_CHECK_IDS
 
-CONTRACT_IDS = CONTRACT_CHECK_IDS | {"card_lost"}
+CONTRACT_IDS = CONTRACT_CHECK_IDS | {"card_lost", "nvml"}
 PER_CARD = {
     "card_lost",
     "vram_unlocked",
@@ -85,6 +85,23 @@ def test_rig_wide_results_do_not_colour_cards() -> None:
     assert card_states(results) == {0: "ok"}
     assert overall(results) is Severity.WARNING
     assert overall([]) is Severity.OK
+
+
+def test_info_ranks_with_ok_and_never_makes_a_verdict_worse() -> None:
+    results = [
+        CheckResult("temperature", 0, Severity.INFO, "news"),
+        CheckResult("power_cap", 0, Severity.OK, "fine"),
+    ]
+
+    assert overall(results) is Severity.OK
+    assert card_states(results) == {0: "ok"}
+    assert overall([*results, CheckResult("vram", 1, Severity.WARNING, "x")]) is Severity.WARNING
+    assert [s.as_event() for s in Severity] == [
+        Severity.INFO,
+        Severity.INFO,
+        Severity.WARNING,
+        Severity.CRITICAL,
+    ]
 
 
 def test_check_input_needs_a_sample() -> None:

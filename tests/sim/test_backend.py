@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hwcheck.backend import BackendUnavailable, GpuBackend
+from hwcheck.checks import CheckInput, run_checks
 from hwcheck.kernellog.parser import parse_xid
 from hwcheck.kernellog.records import KernelLogCursor
-from hwcheck.model import ClockEventReason, GpuSnapshot
+from hwcheck.model import ClockEventReason, GpuSnapshot, Severity
 from hwcheck.sim.backend import POWER_DRAW_JITTER_W, TEMPERATURE_JITTER_C
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
@@ -198,3 +200,43 @@ def test_a_closed_backend_says_so_and_closes_twice(make_rig: RigFactory) -> None
         backend.snapshot()
     with pytest.raises(BackendUnavailable, match="closed"):
         backend.set_power_limit(0, 180)
+
+
+def _slow_scenario(tmp_path: Path, delay_s: float) -> str:
+    path = tmp_path / "slow.toml"
+    path.write_text(f"card_count = 2\n[host]\nnvml_delay_s = {delay_s}\n", encoding="utf-8")
+    return str(path)
+
+
+def test_a_slow_driver_within_the_call_timeout_only_slows_the_snapshot(
+    make_rig: RigFactory, tmp_path: Path
+) -> None:
+    rig = make_rig(_slow_scenario(tmp_path, 0.2))
+    gpu = rig.host_sources(nvml_timeout_s=5.0).gpu
+    started_s = time.monotonic()
+    snapshot = gpu.snapshot()
+    assert time.monotonic() - started_s >= 0.2
+    assert [card.lost for card in snapshot.cards] == [False, False]
+    gpu.close()
+
+
+def test_a_driver_slower_than_the_call_timeout_marks_every_card_lost(
+    make_rig: RigFactory, tmp_path: Path
+) -> None:
+    """The delay is spent inside the timed NVML call, so a stuck driver loses the cards."""
+    rig = make_rig(_slow_scenario(tmp_path, 1.0))
+    gpu = rig.host_sources(nvml_timeout_s=0.2).gpu
+    started_s = time.monotonic()
+    first = gpu.snapshot()
+    assert time.monotonic() - started_s < 0.9, "the caller stopped waiting at the timeout"
+    assert [card.lost for card in first.cards] == [True, True]
+    assert first.cards[0].lost_reason == "NVML call timed out after 0.2 s"
+    assert first.cards[1].pci_bus_id == "0000:21:00.0", "a lost card keeps its identity"
+    # While the stuck read has not returned, the cards stay lost without another call.
+    again = gpu.snapshot()
+    assert [card.lost for card in again.cards] == [True, True]
+    assert "has not returned" in (again.cards[0].lost_reason or "")
+    results = run_checks(CheckInput(samples=[again]))
+    lost = [r for r in results if r.id == "card_lost"]
+    assert [r.severity for r in lost] == [Severity.CRITICAL, Severity.CRITICAL]
+    gpu.close()

@@ -270,6 +270,11 @@ BAD_FILES = [
         id="holder-missing-name",
     ),
     pytest.param(
+        'card_count = 1\n[host]\nnvml_unavailable = "broken"\n',
+        "host.nvml_unavailable: one of driver_not_loaded, lib_rm_version_mismatch",
+        id="nvml-down-kind",
+    ),
+    pytest.param(
         "card_count = 1\nengine = 3\n", "engine: expected a table, got 3", id="engine-not-table"
     ),
     pytest.param("card_count = 1\nrig = 3\n", "rig: expected a table, got 3", id="rig-not-a-table"),

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from daemon.store import Store, XidRecord
-from daemon.store.schema import Event
+from daemon.store.models import Event
 from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import CheckResult, Severity
 from tests.store.conftest import at, card, poll

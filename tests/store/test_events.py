@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import text
 
-from daemon.store import EventKind, Store, StoreError, StoreInputError, XidRecord
+from daemon.store import Store, StoreError, StoreInputError, XidRecord
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.records import KernelLogCursor
-from hwcheck.model import CheckResult, ClassifiedXid, Severity, XidEvent
+from hwcheck.model import CheckResult, ClassifiedXid, EventKind, Severity, XidEvent
 from tests.store.conftest import at, card, poll
 
 
@@ -39,8 +40,14 @@ def test_events_round_trip_newest_first(store: Store) -> None:
     assert top.ts == at(20)
     assert top.ts.tzinfo is not None
     assert top.ts.utcoffset() == timedelta(0)
-    assert top.as_dict()["ts"] == "2025-03-01T12:00:20+00:00"
-    assert {"id", "ts", "kind", "card", "xid", "severity", "message"} <= top.as_dict().keys()
+    assert (top.kind, top.severity) == (EventKind.RECOVERY, Severity.CRITICAL)
+    assert not top.acked
+    document = top.to_dict()
+    assert document["ts"] == "2025-03-01T12:00:20+00:00"
+    assert {"id", "ts", "kind", "card", "xid", "severity", "message"} <= document.keys()
+    assert json.loads(json.dumps(document))["kind"] == "recovery"
+    assert store.get_event(middle_b) == rows[1]
+    assert rows[1].severity is Severity.OK
 
 
 def test_list_events_filters(store: Store) -> None:
@@ -82,6 +89,7 @@ def test_ack_keeps_the_first_acknowledgement(store: Store) -> None:
 
     row = store.get_event(event_id)
     assert row is not None
+    assert row.acked
     assert row.acked_by == "alice"
     assert row.acked_at is not None
     assert abs(row.acked_at - datetime.now(UTC)) < timedelta(minutes=1)

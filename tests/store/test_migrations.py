@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import Connection, Engine, inspect, text
 
 from daemon.store import LATEST_VERSION, MIGRATIONS, Store, StoreError
-from daemon.store.engine import build_engines
+from daemon.store.db import build_engines
 from daemon.store.migrations import Migration, schema_version, upgrade
-from daemon.store.schema import Base
+from daemon.store.models import Base
 from hwcheck.kernellog.records import KernelLogCursor
 from tests.store.conftest import T0, UrlFactory, at
 

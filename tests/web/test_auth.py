@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from serving.errors import NotFound, Refused
+from tests.web.documents import DOCUMENTS
 from web.app import create_app
 from web.services import SimulationControl
 
@@ -28,7 +29,7 @@ class StubServices:
         return None
 
     def status_document(self) -> dict[str, Any]:
-        return {"overall": "ok"}
+        return dict(DOCUMENTS["status"])
 
     def list_events(
         self, since: datetime | None, kind: str | None, limit: int, card: int | None

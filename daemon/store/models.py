@@ -1,4 +1,4 @@
-"""The ORM models: the schema as of the newest migration.
+"""The ORM tables (the schema as of the newest migration) and the base of the row types.
 
 The database itself is only ever created by ``migrations.py`` (frozen, versioned DDL);
 these models are what queries are written against. A test builds a database from these
@@ -9,12 +9,18 @@ Samples and rollups point at ``cards.id`` (a small integer) instead of repeating
 of 8 cards at 1 Hz well under the size budget. On SQLite both are ``WITHOUT ROWID``
 tables clustered on their natural key ``(card_id, ts)``, so the hot "one card over a
 time span" query reads contiguous pages and needs no second index.
+
+``StoredRow`` is the base of the plain rows the store hands out: a frozen dataclass
+named like its table's columns, built once from the ORM object, serialised one way.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
+from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Self, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -31,7 +37,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from daemon.store.coltypes import NAMING_CONVENTION, UtcTimestamp, json_type
+from daemon.store.db import NAMING_CONVENTION, EnumText, UtcTimestamp, json_type
+from hwcheck.model import EventKind, Severity
 
 
 class Base(DeclarativeBase):
@@ -60,7 +67,7 @@ class Card(Base):
     serial: Mapped[str | None] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(128))
     pci_bus_id: Mapped[str] = mapped_column(String(16))
-    card_index: Mapped[int] = mapped_column(Integer)
+    index: Mapped[int] = mapped_column("card_index", Integer)
     first_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
     last_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
 
@@ -140,8 +147,8 @@ class Event(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     ts: Mapped[datetime] = mapped_column(UtcTimestamp)
-    kind: Mapped[str] = mapped_column(String(16))
-    severity: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[EventKind] = mapped_column(EnumText(EventKind, 16))
+    severity: Mapped[Severity] = mapped_column(EnumText(Severity, 16))
     card: Mapped[int | None] = mapped_column(Integer)
     card_uuid: Mapped[str | None] = mapped_column(String(64))
     card_serial: Mapped[str | None] = mapped_column(String(64))
@@ -196,3 +203,46 @@ class Launch(Base):
     recipe_hash: Mapped[str] = mapped_column(String(128))
     exit_code: Mapped[int | None] = mapped_column(Integer)
     crash_class: Mapped[str | None] = mapped_column(String(64))
+
+
+# -- rows ---------------------------------------------------------------------------
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as JSON-ready data: ISO 8601 times, enum values, rows as dicts."""
+    if isinstance(value, StoredRow):
+        return value.to_dict()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    return value
+
+
+class StoredRow:
+    """Base of the store's row types: frozen dataclasses named like their ORM columns.
+
+    A row is built once from its ORM object (``from_model``: same field names, no
+    hand-copying) and serialises through one path (``to_dict``), so the API, the CLI and
+    pydantic response models (``from_attributes``) all read the same type.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def from_model(cls, model: object) -> Self:
+        """The row for ``model``, an ORM object with an attribute per field."""
+        values = {field.name: getattr(model, field.name) for field in fields(cast(Any, cls))}
+        return cls(**values)
+
+    def to_columns(self) -> dict[str, Any]:
+        """Every field as is, by name: the values to insert into its table."""
+        return {field.name: getattr(self, field.name) for field in fields(cast(Any, self))}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (times in ISO 8601 with their offset)."""
+        return {key: json_value(value) for key, value in self.to_columns().items()}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.store import Store, mask_argv, mask_env
+from daemon.store import Store
+from serving.recipe.masking import mask_argv, mask_env
 from tests.store.conftest import at
 
 ARGV = [
@@ -74,6 +75,17 @@ def test_launch_history_masks_secrets_and_finds_the_last_ready_one(store: Store)
     assert crashed is not None
     assert (crashed.exit_code, crashed.crash_class, crashed.ended_at) == (1, "cuda_oom", at(130))
     assert [launch.id for launch in store.list_launches()] == [second, first]
+    assert crashed.to_dict() == {
+        "id": second,
+        "started_at": "2025-03-01T12:01:40+00:00",
+        "argv": ["vllm", "serve"],
+        "env": {},
+        "recipe_hash": "sha256:bbb",
+        "ready_at": None,
+        "ended_at": "2025-03-01T12:02:10+00:00",
+        "exit_code": 1,
+        "crash_class": "cuda_oom",
+    }
 
 
 def test_audit_trail_round_trip(store: Store) -> None:

@@ -1,0 +1,452 @@
+"""The database underneath the store: connection, dialect, column types and errors.
+
+Everything the query modules share and nothing about any one record:
+
+- ``StoreError`` (one line naming the database, password masked) and ``StoreInputError``;
+- the engine: SQLite in WAL mode (readers never block the writer), ``synchronous=NORMAL``
+  (a commit survives a process crash; a power loss may lose the last commits but never
+  corrupts), a busy timeout, foreign keys on; pysqlite's implicit transactions are off and
+  every transaction begins explicitly, writes with ``BEGIN IMMEDIATE`` so a writer queues
+  on the busy timeout up front instead of failing to upgrade a read lock; PostgreSQL or
+  any other SQLAlchemy URL as is;
+- times stored as integer microseconds since the Unix epoch on every dialect (compact,
+  exact, ordered; a minute bucket is integer division, so the rollup SQL is the same on
+  SQLite and PostgreSQL), seen by Python as aware UTC datetimes;
+- ``INSERT ... ON CONFLICT`` through each dialect's construct (a savepoint elsewhere);
+- ``Database``, the units of work every query mixin of ``Store`` runs in.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Dialect,
+    Engine,
+    String,
+    Table,
+    create_engine,
+    event,
+    insert,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    NoSuchModuleError,
+    SQLAlchemyError,
+    StatementError,
+)
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+# -- errors -------------------------------------------------------------------------
+
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+class StoreError(Exception):
+    """The database could not be opened, upgraded, read or written."""
+
+
+class StoreInputError(ValueError):
+    """A caller handed the store a value it cannot take (unknown kind, naive time...)."""
+
+
+MAX_LIST_LIMIT = 10_000
+
+
+def check_list_limit(limit: int) -> None:
+    """Refuse a list size outside ``1..MAX_LIST_LIMIT`` with a one-line input error."""
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise StoreInputError(f"limit {limit} out of range: expected 1..{MAX_LIST_LIMIT}")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (also for URLs that do not parse)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return _PASSWORD_IN_URL.sub(r"\1***@", url)
+
+
+def one_line_cause(exc: BaseException) -> str:
+    """The first meaningful line of a driver error (SQLAlchemy wraps it in ``.orig``)."""
+    inner = getattr(exc, "orig", None) or exc
+    text = str(inner).strip()
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if line:
+            return line
+    return type(inner).__name__
+
+
+# -- column types ------------------------------------------------------------------
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+US_PER_S = 1_000_000
+US_PER_MINUTE = 60 * US_PER_S
+
+
+def to_epoch_us(value: datetime, what: str = "time") -> int:
+    """Microseconds since the epoch for an aware datetime; a naive one is refused."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise StoreInputError(f"{what} {value.isoformat()} has no timezone: pass an aware UTC time")
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * US_PER_S + delta.microseconds
+
+
+def from_epoch_us(value: int) -> datetime:
+    """The aware UTC datetime for microseconds since the epoch."""
+    return EPOCH + timedelta(microseconds=int(value))
+
+
+def require_aware(value: datetime, what: str) -> datetime:
+    """``value`` converted to UTC; a naive datetime is a clear input error."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise StoreInputError(f"{what} {value.isoformat()} has no timezone: pass an aware UTC time")
+    return value.astimezone(UTC)
+
+
+class UtcTimestamp(TypeDecorator[datetime]):
+    """An aware UTC datetime stored as BIGINT microseconds since the epoch."""
+
+    impl = BigInteger
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | int | None, dialect: Dialect) -> int | None:
+        """Aware datetime -> integer microseconds (naive datetimes are refused).
+
+        An ``int`` is taken as already being epoch microseconds: the store's bulk paths
+        convert once per poll instead of once per row.
+        """
+        if value is None:
+            return None
+        if isinstance(value, int):
+            return value
+        return to_epoch_us(value)
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
+        """Integer microseconds -> aware UTC datetime."""
+        if value is None:
+            return None
+        return from_epoch_us(int(value))
+
+
+class EnumText(TypeDecorator[Any]):
+    """A StrEnum stored as its value in a VARCHAR; read back as the enum member."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum_type: type[enum.StrEnum], length: int) -> None:
+        """Values of ``enum_type`` in a ``VARCHAR(length)``."""
+        super().__init__(length)
+        self.enum_type = enum_type
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        """A member (or its value) -> the value; anything else is refused."""
+        return None if value is None else self.enum_type(value).value
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> enum.StrEnum | None:
+        """The stored value -> the member."""
+        return None if value is None else self.enum_type(value)
+
+
+def json_type() -> TypeEngine[Any]:
+    """JSON everywhere, JSONB on PostgreSQL (indexable, compact)."""
+    return JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+# Deterministic constraint and index names, identical in the models and the migrations
+# (and so on every dialect), so a migrated database matches a model-built one exactly.
+NAMING_CONVENTION: Mapping[str, str] = MappingProxyType(
+    {
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+# -- the engine --------------------------------------------------------------------
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+PG_CONNECT_TIMEOUT_S = 10
+SQLITE_WAL_LIMIT_BYTES = 64 * 1024 * 1024
+_BEGIN_OPTION = "cmpfleet_sqlite_begin"
+
+
+@dataclass(frozen=True, slots=True)
+class Engines:
+    """The same pool seen twice: ``write`` begins IMMEDIATE on SQLite, ``read`` does not."""
+
+    read: Engine
+    write: Engine
+
+
+def parse_url(url: str) -> URL:
+    """Parse and vet ``url``; a bad one is a ``StoreError`` naming what is wrong."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"not a database URL: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or database.startswith("file::memory:"):
+            raise StoreError(
+                "an in-memory SQLite database does not survive a restart: "
+                "use sqlite:///path/to/fleet.db"
+            )
+        parent = Path(database).expanduser().parent
+        if not parent.is_dir():
+            raise StoreError(f"directory {parent} does not exist")
+    return parsed
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    """Per-connection settings; autocommit at the driver so we issue BEGIN ourselves."""
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        _ensure_wal(cursor)
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        # Checkpoints keep the WAL from growing; this also truncates the file afterwards.
+        cursor.execute(f"PRAGMA journal_size_limit = {SQLITE_WAL_LIMIT_BYTES}")
+    finally:
+        cursor.close()
+
+
+def _ensure_wal(cursor: Any) -> None:
+    """Switch to WAL once (it persists in the file); retry while another opener holds it.
+
+    Changing the journal mode needs an exclusive lock and SQLite may answer "database is
+    locked" at once, without waiting out the busy timeout, when several processes open a
+    brand-new database together: so the wait is ours, bounded by the same timeout.
+    """
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause_s = 0.01
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(pause_s * 2, 0.5)
+
+
+def _on_sqlite_begin(conn: Connection) -> None:
+    mode = conn.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def build_engines(url: str) -> Engines:
+    """Create the engine for ``url`` (connects lazily; ``StoreError`` for a bad URL)."""
+    parsed = parse_url(url)
+    kwargs: dict[str, Any] = {"pool_pre_ping": parsed.get_backend_name() != "sqlite"}
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        # An unreachable host must fail start-up in seconds, not after the TCP default.
+        kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise StoreError(f"cannot use this URL: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "begin", _on_sqlite_begin)
+        return Engines(read=engine, write=engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}))
+    return Engines(read=engine, write=engine)
+
+
+# -- INSERT ... ON CONFLICT ----------------------------------------------------------
+
+
+def _dialect_insert(session: Session, table: Table) -> Any:
+    name = session.get_bind().dialect.name
+    if name == "sqlite":
+        return sqlite.insert(table)
+    if name == "postgresql":
+        return postgresql.insert(table)
+    return None
+
+
+def insert_ignore_returning_id(
+    session: Session, table: Table, values: Mapping[str, Any], conflict_columns: Sequence[str]
+) -> int | None:
+    """Insert one row unless ``conflict_columns`` collide; the new ``id`` or ``None``."""
+    stmt = _dialect_insert(session, table)
+    if stmt is not None:
+        stmt = (
+            stmt.values(**values)
+            .on_conflict_do_nothing(index_elements=list(conflict_columns))
+            .returning(table.c.id)
+        )
+        found = session.execute(stmt).scalar_one_or_none()
+        return None if found is None else int(found)
+    try:
+        with session.begin_nested():
+            result = session.execute(insert(table).values(**values))
+    except IntegrityError:
+        return None
+    key = result.inserted_primary_key  # type: ignore[attr-defined]
+    return None if key is None else int(key[0])
+
+
+def insert_ignore_many(
+    session: Session,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    conflict_columns: Sequence[str],
+) -> None:
+    """Insert many rows (executemany), silently skipping rows whose key already exists."""
+    if not rows:
+        return
+    stmt = _dialect_insert(session, table)
+    if stmt is not None:
+        session.execute(stmt.on_conflict_do_nothing(index_elements=list(conflict_columns)), rows)
+        return
+    for row in rows:
+        try:
+            with session.begin_nested():
+                session.execute(insert(table).values(**row))
+        except IntegrityError:
+            continue
+
+
+def upsert(
+    session: Session, table: Table, values: Mapping[str, Any], key_columns: Sequence[str]
+) -> None:
+    """Insert the row, or update its non-key columns when the key exists."""
+    stmt = _dialect_insert(session, table)
+    changed = {name: value for name, value in values.items() if name not in key_columns}
+    if stmt is not None:
+        stmt = stmt.values(**values).on_conflict_do_update(
+            index_elements=list(key_columns), set_=changed
+        )
+        session.execute(stmt)
+        return
+    where = [table.c[name] == values[name] for name in key_columns]
+    result = session.execute(update(table).where(*where).values(**changed))
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        session.execute(insert(table).values(**values))
+
+
+@dataclass(frozen=True, slots=True)
+class DriverInsertIgnore:
+    """A pre-compiled ``INSERT ... ON CONFLICT DO NOTHING`` run with the driver's executemany.
+
+    SQLAlchemy's per-row parameter processing costs about as much as SQLite's insert
+    itself; for the one hot path (a row per card per second) rows are built as tuples in
+    the driver's representation already (times as epoch microseconds) and handed to
+    ``cursor.executemany`` directly (as dicts for named paramstyles such as psycopg's).
+    Only for SQLite and PostgreSQL.
+    """
+
+    sql: str
+    columns: tuple[str, ...]  # the table's columns: the order rows come in
+    order: tuple[str, ...] | None  # parameter order for positional paramstyles (``?``)
+
+    @classmethod
+    def compile(
+        cls, dialect: Dialect, table: Table, conflict_columns: Sequence[str]
+    ) -> DriverInsertIgnore | None:
+        """The compiled statement for ``dialect``, or ``None`` where there is no fast path."""
+        if dialect.name == "sqlite":
+            stmt: Any = sqlite.insert(table)
+        elif dialect.name == "postgresql":
+            stmt = postgresql.insert(table)
+        else:
+            return None
+        stmt = stmt.on_conflict_do_nothing(index_elements=list(conflict_columns))
+        columns = tuple(column.name for column in table.columns)
+        compiled = stmt.compile(dialect=dialect, column_keys=list(columns))
+        order = compiled.positiontup
+        return cls(str(compiled), columns, None if order is None else tuple(order))
+
+    def execute(self, session: Session, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (driver values in the table's column order) in one executemany."""
+        if not rows:
+            return
+        params: Sequence[Any] = rows
+        if self.order != self.columns:
+            columns = self.columns
+            params = [dict(zip(columns, row, strict=True)) for row in rows]
+        session.connection().exec_driver_sql(self.sql, params)
+
+
+# -- units of work ------------------------------------------------------------------
+
+
+class Database:
+    """Two views of one pool and the units of work on them; ``Store`` adds the queries.
+
+    Each public ``Store`` method is one unit of work: it opens a session, does its reads
+    and writes in one transaction, commits and returns plain rows. Database failures
+    surface as ``StoreError`` naming the database; bad arguments as ``StoreInputError``.
+    """
+
+    def __init__(self, read_engine: Engine, write_engine: Engine, url: str) -> None:
+        """Use ``Store.open``; this wires already-migrated engines."""
+        self._read_engine = read_engine
+        self._write_engine = write_engine
+        self._masked_url = mask_url(url)
+        self._read_sessions = sessionmaker(read_engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(write_engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        """Release every pooled connection (the store cannot be used afterwards)."""
+        self._read_engine.dispose()
+
+    @property
+    def url(self) -> str:
+        """The database URL with its password masked."""
+        return self._masked_url
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite``, ``postgresql``, ..."""
+        return self._read_engine.dialect.name
+
+    @contextmanager
+    def _unit(self, factory: sessionmaker[Session]) -> Iterator[Session]:
+        try:
+            with factory() as session, session.begin():
+                yield session
+        except StatementError as exc:
+            if isinstance(exc.orig, StoreInputError):
+                raise exc.orig from None
+            raise StoreError(f"store {self._masked_url}: {one_line_cause(exc)}") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self._masked_url}: {one_line_cause(exc)}") from exc
+
+    def write(self) -> AbstractContextManager[Session]:
+        """A write unit of work (``with store.write() as session``)."""
+        return self._unit(self._write_sessions)
+
+    def read(self) -> AbstractContextManager[Session]:
+        """A read-only unit of work."""
+        return self._unit(self._read_sessions)

@@ -1,0 +1,152 @@
+"""Response models document every body and change none: the API serves today's documents
+back byte-for-value, extras included, and ``/openapi.json`` describes each ``/api/v1`` body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.exceptions import ResponseValidationError
+from fastapi.routing import APIRoute
+
+from tests.web.documents import DOCUMENTS
+from web.app import create_app
+from web.services import SimulationControl
+
+TOKEN = "s3cret"
+
+
+class RecordedSim:
+    """Simulation control answering with the recorded documents."""
+
+    def inject_xid(self, card: int, xid: int, message: str | None) -> dict[str, Any]:
+        return dict(DOCUMENTS["sim_xid"])
+
+    def set_card(self, index: int, fields: dict[str, Any]) -> dict[str, Any]:
+        return dict(DOCUMENTS["sim_card"])
+
+    def reboot(self) -> dict[str, Any]:
+        return dict(DOCUMENTS["sim_reboot"])
+
+
+class RecordedServices:
+    """The ``WebServices`` protocol answering with documents recorded from a real fleetd."""
+
+    token = TOKEN
+    loopback_only = True
+
+    @property
+    def sim(self) -> SimulationControl | None:
+        return RecordedSim()
+
+    def status_document(self) -> dict[str, Any]:
+        return dict(DOCUMENTS["status"])
+
+    def list_events(
+        self, since: datetime | None, kind: str | None, limit: int, card: int | None
+    ) -> list[dict[str, Any]]:
+        return list(DOCUMENTS["events"])
+
+    def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
+        return dict(DOCUMENTS["ack"])
+
+    def apply_caps(self) -> dict[str, Any]:
+        return dict(DOCUMENTS["caps"])
+
+    def serving_action(self, action: str) -> dict[str, Any]:
+        return dict(DOCUMENTS[f"serving_{action}"])
+
+    def serving_logs(self, lines: int) -> list[str]:
+        return list(DOCUMENTS["logs"]["lines"])
+
+    def serving_follow(self, lines: int) -> Any:
+        return iter(())
+
+    def serving_recipe(self) -> dict[str, Any]:
+        return dict(DOCUMENTS["recipe"])
+
+
+def request(app: FastAPI, method: str, path: str, body: Any = None) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://rig") as client:
+            return await client.request(method, path, headers=headers, json=body)
+
+    return asyncio.run(go())
+
+
+def exact(document: Any) -> str:
+    """JSON text that tells 180 from 180.0 and a missing key from a null one."""
+    return json.dumps(document, sort_keys=True)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "recorded"),
+    [
+        ("GET", "/api/v1/status", None, "status"),
+        ("GET", "/api/v1/events", None, "events"),
+        ("POST", "/api/v1/events/12/ack", None, "ack"),
+        ("GET", "/api/v1/serving/recipe", None, "recipe"),
+        ("GET", "/api/v1/serving/logs?lines=3", None, "logs"),
+        ("POST", "/api/v1/caps/apply", None, "caps"),
+        ("POST", "/api/v1/serving/start", None, "serving_start"),
+        ("POST", "/api/v1/serving/stop", None, "serving_stop"),
+        ("POST", "/api/v1/sim/xid", {"card": 1, "xid": 13}, "sim_xid"),
+        ("POST", "/api/v1/sim/card/2", {"memory_total_mib": 8192}, "sim_card"),
+        ("POST", "/api/v1/sim/reboot", None, "sim_reboot"),
+    ],
+)
+def test_every_document_is_served_unchanged(
+    method: str, path: str, body: Any, recorded: str
+) -> None:
+    answer = request(create_app(RecordedServices()), method, path, body)
+    assert answer.status_code == 200, answer.text
+    assert exact(answer.json()) == exact(DOCUMENTS[recorded])
+
+
+def test_a_document_breaking_its_model_is_not_served() -> None:
+    class Broken(RecordedServices):
+        def status_document(self) -> dict[str, Any]:
+            return {k: v for k, v in DOCUMENTS["status"].items() if k != "overall"}
+
+    with pytest.raises(ResponseValidationError, match="overall"):
+        request(create_app(Broken()), "GET", "/api/v1/status")
+
+
+def resolve(schema: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    resolved: dict[str, Any] = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    return resolved
+
+
+def test_openapi_documents_every_api_body() -> None:
+    app = create_app(RecordedServices())
+    spec = request(app, "GET", "/openapi.json").json()
+    routes = [
+        (route.path, method.lower())
+        for route in app.routes
+        if isinstance(route, APIRoute) and route.path.startswith("/api/v1")
+        for method in route.methods
+    ]
+    assert len(routes) >= 11, routes
+    for path, method in routes:
+        operation = spec["paths"][path][method]
+        content = operation["responses"]["200"]["content"]
+        assert content, (path, method)
+        for media in content.values():
+            schema = resolve(media["schema"], spec)
+            if schema.get("type") == "array":
+                schema = resolve(schema["items"], spec)
+            assert schema.get("properties") or schema.get("type") == "string", (path, schema)
+    status = spec["components"]["schemas"]["StatusDocument"]
+    assert {"overall", "cards", "checks", "serving", "recovery"} <= set(status["required"])
+    event = spec["components"]["schemas"]["EventDocument"]
+    assert {"id", "ts", "kind", "card", "xid", "severity", "message"} <= set(event["required"])

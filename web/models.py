@@ -1,0 +1,271 @@
+"""Response bodies of the API, as pydantic models: what ``/openapi.json`` documents.
+
+Every ``/api/v1`` route declares one of these, so clients can be generated from the
+schema. The documents are built by the daemon's services as plain dicts; the models
+check them on the way out and never drop data: every model allows extra keys (the
+status document grows with each capability, and a field added below must reach the
+wire even before it is declared here), numbers keep their JSON type (``Number``), and
+times stay the exact strings the daemon wrote (``IsoTime``).
+
+Field names and meanings are CONTRACT's ("fleetctl status", "HTTP API").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hwcheck.model import EventKind, Severity
+from serving.runtime.states import ServingState
+
+# An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
+Number = int | float
+IsoTime = Annotated[
+    str, Field(description="ISO 8601 with a UTC offset", json_schema_extra={"format": "date-time"})
+]
+Overall = Literal["ok", "warning", "critical", "unknown"]
+
+
+class Document(BaseModel):
+    """Base of every response body: extra keys pass through untouched."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class HealthDocument(Document):
+    """``GET /healthz``."""
+
+    status: Literal["ok"]
+
+
+class ErrorDocument(Document):
+    """A refusal (4xx/5xx from a domain error): the reason and a stable code."""
+
+    detail: str = Field(description="one line a person reads")
+    code: str = Field(description="stable machine word, e.g. reboot_latch, not_found")
+
+
+class CardDocument(Document):
+    """One card of the status document (CONTRACT's card keys, then extras)."""
+
+    index: int
+    pci_bus_id: str
+    uuid: str
+    name: str
+    serial: str | None = None
+    memory_total_mib: int | None
+    memory_used_mib: int | None = None
+    power_limit_w: Number | None
+    power_draw_w: Number | None
+    power_brake_active: bool | None
+    clock_event_reasons: list[str] | None = None
+    sm_clock_mhz: int | None = None
+    temperature_c: Number | None
+    pcie_gen: int | None
+    pcie_width: int | None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    persistence_mode: bool | None = None
+    xid_since_boot: int
+    state: str = Field(description="ok, warning, critical or lost")
+    lost_reason: str | None = None
+
+
+class CheckDocument(Document):
+    """One check result: ``{id, card, severity, message, remedy}``."""
+
+    id: str
+    card: int | None
+    severity: Severity
+    message: str
+    remedy: str
+
+
+class RefusalDocument(Document):
+    """A reason not to start the engine, or a warning shown with a start."""
+
+    code: str
+    message: str
+    blocking: bool
+
+
+class EngineMetricsDocument(Document):
+    """The engine's load from its ``/metrics``; ``null`` means not known yet."""
+
+    generation_tokens_per_s: Number | None
+    requests_running: Number | None
+    requests_waiting: Number | None
+    kv_cache_usage_pct: Number | None
+    ts: IsoTime
+
+
+class ServingDocument(Document):
+    """The ``serving`` block: ``{state, pid, restarts, since, url}`` and extras."""
+
+    state: ServingState
+    pid: int | None
+    restarts: int = Field(description="running total; backoff resets never zero it")
+    since: IsoTime | None
+    url: str | None
+    reason: str | None = None
+    last_log_line: str | None = None
+    crash_class: str | None = None
+    metrics: EngineMetricsDocument | None = None
+    adopted: bool | None = None
+    backoff_remaining_s: Number | None = None
+    last_refusal: list[RefusalDocument] | None = None
+
+
+class RecoveryDocument(Document):
+    """The ``recovery`` block: the reboot-required latch."""
+
+    reboot_required: bool
+    reason: str | None
+    since: IsoTime | None
+    advice: str | None
+
+
+class RigInfoDocument(Document):
+    """The ``rig`` block: where the picture comes from and how fresh it is."""
+
+    simulated: bool
+    boot_id: str | None
+    polls: int
+    last_poll: IsoTime | None
+    last_poll_error: str | None
+    xid_since_boot: int
+    kernel_records_lost: int
+
+
+class DaemonInfoDocument(Document):
+    """The ``daemon`` block: the fleetd process answering."""
+
+    pid: int
+    started_at: IsoTime
+
+
+class StatusDocument(Document):
+    """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
+
+    overall: Overall
+    cards: list[CardDocument]
+    checks: list[CheckDocument]
+    serving: ServingDocument
+    recovery: RecoveryDocument
+    rig: RigInfoDocument | None = None
+    daemon: DaemonInfoDocument | None = None
+
+
+class EventDocument(Document):
+    """One event: ``{id, ts, kind, card, xid, severity, message}`` and extras."""
+
+    id: int
+    ts: IsoTime
+    kind: EventKind
+    card: int | None
+    xid: int | None
+    severity: Severity = Field(description="events carry info for news that is no verdict")
+    message: str
+    pci_bus_id: str | None = None
+    acked: bool | None = None
+
+
+class AckDocument(Document):
+    """``POST /api/v1/events/{id}/ack``."""
+
+    id: int
+    acked: bool
+
+
+class CapResultDocument(Document):
+    """What happened to one card's power limit."""
+
+    card: int
+    before_w: Number | None
+    target_w: Number
+    outcome: str = Field(description="applied, already, skipped, failed or dry_run")
+    detail: str
+
+
+class CapsDocument(Document):
+    """``POST /api/v1/caps/apply``."""
+
+    target_w: Number
+    cards: list[CapResultDocument]
+
+
+class ServingActionDocument(Document):
+    """``POST /api/v1/serving/{action}``: accepted, with the engine's state now."""
+
+    action: Literal["start", "stop", "restart"]
+    accepted: bool
+    already_running: bool | None = None
+    in_progress: bool | None = None
+    warnings: list[RefusalDocument] | None = None
+    serving: ServingDocument
+
+
+class LogsDocument(Document):
+    """``GET /api/v1/serving/logs``."""
+
+    lines: list[str]
+
+
+class LaunchSpecDocument(Document):
+    """The exact launch the daemon would run (secrets masked)."""
+
+    mode: Literal["process", "docker", "podman"]
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    url: str
+    health_url: str
+    models_url: str
+    served_model_name: str | None
+    container_name: str | None
+    recipe_hash: str
+    labels: dict[str, str]
+
+
+class LastReadyLaunchDocument(Document):
+    """The last launch that became ready (what the next one is diffed against)."""
+
+    id: int
+    started_at: IsoTime
+    ready_at: IsoTime | None
+    argv: list[str]
+    env: dict[str, str]
+    recipe_hash: str | None
+
+
+class RecipeDocument(Document):
+    """``GET /api/v1/serving/recipe``: the next launch and its diff to the last ready one."""
+
+    spec: LaunchSpecDocument
+    text: str = Field(description="the argv shell-quoted, as fleetctl recipe show prints it")
+    last_ready: LastReadyLaunchDocument | None
+    diff: list[str] | None = Field(description="unified diff lines; null with no ready launch")
+
+
+class XidInjectedDocument(Document):
+    """``POST /api/v1/sim/xid``: where the simulated kernel-log line went."""
+
+    card: int
+    xid: int
+    seq: int
+    boot_id: str
+
+
+class CardChangedDocument(Document):
+    """``POST /api/v1/sim/card/{index}``: the fields that changed."""
+
+    card: int
+    changed: list[str]
+
+
+class SimRebootDocument(Document):
+    """``POST /api/v1/sim/reboot``: the new boot id."""
+
+    boot_id: str
