@@ -23,7 +23,7 @@ ADDED_PATHS = frozenset(
     {
         ".status.canaries",
         ".status.rig.kernel_log",
-        ".status.serving.runtime.metrics",
+        ".status.serving.metrics",
         ".status.serving.last_refusal",
         ".events[].details",
     }
