@@ -98,6 +98,9 @@ class PollSettings(_Section):
     rollup_interval_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     kernel_log: Literal["auto", "kmsg", "journal", "file"] = "auto"
     kernel_log_file: str | None = None
+    # A kernel-log follower down this long stops the watchdog pings (systemd restarts
+    # fleetd); 0 never does.
+    kernel_log_down_watchdog_s: Annotated[float, Field(ge=0, le=86400)] = 300.0
 
 
 class WebSettings(_Section):
@@ -120,6 +123,24 @@ class StoreSettings(_Section):
     url: str | None = None
     raw_retention_h: Annotated[float, Field(gt=0)] = 48.0
     rollup_retention_days: Annotated[float, Field(gt=0)] = 90.0
+
+    @field_validator("url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        """Vet the URL as the store will (without connecting), so the error names the key.
+
+        Found here, a bad URL is one line with the file and ``store.url`` before anything
+        starts, instead of a store error at start-up that does not say where it was set.
+        """
+        if value is None:
+            return value
+        from daemon.store.db import StoreError, build_engines
+
+        try:
+            build_engines(value).read.dispose()  # parses, loads the dialect; connects lazily
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class WebhookSettings(_Section):
@@ -188,6 +209,10 @@ def _one_line(source: str, exc: ValidationError) -> str:
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     got = err.get("input")
+    if key.endswith("url") and isinstance(got, str):
+        from daemon.store.db import mask_url
+
+        got = mask_url(got)  # a database or webhook URL may carry a password
     shown = "" if isinstance(got, dict | list) or repr(got) in err["msg"] else f" (got {got!r})"
     return f"{source}: {key}: {err['msg']}{shown}{suffix}"
 
@@ -195,7 +220,7 @@ def _one_line(source: str, exc: ValidationError) -> str:
 def read_toml(path: Path) -> dict[str, Any]:
     """Read a TOML file, turning every failure into one ``ConfigError`` line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # editors on Windows add a BOM
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
     except (PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:

@@ -6,9 +6,12 @@ import importlib
 import sys
 from types import ModuleType
 
+import typer
+
 MONITORING_COMMANDS = frozenset({"status", "check"})
 EXIT_USAGE = 2
 EXIT_UNKNOWN = 3
+EXIT_INTERRUPTED = 130
 
 
 def _usage_exit_code(argv: list[str]) -> int:
@@ -24,16 +27,15 @@ def _click_exceptions() -> ModuleType:
         return importlib.import_module("click.exceptions")
 
 
-def main() -> None:
-    """Run the CLI; usage errors are one line (exit 2, or 3 for status/check)."""
+def _run() -> int:
+    """Run the CLI and return its exit code; usage errors are one line on stderr."""
     from daemon.cli.app import app
 
     click = _click_exceptions()
-
     try:
         code = app(standalone_mode=False)
     except click.NoArgsIsHelpError:
-        sys.exit(EXIT_USAGE)  # the help was printed; a script still sees a usage error
+        return EXIT_USAGE  # the help was printed; a script still sees a usage error
     except click.UsageError as exc:
         hint = (
             f" (see fleetctl {exc.ctx.command_path.split(' ', 1)[1]} --help)"
@@ -41,14 +43,27 @@ def main() -> None:
             else " (see fleetctl --help)"
         )
         sys.stderr.write(f"fleetctl: {exc.format_message()}{hint}\n")
-        sys.exit(_usage_exit_code(sys.argv[1:]))
+        return _usage_exit_code(sys.argv[1:])
     except click.ClickException as exc:
         sys.stderr.write(f"fleetctl: {exc.format_message()}\n")
-        sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, click.Abort):
+        return int(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         sys.stderr.write("fleetctl: interrupted\n")
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return EXIT_INTERRUPTED
+    sys.stdout.flush()  # a reader that left early must be met here, not at interpreter exit
+    return code if isinstance(code, int) else 0
+
+
+def main() -> None:
+    """Run the CLI; a closed stdout (``| head``) ends it quietly with 141, like SIGPIPE."""
+    from daemon.cli.pipes import EXIT_OUTPUT_CLOSED, OutputClosed, silence_closed_output
+
+    try:
+        code = _run()
+    except (OutputClosed, BrokenPipeError):
+        silence_closed_output()
+        code = EXIT_OUTPUT_CLOSED
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,12 @@ class RigMonitor:
             self._attempt_s = self._last_poll_s
             self._last_error = None
 
+    def put_result(self, result: CheckResult) -> None:
+        """Replace one result between polls (the kernel-log follower's, the moment it changes)."""
+        with self._lock:
+            kept = [r for r in self._results if (r.id, r.card) != (result.id, result.card)]
+            self._results = (*kept, result)
+
     def nvml_failed(self, result: CheckResult) -> bool:
         """NVML cannot be read; True when this is news (it answered before).
 

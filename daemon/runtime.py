@@ -95,7 +95,13 @@ class Daemon:
             dry_run=settings.recovery.dry_run,
         )
         self.xid_path = XidPath(self.store, self.monitor, self._card_index_of)
-        self.follower = FollowerThread(host, self.catalogue, self.store, self.xid_path)
+        self.follower = FollowerThread(
+            host,
+            self.catalogue,
+            self.store,
+            self.xid_path,
+            on_health_change=self._kernel_log_changed,
+        )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         listen_host, listen_port = split_listen(settings.web.listen)
         self.listen_host, self.listen_port = listen_host, listen_port
@@ -125,6 +131,10 @@ class Daemon:
             if card.pci_bus_id == pci_bus_id:
                 return card.index
         return None
+
+    def _kernel_log_changed(self) -> None:
+        """The follower went down or came back: status says so now, not at the next poll."""
+        self.monitor.put_result(self.follower.health.result())
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
@@ -169,6 +179,7 @@ class Daemon:
                 kernel_module_version=self._kernel_module_version,
             )
         )
+        results.append(self.follower.health.result())  # the daemon's own kernel_log check
         for changed in self.store.record_check_transitions(results):
             log.info(
                 "check %s%s is now %s: %s",
@@ -181,6 +192,7 @@ class Daemon:
         if self.engine is not None:
             self.engine.record_metrics()
         self.follower.persist_cursor()
+        self.follower.flush_events()  # the store answers again: the blind spell's events
         self.notifier.status(self.summary())
 
     def _on_nvml_down(self, exc: BackendUnavailable) -> None:
@@ -361,23 +373,42 @@ class Daemon:
         raise RuntimeError(f"the API did not answer on {url} within {READY_TIMEOUT_S:.0f} s")
 
     def healthy(self) -> bool:
-        """True while polls keep happening and the API thread lives (gates WATCHDOG=1)."""
+        """True while polls keep happening, the API thread lives and the kernel log is read."""
+        return self.unhealthy_reason() is None
+
+    def unhealthy_reason(self) -> str | None:
+        """Why WATCHDOG=1 is withheld (so systemd restarts fleetd), or None when healthy.
+
+        A kernel-log follower down for longer than ``[poll] kernel_log_down_watchdog_s``
+        (0: never) counts: it retries on its own, so a spell that long needs a restart.
+        """
         age_s = self.monitor.last_attempt_age_s()
         limit_s = max(30.0, 5 * self.settings.poll.interval_s + self.settings.poll.nvml_timeout_s)
-        api_alive = self._server_thread is not None and self._server_thread.is_alive()
-        return api_alive and age_s is not None and age_s < limit_s
+        if self._server_thread is None or not self._server_thread.is_alive():
+            return "the API thread is not running"
+        if age_s is None or age_s >= limit_s:
+            return "polls stopped"
+        down_for_s = self.follower.health.down_for_s()
+        watchdog_s = self.settings.poll.kernel_log_down_watchdog_s
+        if down_for_s is not None and watchdog_s > 0 and down_for_s > watchdog_s:
+            return f"the kernel-log follower has been down for {down_for_s:.0f} s"
+        return None
 
     def run(self) -> None:
         """Main loop: watchdog pings (only while healthy) until a stop is requested."""
         interval_s = self.notifier.watchdog_interval_s
         tick_s = min(interval_s, 1.0) if interval_s else 1.0
         next_ping_s = time.monotonic()
+        withheld_for: str | None = None
         while not self._stop.wait(tick_s):
             if interval_s is not None and time.monotonic() >= next_ping_s:
-                if self.healthy():
+                reason = self.unhealthy_reason()
+                if reason is None:
                     self.notifier.watchdog()
-                else:
-                    log.error("main loop unhealthy: withholding the watchdog ping")
+                    withheld_for = None
+                elif reason != withheld_for:  # one line per reason, not per tick
+                    log.error("unhealthy (%s): withholding the watchdog ping", reason)
+                    withheld_for = reason
                 next_ping_s = time.monotonic() + interval_s
 
     def request_stop(self) -> None:

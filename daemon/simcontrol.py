@@ -6,6 +6,7 @@ then finds them through its normal follower, exactly as on a real rig.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,10 @@ class SimControl:
     def set_card(self, index: int, fields: dict[str, Any]) -> dict[str, Any]:
         """Change readings of one card (``lost``, ``memory_total_mib``, ...)."""
         self._check_card(index)
+        for name, value in fields.items():
+            # JSON's 1e400 parses to infinity, which no reading is and no document can carry.
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"{name}: not a finite number")
         try:
             self._rig.set_card(index, **fields)
         except (ScenarioError, TypeError, ValueError) as exc:

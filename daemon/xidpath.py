@@ -13,15 +13,21 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 
+from daemon.kernellog_health import EVENT_KIND, FollowerHealth
 from daemon.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.checks.xid import xid_severity
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
-from hwcheck.model import ClassifiedXid, XidClass
+from hwcheck.model import ClassifiedXid
 
 log = logging.getLogger("fleetd.xid")
+
+# After an error the follower retries at once-ish, then less often: never more than this.
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 30.0
 
 
 def journal_key(record: KernelRecord) -> int | None:
@@ -72,7 +78,7 @@ class XidPath:
         cursor = None
         if record.boot_id is not None and record.seq is not None:
             cursor = KernelLogCursor(boot_id=record.boot_id, last_seq=record.seq)
-        severity = "critical" if item.info.xid_class is XidClass.HARDWARE else "warning"
+        severity = xid_severity(item).value  # the xid check's own rule, so both agree
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
         message = f"Xid {item.event.xid} on {where}: {item.info.explanation}"
         is_new = self._store.record_xid_and_cursor(
@@ -90,58 +96,157 @@ class XidPath:
 
 
 class FollowerThread:
-    """Runs the kernel-log follower in a daemon thread; restartable on a new boot."""
+    """Runs the kernel-log follower in a daemon thread that never gives up.
 
-    def __init__(self, host: HostSources, catalogue: XidCatalogue, store: Store, path: XidPath):
+    Any error (the store locked or full, journalctl gone, the log unreadable) closes the
+    source; the thread reopens it after a capped backoff from the last record fully
+    handled (else the stored cursor), so nothing is lost and the store's ``(boot_id, seq)``
+    key drops what is read twice. ``health`` says meanwhile that the rig is blind.
+    """
+
+    def __init__(
+        self,
+        host: HostSources,
+        catalogue: XidCatalogue,
+        store: Store,
+        path: XidPath,
+        health: FollowerHealth | None = None,
+        *,
+        on_health_change: Callable[[], None] | None = None,
+        backoff_base_s: float = BACKOFF_BASE_S,
+        backoff_max_s: float = BACKOFF_MAX_S,
+    ):
         self._host = host
         self._catalogue = catalogue
         self._store = store
         self._path = path
+        self.health = health or FollowerHealth()
+        self._on_health_change = on_health_change or (lambda: None)
+        self._backoff_base_s = backoff_base_s
+        self._backoff_max_s = backoff_max_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._follower: XidFollower | None = None
+        self._lost_before = 0  # records lost by sources already closed (this boot)
+        self._kept_cursor: KernelLogCursor | None = None  # of the last source closed
 
     def start(self) -> int:
         """Open the kernel log after the stored cursor, read what is there, then follow it.
 
-        Returns how many Xids the synchronous first read found.
+        Returns how many Xids the synchronous first read found. A failure here does not stop
+        fleetd: the thread keeps retrying and the ``kernel_log`` check says why.
         """
-        cursor = self._store.get_cursor()
-        source = self._host.open_kernel_log(cursor)
-        self._stop = threading.Event()
-        self._follower = XidFollower(
-            source, self._catalogue, self._path.handle, self._stop, cursor=cursor
+        stop = self._stop = threading.Event()
+        self._lost_before = 0
+        self._kept_cursor = None
+        self.health.new_boot()
+        found = 0
+        follower: XidFollower | None = None
+        try:
+            follower = self._open(self._store.get_cursor(), stop)
+            found = len(follower.drain())
+            self._came_back(follower)
+        except Exception as exc:
+            self._went_down(exc)
+            self._close(follower)
+            follower = None
+        self._thread = threading.Thread(
+            target=self._run, args=(stop, follower), name="kernel-log", daemon=True
         )
-        found = len(self._follower.drain())
-        self._thread = threading.Thread(target=self._run, name="kernel-log", daemon=True)
         self._thread.start()
         return found
 
-    def _run(self) -> None:
-        follower = self._follower
+    def _open(self, cursor: KernelLogCursor | None, stop: threading.Event) -> XidFollower:
+        source = self._host.open_kernel_log(cursor)
+        follower = XidFollower(source, self._catalogue, self._path.handle, stop, cursor=cursor)
+        self._follower = follower
+        return follower
+
+    def _close(self, follower: XidFollower | None) -> None:
+        """Close ``follower``'s source, keeping its cursor and lost-record count."""
         if follower is None:
             return
+        if self._follower is follower:
+            self._follower = None
+        self._kept_cursor = follower.last_cursor or self._kept_cursor
+        self._lost_before += follower.source.lost_records
         try:
-            follower.run()
-        except Exception:
-            log.exception("kernel-log follower stopped on an error")
-        finally:
             follower.source.close()
+        except Exception:
+            log.exception("closing the kernel-log source failed")
+
+    def _went_down(self, exc: Exception) -> None:
+        error = f"{exc.__class__.__name__}: {exc}".splitlines()[0]
+        if self.health.went_down(error):
+            log.error("kernel-log follower down, retrying from its cursor: %s", error)
+        self._on_health_change()
+
+    def _came_back(self, follower: XidFollower) -> None:
+        self.health.set_lost_records(self._lost_before + follower.source.lost_records)
+        spell = self.health.came_back(follower.source.name)
+        if spell is not None:
+            log.warning(
+                "kernel-log follower back after %.0f s (blind since %s)",
+                spell.blind_s or 0.0,
+                spell.clock(),
+            )
+            self._on_health_change()
+            self.flush_events()
+
+    def _run(self, stop: threading.Event, follower: XidFollower | None) -> None:
+        """Follow until ``stop``; after an error, reopen with a doubling, capped backoff."""
+        delay_s = self._backoff_base_s
+        while not stop.is_set():
+            try:
+                if follower is None:
+                    if stop.wait(delay_s):
+                        break
+                    delay_s = min(delay_s * 2, self._backoff_max_s)
+                    follower = self._open(self._resume_cursor(), stop)
+                    follower.drain()
+                    self._came_back(follower)
+                delay_s = self._backoff_base_s
+                follower.run()
+            except Exception as exc:
+                self._went_down(exc)
+                self._close(follower)
+                follower = None
+        self._close(follower)
+
+    def _resume_cursor(self) -> KernelLogCursor | None:
+        """The further of the last record handled (this boot) and the stored cursor."""
+        handled = self._kept_cursor
+        stored = self._store.get_cursor()
+        if handled is None:
+            return stored
+        if stored is None or stored.boot_id != handled.boot_id:
+            return handled
+        return stored if stored.last_seq > handled.last_seq else handled
 
     def persist_cursor(self) -> None:
         """Save how far the follower read (records without an Xid move it too)."""
         follower = self._follower
-        if follower is not None and follower.last_cursor is not None:
-            self._store.set_cursor(follower.last_cursor)
+        cursor = follower.last_cursor if follower is not None else None
+        cursor = cursor or self._kept_cursor
+        if cursor is not None:
+            self._store.set_cursor(cursor)
+
+    def flush_events(self) -> None:
+        """Store the queued down/back events (never raises: the store may be the trouble)."""
+        self.health.flush_events(
+            lambda e: self._store.record_event(
+                EVENT_KIND, e.severity, e.message, details=e.details, ts=e.ts
+            )
+        )
 
     @property
     def lost_records(self) -> int:
-        """Kernel records overwritten before we read them."""
+        """Kernel records overwritten before we read them (this boot)."""
         follower = self._follower
-        return follower.source.lost_records if follower is not None else 0
+        return self._lost_before + (follower.source.lost_records if follower is not None else 0)
 
     def alive(self) -> bool:
-        """True while the follower thread runs."""
+        """True while the follower thread runs (reading, or retrying after an error)."""
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout_s: float = 5.0) -> None:

@@ -43,6 +43,8 @@ def classify_records(
     """The Xids among ``records``, each with the catalogue's verdict."""
     found: list[ClassifiedXid] = []
     for record in records:
+        if record.from_user_space:  # written into the kernel log by a process: not an Xid
+            continue
         event = parse_xid(record.text)
         if event is not None:
             found.append(ClassifiedXid(event=event, info=catalogue.classify(event)))

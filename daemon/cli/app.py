@@ -16,21 +16,29 @@ from daemon.cli import cmd_check, cmd_daemon, cmd_init, cmd_serving, cmd_xid
 from daemon.cli.client import ClientError, FleetClient, find_token
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
 from daemon.cli.output import Output
+from daemon.cli.pipes import PipeSafeGroup
 from daemon.config import DEFAULT_CONFIG_PATH
 
 DEFAULT_URL = "http://127.0.0.1:8170"
+# Plain click help: typer's rich help labels every flag "<bool>" (newer typer), as if
+# ``--json`` took a value; the plain layout shows types only where a value is expected.
+HELP_MARKUP = None
 
 app = typer.Typer(
+    cls=PipeSafeGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Control and inspect a cmpfleet rig (CMP 170HX inference rig supervisor).",
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
-xid_app = typer.Typer(no_args_is_help=True, help="Kernel-log Xid tools.")
+xid_app = typer.Typer(
+    no_args_is_help=True, help="Kernel-log Xid tools.", rich_markup_mode=HELP_MARKUP
+)
 app.add_typer(xid_app, name="xid")
-caps_app = typer.Typer(no_args_is_help=True, help="Power caps.")
+caps_app = typer.Typer(no_args_is_help=True, help="Power caps.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(caps_app, name="caps")
-recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.")
+recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(recipe_app, name="recipe")
 
 
@@ -62,7 +70,9 @@ class GlobalOptions:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    url: Annotated[str, typer.Option("--url", help="fleetd's URL.")] = DEFAULT_URL,
+    url: Annotated[
+        str, typer.Option("--url", envvar="FLEETCTL_URL", help="fleetd's URL ($FLEETCTL_URL).")
+    ] = DEFAULT_URL,
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="File holding the API token.")
     ] = None,

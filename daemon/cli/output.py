@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from daemon.cli.pipes import PipeConsole
+
 SEVERITY_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red", "unknown": "magenta"}
 
 # Monitoring-plugin exit codes (status, check).
@@ -39,10 +41,10 @@ class Output:
     def create(cls, json_mode: bool) -> Output:
         """A console sized for a terminal, or wide and plain for pipes."""
         tty = sys.stdout.isatty()
-        console = Console(
+        console = PipeConsole(
             width=None if tty else 10_000, no_color=not tty, highlight=False, soft_wrap=not tty
         )
-        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err = PipeConsole(stderr=True, highlight=False, soft_wrap=True)
         return cls(json_mode=json_mode, console=console, err=err)
 
     def emit_json(self, document: Any) -> None:

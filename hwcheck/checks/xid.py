@@ -44,6 +44,15 @@ def _is_hardware(x: ClassifiedXid) -> bool:
     return x.info.xid_class is XidClass.HARDWARE or x.info.action in _REBOOT_ACTIONS
 
 
+def xid_severity(x: ClassifiedXid) -> Severity:
+    """The one rule for how bad an Xid is: this check and the stored Xid event both use it.
+
+    Critical when the card needs a reboot (hardware class, or a reboot/cold power cycle
+    advised, as for Xid 38 or a ``[xid.N]`` override); otherwise a warning.
+    """
+    return Severity.CRITICAL if _is_hardware(x) else Severity.WARNING
+
+
 def _summary(xids: Sequence[ClassifiedXid]) -> str:
     """``2 Xid since boot: 31 x2`` (numbers in first-seen order)."""
     counts = Counter(x.event.xid for x in xids)
@@ -56,7 +65,7 @@ def _verdict(card: int | None, prefix: str, xids: Sequence[ClassifiedXid]) -> Ch
     if not xids:
         return CheckResult(CHECK_ID, card, Severity.OK, f"{prefix}: no Xid since boot")
     worst = min(xids, key=lambda x: _ACTION_ORDER.index(x.info.action))
-    hardware = [x for x in xids if _is_hardware(x)]
+    hardware = [x for x in xids if xid_severity(x) is Severity.CRITICAL]
     severity = Severity.CRITICAL if hardware else Severity.WARNING
     lead = min(hardware, key=lambda x: _ACTION_ORDER.index(x.info.action)) if hardware else worst
     why = f"Xid {lead.event.xid} ({lead.info.xid_class.value}): {lead.info.explanation}"

@@ -53,7 +53,13 @@ class XidFollower:
         return self._last_cursor
 
     def classify_record(self, record: KernelRecord) -> ClassifiedXid | None:
-        """The record's Xid with its verdict, seq and boot id from the record; else None."""
+        """The record's Xid with its verdict, seq and boot id from the record; else None.
+
+        Only the kernel's own records are Xids here: one a process wrote into the kernel
+        log (user facility) is ignored, whatever it says.
+        """
+        if record.from_user_space:
+            return None
         event = parse_xid(record.text)
         if event is None:
             return None

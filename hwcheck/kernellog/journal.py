@@ -19,12 +19,13 @@ import uuid
 from typing import IO, Any
 
 from hwcheck.kernellog.errors import KernelLogUnavailable
-from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
+from hwcheck.kernellog.records import KERNEL_FACILITY, KernelLogCursor, KernelRecord
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_JOURNALCTL = "journalctl"
 _READ_CHUNK_BYTES = 65536
 _STOP_TIMEOUT_S = 5.0
+USER_FACILITY = 1  # what an entry not of the kernel transport is counted as
 
 
 def _find_journalctl(program: str) -> str:
@@ -62,6 +63,21 @@ def _int_field(entry: dict[str, Any], key: str) -> int | None:
     return None
 
 
+def journal_facility(entry: dict[str, Any]) -> int | None:
+    """The entry's syslog facility: ``SYSLOG_FACILITY``, else what ``_TRANSPORT`` implies.
+
+    journald copies records a process wrote into /dev/kmsg with ``_TRANSPORT=kernel`` too,
+    but keeps their facility; an entry of another transport is never the kernel's.
+    """
+    facility = _int_field(entry, "SYSLOG_FACILITY")
+    if facility is not None:
+        return facility
+    transport = entry.get("_TRANSPORT")
+    if transport == "kernel":
+        return KERNEL_FACILITY
+    return None if transport is None else USER_FACILITY
+
+
 def parse_journal_entry(line: str, default_boot_id: str | None) -> tuple[KernelRecord, str | None]:
     """One ``-o json`` line as a record plus its ``__CURSOR``; ValueError when it is not one."""
     entry = json.loads(line)
@@ -77,7 +93,12 @@ def parse_journal_entry(line: str, default_boot_id: str | None) -> tuple[KernelR
         usec = _int_field(entry, "__MONOTONIC_TIMESTAMP")
     cursor = entry.get("__CURSOR")
     record = KernelRecord(
-        text=text.rstrip("\n"), seq=None, boot_id=boot_id, timestamp_usec=usec, raw=line
+        text=text.rstrip("\n"),
+        seq=None,
+        boot_id=boot_id,
+        timestamp_usec=usec,
+        raw=line,
+        facility=journal_facility(entry),
     )
     return record, cursor if isinstance(cursor, str) else None
 

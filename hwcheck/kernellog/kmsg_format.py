@@ -43,7 +43,9 @@ def parse_kmsg_record(raw: str, boot_id: str | None = None) -> KernelRecord | No
     if prio < 0 or seq < 0 or usec < 0:
         return None
     text = rest.split("\n", 1)[0].rstrip("\r")
-    return KernelRecord(text=text, seq=seq, boot_id=boot_id, timestamp_usec=usec, raw=raw)
+    return KernelRecord(
+        text=text, seq=seq, boot_id=boot_id, timestamp_usec=usec, raw=raw, facility=prio >> 3
+    )
 
 
 def format_xid_text(

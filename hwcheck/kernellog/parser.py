@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 
 from hwcheck.model import XidEvent, normalize_pci_bus_id
 
@@ -66,12 +65,12 @@ def _split_pid_name(rest: str) -> tuple[int | None, str | None, str]:
     return pid, process, rest.strip()
 
 
-def parse_xid(line: str) -> XidEvent | None:
+def parse_xid(line: str, line_number: int | None = None) -> XidEvent | None:
     """Find an Xid in one kernel-log line of any supported format; ``None`` if there is none.
 
     A line that starts with a space is a ``/dev/kmsg`` continuation line (``KEY=value``
     dictionary entries) and is never an Xid. ``text`` is the whole input line, ``seq`` is
-    filled when the line is a ``/dev/kmsg`` record.
+    filled when the line is a ``/dev/kmsg`` record, ``line`` is ``line_number``.
     """
     if XID_PREFIX not in line or line.startswith(" "):
         return None
@@ -98,6 +97,7 @@ def parse_xid(line: str) -> XidEvent | None:
         pid=pid,
         process=process,
         seq=_kmsg_seq(text),
+        line=line_number,
     )
 
 
@@ -105,9 +105,9 @@ def scan_lines(lines: Iterable[str]) -> Iterator[XidEvent]:
     """Every Xid in ``lines``, with ``line`` set to its 1-based line number."""
     for number, line in enumerate(lines, start=1):
         if XID_PREFIX in line:
-            event = parse_xid(line)
+            event = parse_xid(line, number)  # built with its number: no copy per event
             if event is not None:
-                yield replace(event, line=number)
+                yield event
 
 
 def parse_gpu_uuid_line(line: str) -> tuple[str, str] | None:

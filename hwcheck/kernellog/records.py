@@ -11,16 +11,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+# syslog facility 0: records the kernel itself printed. /dev/kmsg also takes writes from
+# any root process; those carry another facility (1, user, unless they say otherwise).
+KERNEL_FACILITY = 0
+
 
 @dataclass(frozen=True, slots=True)
 class KernelRecord:
-    """One kernel-log record: its text (without the kmsg prefix) and where it sits."""
+    """One kernel-log record: its text (without the kmsg prefix) and where it sits.
+
+    ``facility`` is the syslog facility when the source knows it (``/dev/kmsg``'s prefix
+    is ``(facility << 3) | level``; journald's ``SYSLOG_FACILITY``), ``None`` for a plain
+    text log.
+    """
 
     text: str
     seq: int | None = None
     boot_id: str | None = None
     timestamp_usec: int | None = None
     raw: str = ""
+    facility: int | None = None
+
+    @property
+    def from_user_space(self) -> bool:
+        """True when the source says a process, not the kernel, wrote this record.
+
+        Such a record is never an Xid on the live path: a test or a prank writing
+        ``NVRM: Xid ...`` into /dev/kmsg must not make a rig critical.
+        """
+        return self.facility is not None and self.facility != KERNEL_FACILITY
 
 
 @dataclass(frozen=True, slots=True)

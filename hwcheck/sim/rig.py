@@ -399,9 +399,10 @@ class SimulatedRig:
     def open_kernel_log(self, cursor: KernelLogCursor | None) -> KernelLogSource:
         """A follower of the simulated kernel log, resuming after ``cursor``."""
         with self._lock:
-            # Like the real host: without a cursor, follow from now on.
+            # Like the real host: without a cursor, this boot's records so far come first
+            # (the boot log and Xids at at_s = 0), then the follow.
             return FileSource(
-                self.kmsg_path, boot_id=self._state.boot_id, cursor=cursor, from_start=False
+                self.kmsg_path, boot_id=self._state.boot_id, cursor=cursor, from_start=True
             )
 
     def kernel_log_history(self) -> list[KernelRecord]:

@@ -93,21 +93,19 @@ def test_missing_file_and_directory_are_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.root
-def test_scan_of_dev_kmsg_returns_what_the_kernel_holds() -> None:
-    """/dev/kmsg never ends: the scan reads it without blocking and exits."""
-    require_root("writes a record to /dev/kmsg")
+def test_scan_of_dev_kmsg_counts_only_the_kernels_records() -> None:
+    """/dev/kmsg never ends: the scan reads it without blocking, exits, and skips what a
+    process wrote there (user facility); a saved copy of the same record is still listed."""
+    require_root("writes a user-facility record to /dev/kmsg")
     tag = f"cmpfleet-scan-{uuid.uuid4()}"
+    text = f"NVRM: Xid (PCI:0000:fd:00): 79, pid=1, name={tag}, GPU has fallen off the bus."
     fd = os.open("/dev/kmsg", os.O_WRONLY)
     try:
-        os.write(
-            fd,
-            f"NVRM: Xid (PCI:0000:fd:00): 79, pid=1, name={tag}, GPU has fallen off the bus.\n".encode(),
-        )
+        os.write(fd, f"<14>{text}\n".encode())  # user.info: never a kernel-facility record
     finally:
         os.close(fd)
     result = fleetctl("xid", "scan", "/dev/kmsg", "--json")
     assert result.returncode == 0, result.stderr
-    mine = [f for f in json.loads(result.stdout) if f["process"] == tag]
-    assert [(f["xid"], f["pci_bus_id"], f["class"]) for f in mine] == [
-        (79, "0000:fd:00.0", "hardware")
-    ]
+    assert [f for f in json.loads(result.stdout) if f["process"] == tag] == []
+    saved = fleetctl("xid", "scan", "-", "--json", stdin=f"14,1,2,-;{text}\n")
+    assert [(f["xid"], f["process"]) for f in json.loads(saved.stdout)] == [(79, tag)]

@@ -1,12 +1,13 @@
-"""The notify protocol against a real datagram peer (no systemd needed)."""
+"""The notify protocol against a real datagram peer (no systemd needed), and what gates it."""
 
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 from daemon.sdnotify import Notifier
-from tests.support.fleetd import NotifyPeer
+from tests.support.fleetd import Fleetd, NotifyPeer, start_fleetd, stop_all, wait_until
 
 
 def test_messages_reach_a_real_peer(tmp_path: Path) -> None:
@@ -63,3 +64,42 @@ def test_missing_socket_and_watchdog_of_another_pid() -> None:
     assert other.watchdog_interval_s is None
     assert other.send("READY=1") is False
     other.close()
+
+
+def test_watchdog_stops_while_the_kernel_log_follower_stays_down(tmp_path: Path) -> None:
+    """A follower down past ``kernel_log_down_watchdog_s`` withholds WATCHDOG=1 (systemd then
+    restarts fleetd); back up, the pings resume."""
+    config = tmp_path / "fleet.toml"
+    config.write_text("[poll]\nkernel_log_down_watchdog_s = 2\n")
+    daemon = start_fleetd(
+        tmp_path, tmp_path / "state", config=config, env={"WATCHDOG_USEC": "1000000"}
+    )
+    try:
+        assert daemon.peer is not None
+        daemon.peer.wait_for("WATCHDOG=1", 5)
+        log = daemon.state_dir / "sim-kmsg.log"
+        aside = daemon.state_dir / "sim-kmsg.saved"
+        log.rename(aside)
+        log.mkdir()  # the simulated kernel log can no longer be read: the follower fails
+        wait_until(lambda: kernel_log(daemon)["severity"] == "warning", 10, "kernel_log warning")
+        assert "Is a directory" in str(kernel_log(daemon)["message"])
+        down_at_s = time.monotonic()
+        # Pings may go on for the 2 s the follower is allowed; then none at all.
+        last_ping_s = down_at_s
+        while time.monotonic() < down_at_s + 8:
+            message = daemon.peer.receive(0.2)
+            if message is not None and "WATCHDOG=1" in message.splitlines():
+                last_ping_s = time.monotonic()
+        assert last_ping_s < down_at_s + 4, "WATCHDOG=1 kept coming while the follower was down"
+        assert "kernel-log follower has been down" in daemon.log()
+        log.rmdir()
+        aside.rename(log)
+        daemon.peer.wait_for("WATCHDOG=1", 10)
+        wait_until(lambda: kernel_log(daemon)["severity"] == "ok", 10, "kernel_log ok again")
+    finally:
+        stop_all([daemon])
+
+
+def kernel_log(daemon: Fleetd) -> dict[str, object]:
+    (check,) = [c for c in daemon.get("/api/v1/status").json()["checks"] if c["id"] == "kernel_log"]
+    return dict(check)

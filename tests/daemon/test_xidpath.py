@@ -1,16 +1,26 @@
-"""The Xid event path with a journald source: no kernel seq, yet no double counting."""
+"""The Xid event path: journald without kernel seq, and a follower thread that never dies."""
 
 from __future__ import annotations
 
+import errno
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+from daemon.kernellog_health import MAX_PENDING_EVENTS, FollowerHealth, PendingEvent
 from daemon.monitor import RigMonitor
 from daemon.store import Store
-from daemon.xidpath import XidPath, journal_key
+from daemon.xidpath import FollowerThread, XidPath, journal_key
+from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
-from hwcheck.kernellog.records import KernelRecord
+from hwcheck.kernellog.kmsg import KmsgSource
+from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
+from hwcheck.sim.rig import SimulatedRig
+from hwcheck.sim.scenario import load_scenario
+from tests.kernellog.scripted import ScriptedKernel
 
 BOOT = "5f0c0b6e-1c59-4b59-9d43-2c7b3a1f8e11"
 
@@ -68,3 +78,120 @@ def test_journal_key_is_negative_and_only_for_seqless_records() -> None:
     assert journal_key(KernelRecord(text="x", seq=None, boot_id=BOOT)) is None
     key = journal_key(journal_record(1, "x"))
     assert key is not None and key < 0
+
+
+# --- the follower thread: restarts from its cursor, says when the rig was blind -----------
+
+XID_TEXT = "NVRM: Xid (PCI:0000:01:00): 31, pid=7, name=python3, MMU Fault"
+
+
+def kmsg(seq: int, text: str, prio: int = 4) -> bytes:
+    return f"{prio},{seq},{seq * 1000},-;{text}\n".encode()
+
+
+def scripted_host(tmp_path: Path, opens: list[list[bytes | OSError]]) -> tuple[HostSources, list]:
+    """A simulated rig's sources whose kernel log is /dev/kmsg with scripted reads."""
+    device = tmp_path / "kmsg"
+    device.write_bytes(b"")
+    rig = SimulatedRig(load_scenario("healthy"), tmp_path / "sim")
+    cursors: list[KernelLogCursor | None] = []
+
+    def open_kernel_log(cursor: KernelLogCursor | None) -> KmsgSource:
+        cursors.append(cursor)
+        reader = ScriptedKernel(opens.pop(0) if opens else [])
+        return KmsgSource(device, cursor, BOOT, from_start=True, read_record=reader)
+
+    return replace(rig.host_sources(), open_kernel_log=open_kernel_log), cursors
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_the_follower_restarts_from_its_cursor_and_records_the_blind_spell(
+    tmp_path: Path,
+) -> None:
+    ring = [kmsg(0, "Linux version"), kmsg(1, XID_TEXT), kmsg(2, "usb 1-1: new device")]
+    # The first read ends at EAGAIN (fleetd's start); the follower's next read fails.
+    first = [
+        *ring,
+        BlockingIOError(errno.EAGAIN, "again"),
+        OSError(errno.EIO, "Input/output error"),
+    ]
+    second = [*ring, kmsg(3, XID_TEXT.replace("31,", "43,"))]
+    host, cursors = scripted_host(tmp_path, [first, second])
+    store = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
+    monitor = RigMonitor(BOOT, 3)
+    changes: list[str] = []
+    follower = FollowerThread(
+        host,
+        XidCatalogue(),
+        store,
+        XidPath(store, monitor, lambda _pci: 1),
+        on_health_change=lambda: changes.append(follower.health.result().severity.value),
+        backoff_base_s=0.05,
+    )
+    try:
+        assert follower.start() == 1
+        wait_for(lambda: len(monitor.xids()) == 2, "the Xid after the restart")
+        wait_for(lambda: changes[-1:] == ["ok"], "the follower back")
+        assert changes == ["warning", "ok"]
+        assert cursors[0] is None
+        assert cursors[1] == KernelLogCursor(BOOT, 2), "reopened after the last record handled"
+        assert follower.alive()
+        result = follower.health.result()
+        assert (result.id, result.severity.value) == ("kernel_log", "ok")
+        assert "blind for" in result.message and "Input/output error" in result.message
+    finally:
+        follower.stop()
+    assert [e.xid for e in store.list_events(kind="xid")] == [43, 31], "each Xid once"
+    daemon_events = [e.message for e in store.list_events(kind="daemon")]
+    assert daemon_events[1].startswith("kernel-log follower down: KernelLogUnavailable: ")
+    assert daemon_events[0].startswith("kernel-log follower back after ")
+    assert store.get_cursor() == KernelLogCursor(BOOT, 3)
+    store.close()
+
+
+def test_records_lost_to_an_overrun_make_the_check_a_warning(tmp_path: Path) -> None:
+    overrun = [kmsg(10, "a"), BrokenPipeError(errno.EPIPE, "Broken pipe"), kmsg(14, XID_TEXT)]
+    host, _ = scripted_host(tmp_path, [overrun])
+    store = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
+    follower = FollowerThread(
+        host, XidCatalogue(), store, XidPath(store, RigMonitor(BOOT, 3), lambda _pci: 1)
+    )
+    try:
+        assert follower.start() == 1
+        result = follower.health.result()
+        assert (result.severity.value, follower.lost_records) == ("warning", 3)
+        assert result.message.startswith("3 kernel-log record(s) lost to a ring-buffer overrun")
+        assert result.remedy is not None and "dmesg" in result.remedy
+    finally:
+        follower.stop()
+        store.close()
+
+
+def test_a_flapping_follower_queues_a_bounded_number_of_events() -> None:
+    health = FollowerHealth()
+    for attempt in range(120):
+        assert health.went_down(f"journalctl exited ({attempt})")
+        assert not health.went_down("again"), "still down: not a new spell"
+        assert health.came_back("journal") is not None
+    failing: list[str] = []
+
+    def store_down(event: PendingEvent) -> None:
+        failing.append(event.message)
+        raise OSError("disk full")
+
+    health.flush_events(store_down)
+    assert len(failing) == 1, "the first failure stops the flush; the events stay queued"
+    stored: list[PendingEvent] = []
+    health.flush_events(stored.append)
+    assert len(stored) == MAX_PENDING_EVENTS
+    assert stored[-1].message.startswith("kernel-log follower back after ")
+    assert stored[0].details["error"] == "journalctl exited (70)"
+    health.flush_events(stored.append)
+    assert len(stored) == MAX_PENDING_EVENTS

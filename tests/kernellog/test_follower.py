@@ -142,3 +142,26 @@ def test_run_returns_at_once_when_already_stopped(tmp_path: Path) -> None:
     follower.run()
     assert follower.last_cursor is None
     source.close()
+
+
+def test_records_written_from_user_space_are_not_xids() -> None:
+    """The recorded kmsg log holds one Xid line a root process wrote (prio 12: user.warning)."""
+    data = Path(__file__).resolve().parent / "data" / "kmsg.log"
+    planted = [line for line in data.read_text().splitlines() if line.startswith("12,")]
+    assert len(planted) == 1 and "NVRM: Xid (" in planted[0]
+    collector = Collector()
+    source = FileSource(data, None, BOOT)
+    try:
+        XidFollower(source, XidCatalogue(), collector, threading.Event()).drain()
+    finally:
+        source.close()
+    kernel_xids = [
+        line
+        for line in data.read_text().splitlines()
+        if "NVRM: Xid (" in line and line.split(",", 1)[0].isdigit() and int(line.split(",")[0]) < 8
+    ]
+    assert len(kernel_xids) >= 2
+    assert sorted(r.seq or 0 for _, r in collector.events) == sorted(
+        int(line.split(",")[1]) for line in kernel_xids
+    )
+    assert all(r.facility == 0 for _, r in collector.events)

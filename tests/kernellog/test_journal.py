@@ -43,9 +43,10 @@ class FakeJournal:
         text = (self.state / "argv.jsonl").read_text()
         return [json.loads(line) for line in text.splitlines()]
 
-    def append(self, message: str, index: int) -> None:
+    def append(self, message: str, index: int, facility: int = 0) -> None:
         entry = json.loads(self.recorded[-1])
         entry["MESSAGE"] = message
+        entry["SYSLOG_FACILITY"] = str(facility)  # journald keeps a kmsg writer's facility
         entry["__CURSOR"] = f"s=fake;i={index:x}"
         entry["_SOURCE_MONOTONIC_TIMESTAMP"] = str(9_000_000_000 + index)
         with self.entries.open("a") as out:
@@ -207,6 +208,16 @@ def test_entry_parsing() -> None:
         12,
         "c",
     )
+    assert record.facility is None  # neither SYSLOG_FACILITY nor _TRANSPORT: unknown
+    facilities = {
+        '{"MESSAGE":"x","SYSLOG_FACILITY":"0","_TRANSPORT":"kernel"}': (0, False),
+        '{"MESSAGE":"x","SYSLOG_FACILITY":"1","_TRANSPORT":"kernel"}': (1, True),
+        '{"MESSAGE":"x","_TRANSPORT":"kernel"}': (0, False),
+        '{"MESSAGE":"x","_TRANSPORT":"syslog"}': (1, True),
+    }
+    for line, expected in facilities.items():
+        parsed, _ = parse_journal_entry(line, None)
+        assert (parsed.facility, parsed.from_user_space) == expected, line
     assert normalize_boot_id("CE0556CC24764C6F9C45C3610DF3D8BF") == BOOT
     assert normalize_boot_id("not-a-uuid") == "not-a-uuid"
     for bad in ("[1, 2]", '{"MESSAGE": [300]}', "{"):
@@ -278,6 +289,8 @@ def test_follower_on_the_journal(fake_journal: FakeJournal) -> None:
     thread = threading.Thread(target=follower.run, daemon=True)
     thread.start()
     try:
+        # A process wrote this one into /dev/kmsg (user facility): journald says so.
+        fake_journal.append("NVRM: Xid (PCI:0000:01:00): 43, pid=1, name=prank, planted", 49, 1)
         fake_journal.append("NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.", 50)
         assert arrived.wait(DEADLINE_S)
     finally:

@@ -6,9 +6,9 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -17,10 +17,13 @@ import pytest
 from hwcheck.bootid import read_boot_id
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.errors import KernelLogUnavailable
+from hwcheck.kernellog.follower import XidFollower
 from hwcheck.kernellog.history import read_kmsg_history
 from hwcheck.kernellog.kmsg import KmsgSource
 from hwcheck.kernellog.parser import parse_xid
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
+from hwcheck.model import ClassifiedXid
+from tests.kernellog.scripted import ScriptedKernel
 from tests.support.external import require_program, require_root
 
 KMSG = "/dev/kmsg"
@@ -28,13 +31,43 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 10.0
 
 
+# user.info: what a process may write. A test never writes a kernel-facility record
+# into the real kernel log: on a rig, fleetd would count it as the card's Xid.
+USER_INFO_PRIO = (1 << 3) | 6
+
+
 def _write_kmsg(text: str) -> None:
-    """Print one record into the kernel log from userspace (root only)."""
+    """Print one user-facility record into the kernel log from userspace (root only)."""
     fd = os.open(KMSG, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        os.write(fd, (text + "\n").encode())
+        os.write(fd, f"<{USER_INFO_PRIO}>{text}\n".encode())
     finally:
         os.close(fd)
+
+
+class RecordingSource:
+    """The real KmsgSource, keeping every record it hands the follower."""
+
+    name = "kmsg"
+
+    def __init__(self, source: KmsgSource) -> None:
+        self.source = source
+        self.seen: list[KernelRecord] = []
+
+    def read_available(self) -> list[KernelRecord]:
+        records = self.source.read_available()
+        self.seen.extend(records)
+        return records
+
+    def wait(self, timeout_s: float) -> bool:
+        return self.source.wait(timeout_s)
+
+    @property
+    def lost_records(self) -> int:
+        return self.source.lost_records
+
+    def close(self) -> None:
+        self.source.close()
 
 
 def _collect_until(source: KmsgSource, seen: list[KernelRecord], done: Callable[[], bool]) -> None:
@@ -53,7 +86,7 @@ def _tagged(records: Iterable[KernelRecord], tag: str) -> list[KernelRecord]:
 
 @pytest.mark.root
 def test_real_kmsg_delivers_once_and_resumes_after_the_cursor() -> None:
-    require_root("writes a record to /dev/kmsg")
+    require_root("writes a user-facility record to /dev/kmsg")
     boot_id = read_boot_id()
     first_tag = f"cmpfleet-test-{uuid.uuid4()}"
     second_tag = f"cmpfleet-test-{uuid.uuid4()}"
@@ -72,16 +105,8 @@ def test_real_kmsg_delivers_once_and_resumes_after_the_cursor() -> None:
         record = mine[0]
         assert record.boot_id == boot_id
         assert record.seq is not None
-        event = parse_xid(record.text)
-        assert event is not None
-        assert (event.xid, event.pci_bus_id, event.pid, event.process, event.message) == (
-            31,
-            "0000:fe:00.0",
-            1,
-            first_tag,
-            "test",
-        )
-        assert XidCatalogue().classify(event).xid_class.value == "hardware"
+        assert (record.facility, record.from_user_space) == (1, True)
+        assert record.text == line.format(first_tag)
         last_seq = max(r.seq for r in seen if r.seq is not None)
     finally:
         source.close()
@@ -99,6 +124,33 @@ def test_real_kmsg_delivers_once_and_resumes_after_the_cursor() -> None:
         assert all(r.seq is not None and r.seq > last_seq for r in again)
     finally:
         resumed.close()
+
+
+@pytest.mark.root
+def test_live_follower_ignores_an_xid_written_from_user_space() -> None:
+    require_root("writes a user-facility record to /dev/kmsg")
+    boot_id = read_boot_id()
+    tag = f"cmpfleet-test-{uuid.uuid4()}"
+    recording = RecordingSource(KmsgSource(KMSG, None, boot_id, from_start=False))
+    fed: list[tuple[ClassifiedXid, KernelRecord]] = []
+    follower = XidFollower(
+        recording, XidCatalogue(), lambda x, r: fed.append((x, r)), threading.Event()
+    )
+    try:
+        follower.drain()
+        _write_kmsg(f"NVRM: Xid (PCI:0000:fe:00): 79, pid=1, name={tag}, GPU has fallen off")
+        deadline = time.monotonic() + DEADLINE_S
+        while not _tagged(recording.seen, tag):
+            if time.monotonic() > deadline:
+                pytest.fail("the record never arrived through /dev/kmsg")
+            recording.wait(0.5)
+            follower.drain()
+    finally:
+        recording.close()
+    (record,) = _tagged(recording.seen, tag)
+    assert parse_xid(record.text) is not None, "the text alone would pass for an Xid"
+    assert [r.text for _, r in fed if tag in r.text] == []
+    assert follower.last_cursor is not None and follower.last_cursor.last_seq >= (record.seq or 0)
 
 
 @pytest.mark.root
@@ -162,25 +214,6 @@ def test_missing_device_is_a_clear_error(tmp_path: Path) -> None:
 
 
 # --- the kernel's read, scripted ---------------------------------------------------------
-
-
-class ScriptedKernel:
-    """Stands in for read(2) on /dev/kmsg: returns records, raises EPIPE/EAGAIN/EIO."""
-
-    def __init__(self, steps: Iterable[bytes | OSError]) -> None:
-        self.steps: deque[bytes | OSError] = deque(steps)
-
-    def add(self, *steps: bytes | OSError) -> None:
-        self.steps.extend(steps)
-
-    def __call__(self, fd: int) -> bytes:
-        assert fd >= 0
-        if not self.steps:
-            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
-        step = self.steps.popleft()
-        if isinstance(step, OSError):
-            raise step
-        return step
 
 
 def rec(seq: int, text: str = "r") -> bytes:

@@ -64,7 +64,11 @@ def test_the_follower_sees_new_records_and_resumes_after_a_cursor(make_rig: RigF
     host = rig.host_sources()
     follower = host.open_kernel_log(None)
     try:
-        assert follower.read_available() == []  # no cursor: from now on, like the real host
+        # No cursor: this boot's records so far first (the boot log), like the real host.
+        boot_log = follower.read_available()
+        assert [r.seq for r in boot_log] == list(range(len(boot_log)))
+        assert any("NVRM: GPU at PCI:" in r.text for r in boot_log)
+        assert follower.read_available() == []
         seq = rig.inject_xid(2, 31)
         (record,) = follower.read_available()
         event = parse_xid(record.raw)

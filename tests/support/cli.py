@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+EXIT_OUTPUT_CLOSED = 141  # what a shell shows for a process killed by SIGPIPE
+
 
 def run_fleetctl(
     *args: str, stdin: str | None = None, env: dict[str, str] | None = None
@@ -20,3 +22,23 @@ def run_fleetctl(
         check=False,
         env={**os.environ, **(env or {})},
     )
+
+
+def fleetctl_into_closed_pipe(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """fleetctl with stdout a pipe nobody reads any more; stderr captured."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "daemon.fleetctl", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, **(env or {})},
+        )
+    finally:
+        os.close(write_end)

@@ -94,3 +94,10 @@ def test_an_xid_beyond_any_float_is_a_422_not_a_500(fleetd: Fleetd) -> None:
     (error,) = answer.json()["detail"]
     assert error["loc"] == ["body", "xid"]
     assert error["msg"] == "Input should be a finite number"
+
+
+def test_a_simulated_reading_beyond_any_float_is_refused(fleetd: Fleetd) -> None:
+    answer = post_raw(fleetd, "/api/v1/sim/card/0", b'{"power_draw_w": 1e400}')
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"] == "power_draw_w: not a finite number"
+    assert fleetd.get("/api/v1/status").status_code == 200

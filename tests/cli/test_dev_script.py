@@ -1,0 +1,92 @@
+"""``scripts/dev``'s first run: one progress line, and packaging metadata that builds cleanly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Stands in for python3 so the script's own output can be read without a real install:
+# the version probe passes, ``-m venv DIR`` makes DIR/bin/python (this same stub), and
+# ``-m pip ...`` talks the way pip and the build backend do, failing on request.
+FAKE_PYTHON = """#!/bin/sh
+if [ "$1" = "-c" ]; then exit 0; fi
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0
+fi
+echo "WARNING: Location 'file:///nowhere/simple/' is ignored" >&2
+echo "  BuildBackendWarning: something you use is deprecated" >&2
+if [ -n "$FAKE_PIP_FAILS" ]; then echo "ERROR: No matching distribution found" >&2; exit 1; fi
+exit 0
+"""
+
+
+def project_copy(tmp_path: Path) -> Path:
+    """The script and pyproject.toml in a scratch root (the script builds ROOT/.venv)."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "dev", tmp_path / "scripts" / "dev")
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return tmp_path
+
+
+def dev_venv(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(root / "scripts" / "dev"), "venv"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHON": str(root / "fake-python"), "TMPDIR": str(root), **env},
+    )
+
+
+def test_first_venv_prints_only_its_progress_line(tmp_path: Path) -> None:
+    root = project_copy(tmp_path)
+    first = dev_venv(root)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == ""
+    assert first.stderr == (
+        f"dev: preparing {root}/.venv (first run downloads the dependencies)...\n"
+    )
+    assert (root / ".venv" / ".cmpfleet-installed").is_file()
+    assert not list(root.glob("cmpfleet-venv.*")), "the install log was left behind"
+    again = dev_venv(root)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+
+
+def test_a_failed_install_shows_what_pip_said(tmp_path: Path) -> None:
+    root = project_copy(tmp_path)
+    result = dev_venv(root, FAKE_PIP_FAILS="1")
+    assert result.returncode == 1
+    assert "ERROR: No matching distribution found" in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"dev: building {root}/.venv failed"), last
+    assert not (root / ".venv" / ".cmpfleet-installed").exists()
+
+
+@pytest.mark.slow
+def test_package_metadata_builds_without_deprecation_warnings() -> None:
+    """What the first ``scripts/dev venv`` builds (in pip's isolated build env), for real."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    result = subprocess.run(
+        [*pip, "install", "--dry-run", "--no-deps", "--ignore-installed", "-e", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    noted = [
+        line for line in (result.stdout + result.stderr).splitlines() if "deprecat" in line.lower()
+    ]
+    assert noted == [], "\n".join(noted)
