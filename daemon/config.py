@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hwcheck.kernellog.catalogue import XidCatalogue, parse_overrides
+from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
 from serving.settings import RecoverySettings, ServingSettings
 
@@ -32,62 +32,6 @@ class ConfigError(Exception):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PcieBaseline(_Section):
-    """One card's recorded PCIe link (``fleetctl init`` writes these)."""
-
-    gen: Annotated[int, Field(ge=1, le=6)]
-    width: Annotated[int, Field(ge=1, le=16)]
-
-
-class RigSettings(_Section):
-    """The expected profile of this rig; checks compare readings against it."""
-
-    card_count: Annotated[int, Field(ge=1, le=16)] | None = None
-    memory_total_mib: Annotated[int, Field(ge=1024)] = 65536
-    power_cap_w: Annotated[float, Field(ge=50, le=400)] = 180.0
-    power_cap_tolerance_w: Annotated[float, Field(ge=0, le=50)] = 2.0
-    apply_power_caps: bool = True
-    pcie_gen_min: Annotated[int, Field(ge=1, le=6)] = 2
-    pcie_width_min: Annotated[int, Field(ge=1, le=16)] = 4
-    temperature_warn_c: Annotated[float, Field(gt=0, le=120)] = 80.0
-    temperature_crit_c: Annotated[float, Field(gt=0, le=120)] = 90.0
-    memory_temperature_warn_c: Annotated[float, Field(gt=0, le=130)] = 85.0
-    memory_temperature_crit_c: Annotated[float, Field(gt=0, le=130)] = 95.0
-    brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
-    require_persistence_mode: bool = True
-    driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")] | None = None
-    allowed_gpu_processes: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    pcie_baseline: dict[str, PcieBaseline] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _warn_below_critical(self) -> RigSettings:
-        for name in ("temperature", "memory_temperature"):
-            warn, crit = getattr(self, f"{name}_warn_c"), getattr(self, f"{name}_crit_c")
-            if warn >= crit:
-                raise ValueError(f"{name}_warn_c ({warn:g}) must be below {name}_crit_c ({crit:g})")
-        return self
-
-    def profile(self) -> RigProfile:
-        """The immutable profile the checks take."""
-        return RigProfile(
-            card_count=self.card_count,
-            memory_total_mib=self.memory_total_mib,
-            power_cap_w=self.power_cap_w,
-            power_cap_tolerance_w=self.power_cap_tolerance_w,
-            pcie_gen_min=self.pcie_gen_min,
-            pcie_width_min=self.pcie_width_min,
-            temperature_warn_c=self.temperature_warn_c,
-            temperature_crit_c=self.temperature_crit_c,
-            memory_temperature_warn_c=self.memory_temperature_warn_c,
-            memory_temperature_crit_c=self.memory_temperature_crit_c,
-            brake_sustained_samples=self.brake_sustained_samples,
-            require_persistence_mode=self.require_persistence_mode,
-            driver_version=self.driver_version,
-            allowed_gpu_processes=tuple(self.allowed_gpu_processes),
-            pcie_baseline={k: (v.gen, v.width) for k, v in self.pcie_baseline.items()},
-        )
 
 
 class PollSettings(_Section):
@@ -160,34 +104,22 @@ class AlertSettings(_Section):
     retry_max_s: Annotated[float, Field(gt=0)] = 30.0
 
 
-class XidOverrideSettings(_Section):
-    """``[xid.N]``: override the catalogue's verdict for one Xid."""
-
-    class_: Literal["application", "hardware", "driver", "unknown"] | None = Field(
-        default=None, alias="class"
-    )
-    action: Literal["none", "restart_engine", "reboot", "cold_power_cycle", "inspect"] | None = None
-    explanation: str | None = None
-
-
 class Settings(_Section):
     """The whole configuration, one object handed to whoever needs it."""
 
-    rig: RigSettings = Field(default_factory=RigSettings)
+    rig: RigProfile = Field(default_factory=RigProfile)
     poll: PollSettings = Field(default_factory=PollSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)
     recovery: RecoverySettings = Field(default_factory=RecoverySettings)
     web: WebSettings = Field(default_factory=WebSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
-    xid: dict[str, XidOverrideSettings] = Field(default_factory=dict)
+    xid: dict[str, XidOverride] = Field(default_factory=dict)
 
     @field_validator("xid")
     @classmethod
-    def _xid_keys(cls, value: dict[str, XidOverrideSettings]) -> dict[str, XidOverrideSettings]:
-        for key in value:
-            if not key.isdigit():
-                raise ValueError(f"Xid table keys are Xid numbers, got {key!r}")
+    def _xid_keys(cls, value: dict[str, XidOverride]) -> dict[str, XidOverride]:
+        overrides_by_xid(value)  # the catalogue's own check of the keys, before anything starts
         return value
 
 
@@ -317,14 +249,7 @@ def config_is_world_readable_with_secrets(path: Path, settings: Settings) -> boo
 
 def xid_catalogue(settings: Settings) -> XidCatalogue:
     """The Xid catalogue with this config's ``[xid.N]`` overrides applied."""
-    table = {
-        key: override.model_dump(by_alias=True, exclude_none=True)
-        for key, override in settings.xid.items()
-    }
-    try:
-        return XidCatalogue(parse_overrides(table))
-    except ValueError as exc:
-        raise ConfigError(f"xid: {exc}") from None
+    return XidCatalogue(overrides_by_xid(settings.xid))
 
 
 def load_cli_settings(path: Path | None) -> Settings:

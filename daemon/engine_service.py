@@ -20,7 +20,9 @@ import psutil
 
 from daemon.config import Settings
 from daemon.monitor import RigMonitor
+from daemon.statedir import StateDir
 from daemon.store import Store
+from hwcheck.atomic import atomic_write
 from hwcheck.checks.foreign import is_allowed
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
@@ -51,7 +53,6 @@ log = logging.getLogger("fleetd.engine")
 SIM_PRESET = "sim-engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
-ENGINE_PORT_FILE = "engine-port"
 
 
 def resolve_recipe(
@@ -129,7 +130,7 @@ class EngineService:
         """
         if self.recipe.port != 0:
             return None
-        path = self._state_dir / ENGINE_PORT_FILE
+        path = StateDir(self._state_dir).engine_port
         try:
             saved = int(path.read_text().strip())
         except (OSError, ValueError):
@@ -138,7 +139,7 @@ class EngineService:
         if saved and (engine_running or not port_in_use(self.recipe.host, saved)):
             return saved
         port = free_port(self.recipe.host)  # first launch, or someone else took ours
-        path.write_text(f"{port}\n")
+        atomic_write(path, f"{port}\n")
         return port
 
     def preflight(self) -> list[Refusal]:

@@ -25,7 +25,6 @@ from daemon.config import (
     Settings,
     config_is_world_readable_with_secrets,
     load_settings,
-    xid_catalogue,
 )
 
 log = logging.getLogger("fleetd")
@@ -99,10 +98,6 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(args.log_level)
     try:
         settings, config_path = resolve_settings(args)
-        try:
-            xid_catalogue(settings)  # [xid.N] overrides are checked before anything starts
-        except ConfigError as exc:
-            raise ConfigError(f"{config_path or 'config'}: {exc}") from None
         check_configured_recipe(settings, config_path)
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")

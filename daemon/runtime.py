@@ -29,7 +29,8 @@ from daemon.engine_service import EngineService
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl
-from daemon.store import Store
+from daemon.statedir import StateDir
+from daemon.store import Store, StoreError
 from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.backend import BackendUnavailable
@@ -59,6 +60,15 @@ def is_loopback(host: str) -> bool:
     return host in {"localhost", "::1"} or host.startswith("127.")
 
 
+def _private_sqlite_url(files: StateDir) -> str:
+    """The default store, its file created 0600 first (SQLite alone would make it 0644)."""
+    try:
+        files.create_private_file(files.db)
+    except OSError as exc:
+        raise StoreError(f"store {files.db}: cannot create it: {exc.strerror or exc}") from None
+    return files.db_url
+
+
 class Daemon:
     """One running fleetd."""
 
@@ -77,8 +87,7 @@ class Daemon:
         self.sim = sim
         self.notifier = notifier
         self.catalogue = xid_catalogue(settings)
-        url = settings.store.url or f"sqlite:///{state_dir / 'fleet.db'}"
-        self.store = Store.open(url)
+        self.store = Store.open(settings.store.url or _private_sqlite_url(StateDir(state_dir)))
         self.token = ensure_token(state_dir)
         self.monitor = RigMonitor(host.boot_id(), settings.rig.brake_sustained_samples)
         self._stop = threading.Event()
@@ -172,7 +181,7 @@ class Daemon:
         results = run_checks(
             CheckInput(
                 samples=window,
-                profile=self.settings.rig.profile(),
+                profile=self.settings.rig,
                 pci_devices=self._pci_devices,
                 xids=self.monitor.xids(),
                 holders=self._holders,

@@ -10,6 +10,7 @@ from daemon.config import Settings
 from daemon.engine_service import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
+from daemon.statedir import StateDir
 from daemon.store import StoreError
 from hwcheck.host import HostSources
 from hwcheck.sim.rig import SimulatedRig
@@ -33,9 +34,6 @@ def prepare_state_dir(state_dir: Path) -> None:
         raise StartupError(f"state dir {state_dir} is not writable (run as root or --state-dir)")
 
 
-LOCK_FILE_NAME = "fleetd.lock"
-
-
 def lock_state_dir(state_dir: Path) -> int:
     """Hold an exclusive lock on the state dir for fleetd's lifetime; its fd.
 
@@ -43,7 +41,7 @@ def lock_state_dir(state_dir: Path) -> int:
     other's decisions (an operator's stop restarted by the other): the second refuses.
     The lock dies with the process, kill -9 included, so it never goes stale.
     """
-    path = state_dir / LOCK_FILE_NAME
+    path = StateDir(state_dir).lock
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -2,6 +2,8 @@
 
 Everything here is plain data: frozen dataclasses with units in field names, so a
 snapshot can be stored, compared and sent over the API without a backend in reach.
+The rig profile is a frozen pydantic model instead: it is also the config's ``[rig]``
+table, so its one declaration carries the defaults and the validation.
 A field that the card or driver cannot report is ``None`` ("not available"), which is
 normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
 """
@@ -9,8 +11,11 @@ normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # PCI ids of the CMP 170HX (both report "GA100 [CMP 170HX]").
 NVIDIA_VENDOR_ID = 0x10DE
@@ -276,29 +281,54 @@ def worst_severity(results: list[CheckResult]) -> Severity:
     return worst
 
 
-@dataclass(frozen=True, slots=True)
-class RigProfile:
-    """What this rig is expected to look like (from ``[rig]`` in the config).
+class _ConfigSection(BaseModel):
+    """A config table: unknown keys are errors, values are frozen once read."""
 
-    ``pcie_gen_min``/``pcie_width_min`` default to the Gen2 x4 risers these rigs use;
-    ``fleetctl init`` records the real baseline per card in ``pcie_baseline``.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PcieBaseline(_ConfigSection):
+    """One card's recorded PCIe link (``fleetctl init`` writes these)."""
+
+    gen: Annotated[int, Field(ge=1, le=6)]
+    width: Annotated[int, Field(ge=1, le=16)]
+
+
+class RigProfile(_ConfigSection):
+    """What this rig is expected to look like: the config's ``[rig]`` table, as the checks take it.
+
+    Declared here once, defaults and validation included; the daemon's settings compose
+    it as ``[rig]``. ``pcie_gen_min``/``pcie_width_min`` default to the Gen2 x4 risers these
+    rigs use; ``fleetctl init`` records the real baseline per card in ``pcie_baseline``.
+    ``apply_power_caps`` is for the daemon (re-apply ``power_cap_w`` when a card is off it).
     """
 
-    card_count: int | None = None
-    memory_total_mib: int = 65536
-    power_cap_w: float = 180.0
-    power_cap_tolerance_w: float = 2.0
-    pcie_gen_min: int = 2
-    pcie_width_min: int = 4
-    temperature_warn_c: float = 80.0
-    temperature_crit_c: float = 90.0
-    memory_temperature_warn_c: float = 85.0
-    memory_temperature_crit_c: float = 95.0
-    brake_sustained_samples: int = 3
+    card_count: Annotated[int, Field(ge=1, le=16)] | None = None
+    memory_total_mib: Annotated[int, Field(ge=1024)] = 65536
+    power_cap_w: Annotated[float, Field(ge=50, le=400)] = 180.0
+    power_cap_tolerance_w: Annotated[float, Field(ge=0, le=50)] = 2.0
+    apply_power_caps: bool = True
+    pcie_gen_min: Annotated[int, Field(ge=1, le=6)] = 2
+    pcie_width_min: Annotated[int, Field(ge=1, le=16)] = 4
+    temperature_warn_c: Annotated[float, Field(gt=0, le=120)] = 80.0
+    temperature_crit_c: Annotated[float, Field(gt=0, le=120)] = 90.0
+    memory_temperature_warn_c: Annotated[float, Field(gt=0, le=130)] = 85.0
+    memory_temperature_crit_c: Annotated[float, Field(gt=0, le=130)] = 95.0
+    brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
     require_persistence_mode: bool = True
-    driver_version: str | None = None  # the driver this rig is pinned to (None: any)
-    allowed_gpu_processes: tuple[str, ...] = ()  # holder names never foreign (globs)
-    pcie_baseline: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # the driver this rig is pinned to (None: any)
+    driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")] | None = None
+    # holder names never foreign (globs)
+    allowed_gpu_processes: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    pcie_baseline: dict[str, PcieBaseline] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _warn_below_critical(self) -> RigProfile:
+        for name in ("temperature", "memory_temperature"):
+            warn, crit = getattr(self, f"{name}_warn_c"), getattr(self, f"{name}_crit_c")
+            if warn >= crit:
+                raise ValueError(f"{name}_warn_c ({warn:g}) must be below {name}_crit_c ({crit:g})")
+        return self
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from daemon.config import DEFAULT_STATE_DIR
-from daemon.token import TOKEN_FILE_NAME
+from daemon.statedir import StateDir
 
 
 class ClientError(Exception):
@@ -46,7 +46,7 @@ def find_token(token_file: Path | None, url: str | None = None) -> str | None:
         return None
     state_dir = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     try:
-        return (state_dir / TOKEN_FILE_NAME).read_text(encoding="utf-8").strip()
+        return StateDir(state_dir).token.read_text(encoding="utf-8").strip()
     except OSError:
         return None
 

@@ -26,7 +26,7 @@ def render(out: Output, report: CheckReport) -> None:
 
 def _check(out: Output, host: HostSources, config: Path | None) -> int:
     settings = load_cli_settings(config)
-    report = run_local_check(host, settings.rig.profile(), xid_catalogue(settings))
+    report = run_local_check(host, settings.rig, xid_catalogue(settings))
     if out.json_mode:
         out.emit_json(report.document())
     else:

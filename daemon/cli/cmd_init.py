@@ -6,12 +6,12 @@ limits) rather than a guess. An existing file is never overwritten without ``--f
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.config import DEFAULT_CONFIG_PATH
+from hwcheck.atomic import atomic_write
 from hwcheck.backend import BackendError
 from hwcheck.host import HostSources
 from hwcheck.model import RigSnapshot
@@ -63,11 +63,7 @@ def baseline_toml(snapshot: RigSnapshot, power_cap_w: float) -> str:
 def write_config(path: Path, text: str) -> None:
     """Write atomically with mode 0640 (configs may later hold webhook secrets)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fleet.", suffix=".toml")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o640)
-    os.replace(tmp, path)
+    atomic_write(path, text, mode=0o640)
 
 
 def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, force: bool) -> int:

@@ -30,9 +30,9 @@ def _is_idle(card: GpuSnapshot) -> bool:
 
 def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
     """Judge one live card against its baseline."""
-    base_gen, base_width = inp.profile.pcie_baseline.get(
-        card.pci_bus_id, (inp.profile.pcie_gen_min, inp.profile.pcie_width_min)
-    )
+    recorded = inp.profile.pcie_baseline.get(card.pci_bus_id)
+    base_gen = recorded.gen if recorded else inp.profile.pcie_gen_min
+    base_width = recorded.width if recorded else inp.profile.pcie_width_min
     label = card_label(card)
     now = _link(card.pcie_gen_current, card.pcie_width_current)
     facts = (

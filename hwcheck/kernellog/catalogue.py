@@ -5,7 +5,8 @@ The defaults follow NVIDIA's Xid catalogue (Ampere and later) adjusted for CMP 1
 becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a full power-off;
 Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA calls it an
 application error. The table is data; a rig owner overrides entries per Xid in the config
-(``[xid.31] class = "application"``), which ``parse_overrides`` validates.
+(``[xid.31] class = "application"``): ``XidOverride`` is that table's one declaration and
+validation, and ``overrides_by_xid`` keys the tables by Xid number.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hwcheck.model import XidAction, XidClass, XidEvent, XidInfo
 
@@ -121,17 +123,33 @@ RECOVERY_ACTIONS: Mapping[int, tuple[XidClass, XidAction, str]] = {
           "power-off (about 30 s); a warm reboot was not enough"),
 }  # fmt: skip
 
-_OVERRIDE_KEYS = ("class", "action", "explanation")
-_E = TypeVar("_E", XidClass, XidAction)
 
+class XidOverride(BaseModel):
+    """A rig owner's change to one Xid's entry (``[xid.N]``); ``None`` keeps the default field.
 
-@dataclass(frozen=True, slots=True)
-class XidOverride:
-    """A rig owner's change to one Xid's entry; ``None`` keeps the default field."""
+    In the config the class is spelt ``class`` (a Python keyword, hence ``xid_class``).
+    """
 
-    xid_class: XidClass | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    xid_class: XidClass | None = Field(default=None, validation_alias="class")
     action: XidAction | None = None
     explanation: str | None = None
+
+    @field_validator("explanation")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip() or "\n" in value:
+            raise ValueError("expected one non-empty line of text")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> XidOverride:
+        if self.xid_class is None and self.action is None and self.explanation is None:
+            raise ValueError("empty override (set class, action or explanation)")
+        return self
 
 
 def is_hardware(info: XidInfo) -> bool:
@@ -213,50 +231,18 @@ class XidCatalogue:
         return self.info(event.xid, event.message)
 
 
-def _enum_value(kind: type[_E], where: str, value: object) -> _E:
-    """``value`` as a member of ``kind`` or a one-line ValueError naming the choices."""
-    choices = "|".join(member.value for member in kind)
-    if not isinstance(value, str):
-        raise ValueError(f"{where}: expected one of {choices}, got {value!r}")
-    try:
-        return kind(value)
-    except ValueError:
-        raise ValueError(f"{where}: {value!r} is not one of {choices}") from None
+def overrides_by_xid(table: Mapping[str, XidOverride]) -> dict[int, XidOverride]:
+    """The config's ``[xid.N]`` tables keyed by Xid number.
 
-
-def parse_overrides(table: Mapping[str, Mapping[str, str]]) -> dict[int, XidOverride]:
-    """Validate the config's ``[xid.N]`` tables into overrides keyed by Xid number.
-
-    Raises ValueError with one line naming the bad key or value.
+    Raises ValueError with one line naming the bad key.
     """
     overrides: dict[int, XidOverride] = {}
-    for key, fields in table.items():
+    for key, override in table.items():
         text = str(key).strip()
         if not text.isdigit() or len(text) > 10:
             raise ValueError(f"xid.{key}: not an Xid number")
         xid = int(text)
-        if not isinstance(fields, Mapping):
-            raise ValueError(f"xid.{key}: expected a table of class/action/explanation")
-        unknown = [name for name in fields if name not in _OVERRIDE_KEYS]
-        if unknown:
-            raise ValueError(
-                f"xid.{key}.{unknown[0]}: unknown key (expected {', '.join(_OVERRIDE_KEYS)})"
-            )
-        if not fields:
-            raise ValueError(f"xid.{key}: empty override (set class, action or explanation)")
-        xid_class = None
-        action = None
-        explanation = None
-        if "class" in fields:
-            xid_class = _enum_value(XidClass, f"xid.{key}.class", fields["class"])
-        if "action" in fields:
-            action = _enum_value(XidAction, f"xid.{key}.action", fields["action"])
-        if "explanation" in fields:
-            raw = fields["explanation"]
-            if not isinstance(raw, str) or not raw.strip() or "\n" in raw:
-                raise ValueError(f"xid.{key}.explanation: expected one non-empty line of text")
-            explanation = raw.strip()
         if xid in overrides:
             raise ValueError(f"xid.{key}: Xid {xid} is overridden twice")
-        overrides[xid] = XidOverride(xid_class, action, explanation)
+        overrides[xid] = override
     return overrides

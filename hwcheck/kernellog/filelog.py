@@ -244,7 +244,7 @@ class KmsgFileWriter:
         """Append one record and return its seq (``usec`` defaults to the clock, kept rising)."""
         if prio < 0:
             raise ValueError(f"kmsg prio must be >= 0, got {prio}")
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             last = _last_record_in(fd)

@@ -3,20 +3,19 @@
 It lives in the daemon's state dir, not in the scenario, because a simulated host is a
 host: restarting fleetd (with any scenario) is not a reboot, a timeline step that fired
 stays fired, and a card that was lost stays lost until the simulated reboot. Every write
-goes to a temporary file first and is moved into place with ``os.replace``, so a
+goes through ``hwcheck.atomic.atomic_write`` (temporary file, fsync, rename), so a
 ``kill -9`` at any moment leaves either the old state or the new one, never half of one.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from hwcheck.atomic import atomic_write
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
 
 BOOT_ID_FILE = "sim-boot-id"
@@ -93,20 +92,6 @@ class HostState:
         return cls(boot_id, booted_at, list(fired), overrides)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so a crash leaves the old or the new file, whole."""
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-
-
 class StateFiles:
     """Reads and writes ``sim-boot-id`` and ``sim-state.json`` in one state dir."""
 
@@ -130,7 +115,7 @@ class StateFiles:
 
     def _write(self, path: Path, text: str) -> None:
         try:
-            write_atomically(path, text)
+            atomic_write(path, text)
         except OSError as exc:
             raise SimStateError(
                 f"simulated host state {path}: cannot write it: {exc.strerror or exc}"

@@ -12,13 +12,13 @@ import contextlib
 import hashlib
 import json
 import os
-import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
 
+from hwcheck.atomic import atomic_write
 from serving.recipe.masking import mask_argv
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.logcapture import launch_marker
@@ -169,14 +169,8 @@ class RecordFile:
 
     def write(self, record: EngineRecord) -> None:
         """Atomically: a reader sees the old record or the new one, never half of one."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        temporary = self.record_path.with_name(f".{self.record_path.name}.{uuid.uuid4().hex}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(record.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.record_path)
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(self.record_path, record.to_json())
 
     def remove_if(self, record: EngineRecord) -> None:
         """Remove the record only if it still describes ``record``'s engine."""
@@ -193,9 +187,9 @@ class RecordFile:
             self.record_path.unlink()
 
     def open_log(self) -> int:
-        """An append-mode descriptor on ``engine.log`` (created 0640 if missing)."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        return os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        """An append-mode descriptor on ``engine.log`` (created 0600 if missing: prompts)."""
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def write_marker(self, fd: int, argv: tuple[str, ...]) -> None:
         """Note the launch in the log, so a restarted fleetd knows where its lines begin."""

@@ -267,6 +267,8 @@ class LogCapture:
             if source.exists():
                 source.rename(self._backup_path(number + 1))
         first = self._backup_path(1)
+        os.close(os.open(first, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        os.chmod(first, 0o600)  # copyfile keeps this mode; its own would follow the umask
         shutil.copyfile(self.path, first)
         # Lines written while copying are in the copy: read them from there before truncating.
         copied = first.stat().st_size

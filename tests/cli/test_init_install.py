@@ -65,7 +65,7 @@ def test_install_script_lays_out_the_system_and_keeps_a_config(tmp_path: Path) -
     unit = root / "etc/systemd/system/fleetd.service"
     config = root / "etc/cmpfleet/fleet.toml"
     assert unit.read_text() == (ROOT / "systemd/fleetd.service").read_text()
-    assert config.read_text() == (ROOT / "examples/fleet.toml").read_text()
+    assert config.read_text() == (ROOT / "daemon/examples/fleet.toml").read_text()
     assert config.stat().st_mode & 0o777 == 0o640
     config.write_text("[rig]\ncard_count = 3\n")
     second = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import ConfigError, Settings, load_settings
+from daemon.config import ConfigError, Settings, WebhookSettings, load_settings
+from hwcheck.kernellog.catalogue import XidOverride
 from tests.support.fleetd import run_fleetd
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "daemon" / "examples" / "fleet.toml"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -45,19 +46,17 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         annotation = section.annotation
         fields = getattr(annotation, "model_fields", {})
         for key, info in fields.items():
-            shown = info.alias or key
+            shown = info.validation_alias or info.alias or key
             as_key = rf"^#?\s*{re.escape(shown)}\s*="
             as_table = rf"^#?\s*\[+{section_name}\.{re.escape(shown)}\]+"
             if not re.search(f"{as_key}|{as_table}", text, re.MULTILINE):
                 missing.append(f"{section_name}.{shown}")
-    from daemon.config import WebhookSettings, XidOverrideSettings
-
-    for model in (WebhookSettings, XidOverrideSettings):
+    for model in (WebhookSettings, XidOverride):
         for key, info in model.model_fields.items():
-            shown = info.alias or key
+            shown = info.validation_alias or info.alias or key
             if not re.search(rf"^#?\s*{re.escape(shown)}\s*=", text, re.MULTILINE):
                 missing.append(f"{model.__name__}.{shown}")
-    assert not missing, f"examples/fleet.toml does not document: {missing}"
+    assert not missing, f"daemon/examples/fleet.toml does not document: {missing}"
     for needle in ("[[alerts.webhooks]]", "[xid.31]", "[serving.recipe]", "[rig.pcie_baseline]"):
         assert needle in text
 
@@ -78,7 +77,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
             '[[alerts.webhooks]]\nurl = "http://x"\nformat = "teams"\n',
             "alerts.webhooks[0].format: Input should be",
         ),
-        ('[xid.abc]\nclass = "hardware"\n', "xid: Value error, Xid table keys are Xid numbers"),
+        ('[xid.abc]\nclass = "hardware"\n', "xid: Value error, xid.abc: not an Xid number"),
         ("[poll\n", "not valid TOML"),
     ],
     ids=[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hwcheck.model import ClockEventReason, RigProfile, Severity
+from hwcheck.model import ClockEventReason, PcieBaseline, RigProfile, Severity
 from tests.hwcheck.cards import make_card, make_input, make_rig, result_for
 
 IDLE = int(ClockEventReason.GPU_IDLE)
@@ -62,7 +62,7 @@ def test_x1_remedy_is_the_riser() -> None:
 
 
 def test_recorded_baseline_overrides_the_profile_minimum() -> None:
-    profile = RigProfile(pcie_baseline={"0000:02:00.0": (3, 8)})
+    profile = RigProfile(pcie_baseline={"0000:02:00.0": PcieBaseline(gen=3, width=8)})
     card = make_card(1, pcie_gen_current=3, pcie_width_current=4, pcie_gen_max=3)
     inp = make_input([make_rig([make_card(0), card])], profile=profile)
 

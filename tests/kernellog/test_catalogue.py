@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from hwcheck.kernellog.catalogue import (
     XidCatalogue,
     XidOverride,
     is_hardware,
     needs_reboot,
-    parse_overrides,
+    overrides_by_xid,
     recovery_action_code,
 )
 from hwcheck.kernellog.parser import parse_xid
@@ -150,16 +151,23 @@ def test_override_applies_to_xid_154_after_the_code() -> None:
     assert (info.xid_class, info.action) == (HW, A.COLD_POWER_CYCLE)
 
 
-def test_parse_overrides_from_a_config_table() -> None:
-    table = {
+def _from_config(table: dict[str, dict[str, object]]) -> dict[int, XidOverride]:
+    """What the daemon's settings hold for ``[xid.N]`` tables, keyed by Xid number."""
+    return overrides_by_xid(
+        {key: XidOverride.model_validate(fields) for key, fields in table.items()}
+    )
+
+
+def test_overrides_from_a_config_table() -> None:
+    table: dict[str, dict[str, object]] = {
         "31": {"class": "application", "action": "restart_engine"},
-        "999": {"class": "hardware", "explanation": "vendor-specific fault on our boards"},
+        "999": {"class": "hardware", "explanation": " vendor-specific fault on our boards "},
     }
-    assert parse_overrides(table) == {
+    assert _from_config(table) == {
         31: XidOverride(xid_class=APP, action=A.RESTART_ENGINE),
         999: XidOverride(xid_class=HW, explanation="vendor-specific fault on our boards"),
     }
-    catalogue = XidCatalogue(parse_overrides(table))
+    catalogue = XidCatalogue(_from_config(table))
     assert catalogue.info(999).xid_class is HW
     assert catalogue.info(999).action is A.INSPECT
 
@@ -170,36 +178,40 @@ def test_parse_overrides_from_a_config_table() -> None:
         ({"abc": {"class": "hardware"}}, "xid.abc: not an Xid number"),
         ({"-1": {"class": "hardware"}}, "xid.-1: not an Xid number"),
         (
-            {"31": {"class": "fatal"}},
-            "xid.31.class: 'fatal' is not one of application|hardware|driver|unknown",
-        ),
-        (
-            {"31": {"action": "rmmod"}},
-            "xid.31.action: 'rmmod' is not one of none|restart_engine|reboot|cold_power_cycle|inspect",
-        ),
-        (
-            {"31": {"severity": "high"}},
-            "xid.31.severity: unknown key (expected class, action, explanation)",
-        ),
-        ({"31": {}}, "xid.31: empty override (set class, action or explanation)"),
-        ({"31": {"explanation": "  "}}, "xid.31.explanation: expected one non-empty line of text"),
-        (
-            {"31": {"explanation": "a\nb"}},
-            "xid.31.explanation: expected one non-empty line of text",
-        ),
-        (
-            {"31": {"class": 3}},
-            "xid.31.class: expected one of application|hardware|driver|unknown, got 3",
-        ),
-        ({"31": "hardware"}, "xid.31: expected a table of class/action/explanation"),
-        (
             {"31": {"class": "hardware"}, "031": {"action": "reboot"}},
             "xid.031: Xid 31 is overridden twice",
         ),
     ],
 )
-def test_bad_overrides_name_the_key(table: dict[str, object], message: str) -> None:
+def test_bad_xid_keys_name_the_key(table: dict[str, dict[str, object]], message: str) -> None:
     with pytest.raises(ValueError, match=r".*") as caught:
-        parse_overrides(table)  # type: ignore[arg-type]
+        _from_config(table)
     assert str(caught.value) == message
-    assert "\n" not in str(caught.value)
+
+
+CLASSES = "'application', 'hardware', 'driver' or 'unknown'"
+ACTIONS = "'none', 'restart_engine', 'reboot', 'cold_power_cycle' or 'inspect'"
+
+
+@pytest.mark.parametrize(
+    ("fields", "key", "message"),
+    [
+        ({"class": "fatal"}, "class", f"Input should be {CLASSES}"),
+        ({"class": 3}, "class", f"Input should be {CLASSES}"),
+        ({"action": "rmmod"}, "action", f"Input should be {ACTIONS}"),
+        ({"severity": "high"}, "severity", "Extra inputs are not permitted"),
+        ({}, "", "Value error, empty override (set class, action or explanation)"),
+        ({"explanation": "  "}, "explanation", "Value error, expected one non-empty line of text"),
+        (
+            {"explanation": "a\nb"},
+            "explanation",
+            "Value error, expected one non-empty line of text",
+        ),
+    ],
+)
+def test_bad_overrides_name_the_field(fields: dict[str, object], key: str, message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        XidOverride.model_validate(fields)
+    error = caught.value.errors()[0]
+    assert ".".join(str(part) for part in error["loc"]) == key
+    assert error["msg"] == message

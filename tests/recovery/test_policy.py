@@ -133,7 +133,9 @@ def test_a_cold_power_cycle_outranks_a_warm_reboot_in_the_same_batch() -> None:
 
 
 def test_an_override_to_application_class_lets_the_engine_run() -> None:
-    relaxed = XidCatalogue({31: XidOverride(XidClass.APPLICATION, XidAction.RESTART_ENGINE)})
+    relaxed = XidCatalogue(
+        {31: XidOverride(xid_class=XidClass.APPLICATION, action=XidAction.RESTART_ENGINE)}
+    )
     assert isinstance(decide(on_xid(xid_fact(31, catalogue=relaxed)), NOW_S), NoAction)
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from daemon.statedir import StateDir
+
 
 def free_port() -> int:
     """A loopback port free right now."""
@@ -84,7 +86,7 @@ class Fleetd:
     @property
     def token(self) -> str:
         """The API token it created."""
-        return (self.state_dir / "api-token").read_text().strip()
+        return StateDir(self.state_dir).token.read_text().strip()
 
     def get(self, path: str) -> httpx.Response:
         """GET on its API."""
@@ -131,8 +133,12 @@ def start_fleetd(
     port: int | None = None,
     ready_timeout_s: float = 30,
     extra_args: list[str] | None = None,
+    umask: int = -1,
 ) -> Fleetd:
-    """Start fleetd and wait for ``READY=1`` (or for /healthz when ``notify`` is off)."""
+    """Start fleetd and wait for ``READY=1`` (or for /healthz when ``notify`` is off).
+
+    ``umask`` (when not -1) is the child's, e.g. 0 to show modes do not depend on it.
+    """
     port = port or free_port()
     peer = NotifyPeer(tmp) if notify else None
     argv = [sys.executable, "-m", "daemon.fleetd", "--state-dir", str(state_dir)]
@@ -149,7 +155,9 @@ def start_fleetd(
     child_env.update(env or {})
     log_path = tmp / f"fleetd-{port}.log"
     with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env)
+        proc = subprocess.Popen(
+            argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, umask=umask
+        )
     daemon = Fleetd(state_dir=state_dir, port=port, proc=proc, peer=peer, log_path=log_path)
     try:
         if peer is not None:
@@ -188,7 +196,7 @@ def kill_engine(state_dir: Path) -> None:
 
     Only tests do this: the product never SIGKILLs an engine unless ``allow_kill``.
     """
-    pid_file = state_dir / "engine.pid"
+    pid_file = StateDir(state_dir).engine_record
     try:
         pid = int(json.loads(pid_file.read_text())["pid"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -1,0 +1,62 @@
+"""The state dir: every file fleetd creates there is private (0600, dirs 0700), whatever the umask.
+
+A real fleetd under ``umask 0`` (which would leave files created with default modes
+world-writable) runs the simulated rig and engine through a simulated reboot; then every
+entry under its state dir is checked.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon.statedir import StateDir
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Fleetd]]:
+    started: list[Fleetd] = []
+    yield started
+    stop_all(started)  # the engine included: it outlives fleetd by design
+
+
+def _engine_state(daemon: Fleetd) -> str:
+    return str(daemon.get("/api/v1/status").json()["serving"]["state"])
+
+
+def test_every_state_dir_file_is_private_under_umask_0(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    state = tmp_path / "state"
+    config = tmp_path / "fleet.toml"
+    config.write_text("[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\n")
+    daemon = start_fleetd(tmp_path, state, config=config, umask=0)
+    daemons.append(daemon)
+    wait_until(lambda: _engine_state(daemon) == "ready", 30, "engine ready")
+    booted = daemon.post("/api/v1/sim/reboot")
+    assert booted.status_code == 200, booted.text
+    files = StateDir(state)
+    wait_until(files.sim_kernel_log_rotated.exists, 30, "the previous boot's kernel log")
+    wait_until(lambda: _engine_state(daemon) == "ready", 30, "engine ready after the reboot")
+
+    expected = set(files.files()) - {files.supervisor_state}  # written on crash restarts only
+    missing = sorted(str(path) for path in expected if not path.exists())
+    assert not missing, f"StateDir names files fleetd never wrote: {missing}"
+    assert Path(f"{files.db}-wal").exists(), "the store is expected in WAL mode"
+    sqlite_siblings = {f"{files.db.name}-wal", f"{files.db.name}-shm"}
+    named = {path.name for path in files.files()} | sqlite_siblings
+    unnamed = sorted(path.name for path in state.iterdir() if path.name not in named)
+    assert not unnamed, f"files in the state dir that StateDir does not name: {unnamed}"
+    modes = {
+        str(path.relative_to(state)): stat.S_IMODE(path.lstat().st_mode)
+        for path in [state, *state.rglob("*")]
+    }
+    wide = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
+    assert not wide, f"readable or writable by others under umask 0: {wide}"
+    assert modes["."] == 0o700
+    assert modes[files.token.name] == 0o600
+    assert modes[files.db.name] == 0o600
