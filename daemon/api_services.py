@@ -175,7 +175,8 @@ class DaemonServices:
                 worst = Severity.CRITICAL
             elif serving["state"] in ENGINE_DOWN_STATES and worst is Severity.OK:
                 worst = Severity.WARNING
-            doc["overall"] = worst.value
+            # Judged on fresh data only: an old picture is no verdict (rig.stale_reason says why).
+            doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery
         doc["rig"] = {
@@ -185,6 +186,11 @@ class DaemonServices:
             "last_poll": iso(latest.taken_at) if latest else None,
             "last_poll_error": view.last_poll_error,
             "nvml_error": None if view.nvml_down is None else view.nvml_down.message,
+            "last_poll_age_s": (
+                None if view.last_poll_age_s is None else round(view.last_poll_age_s, 1)
+            ),
+            "stale": view.stale_reason is not None,
+            "stale_reason": view.stale_reason,
             "xid_since_boot": len(view.xids),
             "kernel_records_lost": self._follower.lost_records,
         }

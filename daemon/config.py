@@ -34,10 +34,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Below this a poll cannot finish before the next is due (NVML reads, checks, a store
+# write): 0.0001 s only spins the CPU and floods the store.
+MIN_POLL_INTERVAL_S = 0.1
+
+
 class PollSettings(_Section):
     """How often fleetd reads the cards and where it reads the kernel log."""
 
-    interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    interval_s: Annotated[float, Field(ge=MIN_POLL_INTERVAL_S, le=3600)] = 2.0
     nvml_timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     rollup_interval_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     kernel_log: Literal["auto", "kmsg", "journal", "file"] = "auto"

@@ -90,6 +90,9 @@ def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
     for noisy in ("apscheduler.scheduler", "apscheduler.executors.default", "httpx", "uvicorn"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    # A stuck poll makes APScheduler warn at every skipped run; status and the one
+    # "status is UNKNOWN" line say it instead of a line per interval.
+    logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
 
 
 def main(argv: list[str] | None = None) -> None:

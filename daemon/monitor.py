@@ -27,6 +27,8 @@ class MonitorView:
     last_poll_monotonic_s: float | None
     last_poll_error: str | None
     nvml_down: CheckResult | None = None  # the critical ``nvml`` result while NVML is down
+    last_poll_age_s: float | None = None  # seconds since the last complete poll
+    stale_reason: str | None = None  # set when that poll is too old to judge the rig by
 
     @property
     def latest(self) -> RigSnapshot | None:
@@ -37,8 +39,11 @@ class MonitorView:
 class RigMonitor:
     """Thread-safe holder of recent readings (a bounded window, for sustained checks)."""
 
-    def __init__(self, boot_id: str, sample_window: int) -> None:
+    def __init__(
+        self, boot_id: str, sample_window: int, stale_after_s: float = float("inf")
+    ) -> None:
         self._lock = threading.Lock()
+        self._stale_after_s = stale_after_s
         self._samples: deque[RigSnapshot] = deque(maxlen=max(sample_window, 1))
         self._results: tuple[CheckResult, ...] = ()
         self._xids: list[ClassifiedXid] = []
@@ -122,9 +127,20 @@ class RigMonitor:
             self._boot_id = boot_id
             self._xids = list(xids)
 
+    def _stale_reason(self, age_s: float | None) -> str | None:
+        """Why the last poll is too old to call the rig OK (None while it is fresh)."""
+        if age_s is None or age_s <= self._stale_after_s:
+            return None
+        why = f"; the last poll attempt failed: {self._last_error}" if self._last_error else ""
+        return (
+            f"no fresh reading for {age_s:.0f} s (a reading is stale after "
+            f"{self._stale_after_s:g} s): the poller is stuck or failing{why}"
+        )
+
     def view(self) -> MonitorView:
-        """A consistent copy for readers."""
+        """A consistent copy for readers; a picture older than ``stale_after_s`` says so."""
         with self._lock:
+            age_s = None if self._last_poll_s is None else time.monotonic() - self._last_poll_s
             return MonitorView(
                 samples=tuple(self._samples),
                 results=self._results,
@@ -134,4 +150,6 @@ class RigMonitor:
                 last_poll_monotonic_s=self._last_poll_s,
                 last_poll_error=self._last_error,
                 nvml_down=self._nvml_down,
+                last_poll_age_s=age_s,
+                stale_reason=None if self._nvml_down else self._stale_reason(age_s),
             )

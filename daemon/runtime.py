@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -31,13 +32,22 @@ from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
+from daemon.storewriter import StoreWriter, store_remedy
 from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.backend import BackendUnavailable
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.checks import nvml as nvml_check
 from hwcheck.host import HostSources
-from hwcheck.model import DeviceHolder, EventKind, PciDevice, Severity, worst_severity
+from hwcheck.model import (
+    CheckResult,
+    DeviceHolder,
+    EventKind,
+    PciDevice,
+    RigSnapshot,
+    Severity,
+    worst_severity,
+)
 from hwcheck.sim.rig import SimulatedRig
 from serving.recipe.recipe import Recipe
 from web.app import create_app
@@ -45,6 +55,12 @@ from web.app import create_app
 log = logging.getLogger("fleetd")
 
 HOLDER_SCAN_EVERY_S = 30.0
+# A reading older than this many poll intervals (plus the NVML call timeout, the longest
+# a healthy poll may take) is stale: status says UNKNOWN instead of the old verdict.
+STALE_AFTER_POLLS = 3
+# A store write waiting longer than this (or this many intervals) makes ``store`` critical.
+STORE_STUCK_MIN_S = 5.0
+STORE_DRAIN_S = 10.0
 READY_TIMEOUT_S = 60.0
 STARTUP_SAMPLE_GAP_S = 0.5
 
@@ -87,9 +103,21 @@ class Daemon:
         self.sim = sim
         self.notifier = notifier
         self.catalogue = xid_catalogue(settings)
-        self.store = Store.open(settings.store.url or _private_sqlite_url(StateDir(state_dir)))
+        url = settings.store.url or _private_sqlite_url(StateDir(state_dir))
+        self.store = Store.open(url)
         self.token = ensure_token(state_dir)
-        self.monitor = RigMonitor(host.boot_id(), settings.rig.brake_sustained_samples)
+        poll = settings.poll
+        self.monitor = RigMonitor(
+            host.boot_id(),
+            settings.rig.brake_sustained_samples,
+            stale_after_s=STALE_AFTER_POLLS * poll.interval_s + poll.nvml_timeout_s,
+        )
+        self.writer = StoreWriter(
+            store_remedy(url),
+            stuck_after_s=max(STORE_STUCK_MIN_S, STALE_AFTER_POLLS * poll.interval_s),
+        )
+        self._store_severity = Severity.OK
+        self._poll_error_logged: str | None = None
         self._stop = threading.Event()
         self._pci_devices: list[PciDevice] = []
         self._holders: list[DeviceHolder] = []
@@ -147,13 +175,24 @@ class Daemon:
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
-        """Read the cards, store the samples, run the checks, record transitions."""
+        """Read the cards, run the checks, hand the writes to the store writer.
+
+        A failing poll is logged once per new error (with its traceback the first time),
+        not once per poll: a broken host at a short interval must not flood the journal.
+        """
         with self._poll_lock:
             try:
                 self._poll_once()
             except Exception as exc:
-                self.monitor.poll_failed(f"{exc.__class__.__name__}: {exc}")
-                raise
+                error = f"{exc.__class__.__name__}: {exc}"
+                self.monitor.poll_failed(error)
+                if error != self._poll_error_logged:
+                    log.error("poll failed: %s (fleetd keeps polling)", error, exc_info=True)
+                    self._poll_error_logged = error
+                return
+            if self._poll_error_logged is not None:
+                log.warning("polls succeed again after: %s", self._poll_error_logged)
+                self._poll_error_logged = None
 
     def _poll_once(self) -> None:
         boot_id = self.host.boot_id()
@@ -166,10 +205,13 @@ class Daemon:
             return
         self._on_nvml_answered()
         if self.settings.rig.apply_power_caps and any(map(self.caps.off_target, snapshot.cards)):
-            applied = self.caps.apply(snapshot, actor="fleetd")
+            try:
+                applied = self.caps.apply(snapshot, actor="fleetd")
+            except StoreError as exc:  # the cap may be set; its audit record is not
+                self.writer.record_failure(exc)
+                applied = []
             if any(r.outcome == "applied" for r in applied):
                 snapshot = self.host.gpu.snapshot()
-        self.store.record_samples(snapshot)  # also keeps the cards table current
         window = self.monitor.add_sample(snapshot)
         now_s = time.monotonic()
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
@@ -189,6 +231,14 @@ class Daemon:
             )
         )
         results.append(self.follower.health.result())  # the daemon's own kernel_log check
+        results.append(self._store_check())
+        self.monitor.set_results(results)  # the live picture first: it never waits on the store
+        self.writer.submit(partial(self._store_poll, snapshot, results))
+        self.notifier.status(self.summary())
+
+    def _store_poll(self, snapshot: RigSnapshot, results: list[CheckResult]) -> None:
+        """One poll's writes, on the store writer's thread."""
+        self.store.record_samples(snapshot)  # also keeps the cards table current
         for changed in self.store.record_check_transitions(results):
             log.info(
                 "check %s%s is now %s: %s",
@@ -197,12 +247,27 @@ class Daemon:
                 changed.severity.value,
                 changed.message,
             )
-        self.monitor.set_results(results)
         if self.engine is not None:
             self.engine.record_metrics()
         self.follower.persist_cursor()
         self.follower.flush_events()  # the store answers again: the blind spell's events
-        self.notifier.status(self.summary())
+
+    def _store_check(self) -> CheckResult:
+        """The ``store`` check; one log line (and, once writable, one event) per change."""
+        result = self.writer.health()
+        if result.severity is self._store_severity:
+            return result
+        self._store_severity = result.severity
+        if result.severity is Severity.CRITICAL:
+            log.error("store: %s. Remedy: %s", result.message, result.remedy)
+            return result
+        dropped = self.writer.recovered()
+        log.warning("store: writes work again (%d poll(s) were not stored)", dropped)
+        message = f"the store could not write for a while: {dropped} poll(s) were not stored"
+        self.writer.submit(
+            partial(self.store.record_event, EventKind.DAEMON, Severity.WARNING, message)
+        )
+        return result
 
     def _on_nvml_down(self, exc: BackendUnavailable) -> None:
         """One log line when NVML goes away (not one traceback per poll); the ``nvml`` check."""
@@ -213,7 +278,7 @@ class Daemon:
                 result.message,
                 result.remedy,
             )
-            self.store.record_check_transitions([result])
+            self.writer.submit(partial(self.store.record_check_transitions, [result]))
         self.notifier.status(self.summary())
 
     def _on_nvml_answered(self) -> None:
@@ -248,7 +313,10 @@ class Daemon:
         return boot_id
 
     def rollup(self) -> None:
-        """Roll raw samples into 1-minute rollups and prune both windows."""
+        """Roll raw samples into 1-minute rollups and prune both windows (a store job)."""
+        self.writer.submit(self._rollup_now)
+
+    def _rollup_now(self) -> None:
         self.store.rollup_and_prune(
             datetime.now(UTC),
             raw_retention_s=self.settings.store.raw_retention_h * 3600,
@@ -260,7 +328,7 @@ class Daemon:
         view = self.monitor.view()
         latest = view.latest
         cards = len(latest.cards) if latest else 0
-        known = view.polls or view.nvml_down is not None
+        known = (view.polls and view.stale_reason is None) or view.nvml_down is not None
         overall = worst_severity(list(view.results)).value if known else "unknown"
         serving = self.services.serving_state()
         return f"{cards} cards {overall}; engine {serving}; {len(view.xids)} Xid since boot"
@@ -286,6 +354,7 @@ class Daemon:
             except Exception as exc:
                 log.error("poll failed: %s; fleetd keeps running and retries", exc)
         self._sample_until_judged()
+        self.writer.flush(READY_TIMEOUT_S)  # READY=1 only once the first polls are stored
         self.scheduler.add_listener(self._job_failed, EVENT_JOB_ERROR)
         self.scheduler.add_job(
             self.poll,
@@ -408,8 +477,16 @@ class Daemon:
         interval_s = self.notifier.watchdog_interval_s
         tick_s = min(interval_s, 1.0) if interval_s else 1.0
         next_ping_s = time.monotonic()
+        stale_logged = False
         withheld_for: str | None = None
         while not self._stop.wait(tick_s):
+            stale = self.monitor.view().stale_reason
+            if (stale is not None) != stale_logged:  # one line when it goes stale, one back
+                if stale is not None:
+                    log.error("status is UNKNOWN: %s", stale)
+                else:
+                    log.warning("fresh readings again: status is judged again")
+                stale_logged = stale is not None
             if interval_s is not None and time.monotonic() >= next_ping_s:
                 reason = self.unhealthy_reason()
                 if reason is None:
@@ -436,7 +513,13 @@ class Daemon:
             self._server.should_exit = True
         if self._server_thread is not None:
             self._server_thread.join(10)
-        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})")
+        self.writer.close(STORE_DRAIN_S)
+        try:
+            self.store.record_event(
+                EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"
+            )
+        except StoreError as exc:
+            log.warning("the stop event was not stored: %s", exc)
         self.store.close()
         self.host.close()
         self.notifier.close()

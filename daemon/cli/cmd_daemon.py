@@ -28,6 +28,9 @@ def render_status(out: Output, doc: dict[str, Any]) -> None:
     if recovery.get("reboot_required"):
         out.line(f"REBOOT REQUIRED since {recovery.get('since')}: {recovery.get('reason')}")
         out.line(f"advice: {recovery.get('advice')}")
+    stale = (doc.get("rig") or {}).get("stale_reason")
+    if stale:
+        out.line(f"STALE: {stale}")
     out.line(f"overall: {str(doc.get('overall', 'unknown')).upper()}")
 
 

@@ -67,7 +67,11 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         ("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"),
         ("[pol]\ninterval_s = 2\n", "unknown key 'pol'"),
         ('[poll]\ninterval_s = "fast"\n', "poll.interval_s: Input should be a valid number"),
-        ("[poll]\ninterval_s = -1\n", "poll.interval_s: Input should be greater than 0"),
+        ("[poll]\ninterval_s = -1\n", "poll.interval_s: Input should be greater than or equal"),
+        (
+            "[poll]\ninterval_s = 0.0001\n",
+            "poll.interval_s: Input should be greater than or equal to 0.1 (got 0.0001)",
+        ),
         (
             "[rig]\npower_cap_w = 900\n",
             "rig.power_cap_w: Input should be less than or equal to 400",
@@ -85,6 +89,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         "unknown-section",
         "wrong-type",
         "negative",
+        "interval-too-short",
         "out-of-range",
         "bad-listen",
         "bad-enum-in-list",

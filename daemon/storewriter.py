@@ -1,0 +1,176 @@
+"""The daemon's history written on its own thread: a failing store never freezes polls.
+
+Why: with the disk full every write fails at once, and while another process holds the
+SQLite write lock every write waits out the 30 s busy timeout. Done on the poll thread,
+the first stopped the polls from reaching memory (status kept the old picture as "OK")
+and the second froze the poller. Here the poll hands its writes over as one job; the
+in-memory picture and the API stay current, and ``health()`` is the ``store`` check:
+critical while writes fail or one has been waiting too long.
+
+Bounded: while the store is down, at most ``max_pending`` jobs wait; older ones are
+dropped (and counted), newest kept, so memory stays flat however long the outage.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.store import StoreError, mask_url
+from hwcheck.model import CheckResult, Severity
+
+log = logging.getLogger("fleetd.store")
+
+CHECK_ID = "store"
+DEFAULT_MAX_PENDING = 300
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """Why writes fail now, since when, and how many jobs were lost meanwhile."""
+
+    error: str
+    since_s: float
+
+
+def store_remedy(url: str) -> str:
+    """What to do when the store at ``url`` cannot write (names the file or the server)."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix):
+        path = Path(url[len(prefix) :])
+        return (
+            f"free disk space where {path} lives (df -h {path.parent}); if another process "
+            f"holds its write lock, stop it (fuser -v {path})"
+        )
+    return f"check the database server and its disk ({mask_url(url)})"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else exc.__class__.__name__
+
+
+class StoreWriter:
+    """One thread draining a bounded queue of store jobs; tracks whether writes work."""
+
+    def __init__(
+        self,
+        remedy: str,
+        *,
+        stuck_after_s: float,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._remedy = remedy
+        self._stuck_after_s = stuck_after_s
+        self._max_pending = max(1, max_pending)
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._jobs: deque[Callable[[], object]] = deque()
+        self._busy_since_s: float | None = None
+        self._failure: _Failure | None = None
+        self._dropped = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
+        self._thread.start()
+
+    # -- producers -----------------------------------------------------------------------
+    def submit(self, job: Callable[[], object]) -> None:
+        """Queue ``job``; when the queue is full the oldest job is dropped and counted."""
+        with self._cond:
+            if self._closed:
+                return
+            if len(self._jobs) >= self._max_pending:
+                self._jobs.popleft()
+                self._dropped += 1
+            self._jobs.append(job)
+            self._cond.notify_all()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every queued job has run (or failed); False on timeout."""
+        deadline_s = time.monotonic() + timeout_s
+        with self._cond:
+            while self._jobs or self._busy_since_s is not None:
+                left_s = deadline_s - time.monotonic()
+                if left_s <= 0:
+                    return False
+                self._cond.wait(left_s)
+            return True
+
+    def close(self, timeout_s: float) -> None:
+        """Run what is queued (up to ``timeout_s``), then stop the thread."""
+        self.flush(timeout_s)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(1.0)
+
+    # -- the store check -----------------------------------------------------------------
+    def health(self) -> CheckResult:
+        """``store``: critical while writes fail or one has waited past ``stuck_after_s``."""
+        now_s = self._clock()
+        with self._cond:
+            failure, busy_since_s, dropped = self._failure, self._busy_since_s, self._dropped
+        lost = f"; {dropped} poll(s) not stored" if dropped else ""
+        if failure is not None:
+            return CheckResult(
+                CHECK_ID,
+                None,
+                Severity.CRITICAL,
+                f"the store cannot write for {now_s - failure.since_s:.0f} s: "
+                f"{failure.error}{lost} (status is served from memory)",
+                self._remedy,
+            )
+        if busy_since_s is not None and now_s - busy_since_s > self._stuck_after_s:
+            return CheckResult(
+                CHECK_ID,
+                None,
+                Severity.CRITICAL,
+                f"a store write has waited {now_s - busy_since_s:.0f} s "
+                f"(database locked or disk stalled){lost} (status is served from memory)",
+                self._remedy,
+            )
+        return CheckResult(CHECK_ID, None, Severity.OK, "the store writes")
+
+    def record_failure(self, exc: BaseException) -> None:
+        """A write done elsewhere (not through the queue) failed: the store is down."""
+        with self._cond:
+            if self._failure is None:
+                self._failure = _Failure(_one_line(exc), self._clock())
+
+    # -- the thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed:
+                    self._cond.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+                self._busy_since_s = self._clock()
+            try:
+                job()
+            except StoreError as exc:
+                self.record_failure(exc)
+            except Exception as exc:  # a bug in a job: same outage handling, with a trace
+                if self._failure is None:
+                    log.exception("a store job failed")
+                self.record_failure(exc)
+            else:
+                with self._cond:
+                    self._failure = None
+            finally:
+                with self._cond:
+                    self._busy_since_s = None
+                    self._cond.notify_all()
+
+    def recovered(self) -> int:
+        """Forget the dropped count after an outage was reported; the count it had."""
+        with self._cond:
+            dropped, self._dropped = self._dropped, 0
+            return dropped

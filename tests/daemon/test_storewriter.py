@@ -1,0 +1,63 @@
+"""StoreWriter: bounded while the store is down, and its health is the ``store`` check."""
+
+from __future__ import annotations
+
+import threading
+
+from daemon.store import StoreError
+from daemon.storewriter import StoreWriter, store_remedy
+from hwcheck.model import Severity
+
+
+def test_a_stuck_write_is_critical_and_the_queue_stays_bounded() -> None:
+    now_s = [100.0]
+    gate = threading.Event()
+    started = threading.Event()
+    writer = StoreWriter("free disk", stuck_after_s=5.0, max_pending=3, clock=lambda: now_s[0])
+    ran: list[int] = []
+
+    def blocked() -> None:
+        started.set()
+        gate.wait(10)
+
+    writer.submit(blocked)
+    assert started.wait(5)
+    for number in range(10):
+        writer.submit(lambda number=number: ran.append(number))
+    assert writer.health().severity is Severity.OK, "a write is not stuck before 5 s"
+    now_s[0] += 6.0
+    stuck = writer.health()
+    assert stuck.severity is Severity.CRITICAL
+    assert stuck.message.startswith("a store write has waited 6 s")
+    assert "7 poll(s) not stored" in stuck.message
+    assert stuck.remedy == "free disk"
+    gate.set()
+    assert writer.flush(5)
+    assert ran == [7, 8, 9], "the newest jobs are kept"
+    assert writer.health().severity is Severity.OK
+    assert writer.recovered() == 7
+    writer.close(1)
+
+
+def test_a_failing_write_is_critical_until_one_succeeds() -> None:
+    writer = StoreWriter("free disk", stuck_after_s=5.0)
+
+    def full() -> None:
+        raise StoreError("sqlite:///x.db: database or disk is full")
+
+    writer.submit(full)
+    assert writer.flush(5)
+    failing = writer.health()
+    assert failing.severity is Severity.CRITICAL
+    assert "database or disk is full" in failing.message
+    writer.submit(lambda: None)
+    assert writer.flush(5)
+    assert writer.health().severity is Severity.OK
+    writer.close(1)
+
+
+def test_the_remedy_names_the_database_file() -> None:
+    remedy = store_remedy("sqlite:////var/lib/cmpfleet/fleet.db")
+    assert "df -h /var/lib/cmpfleet" in remedy
+    assert "fuser -v /var/lib/cmpfleet/fleet.db" in remedy
+    assert "s3cret" not in store_remedy("postgresql+psycopg://fleet:s3cret@db/fleet")
