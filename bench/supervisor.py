@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving.process_launcher import ProcessLauncher
-from serving.spec import LaunchMode, LaunchSpec
-from serving.states import EventKind, ServingEvent, ServingState, SupervisorSettings
-from serving.supervisor import Supervisor
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.states import ServingChange, ServingEvent, ServingState
+from serving.runtime.supervisor import Supervisor
+from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
 
 
 def free_port() -> int:
@@ -91,7 +92,7 @@ def main() -> int:
         argv=(
             sys.executable,
             "-m",
-            "serving.simengine",
+            "serving.sim.engine",
             "serve",
             "/models/sim",
             "--port",
@@ -106,9 +107,11 @@ def main() -> int:
         port=port,
         served_model_name="sim",
     )
-    settings = SupervisorSettings(
+    serving = ServingSettings()
+    recovery = RecoverySettings(
         backoff_base_s=args.backoff_base_s, backoff_max_s=max(300.0, args.backoff_base_s)
     )
+    tuning = SupervisorTuning()
     timeline = Timeline()
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
@@ -116,7 +119,9 @@ def main() -> int:
             lambda: spec,
             ProcessLauncher(state),
             state,
-            settings=settings,
+            serving=serving,
+            recovery=recovery,
+            tuning=tuning,
             preflight=list,
             on_event=timeline,
         )
@@ -124,14 +129,16 @@ def main() -> int:
         try:
             first = supervisor.start().pid
             assert first is not None
-            timeline.wait(lambda e: e.kind is EventKind.STATE and e.state is ServingState.READY, 60)
+            timeline.wait(
+                lambda e: e.kind is ServingChange.STATE and e.state is ServingState.READY, 60
+            )
 
             killed_at = time.monotonic()
             os.kill(first, signal.SIGKILL)
-            decided_at, crash = timeline.wait(lambda e: e.kind is EventKind.CRASH, 60)
+            decided_at, crash = timeline.wait(lambda e: e.kind is ServingChange.CRASH, 60)
             launched_at, _ = timeline.wait(
                 lambda e: (
-                    e.kind is EventKind.LAUNCH
+                    e.kind is ServingChange.LAUNCH
                     and e.launch is not None
                     and e.launch.pid != first
                     and e.launch.ready_at is None
@@ -140,7 +147,7 @@ def main() -> int:
             )
             ready_at, _ = timeline.wait(
                 lambda e: (
-                    e.kind is EventKind.LAUNCH
+                    e.kind is ServingChange.LAUNCH
                     and e.launch is not None
                     and e.launch.pid != first
                     and e.launch.ready_at is not None
@@ -149,17 +156,17 @@ def main() -> int:
             )
             print(
                 "== restart after an outside SIGKILL (probe interval "
-                f"{settings.probe_interval_s:g} s, backoff base {settings.backoff_base_s:g} s)"
+                f"{serving.probe_interval_s:g} s, backoff base {recovery.backoff_base_s:g} s)"
             )
             print(f"crash class                       : {crash.crash_class}")
             print(f"kill -> restart decision (crash)  : {(decided_at - killed_at) * 1000:8.1f} ms")
             print(
                 f"kill -> new engine spawned        : {(launched_at - killed_at) * 1000:8.1f} ms"
-                f"  (backoff {settings.backoff_delay_s(1):g} s included)"
+                f"  (backoff {recovery.backoff_delay_s(1):g} s included)"
             )
             print(
                 f"  spawn after the backoff ended   : "
-                f"{(launched_at - decided_at - settings.backoff_delay_s(1)) * 1000:8.1f} ms"
+                f"{(launched_at - decided_at - recovery.backoff_delay_s(1)) * 1000:8.1f} ms"
             )
             print(f"kill -> new engine ready          : {(ready_at - killed_at) * 1000:8.1f} ms")
 
@@ -178,8 +185,8 @@ def main() -> int:
             used_process = thread_cpu_s(None) - before_process
             print(
                 f"== idle cost while ready ({elapsed:.1f} s, probe every "
-                f"{settings.probe_interval_s:g} s, metrics every {settings.metrics_interval_s:g} s,"
-                f" log poll every {settings.log_poll_interval_s:g} s)"
+                f"{serving.probe_interval_s:g} s, metrics every {serving.metrics_interval_s:g} s,"
+                f" log poll every {tuning.log_poll_interval_s:g} s)"
             )
             alive = {t.native_id for t in threading.enumerate()}
             for tid, name in sorted(threads.items(), key=lambda item: item[1]):

@@ -25,7 +25,7 @@ from web.services import SimulationControl
 
 
 class EngineControl(Protocol):
-    """The engine supervisor as the daemon's services see it."""
+    """The engine service (``daemon.engine_service``) as the daemon's services see it."""
 
     def status_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
+from serving.settings import RecoverySettings, ServingSettings
 
 DEFAULT_CONFIG_PATH = Path("/etc/cmpfleet/fleet.toml")
 DEFAULT_STATE_DIR = Path("/var/lib/cmpfleet")
@@ -49,32 +50,6 @@ class PollSettings(_Section):
     # A kernel-log follower down this long stops the watchdog pings (systemd restarts
     # fleetd); 0 never does.
     kernel_log_down_watchdog_s: Annotated[float, Field(ge=0, le=86400)] = 300.0
-
-
-class ServingSettings(_Section):
-    """The engine: its recipe and how it is supervised."""
-
-    recipe: str | dict[str, Any] | None = None
-    autostart: bool = True
-    startup_timeout_s: Annotated[float, Field(gt=0)] = 2700.0
-    probe_interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
-    probe_failures: Annotated[int, Field(ge=1, le=100)] = 3
-    metrics_interval_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
-    stop_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
-    stop_on_exit: bool = False
-    allow_kill: bool = False
-
-
-class RecoverySettings(_Section):
-    """Restart backoff, the crash breaker and the reboot command."""
-
-    dry_run: bool = False
-    backoff_base_s: Annotated[float, Field(gt=0)] = 10.0
-    backoff_max_s: Annotated[float, Field(gt=0)] = 300.0
-    backoff_reset_after_s: Annotated[float, Field(gt=0)] = 600.0
-    breaker_max_restarts: Annotated[int, Field(ge=1)] = 5
-    breaker_window_s: Annotated[float, Field(gt=0)] = 1800.0
-    reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
 
 
 class WebSettings(_Section):

@@ -73,8 +73,8 @@ def check_configured_recipe(settings: Settings, config_path: Path | None) -> Non
     """A configured recipe that cannot be read is a config error (exit 2, one line)."""
     if settings.serving.recipe is None:
         return
-    from daemon.engine import resolve_recipe
-    from serving.recipe import RecipeError
+    from daemon.engine_service import resolve_recipe
+    from serving.recipe.recipe import RecipeError
 
     try:
         resolve_recipe(settings, config_path.parent if config_path else None, None)

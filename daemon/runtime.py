@@ -26,7 +26,7 @@ from daemon.api_services import DaemonServices
 from daemon.boot import track_boot
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
-from daemon.engine import EngineService
+from daemon.engine_service import EngineService
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl
@@ -49,7 +49,7 @@ from hwcheck.model import (
     worst_severity,
 )
 from hwcheck.sim.rig import SimulatedRig
-from serving.recipe import Recipe
+from serving.recipe.recipe import Recipe
 from web.app import create_app
 
 log = logging.getLogger("fleetd")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from daemon.config import Settings
-from daemon.engine import recipe_for_daemon
+from daemon.engine_service import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.statedir import StateDir
@@ -16,7 +16,8 @@ from hwcheck.host import HostSources
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
-from serving.recipe import RecipeError
+from serving.recipe.recipe import RecipeError
+from serving.sim.scenario import EngineScenario, EngineScenarioError, parse_engine_scenario
 
 
 class StartupError(Exception):
@@ -57,21 +58,27 @@ def lock_state_dir(state_dir: Path) -> int:
 
 def build_host(
     settings: Settings, state_dir: Path, simulate: str | None
-) -> tuple[HostSources, SimulatedRig | None]:
-    """The simulated rig (every host source replaced) or the real host."""
+) -> tuple[HostSources, SimulatedRig | None, EngineScenario | None]:
+    """The simulated rig (every host source replaced) and its engine, or the real host."""
     if simulate is not None:
         try:
-            rig = SimulatedRig(load_scenario(simulate), state_dir)
-        except (ScenarioError, SimStateError) as exc:
+            scenario = load_scenario(simulate)
+            engine = parse_engine_scenario(scenario.engine, scenario.source)
+            rig = SimulatedRig(scenario, state_dir)
+        except (ScenarioError, EngineScenarioError, SimStateError) as exc:
             raise StartupError(str(exc)) from None
-        return rig.host_sources(nvml_timeout_s=settings.poll.nvml_timeout_s), rig
+        return rig.host_sources(nvml_timeout_s=settings.poll.nvml_timeout_s), rig, engine
     from hwcheck.realhost import real_host_sources
 
-    return real_host_sources(
-        nvml_timeout_s=settings.poll.nvml_timeout_s,
-        kernel_log=settings.poll.kernel_log,
-        kernel_log_file=settings.poll.kernel_log_file,
-    ), None
+    return (
+        real_host_sources(
+            nvml_timeout_s=settings.poll.nvml_timeout_s,
+            kernel_log=settings.poll.kernel_log,
+            kernel_log_file=settings.poll.kernel_log_file,
+        ),
+        None,
+        None,
+    )
 
 
 def build_daemon(
@@ -80,11 +87,9 @@ def build_daemon(
     """Everything fleetd needs, opened but not started."""
     prepare_state_dir(state_dir)
     lock_state_dir(state_dir)  # held (fd kept open) until the process ends
-    host, rig = build_host(settings, state_dir, simulate)
+    host, rig, sim_engine = build_host(settings, state_dir, simulate)
     try:
-        recipe = recipe_for_daemon(
-            settings, config_path, rig.scenario.engine if rig is not None else None
-        )
+        recipe = recipe_for_daemon(settings, config_path, sim_engine)
         return Daemon(settings, state_dir, host, rig, Notifier(), recipe)
     except (StoreError, RecipeError) as exc:
         host.close()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
-from serving.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
-from serving.supervisor import SUPERVISOR_STATE_NAME
+from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
+from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
 
 DB_FILE = "fleet.db"
 TOKEN_FILE = "api-token"  # noqa: S105 - a file name, not a secret

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hwcheck.model import EventKind, Severity
-from serving.states import ServingState
+from serving.runtime.states import ServingState
 
 # An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
 Number = int | float

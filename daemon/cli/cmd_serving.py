@@ -21,11 +21,11 @@ import httpx
 from daemon.cli.client import ClientError, FleetClient, token_refusal
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
 from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
-from serving.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.findings import exit_code
-from serving.lint import lint_path, lint_recipe
-from serving.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
-from serving.spec import LaunchSpec
+from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
+from serving.recipe.findings import exit_code
+from serving.recipe.lint import lint_path, lint_recipe
+from serving.recipe.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
+from serving.recipe.spec import LaunchSpec
 
 DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
 BAD_STATES = frozenset({"failed", "held", "backoff"})

@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 
 from daemon.store.db import Database, check_list_limit, require_aware
 from daemon.store.models import Launch, StoredRow
-from serving.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_env
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 A scenario says what every card reads (``[rig]`` defaults, ``[[cards]]`` overrides by
 position), what happens when (``[[timeline]]``), what else the host shows (``[host]``)
-and how the simulated engine behaves (``[engine]``). Built-ins ship as package data in
+and how the simulated engine behaves (``[engine]``, kept as the raw table: hwcheck never
+reads it; ``serving.sim.scenario`` parses it). Built-ins ship as package data in
 ``hwcheck/sim/scenarios/``. Any mistake in a file is a ``ScenarioError`` whose message is
 one line naming the file, the key path and the problem, so ``fleetd --simulate`` can
 print it and exit instead of showing a traceback.
@@ -76,23 +77,6 @@ _ACTIONS = ("xid", "lose_card", "set", "brake")
 
 class ScenarioError(ValueError):
     """A scenario that cannot be loaded; the message is one line naming file and key."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineScenario:
-    """How the simulated engine behaves (read by the simulated engine, not by hwcheck).
-
-    Times count from the engine's start; ``None`` means never.
-    """
-
-    ready_after_s: float = 5.0
-    crash_after_s: float | None = None
-    hang_after_s: float | None = None
-    ignore_sigint: bool = False
-    ignore_signals: bool = False  # SIGINT and SIGTERM: a stop that will not take
-    tokens_per_s: float = 30.0
-    corrupt_identifiers_pct: float = 0.0
-    leak_dsml: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +172,7 @@ class Scenario:
     cards: tuple[GpuSnapshot, ...]
     timeline: tuple[TimelineStep, ...] = ()
     host: HostScenario = field(default_factory=HostScenario)
-    engine: EngineScenario = field(default_factory=EngineScenario)
+    engine: Mapping[str, object] = field(default_factory=lambda: types.MappingProxyType({}))
 
 
 def builtin_scenario_names() -> list[str]:
@@ -284,7 +268,7 @@ def _build(document: dict[str, object], label: str, name: str) -> Scenario:
         cards=cards,
         timeline=timeline,
         host=_build_host(_table("host", document.get("host", {}))),
-        engine=_build_engine(_table("engine", document.get("engine", {}))),
+        engine=types.MappingProxyType(_table("engine", document.get("engine", {}))),
     )
 
 
@@ -494,28 +478,3 @@ def _optional_seconds(path: str, value: object | None) -> float | None:
     if seconds < 0:
         raise FieldError(path, f"must not be negative, got {seconds:g}")
     return seconds
-
-
-def _build_engine(table: dict[str, object]) -> EngineScenario:
-    known = frozenset(f.name for f in EngineScenario.__dataclass_fields__.values())
-    _reject_unknown("engine", table, known)
-    defaults = EngineScenario()
-    pct = expect_number("engine.corrupt_identifiers_pct", table.get("corrupt_identifiers_pct", 0.0))
-    if not 0.0 <= pct <= 100.0:
-        raise FieldError("engine.corrupt_identifiers_pct", f"must be 0 to 100, got {pct:g}")
-    tokens = expect_number("engine.tokens_per_s", table.get("tokens_per_s", defaults.tokens_per_s))
-    if tokens <= 0:
-        raise FieldError("engine.tokens_per_s", f"must be positive, got {tokens:g}")
-    ready = _optional_seconds(
-        "engine.ready_after_s", table.get("ready_after_s", defaults.ready_after_s)
-    )
-    return EngineScenario(
-        ready_after_s=defaults.ready_after_s if ready is None else ready,
-        crash_after_s=_optional_seconds("engine.crash_after_s", table.get("crash_after_s")),
-        hang_after_s=_optional_seconds("engine.hang_after_s", table.get("hang_after_s")),
-        ignore_sigint=expect_bool("engine.ignore_sigint", table.get("ignore_sigint", False)),
-        ignore_signals=expect_bool("engine.ignore_signals", table.get("ignore_signals", False)),
-        tokens_per_s=tokens,
-        corrupt_identifiers_pct=pct,
-        leak_dsml=expect_bool("engine.leak_dsml", table.get("leak_dsml", False)),
-    )

@@ -19,7 +19,7 @@ import pytest
 
 from daemon.store import Store
 from tests.support.cli import run_fleetctl
-from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 
 
 @pytest.fixture
@@ -44,6 +44,19 @@ def healthy_with_engine(path: Path, engine_table: str) -> Path:
     builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
     path.write_text(builtin.read_text() + engine_table)
     return path
+
+
+def test_a_bad_engine_table_refuses_the_start_in_one_line(tmp_path: Path) -> None:
+    """The scenario's [engine] part (parsed by serving.sim) fails before anything runs."""
+    scenario = healthy_with_engine(tmp_path / "bad.toml", "\n[engine]\ntokens_per_s = 0\n")
+    config = tmp_path / "fleet.toml"
+    config.write_text("")
+    result = run_fleetd(
+        "--simulate", str(scenario), "--state-dir", str(tmp_path / "state"), "--config", str(config)
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"fleetd: scenario {scenario}: engine.tokens_per_s: must be positive, got 0"]
 
 
 def fast_config(tmp_path: Path, extra: str = "") -> Path:
@@ -106,7 +119,7 @@ def test_fleetctl_controls_and_the_latch_refuses_with_exit_4(
     assert "Application startup complete." in logs.stdout
     shown = fleetctl(daemon, "recipe", "show", "--diff")
     assert shown.returncode == 0, shown.stderr
-    assert "serving.simengine" in shown.stdout
+    assert "serving.sim.engine" in shown.stdout
     assert "same as the last ready launch" in shown.stdout
     store = Store.open(f"sqlite:///{state / 'fleet.db'}")
     store.set_latch("Xid 79 on card 1", source="test")

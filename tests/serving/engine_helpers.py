@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from serving.spec import LaunchMode, LaunchSpec
-from serving.states import EventKind, ServingEvent, ServingState
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.states import ServingChange, ServingEvent, ServingState
 
 SERVED_NAME = "sim-model"
 FAKE_DOCKER_SOURCE = Path(__file__).with_name("fake_docker_script.py")
@@ -34,11 +34,11 @@ def free_port() -> int:
 
 
 def sim_argv(port: int, *flags: str, ready_after_s: float = 0.3) -> tuple[str, ...]:
-    """``python -m serving.simengine serve`` with the flags a real preset would carry."""
+    """``python -m serving.sim.engine serve`` with the flags a real preset would carry."""
     return (
         sys.executable,
         "-m",
-        "serving.simengine",
+        "serving.sim.engine",
         "serve",
         "/models/sim",
         "--pipeline-parallel-size",
@@ -114,16 +114,16 @@ class EventLog:
         with self._changed:
             return list(self._events)
 
-    def of(self, kind: EventKind) -> list[ServingEvent]:
+    def of(self, kind: ServingChange) -> list[ServingEvent]:
         return [e for e in self.events if e.kind is kind]
 
     def states(self) -> list[ServingState]:
         """States entered, in order (from STATE events)."""
-        return [e.state for e in self.of(EventKind.STATE)]
+        return [e.state for e in self.of(ServingChange.STATE)]
 
     def launch_pids(self) -> list[int]:
         pids: list[int] = []
-        for event in self.of(EventKind.LAUNCH):
+        for event in self.of(ServingChange.LAUNCH):
             if event.launch is not None and event.launch.pid not in pids:
                 pids.append(event.launch.pid)
         return pids
@@ -144,11 +144,13 @@ class EventLog:
     def wait_state(self, state: ServingState, timeout_s: float, after: int = 0) -> ServingEvent:
         """The first STATE event into ``state`` among events[after:]."""
         events = self.wait_for(
-            lambda evs: any(e.kind is EventKind.STATE and e.state is state for e in evs[after:]),
+            lambda evs: any(
+                e.kind is ServingChange.STATE and e.state is state for e in evs[after:]
+            ),
             timeout_s,
             f"state {state}",
         )
-        return next(e for e in events[after:] if e.kind is EventKind.STATE and e.state is state)
+        return next(e for e in events[after:] if e.kind is ServingChange.STATE and e.state is state)
 
     def count(self) -> int:
         with self._changed:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from serving.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.recipe import Recipe, RecipeError, preset_recipe, recipe_from_table
-from serving.spec import LaunchMode, LaunchSpec
+from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
+from serving.recipe.recipe import Recipe, RecipeError, preset_recipe, recipe_from_table
+from serving.recipe.spec import LaunchMode, LaunchSpec
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN_PYTHON = "/opt/cmpfleet/venv/bin/python"
@@ -123,7 +123,7 @@ def test_sim_engine_preset_runs_the_simulator_with_reference_flags() -> None:
     assert list(spec.argv) == [
         "/x/python",
         "-m",
-        "serving.simengine",
+        "serving.sim.engine",
         "serve",
         "dsv4-sim",
         *REFERENCE_FLAGS,

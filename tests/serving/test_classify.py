@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from serving.classify import (
+from serving.runtime.classify import (
     CrashClass,
     advice_for,
     classify_exit,
@@ -15,7 +15,8 @@ from serving.classify import (
     is_harmless,
     split_returncode,
 )
-from serving.simengine import CRASH_KINDS, crash_trace
+from serving.sim.core import crash_trace
+from serving.sim.options import CRASH_KINDS
 
 NOISE = [
     "INFO 09-29 13:45:55 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s",

@@ -13,11 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from serving.container_launcher import ContainerLauncher, parse_inspect
-from serving.engine_record import EngineRecord, RecordError, spec_hash
-from serving.launchers import EngineHandle, LauncherError, LaunchError
-from serving.process_launcher import ProcessLauncher
-from serving.spec import LaunchMode, LaunchSpec
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.container_launcher import ContainerLauncher, parse_inspect
+from serving.runtime.engine_record import EngineRecord, RecordError, spec_hash
+from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError
+from serving.runtime.process_launcher import ProcessLauncher
 from tests.serving.engine_helpers import (
     free_port,
     install_fake_docker,
@@ -507,7 +507,7 @@ def test_unknown_runtime_is_refused(state_dir: Path) -> None:
 
 def test_start_time_is_read_since_boot_not_from_the_wall_clock(tmp_path: Path) -> None:
     """A stepped clock moves psutil's create_time (it adds btime); ticks since boot do not."""
-    from serving.engine_record import process_start_time
+    from serving.runtime.engine_record import process_start_time
 
     ticks = os.sysconf("SC_CLK_TCK")
     fields = ["S", "1", "4242", "4242"] + ["0"] * 15 + [str(123_456 * ticks // 100)] + ["0"] * 30
@@ -536,7 +536,7 @@ def test_an_unopenable_log_is_a_launch_error_before_anything_is_spawned(state_di
     spawned = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if p.pid not in before and "serving.simengine" in " ".join(p.info["cmdline"] or [])
+        if p.pid not in before and "serving.sim.engine" in " ".join(p.info["cmdline"] or [])
     ]
     assert spawned == []
     assert not (state_dir / "engine.pid").exists()
@@ -558,7 +558,7 @@ def test_an_oom_killed_container_says_so_in_the_log(
         assert launcher.exit_code(handle) == 137
         log = launcher.log_path.read_text()
         assert "vllm-test was OOMKilled" in log
-        from serving.classify import CrashClass, classify_exit
+        from serving.runtime.classify import CrashClass, classify_exit
 
         assert classify_exit(log.splitlines()[-20:], 137, None) is CrashClass.OOM_KILLED
     finally:

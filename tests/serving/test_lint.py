@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from serving import ports
-from serving.findings import Finding
-from serving.lint import exit_code, lint_path, lint_recipe
-from serving.presets import preset_names
-from serving.recipe import preset_recipe
+from serving.recipe.findings import Finding
+from serving.recipe.lint import exit_code, lint_path, lint_recipe
+from serving.recipe.presets import preset_names
+from serving.recipe.recipe import preset_recipe
+from serving.runtime import ports
 
 SIM = "sim-engine"
 PP4 = "dsv4-flash-pp4-dspark"
@@ -458,7 +458,7 @@ def test_finding_forms() -> None:
     assert unset.line() == "error [row-chunk-unset] env.DSV4_LOGITS_ROW_CHUNK (unset): set 64"
 
 
-# --- the bind probe itself (serving.ports), used by the linter and the daemon ----------
+# --- the bind probe itself (serving.runtime.ports), used by the linter and the daemon ----------
 
 
 def test_port_probe_sees_a_listener(listening_port: int) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.logcapture import LogCapture, launch_marker
+from serving.runtime.logcapture import LogCapture, launch_marker
 from tests.serving.engine_helpers import wait_until
 
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from serving.metrics import MetricsError, MetricsScraper, parse_metrics, tokens_per_s
-from serving.probes import new_probe_client
+from serving.runtime.metrics import MetricsError, MetricsScraper, parse_metrics, tokens_per_s
+from serving.runtime.probes import new_probe_client
 from tests.serving.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv, wait_until
 
 # As vLLM 0.11 prints it (two model names to check the sum over label sets).

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from serving.build import build_launch
-from serving.flags import find_flag, split_flags
-from serving.recipe import load_recipe, preset_recipe
+from serving.recipe.build import build_launch
+from serving.recipe.flags import find_flag, split_flags
+from serving.recipe.recipe import load_recipe, preset_recipe
 from tests.support.cli import run_fleetctl
 
 PP4 = "dsv4-flash-pp4-dspark"

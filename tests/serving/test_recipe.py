@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from serving.presets import preset_names
-from serving.recipe import (
+from serving.recipe.presets import preset_names
+from serving.recipe.recipe import (
     Recipe,
     RecipeError,
     Speculative,
@@ -60,7 +60,7 @@ def test_presets_load(name: str, mode: str, pp: int, partition: tuple[int, ...])
 
 def test_sim_engine_preset_runs_the_simulator_on_a_port_chosen_at_launch() -> None:
     recipe = preset_recipe("sim-engine")
-    assert recipe.command == ("{python}", "-m", "serving.simengine", "serve")
+    assert recipe.command == ("{python}", "-m", "serving.sim.engine", "serve")
     assert recipe.model == "dsv4-sim"
     assert recipe.port == 0
     assert recipe.host == "127.0.0.1"

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_env
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 

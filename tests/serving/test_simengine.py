@@ -15,12 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from serving.simengine import (
-    code_identifiers,
-    compose_reply,
-    mangle,
-    parse_options,
-)
+from serving.sim.options import parse_options
+from serving.sim.replies import code_identifiers, compose_reply, mangle
 from tests.serving.engine_helpers import (
     SERVED_NAME,
     free_port,

@@ -14,20 +14,20 @@ import httpx
 import psutil
 import pytest
 
-from serving.classify import CrashClass
-from serving.container_launcher import ContainerLauncher
-from serving.launchers import Launcher
-from serving.process_launcher import ProcessLauncher
-from serving.spec import LaunchMode, LaunchSpec
-from serving.states import (
-    EventKind,
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.classify import CrashClass
+from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.launchers import Launcher
+from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.states import (
     Refusal,
+    ServingChange,
     ServingEvent,
     ServingState,
     StartRefused,
-    SupervisorSettings,
 )
-from serving.supervisor import Supervisor
+from serving.runtime.supervisor import Supervisor
+from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
 from tests.serving.engine_helpers import (
     SERVED_NAME,
     EventLog,
@@ -41,21 +41,41 @@ from tests.serving.engine_helpers import (
     wait_until,
 )
 
-FAST = SupervisorSettings(
-    probe_interval_s=0.1,
-    probe_timeout_s=0.5,
-    startup_timeout_s=30.0,
-    liveness_failures=2,
-    backoff_base_s=0.1,
-    backoff_max_s=0.4,
-    backoff_reset_after_s=600.0,
-    breaker_max_restarts=5,
-    breaker_window_s=600.0,
-    stop_timeout_s=5.0,
-    term_timeout_s=5.0,
-    kill_wait_s=5.0,
-    metrics_interval_s=0.2,
-    log_poll_interval_s=0.05,
+
+@dataclass(frozen=True)
+class Timing:
+    """The three settings a supervisor takes, with ``but`` to change any key by name."""
+
+    serving: ServingSettings
+    recovery: RecoverySettings
+    tuning: SupervisorTuning
+
+    def but(self, **changes: object) -> Timing:
+        parts = {"serving": self.serving, "recovery": self.recovery, "tuning": self.tuning}
+        for key, value in changes.items():
+            name = next(n for n, part in parts.items() if key in type(part).model_fields)
+            parts[name] = parts[name].model_copy(update={key: value})
+        return Timing(**parts)  # type: ignore[arg-type]
+
+
+FAST = Timing(
+    ServingSettings(
+        probe_interval_s=0.1,
+        startup_timeout_s=30.0,
+        probe_failures=2,
+        stop_timeout_s=5.0,
+        metrics_interval_s=0.2,
+    ),
+    RecoverySettings(
+        backoff_base_s=0.1,
+        backoff_max_s=0.4,
+        backoff_reset_after_s=600.0,
+        breaker_max_restarts=5,
+        breaker_window_s=600.0,
+    ),
+    SupervisorTuning(
+        probe_timeout_s=0.5, term_timeout_s=5.0, kill_wait_s=5.0, log_poll_interval_s=0.05
+    ),
 )
 DEADLINE_S = 20.0
 
@@ -82,7 +102,7 @@ class Harness:
         self,
         spec_factory: Callable[[], LaunchSpec],
         *,
-        settings: SupervisorSettings = FAST,
+        settings: Timing = FAST,
         preflight: Callable[[], list[Refusal]] = list,
         state_dir: Path | None = None,
         launcher: Launcher | None = None,
@@ -105,7 +125,9 @@ class Harness:
             spec_factory,
             chosen,
             state,
-            settings=settings,
+            serving=settings.serving,
+            recovery=settings.recovery,
+            tuning=settings.tuning,
             preflight=preflight,
             on_event=on_event,
         )
@@ -162,7 +184,7 @@ def test_start_goes_ready_and_reports_contract_fields(harness: Harness) -> None:
     models = httpx.get(f"{status['url']}/v1/models", trust_env=False).json()
     assert models["data"][0]["id"] == SERVED_NAME
     assert any("Application startup complete." in line for line in rig.supervisor.logs(50))
-    launches = [e.launch for e in rig.events.of(EventKind.LAUNCH) if e.launch is not None]
+    launches = [e.launch for e in rig.events.of(ServingChange.LAUNCH) if e.launch is not None]
     assert launches[-1].ready_at is not None
     assert launches[-1].env == {"CMPFLEET_TEST_ENGINE": "1"}
     assert launches[-1].recipe_hash == "test-recipe"
@@ -180,9 +202,9 @@ def test_cuda_crash_is_classified_then_restarted_with_backoff(harness: Harness) 
     rig = harness.make(specs)
     first = rig.supervisor.start().pid
     crash = rig.events.wait_for(
-        lambda evs: any(e.kind is EventKind.CRASH for e in evs), DEADLINE_S, "crash"
+        lambda evs: any(e.kind is ServingChange.CRASH for e in evs), DEADLINE_S, "crash"
     )
-    crash_event = next(e for e in crash if e.kind is EventKind.CRASH)
+    crash_event = next(e for e in crash if e.kind is ServingChange.CRASH)
     assert crash_event.crash_class is CrashClass.CUDA_FAULT
     assert crash_event.evidence is not None
     assert "illegal memory access" in crash_event.evidence
@@ -205,7 +227,7 @@ def test_outside_sigkill_is_unknown_and_restarted(harness: Harness) -> None:
     first = wait_ready(rig)
     os.kill(first, signal.SIGKILL)
     second = wait_ready(rig, pid=first)
-    crash = rig.events.of(EventKind.CRASH)[-1]
+    crash = rig.events.of(ServingChange.CRASH)[-1]
     assert crash.crash_class is CrashClass.UNKNOWN
     assert crash.launch is not None
     assert crash.launch.signal == signal.SIGKILL
@@ -226,7 +248,7 @@ def test_hang_goes_unhealthy_and_is_restarted_gracefully(harness: Harness) -> No
     assert states[unhealthy + 1 : unhealthy + 3] == [ServingState.STOPPING, ServingState.BACKOFF]
     ended = [
         e.launch
-        for e in rig.events.of(EventKind.LAUNCH)
+        for e in rig.events.of(ServingChange.LAUNCH)
         if e.launch is not None and e.launch.pid == first and e.launch.ended_at is not None
     ]
     assert ended[-1].exit_code == 0  # the hung engine still honoured SIGINT
@@ -238,7 +260,7 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
     harness: Harness,
 ) -> None:
     port = free_port()
-    settings = replace(FAST, breaker_max_restarts=2)
+    settings = FAST.but(breaker_max_restarts=2)
     crashing = sim_spec(port, "--sim-crash-after-s", "0.05", ready_after_s=0.1)
     specs = SpecSequence([crashing, crashing, crashing, sim_spec(port)])
     rig = harness.make(specs, settings=settings)
@@ -249,10 +271,10 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
     assert status.restarts == 2
     assert status.pid is None
     assert "held until a person" in (status.reason or "")
-    assert rig.events.of(EventKind.BREAKER)
+    assert rig.events.of(ServingChange.BREAKER)
     # Backoff grew: 0.1 s then 0.2 s.
     backoffs = [
-        e.message for e in rig.events.of(EventKind.STATE) if e.state is ServingState.BACKOFF
+        e.message for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.BACKOFF
     ]
     assert "restarting in 0.1 s" in backoffs[0]
     assert "restarting in 0.2 s" in backoffs[1]
@@ -264,14 +286,14 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
 
 def test_sustained_readiness_resets_the_backoff_streak(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, backoff_reset_after_s=0.2)
+    settings = FAST.but(backoff_reset_after_s=0.2)
     rig = harness.make(lambda: sim_spec(port, "--sim-crash-after-s", "0.6"), settings=settings)
     rig.supervisor.start()
     rig.events.wait_for(
-        lambda evs: sum(e.kind is EventKind.CRASH for e in evs) >= 2, DEADLINE_S, "two crashes"
+        lambda evs: sum(e.kind is ServingChange.CRASH for e in evs) >= 2, DEADLINE_S, "two crashes"
     )
     backoffs = [
-        e.message for e in rig.events.of(EventKind.STATE) if e.state is ServingState.BACKOFF
+        e.message for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.BACKOFF
     ]
     # Each engine served longer than backoff_reset_after_s, so each crash is the first in
     # a row again and waits the base delay; the running total still counts up.
@@ -281,7 +303,7 @@ def test_sustained_readiness_resets_the_backoff_streak(harness: Harness) -> None
 
 def test_clear_hold_leaves_it_stopped(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, breaker_max_restarts=1)
+    settings = FAST.but(breaker_max_restarts=1)
     rig = harness.make(
         lambda: sim_spec(port, "--sim-crash-after-s", "0.05", ready_after_s=0.1), settings=settings
     )
@@ -300,29 +322,29 @@ def test_graceful_stop_exits_0_and_stays_stopped(harness: Harness) -> None:
     assert status.reason == "operator asked"
     assert status.pid is None
     assert not is_running(pid)
-    ended = rig.events.of(EventKind.LAUNCH)[-1].launch
+    ended = rig.events.of(ServingChange.LAUNCH)[-1].launch
     assert ended is not None
     assert ended.exit_code == 0
     assert ended.crash_class is None
-    assert not rig.events.of(EventKind.CRASH)
+    assert not rig.events.of(ServingChange.CRASH)
     assert any("Shutting down" in line for line in rig.supervisor.logs(20))
     assert not (rig.state_dir / "engine.pid").exists()
 
 
 def test_sigint_ignored_escalates_to_sigterm(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, stop_timeout_s=0.3)
+    settings = FAST.but(stop_timeout_s=0.3)
     rig = harness.make(lambda: sim_spec(port, "--sim-ignore-sigint"), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
     assert rig.supervisor.stop().state is ServingState.STOPPED
     assert not is_running(pid)
-    assert any("sending SIGTERM" in e.message for e in rig.events.of(EventKind.WARNING))
+    assert any("sending SIGTERM" in e.message for e in rig.events.of(ServingChange.WARNING))
 
 
 def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, stop_timeout_s=0.3, term_timeout_s=0.3)
+    settings = FAST.but(stop_timeout_s=0.3, term_timeout_s=0.3)
     rig = harness.make(lambda: sim_spec(port, "--sim-ignore-signals"), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
@@ -330,7 +352,7 @@ def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harnes
     assert status.state is ServingState.FAILED
     assert "stop stuck: reboot recommended" in (status.reason or "")
     assert status.pid == pid
-    assert rig.events.of(EventKind.STOP_STUCK)
+    assert rig.events.of(ServingChange.STOP_STUCK)
     # Nothing killed it: the product never SIGKILLs without allow_kill.
     assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     assert is_running(pid)
@@ -345,13 +367,13 @@ def test_engine_ignoring_every_signal_is_failed_and_left_running(harness: Harnes
 
 def test_allow_kill_sigkills_an_engine_that_ignores_signals(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, stop_timeout_s=0.2, term_timeout_s=0.2, allow_kill=True)
+    settings = FAST.but(stop_timeout_s=0.2, term_timeout_s=0.2, allow_kill=True)
     rig = harness.make(lambda: sim_spec(port, "--sim-ignore-signals"), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
     assert rig.supervisor.stop().state is ServingState.STOPPED
     assert not is_running(pid)
-    assert any("sending SIGKILL" in e.message for e in rig.events.of(EventKind.WARNING))
+    assert any("sending SIGKILL" in e.message for e in rig.events.of(ServingChange.WARNING))
 
 
 def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
@@ -365,7 +387,7 @@ def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
     assert status.state is ServingState.STOPPED
     assert status.last_refusal == (latch,)
     assert status.as_dict()["last_refusal"][0]["code"] == "reboot_latch"
-    assert rig.events.of(EventKind.REFUSED)[0].refusals == (latch,)
+    assert rig.events.of(ServingChange.REFUSED)[0].refusals == (latch,)
     assert not (rig.state_dir / "engine.pid").exists()
     assert rig.events.launch_pids() == []
 
@@ -445,7 +467,7 @@ def test_stop_while_starting_stops_the_loading_engine(harness: Harness) -> None:
     status = rig.supervisor.stop()
     assert status.state is ServingState.STOPPED
     assert not is_running(pid)
-    ended = rig.events.of(EventKind.LAUNCH)[-1].launch
+    ended = rig.events.of(ServingChange.LAUNCH)[-1].launch
     assert ended is not None
     assert ended.exit_code == 0
     assert ended.ready_at is None
@@ -453,7 +475,7 @@ def test_stop_while_starting_stops_the_loading_engine(harness: Harness) -> None:
 
 def test_stop_during_backoff_cancels_the_restart(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, backoff_base_s=30.0, backoff_max_s=30.0)
+    settings = FAST.but(backoff_base_s=30.0, backoff_max_s=30.0)
     rig = harness.make(lambda: sim_spec(port), settings=settings)
     rig.supervisor.start()
     pid = wait_ready(rig)
@@ -470,7 +492,7 @@ def test_an_event_handler_may_stop_the_engine_without_deadlock(harness: Harness)
     port = free_port()
 
     def recovery(supervisor: Supervisor, event: ServingEvent) -> None:
-        if event.kind is EventKind.STATE and event.state is ServingState.READY:
+        if event.kind is ServingChange.STATE and event.state is ServingState.READY:
             supervisor.stop("recovery decision", hold_reason="reboot required")
 
     rig = harness.make(lambda: sim_spec(port), listener=recovery)
@@ -496,9 +518,9 @@ def test_adoption_by_a_new_supervisor_keeps_the_same_engine(harness: Harness) ->
     status = second.supervisor.status()
     assert status.adopted
     assert status.url == f"http://127.0.0.1:{port}"
-    assert second.events.of(EventKind.ADOPTED)
+    assert second.events.of(ServingChange.ADOPTED)
     assert not any(
-        e.kind is EventKind.LAUNCH and not e.launch.adopted
+        e.kind is ServingChange.LAUNCH and not e.launch.adopted
         for e in second.events.events
         if e.launch
     )
@@ -520,9 +542,9 @@ def test_adopted_engine_that_crashes_is_classified_from_its_own_lines(harness: H
     wait_ready(second)
     os.kill(pid, signal.SIGKILL)
     crash = second.events.wait_for(
-        lambda evs: any(e.kind is EventKind.CRASH for e in evs), DEADLINE_S, "crash"
+        lambda evs: any(e.kind is ServingChange.CRASH for e in evs), DEADLINE_S, "crash"
     )
-    event = next(e for e in crash if e.kind is EventKind.CRASH)
+    event = next(e for e in crash if e.kind is ServingChange.CRASH)
     assert event.crash_class is CrashClass.UNKNOWN
     assert "exit status unknown" in event.message
     wait_ready(second, pid=pid)
@@ -560,7 +582,7 @@ def test_close_with_stop_engine_stops_it(harness: Harness) -> None:
 
 def test_crash_while_starting_is_classified(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, restart_on_failure=False)
+    settings = FAST.but(restart_on_failure=False)
     rig = harness.make(
         lambda: sim_spec(
             port, "--sim-fail-start-after-s", "0.1", "--sim-crash-kind", "kv_oom", ready_after_s=5
@@ -569,7 +591,7 @@ def test_crash_while_starting_is_classified(harness: Harness) -> None:
     )
     rig.supervisor.start()
     rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=1)
-    crash = rig.events.of(EventKind.CRASH)[-1]
+    crash = rig.events.of(ServingChange.CRASH)[-1]
     assert crash.crash_class is CrashClass.KV_OOM
     assert "while starting" in crash.message
     assert rig.supervisor.status().crash_class is CrashClass.KV_OOM
@@ -577,12 +599,12 @@ def test_crash_while_starting_is_classified(harness: Harness) -> None:
 
 def test_startup_timeout_restarts_a_start_that_never_finishes(harness: Harness) -> None:
     port = free_port()
-    settings = replace(FAST, startup_timeout_s=0.5)
+    settings = FAST.but(startup_timeout_s=0.5)
     specs = SpecSequence([sim_spec(port, ready_after_s=60), sim_spec(port)])
     rig = harness.make(specs, settings=settings)
     first = rig.supervisor.start().pid
     wait_ready(rig, pid=first)
-    unhealthy = [e for e in rig.events.of(EventKind.STATE) if e.state is ServingState.UNHEALTHY]
+    unhealthy = [e for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.UNHEALTHY]
     assert "not ready after 0.5 s" in unhealthy[0].message
 
 
@@ -610,14 +632,16 @@ def test_launch_failure_is_a_refusal_with_the_reason(harness: Harness) -> None:
 
 
 def test_bad_settings_name_the_key() -> None:
-    with pytest.raises(ValueError, match="probe_interval_s must be > 0"):
-        SupervisorSettings(probe_interval_s=0)
-    with pytest.raises(ValueError, match="backoff_max_s"):
-        SupervisorSettings(backoff_base_s=10, backoff_max_s=5)
+    with pytest.raises(ValueError, match="probe_interval_s"):
+        ServingSettings(probe_interval_s=0)
+    with pytest.raises(ValueError, match="backoff_base_s"):
+        RecoverySettings(backoff_base_s=0)
+    with pytest.raises(ValueError, match="probe_timeout_s"):
+        SupervisorTuning(probe_timeout_s=-1)
 
 
 def test_backoff_delay_formula() -> None:
-    settings = SupervisorSettings()
+    settings = RecoverySettings()
     assert [settings.backoff_delay_s(n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [
         10,
         20,
@@ -628,6 +652,12 @@ def test_backoff_delay_formula() -> None:
         300,
         300,
     ]
+
+
+def test_a_backoff_max_below_the_base_means_no_growth() -> None:
+    """The config file accepts it (as it always has); the delay stays at the base."""
+    settings = RecoverySettings(backoff_base_s=10, backoff_max_s=5)
+    assert [settings.backoff_delay_s(n) for n in (1, 2, 5)] == [10, 10, 10]
 
 
 def test_container_mode_end_to_end_with_the_fake_runtime(

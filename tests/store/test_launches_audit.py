@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.store import Store
-from serving.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_env
 from tests.store.conftest import at
 
 ARGV = [

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serving import ports
-from serving.findings import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, Finding, exit_code
-from serving.flags import FlagGroup, find_flag, split_flags
-from serving.recipe import (
+from serving.recipe.findings import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, Finding, exit_code
+from serving.recipe.flags import FlagGroup, find_flag, split_flags
+from serving.recipe.recipe import (
     PARTITION_ENV,
     PYTHON_PLACEHOLDER,
     Recipe,
@@ -35,6 +34,7 @@ from serving.recipe import (
     shm_size_bytes,
     show_value,
 )
+from serving.runtime import ports
 
 __all__ = [
     "DSV4_LAYERS",

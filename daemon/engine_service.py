@@ -1,8 +1,9 @@
 """fleetd's side of the engine: recipe, launcher, supervisor, preflight, records.
 
-The supervisor (``serving/``) knows nothing of the store, the checks or the latch; this
-module hands it a spec factory, a preflight built from the rig's state, and an event sink
-that records every state change and launch. Operator actions are audited.
+The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
+the latch; this module hands it a spec factory, a preflight built from the rig's state,
+and an event sink that records every state change and launch. Operator actions are
+audited.
 """
 
 from __future__ import annotations
@@ -25,52 +26,33 @@ from hwcheck.atomic import atomic_write
 from hwcheck.checks.foreign import is_allowed
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
-from hwcheck.sim.scenario import EngineScenario
-from serving.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.container_launcher import ContainerLauncher
 from serving.errors import Busy, NotFound, Refused, Unavailable
-from serving.launchers import Launcher
-from serving.lint import lint_recipe
-from serving.logcapture import LogCapture, LogSubscription
-from serving.masking import mask_argv, mask_spec
-from serving.ports import free_port, port_in_use
-from serving.process_launcher import ProcessLauncher
-from serving.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
-from serving.spec import LaunchSpec
-from serving.states import (
+from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
+from serving.recipe.lint import lint_recipe
+from serving.recipe.masking import mask_argv, mask_spec
+from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
+from serving.recipe.spec import LaunchSpec
+from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.launchers import Launcher
+from serving.runtime.logcapture import LogCapture, LogSubscription
+from serving.runtime.ports import free_port, port_in_use
+from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.states import (
     Refusal,
+    ServingChange,
     ServingEvent,
     ServingState,
     StartRefused,
     SupervisorClosed,
-    SupervisorSettings,
 )
-from serving.supervisor import Supervisor
+from serving.runtime.supervisor import Supervisor
+from serving.sim.scenario import EngineScenario, simulated_engine_args
 
 log = logging.getLogger("fleetd.engine")
 
 SIM_PRESET = "sim-engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
-
-
-def simulated_engine_args(engine: EngineScenario) -> list[str]:
-    """The simulated engine's flags for a scenario's ``[engine]`` table."""
-    args = ["--sim-ready-after-s", str(engine.ready_after_s)]
-    args += ["--sim-tokens-per-s", str(engine.tokens_per_s)]
-    if engine.crash_after_s is not None:
-        args += ["--sim-crash-after-s", str(engine.crash_after_s)]
-    if engine.hang_after_s is not None:
-        args += ["--sim-hang-after-s", str(engine.hang_after_s)]
-    if engine.ignore_sigint:
-        args.append("--sim-ignore-sigint")
-    if engine.ignore_signals:
-        args.append("--sim-ignore-signals")
-    if engine.corrupt_identifiers_pct:
-        args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
-    if engine.leak_dsml:
-        args.append("--sim-leak-dsml")
-    return args
 
 
 def resolve_recipe(
@@ -93,25 +75,6 @@ def resolve_recipe(
     recipe = preset_recipe(SIM_PRESET)
     return recipe.model_copy(
         update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
-    )
-
-
-def supervisor_settings(settings: Settings) -> SupervisorSettings:
-    """The supervisor's timing from ``[serving]`` and ``[recovery]``."""
-    serving, recovery = settings.serving, settings.recovery
-    return SupervisorSettings(
-        probe_interval_s=serving.probe_interval_s,
-        startup_timeout_s=serving.startup_timeout_s,
-        liveness_failures=serving.probe_failures,
-        metrics_interval_s=serving.metrics_interval_s,
-        backoff_base_s=recovery.backoff_base_s,
-        backoff_max_s=max(recovery.backoff_max_s, recovery.backoff_base_s),
-        backoff_reset_after_s=recovery.backoff_reset_after_s,
-        breaker_max_restarts=recovery.breaker_max_restarts,
-        breaker_window_s=recovery.breaker_window_s,
-        stop_timeout_s=serving.stop_timeout_s,
-        term_timeout_s=serving.stop_timeout_s,
-        allow_kill=serving.allow_kill,
     )
 
 
@@ -149,7 +112,8 @@ class EngineService:
             self._spec,
             launcher_factory(recipe, state_dir),
             state_dir,
-            settings=supervisor_settings(settings),
+            serving=settings.serving,
+            recovery=settings.recovery,
             preflight=self.preflight,
             on_event=self._on_event,
         )
@@ -238,7 +202,7 @@ class EngineService:
         self._store.record_event(
             EventKind.SERVING, severity, event.message, details=event.as_dict()
         )
-        if event.kind == "state":
+        if event.kind is ServingChange.STATE:
             self._store.set_serving_state(
                 {"state": str(event.state), "reason": self.supervisor.status().reason}
             )

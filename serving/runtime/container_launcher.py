@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from serving.engine_record import (
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.engine_record import (
     EngineRecord,
     RecordFile,
     now_iso,
     process_start_time,
     record_for,
 )
-from serving.launchers import (
+from serving.runtime.launchers import (
     EngineHandle,
     LauncherError,
     LaunchError,
@@ -34,7 +35,6 @@ from serving.launchers import (
     open_log_or_refuse,
     write_record_keeping_engine,
 )
-from serving.spec import LaunchMode, LaunchSpec
 
 _LOG = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ it without a running supervisor.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from hwcheck.model import Severity
-from serving.classify import CrashClass
-from serving.masking import mask_argv, mask_env
-from serving.metrics import EngineMetrics
+from serving.recipe.masking import mask_argv, mask_env
+from serving.runtime.classify import CrashClass
+from serving.runtime.metrics import EngineMetrics
 
 
 class ServingState(enum.StrEnum):
@@ -28,62 +28,6 @@ class ServingState(enum.StrEnum):
     BACKOFF = "backoff"
     HELD = "held"
     FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class SupervisorSettings:
-    """Timing and policy of one supervisor; defaults suit a real rig.
-
-    Cold starts take 20 to 45 minutes, hence the long ``startup_timeout_s``. Backoff is
-    ``min(backoff_base_s * 2**(n-1), backoff_max_s)`` for the n-th failure in a row; n goes
-    back to 0 after ``backoff_reset_after_s`` of uninterrupted readiness. More than
-    ``breaker_max_restarts`` automatic restarts within ``breaker_window_s`` hold the engine
-    until a person acts. A stop sends SIGINT, waits ``stop_timeout_s``, sends SIGTERM,
-    waits ``term_timeout_s``; SIGKILL only with ``allow_kill``.
-    """
-
-    probe_interval_s: float = 5.0
-    probe_timeout_s: float = 2.0
-    startup_timeout_s: float = 45 * 60.0
-    liveness_failures: int = 3
-    backoff_base_s: float = 10.0
-    backoff_max_s: float = 300.0
-    backoff_reset_after_s: float = 600.0
-    breaker_max_restarts: int = 5
-    breaker_window_s: float = 30 * 60.0
-    stop_timeout_s: float = 60.0
-    term_timeout_s: float = 30.0
-    kill_wait_s: float = 10.0
-    allow_kill: bool = False
-    restart_on_failure: bool = True
-    metrics_interval_s: float = 15.0
-    classify_tail_lines: int = 200
-    log_max_bytes: int = 64 * 1024 * 1024
-    log_backups: int = 3
-    log_tail_lines: int = 2000
-    log_poll_interval_s: float = 0.25
-
-    def __post_init__(self) -> None:
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if isinstance(value, bool):
-                continue
-            minimum = 0 if item.name in ("log_backups",) else None
-            if minimum is not None and value < minimum:
-                raise ValueError(f"serving setting {item.name} must be >= 0, got {value}")
-            if minimum is None and value <= 0:
-                raise ValueError(f"serving setting {item.name} must be > 0, got {value}")
-        if self.backoff_max_s < self.backoff_base_s:
-            raise ValueError(
-                f"serving setting backoff_max_s ({self.backoff_max_s}) must be >= "
-                f"backoff_base_s ({self.backoff_base_s})"
-            )
-
-    def backoff_delay_s(self, failures_in_a_row: int) -> float:
-        """Delay before the restart that follows the ``failures_in_a_row``-th failure."""
-        exponent = max(failures_in_a_row, 1) - 1
-        # Cap the exponent so a long failure streak cannot overflow the float.
-        return float(min(self.backoff_base_s * 2 ** min(exponent, 64), self.backoff_max_s))
 
 
 @dataclass(frozen=True)
@@ -125,8 +69,12 @@ class StartResult:
     warnings: tuple[Refusal, ...] = ()
 
 
-class EventKind(enum.StrEnum):
-    """What a :class:`ServingEvent` reports."""
+class ServingChange(enum.StrEnum):
+    """What changed in the engine's supervision: the kind of one :class:`ServingEvent`.
+
+    Not the stored event kinds (``hwcheck.model.EventKind``): the daemon records each
+    change as a stored ``serving`` event with this value in its details.
+    """
 
     STATE = "state"
     LAUNCH = "launch"
@@ -185,7 +133,7 @@ class LaunchRecord:
 class ServingEvent:
     """Something the daemon records (and may alert on)."""
 
-    kind: EventKind
+    kind: ServingChange
     ts: datetime
     state: ServingState
     severity: Severity

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from serving.masking import mask_argv
+from serving.recipe.masking import mask_argv
 
 _LOG = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
-from serving.flags import FlagOverride
-from serving.spec import LaunchSpec
+from serving.recipe.flags import FlagOverride
+from serving.recipe.spec import LaunchSpec
 
 MASK = "***"
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)

@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 
 from hwcheck.atomic import atomic_write
-from serving.logcapture import launch_marker
-from serving.masking import mask_argv
-from serving.spec import LaunchMode, LaunchSpec
+from serving.recipe.masking import mask_argv
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.logcapture import launch_marker
 
 ENGINE_LOG_NAME = "engine.log"
 ENGINE_RECORD_NAME = "engine.pid"

@@ -22,9 +22,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from serving.flags import FlagGroup, split_flags
-from serving.recipe import PYTHON_PLACEHOLDER, Recipe, RecipeError
-from serving.spec import LaunchMode, LaunchSpec
+from serving.recipe.flags import FlagGroup, split_flags
+from serving.recipe.recipe import PYTHON_PLACEHOLDER, Recipe, RecipeError
+from serving.recipe.spec import LaunchMode, LaunchSpec
 
 RECIPE_HASH_LABEL = "cmpfleet.recipe-hash"
 CONTAINER_PYTHON = "python3"

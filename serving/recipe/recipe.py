@@ -23,9 +23,9 @@ from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from serving.findings import Finding
-from serving.flags import FlagOverride, find_flag, merge_flags, split_flags
-from serving.presets import PresetNotFound, preset_names, read_preset
+from serving.recipe.findings import Finding
+from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
+from serving.recipe.presets import PresetNotFound, preset_names, read_preset
 
 RecipeMode = Literal["process", "docker", "podman"]
 CONTAINER_MODES: frozenset[str] = frozenset({"docker", "podman"})

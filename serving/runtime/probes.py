@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from serving.spec import EngineEndpoints
+from serving.recipe.spec import EngineEndpoints
 
 # Where to probe one engine: the spec's endpoints, or an adopted engine's record.
 ProbeTarget = EngineEndpoints

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from serving.engine_record import (
+from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.runtime.engine_record import (
     EngineRecord,
     RecordError,
     RecordFile,
@@ -23,7 +24,7 @@ from serving.engine_record import (
     record_for,
     runs_as,
 )
-from serving.launchers import (
+from serving.runtime.launchers import (
     EngineHandle,
     LauncherError,
     LaunchError,
@@ -31,7 +32,6 @@ from serving.launchers import (
     open_log_or_refuse,
     write_record_keeping_engine,
 )
-from serving.spec import LaunchMode, LaunchSpec
 
 _LOG = logging.getLogger(__name__)
 

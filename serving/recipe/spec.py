@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from serving.flags import FlagOverride
+from serving.recipe.flags import FlagOverride
 
 
 class LaunchMode(enum.StrEnum):

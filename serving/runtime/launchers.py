@@ -1,7 +1,7 @@
 """The launcher protocol, its errors and what both launchers share.
 
-Two launchers implement :class:`Launcher`: :class:`serving.process_launcher.ProcessLauncher`
-runs ``spec.argv`` as a bare process, :class:`serving.container_launcher.ContainerLauncher`
+Two launchers implement :class:`Launcher`: :class:`serving.runtime.process_launcher.ProcessLauncher`
+runs ``spec.argv`` as a bare process, :class:`serving.runtime.container_launcher.ContainerLauncher`
 as a ``docker``/``podman`` container. They are the only modules that spawn processes.
 
 The engine must outlive fleetd (a cold start costs 20 to 45 minutes), so nothing ties it
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from serving.engine_record import (
+from serving.recipe.spec import LaunchSpec
+from serving.runtime.engine_record import (
     EngineRecord,
     RecordFile,
 )
-from serving.spec import LaunchSpec
 
 _LOG = logging.getLogger(__name__)
 

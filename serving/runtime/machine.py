@@ -1,0 +1,337 @@
+"""The serving state machine's commands, starts and probes.
+
+Runs on the supervisor's loop thread only. A person's start is checked by the preflight
+(refusals name why); adoption picks up an engine a previous fleetd launched; probes move
+a starting engine to ready, and an unhealthy one into a stop that backs off and restarts.
+How a run ends is ``run_end``'s; the state and its announcements are ``machine_core``'s.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import uuid
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import Any
+
+from hwcheck.model import Severity
+from serving.recipe.masking import mask_argv
+from serving.recipe.spec import LaunchSpec
+from serving.runtime import adoption
+from serving.runtime.commands import Exited, Later, Request, Stop
+from serving.runtime.health_watch import BecameReady, Healthy, Unhealthy
+from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError
+from serving.runtime.machine_core import LOG, utcnow
+from serving.runtime.run_end import RunEnding
+from serving.runtime.states import (
+    LaunchRecord,
+    Refusal,
+    ServingChange,
+    ServingState,
+    StartRefused,
+    StartResult,
+)
+from serving.runtime.stopping import BackoffThenRestart, StartAgain, StayStopped, escalate
+
+_WATCH_SLICE_S = 1.0
+
+
+class ServingMachine(RunEnding):
+    """Commands, starts and probes of one engine (loop thread only)."""
+
+    # -- commands ------------------------------------------------------------------------
+
+    def start(self) -> StartResult:
+        """A person's start; raises :class:`StartRefused`."""
+        if self._handle is not None and self._state in (
+            ServingState.STARTING,
+            ServingState.READY,
+            ServingState.UNHEALTHY,
+        ):
+            return StartResult(pid=self._handle.pid, already_running=True)
+        if self._state is ServingState.STOPPING:
+            raise self._refuse(
+                (Refusal("stopping", "the engine is stopping; start it once it has stopped"),),
+                keep_state=True,
+            )
+        if (
+            self._state is ServingState.FAILED
+            and self._handle is not None
+            and self._launcher.is_alive(self._handle)
+        ):
+            raise self._stuck_refusal(self._handle)
+        warnings = self._run_preflight(keep_state=self._state is not ServingState.HELD)
+        self.book.clear_streak()
+        spec = self._build_spec()
+        try:
+            handle = self._launch(spec, reason="started by request")
+        except LaunchError as exc:
+            self._set_state(ServingState.STOPPED, f"launch failed: {exc}")
+            raise self._refuse((Refusal("launch_failed", str(exc)),), keep_state=True) from exc
+        return StartResult(pid=handle.pid, already_running=False, warnings=warnings)
+
+    def stop(self, command: Stop, waiter: Future[Any]) -> Later | None:
+        """A stop with no restart; a person's stop wins over a restart in progress."""
+        final_reason = command.hold_reason or command.reason
+        plan = self._stop_plan
+        if plan is not None:
+            plan.then = StayStopped()
+            plan.final_reason = final_reason
+            plan.waiters.append(waiter)
+            return Later.PENDING
+        if self._handle is None:
+            self._backoff_until = None
+            self._set_state(ServingState.STOPPED, final_reason)
+            return None
+        self._begin_stop(command.reason, final_reason, StayStopped(), waiter)
+        return Later.PENDING
+
+    def restart(self, waiter: Future[Any]) -> StartResult | Later:
+        """Stop then start; refused before stopping when the start would be."""
+        self._run_preflight(keep_state=True, announce=False)
+        if self._handle is None or not self._launcher.is_alive(self._handle):
+            if self._handle is not None:
+                self._engine_ended()
+            self._set_state(ServingState.STOPPED, "restart requested")
+            return self.start()
+        if self._state is ServingState.FAILED:
+            raise self._stuck_refusal(self._handle)
+        plan = self._stop_plan
+        if plan is not None:
+            plan.then = StartAgain()
+            plan.waiters.append(waiter)
+            return Later.PENDING
+        self._begin_stop("restart requested", "restart requested", StartAgain(), waiter)
+        return Later.PENDING
+
+    def clear_hold(self) -> None:
+        """``held`` becomes ``stopped`` (no start)."""
+        if self._state is ServingState.HELD:
+            self.book.clear_streak()
+            self._set_state(ServingState.STOPPED, "breaker hold cleared by a person")
+
+    def adopt(self) -> bool:
+        """Adopt the recorded (or named) running engine; True if adopted."""
+        if self._handle is not None:
+            return False
+        handle = adoption.find_engine(self._launcher, self._spec_factory, self._warn)
+        if handle is None:
+            return False
+        self._capture.begin_session_at_last_launch()
+        record = handle.record
+        self._launch_record = adoption.adopted_launch(record)
+        self._attach(handle)
+        self._set_state(ServingState.STARTING, f"adopted the running engine (pid {handle.pid})")
+        self._health.next_probe = self._clock()
+        self._emit(
+            ServingChange.ADOPTED,
+            Severity.OK,
+            f"adopted the engine fleetd launched earlier (pid {handle.pid}, {record.base_url})",
+            launch=self._launch_record,
+        )
+        if adoption.runs_outdated_spec(record, self._spec_factory):
+            self._warn(
+                "the adopted engine runs an older launch spec than the current recipe: "
+                "restart it to apply the recipe"
+            )
+        return True
+
+    def exited(self, command: Exited) -> None:
+        """The watcher saw an engine end (ignored when it is not the current one)."""
+        if command.handle is self._handle and self._handle is not None:
+            self._engine_ended()
+
+    def close(self) -> None:
+        """Detach from the engine (it keeps running) and answer stop waiters."""
+        if self._handle is not None:
+            try:
+                self._launcher.detach(self._handle)
+            except (LauncherError, OSError):
+                LOG.exception("detaching from the engine failed")
+        if self._stop_plan is not None:
+            self._stop_plan.settle()
+
+    # -- what is due ---------------------------------------------------------------------
+
+    def wait_s(self) -> float | None:
+        """Seconds until the next thing due (a probe, a backoff's end, a stop deadline)."""
+        due: list[float] = []
+        if self._state in (ServingState.STARTING, ServingState.READY):
+            due.append(self._health.next_probe)
+        if self._state is ServingState.BACKOFF and self._backoff_until is not None:
+            due.append(self._backoff_until)
+        if self._state is ServingState.STOPPING and self._stop_plan is not None:
+            due.append(self._stop_plan.deadline)
+        if not due:
+            return None
+        return max(min(due) - self._clock(), 0.0)
+
+    def tick(self) -> None:
+        """Do what is due."""
+        now = self._clock()
+        plan = self._stop_plan
+        if self._state in (ServingState.STARTING, ServingState.READY):
+            if now >= self._health.next_probe:
+                self._probe(now)
+        elif self._state is ServingState.BACKOFF and self._backoff_until is not None:
+            if now >= self._backoff_until:
+                self._auto_start()
+        elif self._state is ServingState.STOPPING and plan is not None and now >= plan.deadline:
+            handle = self._handle
+            if handle is not None:
+                stuck = escalate(
+                    plan, handle, self._launcher, now, self._serving, self._tuning, self._warn_at
+                )
+                if stuck is not None:
+                    self._stop_failed(stuck)
+
+    # -- starting ------------------------------------------------------------------------
+
+    def _refuse(self, refusals: tuple[Refusal, ...], keep_state: bool) -> StartRefused:
+        blocking = tuple(r for r in refusals if r.blocking)
+        self._last_refusal = blocking
+        if not keep_state and self._state is not ServingState.STOPPED:
+            self._set_state(ServingState.STOPPED, blocking[0].message if blocking else None)
+        self._emit(
+            ServingChange.REFUSED,
+            Severity.WARNING,
+            "engine start refused: " + "; ".join(r.message for r in blocking),
+            refusals=blocking,
+        )
+        return StartRefused(blocking)
+
+    def _stuck_refusal(self, handle: EngineHandle) -> StartRefused:
+        message = (
+            f"the engine that would not stop still runs (pid {handle.pid}): reboot recommended"
+        )
+        return self._refuse((Refusal("stop_stuck", message),), keep_state=True)
+
+    def _run_preflight(self, keep_state: bool, announce: bool = True) -> tuple[Refusal, ...]:
+        """Blocking reasons raise :class:`StartRefused`; warnings are returned."""
+        blocking, warnings = self._gate.check()
+        if blocking:
+            raise self._refuse(blocking, keep_state=keep_state)
+        self._last_refusal = ()
+        if warnings and announce:
+            self._emit(
+                ServingChange.WARNING,
+                Severity.WARNING,
+                "engine starts with warnings: " + "; ".join(w.message for w in warnings),
+                refusals=warnings,
+            )
+        return warnings
+
+    def _build_spec(self) -> LaunchSpec:
+        try:
+            return self._spec_factory()
+        except Exception as exc:
+            raise self._refuse(
+                (Refusal("recipe", f"cannot build the launch spec: {exc}"),), keep_state=True
+            ) from exc
+
+    def _launch(self, spec: LaunchSpec, reason: str) -> EngineHandle:
+        self._backoff_until = None
+        self._capture.begin_session()
+        handle = self._launcher.start(spec)
+        self._launch_record = LaunchRecord(
+            launch_id=uuid.uuid4().hex,
+            argv=spec.argv,
+            env=dict(spec.env),
+            recipe_hash=spec.recipe_hash,
+            spec_hash=handle.record.spec_hash,
+            pid=handle.pid,
+            adopted=False,
+            started_at=utcnow(),
+        )
+        self._crash_class = None
+        self._attach(handle)
+        self._set_state(ServingState.STARTING, f"{reason}; launched pid {handle.pid}")
+        self._health.next_probe = self._clock() + min(self._serving.probe_interval_s, 1.0)
+        self._emit(
+            ServingChange.LAUNCH,
+            Severity.OK,
+            f"engine launched (pid {handle.pid}): {shlex.join(mask_argv(list(spec.argv)))}",
+            launch=self._launch_record,
+        )
+        return handle
+
+    def _attach(self, handle: EngineHandle) -> None:
+        self._handle = handle
+        self._url = handle.record.base_url
+        self._health.attach(handle, self._clock())
+        watcher = threading.Thread(
+            target=self._watch, args=(handle,), name=f"engine-watch:{handle.pid}", daemon=True
+        )
+        watcher.start()
+
+    def _watch(self, handle: EngineHandle) -> None:
+        """Wait for the engine to end and tell the loop (a thread per engine)."""
+        while not self._closed.is_set() and self._handle is handle:
+            try:
+                ended = self._launcher.wait(handle, _WATCH_SLICE_S)
+            except (LauncherError, OSError):
+                LOG.exception("waiting on the engine (pid %d) failed", handle.pid)
+                ended = False
+                self._closed.wait(_WATCH_SLICE_S)
+            if ended:
+                if not self._closed.is_set():
+                    self._enqueue(Request(Exited(handle)))
+                return
+
+    def _auto_start(self) -> None:
+        """The end of a backoff: preflight again, then launch (a restart)."""
+        self._backoff_until = None
+        try:
+            self._run_preflight(keep_state=True)
+            spec = self._build_spec()
+        except StartRefused as refused:
+            self._set_state(
+                ServingState.STOPPED,
+                "automatic restart refused: " + "; ".join(r.message for r in refused.refusals),
+            )
+            return
+        number = self.book.count_restart(self._clock())
+        self._save_state()
+        try:
+            self._launch(spec, reason=f"automatic restart #{number}")
+        except Exception as exc:  # any failure must lead to the next try, never a stuck loop
+            LOG.exception("automatic restart failed")
+            self._emit(ServingChange.CRASH, Severity.WARNING, f"engine restart failed: {exc}")
+            self._schedule_restart(f"launch failed: {exc}")
+
+    # -- probing -------------------------------------------------------------------------
+
+    def _probe(self, now: float) -> None:
+        self._health.schedule_next(now)
+        handle = self._handle
+        if handle is None or self._health.target is None:
+            return
+        if not self._launcher.is_alive(handle):
+            self._engine_ended()
+            return
+        match self._health.probe(now, starting=self._state is ServingState.STARTING):
+            case BecameReady():
+                self._became_ready(now)
+            case Unhealthy(reason=reason):
+                self._set_state(ServingState.UNHEALTHY, reason, severity=Severity.WARNING)
+                restarting = f"restarting: {reason}"
+                self._begin_stop(restarting, restarting, BackoffThenRestart(reason))
+            case Healthy():
+                if self._health.ready_since is not None:
+                    self.book.forgive_if_stable(now, self._health.ready_since)
+                self._health.scrape_if_due(now)
+            case _:
+                pass
+
+    def _became_ready(self, now: float) -> None:
+        self._health.became_ready(now)
+        if self._launch_record is not None:
+            self._launch_record = replace(self._launch_record, ready_at=utcnow())
+            self._emit(
+                ServingChange.LAUNCH,
+                Severity.OK,
+                f"engine ready (pid {self._launch_record.pid})",
+                launch=self._launch_record,
+            )
+        self._set_state(ServingState.READY, "serving")

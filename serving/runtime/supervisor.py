@@ -1,0 +1,274 @@
+"""The engine's supervisor: one state machine, one loop thread, typed commands through a queue.
+
+Callers (API handlers, signal handlers, the recovery policy) never touch the state: they
+enqueue a command (``commands``) and, if they want, wait for its result. The loop thread
+waits on the queue with a timeout set to the next thing due (a probe, the end of a
+backoff, a stop deadline), dispatches the command by its type, then does what is due. A
+watcher thread per engine blocks on the launcher's ``wait`` and enqueues ``Exited`` the
+moment the engine ends, so a crash is seen at once rather than at the next probe.
+
+States are CONTRACT's: ``stopped starting ready unhealthy stopping backoff held failed``.
+``held`` is only the crash breaker's; ``failed`` is a stop that did not take (the engine
+ignored SIGINT and SIGTERM): it says "reboot recommended" and kills nothing unless
+``allow_kill`` is set. Stopping fleetd leaves the engine running; the next supervisor on
+the same state dir adopts it. What each command does is ``machine``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from serving.recipe.spec import LaunchSpec
+from serving.runtime.commands import (
+    Adopt,
+    ClearHold,
+    Close,
+    Command,
+    Exited,
+    Later,
+    Request,
+    Restart,
+    Start,
+    Stop,
+)
+from serving.runtime.launchers import Launcher
+from serving.runtime.logcapture import LogCapture
+from serving.runtime.machine import ServingMachine
+from serving.runtime.machine_core import LOG, EventSink
+from serving.runtime.preflight import Preflight
+from serving.runtime.probes import new_probe_client
+from serving.runtime.states import ServingStatus, StartRefused, StartResult, SupervisorClosed
+from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops one engine.
+
+    ``spec_factory`` builds the launch spec at each start (so a changed recipe applies at
+    the next start); ``preflight`` returns reasons that block a start and warnings;
+    ``on_event`` receives every :class:`ServingEvent` on the loop thread (keep it quick; a
+    callback may enqueue commands, which then do not wait for their result).
+    """
+
+    def __init__(
+        self,
+        spec_factory: Callable[[], LaunchSpec],
+        launcher: Launcher,
+        state_dir: Path,
+        *,
+        serving: ServingSettings,
+        recovery: RecoverySettings,
+        tuning: SupervisorTuning | None = None,
+        preflight: Preflight,
+        on_event: EventSink,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        tuning = tuning or SupervisorTuning()
+        self._clock = clock
+        self._capture = LogCapture(
+            launcher.log_path,
+            max_bytes=tuning.log_max_bytes,
+            backups=tuning.log_backups,
+            tail_lines=tuning.log_tail_lines,
+            poll_interval_s=tuning.log_poll_interval_s,
+        )
+        self._client = new_probe_client()
+        self._requests: queue.Queue[Request] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._submit_lock = threading.Lock()
+        self._machine = ServingMachine(
+            spec_factory,
+            launcher,
+            state_dir,
+            self._capture,
+            self._client,
+            serving=serving,
+            recovery=recovery,
+            tuning=tuning,
+            preflight=preflight,
+            on_event=on_event,
+            enqueue=self._requests.put,
+            closed=self._closed,
+            clock=clock,
+        )
+
+    # -- public API (any thread) ----------------------------------------------------------
+
+    def open(self, adopt: bool = True, timeout_s: float | None = 30.0) -> bool:
+        """Start the loop and adopt a running engine if one is recorded; True if adopted."""
+        if self._thread is not None:
+            raise RuntimeError("supervisor is already open")
+        self._machine.restore()
+        self._capture.open()
+        self._thread = threading.Thread(target=self._run, name="serving-supervisor", daemon=True)
+        self._thread.start()
+        if not adopt:
+            self._machine.publish()
+            return False
+        return bool(self._submit(Adopt(), wait=True, timeout_s=timeout_s))
+
+    def start(self, timeout_s: float | None = 60.0) -> StartResult:
+        """Start the engine by a person's request; raises :class:`StartRefused`.
+
+        Clears a breaker hold and the backoff streak; a no-op when already running.
+        """
+        result = self._submit(Start(), wait=True, timeout_s=timeout_s)
+        return result if isinstance(result, StartResult) else StartResult(None, False)
+
+    def stop(
+        self,
+        reason: str = "stopped by request",
+        hold_reason: str | None = None,
+        wait: bool = True,
+        timeout_s: float | None = None,
+    ) -> ServingStatus:
+        """Stop the engine (SIGINT, then SIGTERM; never SIGKILL unless allow_kill).
+
+        Leaves the state ``stopped`` (or ``failed`` if the engine will not stop) with no
+        automatic restart. ``hold_reason`` is what the status shows afterwards: the
+        recovery policy passes its latch reason. With ``wait`` it returns once the stop
+        has finished (bounded by the stop timeouts, or ``timeout_s``).
+        """
+        self._submit(Stop(reason, hold_reason), wait=wait, timeout_s=timeout_s)
+        return self.status()
+
+    def restart(self, timeout_s: float | None = None) -> StartResult:
+        """Stop then start; preflight is checked first, so a refusal leaves it running."""
+        result = self._submit(Restart(), wait=True, timeout_s=timeout_s)
+        return result if isinstance(result, StartResult) else StartResult(None, False)
+
+    def adopt(self, timeout_s: float | None = 30.0) -> bool:
+        """Adopt the engine named in ``engine.pid`` if it still runs; True if adopted."""
+        return bool(self._submit(Adopt(), wait=True, timeout_s=timeout_s))
+
+    def clear_hold(self, timeout_s: float | None = 10.0) -> ServingStatus:
+        """A person acknowledges the breaker: ``held`` becomes ``stopped`` (no start)."""
+        self._submit(ClearHold(), wait=True, timeout_s=timeout_s)
+        return self.status()
+
+    def status(self) -> ServingStatus:
+        """The current status (with the live last log line and backoff countdown)."""
+        status = self._machine.status
+        remaining = None
+        if status.backoff_until_s is not None:
+            remaining = max(status.backoff_until_s - self._clock(), 0.0)
+        return replace(status, last_log_line=self._capture.last_line, backoff_remaining_s=remaining)
+
+    def logs(self, n: int = 100) -> list[str]:
+        """The engine's last ``n`` log lines."""
+        return self._capture.tail(n)
+
+    @property
+    def log_capture(self) -> LogCapture:
+        """The log capture, for ``fleetctl logs --follow`` (``subscribe``/``follow``)."""
+        return self._capture
+
+    def close(self, stop_engine: bool = False, timeout_s: float | None = None) -> None:
+        """Stop supervising. The engine keeps running unless ``stop_engine`` (stop_on_exit)."""
+        if self._thread is None:
+            self._capture.close()
+            self._client.close()
+            return
+        if stop_engine and not self._closed.is_set():
+            self.stop("fleetd is shutting down (stop_on_exit)", wait=True, timeout_s=timeout_s)
+        if not self._closed.is_set():
+            with contextlib.suppress(SupervisorClosed):
+                self._submit(Close(), wait=True, timeout_s=timeout_s)
+        self._thread.join(timeout=timeout_s)
+        self._capture.close()
+        self._client.close()
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _submit(self, command: Command, *, wait: bool, timeout_s: float | None) -> Any:
+        request = Request(command)
+        # Checked and enqueued under the lock that close takes, so no command slips in
+        # after the loop drained the queue (it would wait forever).
+        with self._submit_lock:
+            if self._closed.is_set() or self._thread is None:
+                raise SupervisorClosed(f"the supervisor is closed; cannot {_verb(command)}")
+            self._requests.put(request)
+        if not wait or threading.current_thread() is self._thread:
+            return None
+        return request.result.result(timeout=timeout_s)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                request: Request | None = self._requests.get(timeout=self._machine.wait_s())
+            except queue.Empty:
+                request = None
+            if request is not None and isinstance(request.command, Close):
+                self._close_from_loop(request)
+                return
+            if request is not None:
+                self._dispatch(request)
+            try:
+                self._machine.tick()
+            except Exception:
+                LOG.exception("the serving supervisor's tick failed; carrying on")
+            self._machine.publish()
+
+    def _dispatch(self, request: Request) -> None:
+        machine = self._machine
+        try:
+            match request.command:
+                case Start():
+                    outcome: object = machine.start()
+                case Stop() as stop:
+                    outcome = machine.stop(stop, request.result)
+                case Restart():
+                    outcome = machine.restart(request.result)
+                case Adopt():
+                    outcome = machine.adopt()
+                case ClearHold():
+                    machine.clear_hold()
+                    outcome = None
+                case Exited() as exited:
+                    machine.exited(exited)
+                    outcome = None
+                case Close():  # handled by the loop before dispatch
+                    outcome = None
+        except Exception as exc:
+            if not isinstance(exc, StartRefused):
+                LOG.exception("serving command %s failed", _verb(request.command))
+            if not request.result.done():
+                request.result.set_exception(exc)
+            return
+        if outcome is not Later.PENDING and not request.result.done():
+            request.result.set_result(outcome)
+
+    def _close_from_loop(self, request: Request) -> None:
+        with self._submit_lock:
+            self._closed.set()
+        self._machine.close()
+        # Commands that arrived after close get a clear error rather than a hang.
+        while True:
+            try:
+                pending = self._requests.get_nowait()
+            except queue.Empty:
+                break
+            if not pending.result.done():
+                pending.result.set_exception(SupervisorClosed("the supervisor closed"))
+        request.result.set_result(None)
+
+
+def _verb(command: Command) -> str:
+    """The command's name as the old string commands spelled it (for messages and logs)."""
+    names = {Start: "start", Stop: "stop", Restart: "restart", Adopt: "adopt"}
+    names |= {ClearHold: "clear_hold", Exited: "exited", Close: "close"}
+    return names[type(command)]

@@ -1,0 +1,82 @@
+"""The ``[serving]`` and ``[recovery]`` sections of fleet.toml, declared once, here.
+
+The daemon's ``Settings`` composes these models as they are (same names as the config
+file, one validator), and the supervisor reads them directly. ``SupervisorTuning`` holds
+the few knobs that are not in the config file (probe timeout, log rotation, ...): their
+defaults suit a real rig; tests and the bench make them short.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServingSettings(_Section):
+    """``[serving]``: the engine's recipe and how it is supervised.
+
+    Cold starts take 20 to 45 minutes, hence the long ``startup_timeout_s``. A stop sends
+    SIGINT, waits ``stop_timeout_s``, sends SIGTERM and waits as long again; SIGKILL only
+    with ``allow_kill``. ``probe_failures`` health probes failing in a row make the engine
+    unhealthy (then restarted).
+    """
+
+    recipe: str | dict[str, Any] | None = None
+    autostart: bool = True
+    startup_timeout_s: Annotated[float, Field(gt=0)] = 2700.0
+    probe_interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    probe_failures: Annotated[int, Field(ge=1, le=100)] = 3
+    metrics_interval_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
+    stop_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    stop_on_exit: bool = False
+    allow_kill: bool = False
+
+
+class RecoverySettings(_Section):
+    """``[recovery]``: restart backoff, the crash breaker and the reboot command.
+
+    Backoff is ``min(backoff_base_s * 2**(n-1), backoff_max_s)`` for the n-th failure in a
+    row (a ``backoff_max_s`` below the base means no growth); n goes back to 0 after
+    ``backoff_reset_after_s`` of uninterrupted readiness. More than
+    ``breaker_max_restarts`` automatic restarts within ``breaker_window_s`` hold the
+    engine until a person acts.
+    """
+
+    dry_run: bool = False
+    backoff_base_s: Annotated[float, Field(gt=0)] = 10.0
+    backoff_max_s: Annotated[float, Field(gt=0)] = 300.0
+    backoff_reset_after_s: Annotated[float, Field(gt=0)] = 600.0
+    breaker_max_restarts: Annotated[int, Field(ge=1)] = 5
+    breaker_window_s: Annotated[float, Field(gt=0)] = 1800.0
+    reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
+
+    def backoff_delay_s(self, failures_in_a_row: int) -> float:
+        """Delay before the restart that follows the ``failures_in_a_row``-th failure."""
+        exponent = max(failures_in_a_row, 1) - 1
+        cap_s = max(self.backoff_max_s, self.backoff_base_s)
+        # Cap the exponent so a long failure streak cannot overflow the float.
+        return float(min(self.backoff_base_s * 2 ** min(exponent, 64), cap_s))
+
+
+class SupervisorTuning(_Section):
+    """The supervisor's knobs that the config file does not offer.
+
+    ``term_timeout_s`` is the wait after SIGTERM (``None``: as long as ``stop_timeout_s``);
+    ``kill_wait_s`` the wait after SIGKILL (``allow_kill``). ``restart_on_failure`` off
+    leaves a crashed engine stopped.
+    """
+
+    probe_timeout_s: Annotated[float, Field(gt=0)] = 2.0
+    term_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    kill_wait_s: Annotated[float, Field(gt=0)] = 10.0
+    restart_on_failure: bool = True
+    classify_tail_lines: Annotated[int, Field(gt=0)] = 200
+    log_max_bytes: Annotated[int, Field(gt=0)] = 64 * 1024 * 1024
+    log_backups: Annotated[int, Field(ge=0)] = 3
+    log_tail_lines: Annotated[int, Field(gt=0)] = 2000
+    log_poll_interval_s: Annotated[float, Field(gt=0)] = 0.25

@@ -1,0 +1,145 @@
+"""A stand-in for ``vllm serve``: the same HTTP surface, log lines and failure modes.
+
+Run as ``python -m serving.sim.engine serve MODEL [vllm flags...] --port N --host H
+--served-model-name NAME [--sim-... flags]``. It accepts (and ignores) every vLLM flag, so a
+real preset's argv runs unchanged with the program swapped. It exists so that the
+supervisor, the daemon, the dashboard and the canaries can be exercised for real (real
+processes, real HTTP, real signals) on a machine with no GPU.
+
+What it imitates: ``/health`` answers 503 while "loading" and 200 once ready;
+``/v1/models`` lists the served name once ready; ``/v1/chat/completions`` answers in the
+OpenAI shape, streamed (SSE) or not, at ``--sim-tokens-per-s``; ``/metrics`` exports vLLM's
+metric names. SIGINT (vLLM's stop signal) and SIGTERM shut it down with exit 0.
+
+Failure modes, each a flag: a CUDA crash with vLLM's trace after ready
+(``--sim-crash-after-s``), a failure while loading (``--sim-fail-start-after-s``), a hang
+(``--sim-hang-after-s``: connections are accepted but never answered), ignoring stop
+signals, mangling copied identifiers and leaking tool calls as raw DSML markup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from serving.sim.core import EngineLog, SimEngine, crash_trace
+from serving.sim.handler import EngineServer
+from serving.sim.options import SimOptions, parse_options
+
+
+def _install_signals(options: SimOptions, stopping: threading.Event) -> None:
+    def on_stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        ignored = options.ignore_signals or (signum == signal.SIGINT and options.ignore_sigint)
+        signal.signal(signum, signal.SIG_IGN if ignored else on_stop)
+
+
+def _loading(engine: SimEngine, started: float) -> bool:
+    """Print checkpoint-loading progress until ready; False when it must stop or fail."""
+    options = engine.options
+    step_s = max(0.2, min(2.0, options.ready_after_s / 10))
+    fail_at = options.fail_start_after_s
+    while True:
+        elapsed = time.monotonic() - started
+        if fail_at is not None and elapsed >= fail_at:
+            for line in crash_trace(options.crash_kind):
+                engine.log.line(line)
+            return False
+        if elapsed >= options.ready_after_s:
+            return True
+        pct = int(100 * elapsed / options.ready_after_s) if options.ready_after_s else 100
+        shards = 46
+        engine.log.line(
+            f"Loading safetensors checkpoint shards: {pct:3d}% Completed | "
+            f"{shards * pct // 100}/{shards} [{elapsed:05.1f}s]"
+        )
+        wait_s = min(step_s, options.ready_after_s - elapsed)
+        if fail_at is not None:
+            wait_s = min(wait_s, max(fail_at - elapsed, 0.0))
+        if engine.stopping.wait(max(wait_s, 0.0)):
+            return False
+
+
+def run(options: SimOptions) -> int:
+    """Serve until stopped (exit 0), crashed (exit 1) or unable to bind (exit 1)."""
+    log = EngineLog()
+    engine = SimEngine(options, log)
+    _install_signals(options, engine.stopping)
+    started = time.monotonic()
+    log.vllm("INFO", "api_server.py:1880", "vLLM API server version 0.11.0 (cmpfleet simulated)")
+    log.vllm("INFO", "utils.py:326", f"non-default args: {{'model': '{options.model}'}}")
+    if options.ignored:
+        log.vllm("INFO", "arg_utils.py:1320", f"accepted flags: {' '.join(options.ignored)}")
+    log.vllm(
+        "WARNING",
+        "_custom_ops.py:20",
+        "Failed to import from vllm._C with ModuleNotFoundError(\"No module named 'vllm._C'\")",
+    )
+    try:
+        server = EngineServer((options.host, options.port), engine)
+    except OSError as exc:
+        log.vllm("ERROR", "api_server.py:1895", f"cannot bind {options.host}:{options.port}: {exc}")
+        return 1
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    )
+    thread.start()
+    log.vllm(
+        "INFO",
+        "api_server.py:1912",
+        f"Starting vLLM API server 0 on http://{options.host}:{options.port}",
+    )
+    try:
+        if not _loading(engine, started):
+            if engine.stopping.is_set():
+                log.line("INFO:     Shutting down")
+                return 0
+            return 1
+        log.line(f"INFO:     Started server process [{os.getpid()}]")
+        log.line("INFO:     Waiting for application startup.")
+        engine.ready.set()
+        log.line("INFO:     Application startup complete.")
+        ready_at = time.monotonic()
+        crash_at = None if options.crash_after_s is None else ready_at + options.crash_after_s
+        hang_at = None if options.hang_after_s is None else ready_at + options.hang_after_s
+        while True:
+            deadlines = [t for t in (crash_at, hang_at) if t is not None]
+            timeout = max(min(deadlines) - time.monotonic(), 0.0) if deadlines else None
+            if engine.stopping.wait(timeout):
+                log.line("INFO:     Shutting down")
+                return 0
+            now = time.monotonic()
+            if crash_at is not None and now >= crash_at:
+                for line in crash_trace(options.crash_kind):
+                    log.line(line)
+                return 1
+            if hang_at is not None and now >= hang_at:
+                engine.hung.set()
+                hang_at = None
+                log.vllm(
+                    "WARNING",
+                    "shm_broadcast.py:466",
+                    "No available shared memory broadcast block found in 60 seconds. "
+                    "This typically happens when some processes are hanging or doing some "
+                    "time-consuming work (e.g. compilation, weight/kv cache quantization).",
+                )
+    finally:
+        engine.stopping.set()
+        server.shutdown()
+        server.server_close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m serving.sim.engine``."""
+    options = parse_options(sys.argv[1:] if argv is None else argv)
+    return run(options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""The simulated engine's HTTP surface: health, models, chat completions, metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import generate_latest
+
+from serving.sim.core import SimEngine
+from serving.sim.replies import message_text, split_tokens
+
+
+class EngineServer(ThreadingHTTPServer):
+    """A threading HTTP server that hands each handler the one ``SimEngine``."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], engine: SimEngine) -> None:
+        self.engine = engine
+        super().__init__(address, EngineHandler)
+
+
+class EngineHandler(BaseHTTPRequestHandler):
+    """The routes vLLM's OpenAI server answers, with its status codes and bodies."""
+
+    protocol_version = "HTTP/1.1"
+    server: EngineServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: probes every few seconds would drown the engine log."""
+
+    def _send_json(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str, kind: str) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    def do_GET(self) -> None:
+        """Health, models, metrics (all wait forever while hung)."""
+        engine = self.server.engine
+        engine.block_if_hung()
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            if engine.ready.is_set():
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self._send_error(503, "engine is loading", "ServiceUnavailable")
+        elif path == "/v1/models":
+            if not engine.ready.is_set():
+                self._send_error(503, "engine is loading", "ServiceUnavailable")
+                return
+            options = engine.options
+            model = {
+                "id": options.served_model_name,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "vllm",
+                "root": options.model,
+                "parent": None,
+                "max_model_len": options.max_model_len,
+            }
+            self._send_json(200, {"object": "list", "data": [model]})
+        elif path == "/metrics":
+            data = generate_latest(engine.registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._send_error(404, f"no route {path}", "NotFoundError")
+
+    def do_POST(self) -> None:
+        """Chat completions, streamed or not."""
+        engine = self.server.engine
+        engine.block_if_hung()
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        if path != "/v1/chat/completions":
+            self._send_error(404, f"no route {path}", "NotFoundError")
+            return
+        if not engine.ready.is_set():
+            self._send_error(503, "engine is loading", "ServiceUnavailable")
+            return
+        try:
+            request = json.loads(raw or b"{}")
+        except json.JSONDecodeError as exc:
+            self._send_error(400, f"request body is not JSON: {exc}", "BadRequestError")
+            return
+        messages = request.get("messages") if isinstance(request, dict) else None
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            self._send_error(400, "request needs a `messages` list of objects", "BadRequestError")
+            return
+        model = request.get("model", engine.options.served_model_name)
+        if model != engine.options.served_model_name:
+            self._send_error(404, f"The model `{model}` does not exist.", "NotFoundError")
+            return
+        engine.log.line(f'INFO:     {self.client_address[0]} - "POST {path} HTTP/1.1" 200 OK')
+        with engine.slot():
+            if request.get("stream"):
+                self._stream(engine, request)
+            else:
+                self._complete(engine, request)
+
+    def _base(self, engine: SimEngine, completion_id: str, kind: str) -> dict[str, Any]:
+        return {
+            "id": completion_id,
+            "object": kind,
+            "created": int(time.time()),
+            "model": engine.options.served_model_name,
+        }
+
+    def _complete(self, engine: SimEngine, request: dict[str, Any]) -> None:
+        started = time.monotonic()
+        reply = engine.reply_for(request)
+        limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
+        tokens = split_tokens(reply.content or "", limit)
+        content = "".join(tokens) if reply.content is not None else None
+        generated = max(len(tokens), 1 if reply.tool_calls else 0)
+        engine.pace(1)
+        engine.ttft.observe(time.monotonic() - started)
+        engine.pace(max(generated - 1, 0))
+        engine.generation_tokens.inc(generated)
+        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        engine.prompt_tokens.inc(prompt_tokens)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reply.reasoning is not None:
+            message["reasoning"] = reply.reasoning
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
+        body = self._base(engine, f"chatcmpl-{uuid.uuid4().hex}", "chat.completion")
+        body["choices"] = [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        ]
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": generated,
+            "total_tokens": prompt_tokens + generated,
+        }
+        self._send_json(200, body)
+
+    def _stream(self, engine: SimEngine, request: dict[str, Any]) -> None:
+        started = time.monotonic()
+        reply = engine.reply_for(request)
+        limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
+        tokens = split_tokens(reply.content or "", limit)
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        engine.prompt_tokens.inc(sum(len(message_text(m).split()) for m in request["messages"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def send(delta: dict[str, Any], finish: str | None) -> None:
+            chunk = self._base(engine, completion_id, "chat.completion.chunk")
+            chunk["choices"] = [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            ]
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+
+        send({"role": "assistant", "content": ""}, None)
+        if reply.reasoning is not None:
+            send({"reasoning": reply.reasoning}, None)
+        first = True
+        for token in tokens:
+            engine.pace(1)
+            if engine.stopping.is_set():
+                return
+            if first:
+                engine.ttft.observe(time.monotonic() - started)
+                first = False
+            engine.generation_tokens.inc()
+            send({"content": token}, None)
+        if reply.tool_calls:
+            engine.pace(1)
+            engine.generation_tokens.inc()
+            calls = [{"index": i, **call} for i, call in enumerate(reply.tool_calls)]
+            send({"tool_calls": calls}, None)
+        finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
+        send({}, finish)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()

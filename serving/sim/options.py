@@ -1,0 +1,105 @@
+"""The simulated engine's command line: vLLM's flags accepted, ``--sim-*`` flags read."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CRASH_KINDS = ("cuda_fault", "engine_dead", "kv_oom", "driver_poisoned", "rpc_timeout")
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """The flags the simulated engine understands (everything else is ignored)."""
+
+    model: str
+    served_model_name: str
+    host: str
+    port: int
+    max_num_seqs: int
+    max_model_len: int
+    ready_after_s: float
+    crash_after_s: float | None
+    fail_start_after_s: float | None
+    crash_kind: str
+    hang_after_s: float | None
+    ignore_sigint: bool
+    ignore_signals: bool
+    tokens_per_s: float
+    corrupt_identifiers_pct: float
+    leak_dsml: bool
+    seed: int
+    ignored: tuple[str, ...]
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _percent(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100, got {text}")
+    return value
+
+
+def parse_options(argv: Sequence[str]) -> SimOptions:
+    """Parse ``serve MODEL ...``; unknown (vLLM) flags are kept in ``ignored``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.sim.engine", description=__doc__, allow_abbrev=False
+    )
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("model")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--served-model-name", nargs="+", default=None)
+    parser.add_argument("--max-num-seqs", type=int, default=8)
+    parser.add_argument("--max-model-len", type=int, default=131072)
+    parser.add_argument("--sim-ready-after-s", type=_non_negative, default=5.0)
+    parser.add_argument("--sim-crash-after-s", type=_non_negative, default=None)
+    parser.add_argument("--sim-fail-start-after-s", type=_non_negative, default=None)
+    parser.add_argument("--sim-crash-kind", choices=CRASH_KINDS, default="cuda_fault")
+    parser.add_argument("--sim-hang-after-s", type=_non_negative, default=None)
+    parser.add_argument("--sim-ignore-sigint", action="store_true")
+    parser.add_argument("--sim-ignore-signals", action="store_true")
+    parser.add_argument("--sim-tokens-per-s", type=_positive, default=50.0)
+    parser.add_argument("--sim-corrupt-identifiers-pct", type=_percent, default=0.0)
+    parser.add_argument("--sim-leak-dsml", action="store_true")
+    parser.add_argument("--sim-seed", type=int, default=0)
+    args, unknown = parser.parse_known_args(list(argv))
+    if not 0 < args.port < 65536:
+        parser.error(f"--port must be between 1 and 65535, got {args.port}")
+    if args.max_num_seqs < 1:
+        parser.error(f"--max-num-seqs must be >= 1, got {args.max_num_seqs}")
+    served = args.served_model_name[0] if args.served_model_name else args.model
+    return SimOptions(
+        model=args.model,
+        served_model_name=served,
+        host=args.host,
+        port=args.port,
+        max_num_seqs=args.max_num_seqs,
+        max_model_len=args.max_model_len,
+        ready_after_s=args.sim_ready_after_s,
+        crash_after_s=args.sim_crash_after_s,
+        fail_start_after_s=args.sim_fail_start_after_s,
+        crash_kind=args.sim_crash_kind,
+        hang_after_s=args.sim_hang_after_s,
+        ignore_sigint=args.sim_ignore_sigint,
+        ignore_signals=args.sim_ignore_signals,
+        tokens_per_s=args.sim_tokens_per_s,
+        corrupt_identifiers_pct=args.sim_corrupt_identifiers_pct,
+        leak_dsml=args.sim_leak_dsml,
+        seed=args.sim_seed,
+        ignored=tuple(unknown),
+    )

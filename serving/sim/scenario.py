@@ -1,0 +1,120 @@
+"""The ``[engine]`` part of a scenario file: how the simulated engine behaves, as its flags.
+
+A scenario file describes a whole simulated rig; hwcheck reads the hardware parts and
+keeps the ``[engine]`` table raw, unread (it is serving's business). This module turns
+that table into an ``EngineScenario`` and the engine into ``--sim-*`` flags, so the
+daemon builds the simulated engine without reaching into the hardware package. A bad
+value is an ``EngineScenarioError`` whose message is one line naming the file and key,
+in the same words as the rest of the scenario's errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+
+class EngineScenarioError(ValueError):
+    """A bad ``[engine]`` table; the message is one line naming file and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineScenario:
+    """How the simulated engine behaves. Times count from its start; ``None`` means never."""
+
+    ready_after_s: float = 5.0
+    crash_after_s: float | None = None
+    hang_after_s: float | None = None
+    ignore_sigint: bool = False
+    ignore_signals: bool = False  # SIGINT and SIGTERM: a stop that will not take
+    tokens_per_s: float = 30.0
+    corrupt_identifiers_pct: float = 0.0
+    leak_dsml: bool = False
+
+
+class _Bad(Exception):
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"engine.{key}: {problem}")
+
+
+def _shown(value: object) -> str:
+    """A TOML value as the error message shows it: ``"text"``, ``1``, ``true``, a table."""
+    if isinstance(value, dict | list):
+        return "a table" if isinstance(value, dict) else "a list"
+    return json.dumps(value, default=str)
+
+
+def _number(table: Mapping[str, object], key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(key, f"expected a number, got {_shown(value)}")
+    return float(value)
+
+
+def _seconds(table: Mapping[str, object], key: str) -> float | None:
+    if table.get(key) is None:
+        return None
+    seconds = _number(table, key, 0.0)
+    if seconds < 0:
+        raise _Bad(key, f"must not be negative, got {seconds:g}")
+    return seconds
+
+
+def _flag(table: Mapping[str, object], key: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise _Bad(key, f"expected true or false, got {_shown(value)}")
+    return value
+
+
+def _build(table: Mapping[str, object]) -> EngineScenario:
+    known = sorted(f.name for f in fields(EngineScenario))
+    for key in table:
+        if key not in known:
+            raise _Bad(key, f"unknown key (known: {', '.join(known)})")
+    defaults = EngineScenario()
+    pct = _number(table, "corrupt_identifiers_pct", 0.0)
+    if not 0.0 <= pct <= 100.0:
+        raise _Bad("corrupt_identifiers_pct", f"must be 0 to 100, got {pct:g}")
+    tokens = _number(table, "tokens_per_s", defaults.tokens_per_s)
+    if tokens <= 0:
+        raise _Bad("tokens_per_s", f"must be positive, got {tokens:g}")
+    ready = _seconds(table, "ready_after_s") if "ready_after_s" in table else None
+    return EngineScenario(
+        ready_after_s=defaults.ready_after_s if ready is None else ready,
+        crash_after_s=_seconds(table, "crash_after_s"),
+        hang_after_s=_seconds(table, "hang_after_s"),
+        ignore_sigint=_flag(table, "ignore_sigint"),
+        ignore_signals=_flag(table, "ignore_signals"),
+        tokens_per_s=tokens,
+        corrupt_identifiers_pct=pct,
+        leak_dsml=_flag(table, "leak_dsml"),
+    )
+
+
+def parse_engine_scenario(table: Mapping[str, object], label: str) -> EngineScenario:
+    """The scenario's raw ``[engine]`` table, checked; ``label`` names the file in errors."""
+    try:
+        return _build(table)
+    except _Bad as exc:
+        raise EngineScenarioError(f"scenario {label}: {exc}") from None
+
+
+def simulated_engine_args(engine: EngineScenario) -> list[str]:
+    """The simulated engine's ``--sim-*`` flags for one ``EngineScenario``."""
+    args = ["--sim-ready-after-s", str(engine.ready_after_s)]
+    args += ["--sim-tokens-per-s", str(engine.tokens_per_s)]
+    if engine.crash_after_s is not None:
+        args += ["--sim-crash-after-s", str(engine.crash_after_s)]
+    if engine.hang_after_s is not None:
+        args += ["--sim-hang-after-s", str(engine.hang_after_s)]
+    if engine.ignore_sigint:
+        args.append("--sim-ignore-sigint")
+    if engine.ignore_signals:
+        args.append("--sim-ignore-signals")
+    if engine.corrupt_identifiers_pct:
+        args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
+    if engine.leak_dsml:
+        args.append("--sim-leak-dsml")
+    return args
