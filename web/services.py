@@ -73,3 +73,14 @@ class WebServices(Protocol):
     def serving_recipe(self) -> dict[str, Any]:
         """The spec the daemon would launch, and its diff to the last ready launch."""
         ...
+
+    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+        """Explain the reboot (no ``confirm``), or stop cleanly then reboot.
+
+        ``Refused`` when the engine would not stop or the reboot command failed.
+        """
+        ...
+
+    def recovery_clear(self, reason: str) -> dict[str, Any]:
+        """Clear the reboot-required latch as a recorded operator override."""
+        ...
