@@ -143,7 +143,7 @@ class Daemon:
             self.caps,
             host.gpu,
             apply_caps=settings.rig.apply_power_caps,
-            judge=self._sample_until_judged,
+            judge=self._judge_now,
         )
         self.services = DaemonServices(
             self.store,
@@ -319,6 +319,11 @@ class Daemon:
         decision = self.recovery.autostart()
         if self.engine is not None and not isinstance(decision, Start):
             log.warning("not autostarting the engine: %s", describe(decision)[1])
+
+    def _judge_now(self) -> None:
+        """Every check on fresh samples of this boot (the bring-up's step)."""
+        self.poll()
+        self._sample_until_judged()
 
     def _sample_until_judged(self) -> None:
         """Take the few quick samples a sustained check needs before anything starts.
