@@ -208,6 +208,14 @@ class RecoveryService:
         )
         decision = decide(self.facts(Trigger.XID, new_xids=(fact,)), 0.0)
         self.act(decision)
+        if not isinstance(decision, StopAndLatch) and not self.dry_run:
+            # A suspicious event while no engine runs: is the card still usable?
+            why = f"after Xid {fact.xid} with the engine stopped"
+            self.submit(lambda: self._probe_if_stopped(why))
+
+    def _probe_if_stopped(self, why: str) -> None:
+        if self.engine_condition() is EngineCondition.STOPPED:
+            self.probe(why)
 
     def on_snapshot(self, snapshot: RigSnapshot) -> None:
         """The poller's listener: a card newly lost, asking for a reset or a reboot."""

@@ -131,8 +131,14 @@ def test_an_unknown_xid_is_recorded_and_advised_for_inspection(rig: Fleetd) -> N
     inject(rig, 0, 4242)
     wait_until(lambda: "advise_inspection" in actions(rig), DEADLINE_S, "advice to inspect")
     assert not latched(rig)
-    decision = recovery(rig)["decisions"][0]
+    decision = next(d for d in recovery(rig)["decisions"] if d["action"] == "advise_inspection")
     assert "Xid 4242" in decision["reason"]
+    # A suspicious event with the engine stopped: the cards are probed.
+    wait_until(
+        lambda: any("after Xid 4242" in (d["reason"] or "") for d in recovery(rig)["decisions"]),
+        DEADLINE_S,
+        "the probe after the Xid",
+    )
 
 
 def test_a_lost_card_latches_and_a_restarted_fleetd_keeps_latch_and_decisions(
