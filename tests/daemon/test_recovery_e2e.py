@@ -127,6 +127,17 @@ def test_gsp_faults_advise_a_cold_power_cycle(rig: Fleetd, xid: int) -> None:
     clear(rig)
 
 
+def test_nvml_recovery_action_field_asks_for_a_power_cycle(rig: Fleetd) -> None:
+    """NVML field 230 code 7 (system reboot, GSP/PMU class) on a card that still answers."""
+    assert rig.post("/api/v1/sim/card/0", {"recovery_action": 7}).status_code == 200
+    wait_until(lambda: latched(rig), DEADLINE_S, "the latch for recovery action 7")
+    block = recovery(rig)
+    assert "card 0: NVML recovery action 7" in block["reason"]
+    assert block["advice"].startswith(COLD)
+    assert rig.post("/api/v1/sim/card/0", {"recovery_action": 0}).status_code == 200
+    clear(rig)
+
+
 def test_an_unknown_xid_is_recorded_and_advised_for_inspection(rig: Fleetd) -> None:
     inject(rig, 0, 4242)
     wait_until(lambda: "advise_inspection" in actions(rig), DEADLINE_S, "advice to inspect")
@@ -252,6 +263,27 @@ def test_repeated_crashes_are_restarted_then_held(tmp_path: Path) -> None:
         found = actions(daemon)
         assert found.count("restart_after") >= 2 and found[0] == "hold", found
         assert not latched(daemon), "a crash on a healthy rig is no hardware fault"
+    finally:
+        stop_all([daemon])
+
+
+def test_a_hardware_xid_during_the_backoff_cancels_the_restart(tmp_path: Path) -> None:
+    """An Xid 31 often kills the engine a moment before its line is read: no restart then."""
+    scenario = healthy_with_engine(
+        tmp_path / "crash-once.toml", "\n[engine]\nready_after_s = 0.3\ncrash_after_s = 1.0\n"
+    )
+    config = tmp_path / "fleet.toml"
+    config.write_text("[serving]\nprobe_interval_s = 0.3\n[recovery]\nbackoff_base_s = 30\n")
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=config)
+    try:
+        wait_until(lambda: serving(daemon)["state"] == "backoff", 30, "the backoff after a crash")
+        inject(daemon, 1, 31)
+        wait_until(lambda: latched(daemon), DEADLINE_S, "the latch")
+        wait_until(lambda: serving(daemon)["state"] == "stopped", DEADLINE_S, "engine stopped")
+        doc = serving(daemon)
+        assert doc["restarts"] == 0 and doc["pid"] is None
+        assert "Xid 31 on card 1" in doc["reason"]
+        assert doc.get("backoff_remaining_s") is None
     finally:
         stop_all([daemon])
 
