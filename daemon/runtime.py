@@ -27,6 +27,7 @@ from daemon.boot import track_boot
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
+from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl
@@ -51,6 +52,7 @@ from hwcheck.model import (
 from hwcheck.sim.rig import SimulatedRig
 from serving.recipe.recipe import Recipe
 from web.app import create_app
+from web.metrics_model import DurationHistogram
 
 log = logging.getLogger("fleetd")
 
@@ -158,6 +160,15 @@ class Daemon:
             loopback_only=is_loopback(listen_host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
         )
+        self.poll_durations = DurationHistogram()
+        self.latch_mirror = LatchMirror()
+        self.metrics = DaemonMetrics(
+            self.monitor,
+            self.services.serving_document,
+            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
+            self.latch_mirror,
+            self.poll_durations,
+        )
 
     # -- helpers ----------------------------------------------------------------------
     def _card_index_of(self, pci_bus_id: str | None) -> int | None:
@@ -181,6 +192,7 @@ class Daemon:
         not once per poll: a broken host at a short interval must not flood the journal.
         """
         with self._poll_lock:
+            began_s = time.monotonic()
             try:
                 self._poll_once()
             except Exception as exc:
@@ -190,6 +202,8 @@ class Daemon:
                     log.error("poll failed: %s (fleetd keeps polling)", error, exc_info=True)
                     self._poll_error_logged = error
                 return
+            finally:
+                self.poll_durations.observe(time.monotonic() - began_s)
             if self._poll_error_logged is not None:
                 log.warning("polls succeed again after: %s", self._poll_error_logged)
                 self._poll_error_logged = None
@@ -239,6 +253,7 @@ class Daemon:
     def _store_poll(self, snapshot: RigSnapshot, results: list[CheckResult]) -> None:
         """One poll's writes, on the store writer's thread."""
         self.store.record_samples(snapshot)  # also keeps the cards table current
+        self.latch_mirror.set(self.store.get_latch() is not None)  # for /metrics
         for changed in self.store.record_check_transitions(results):
             log.info(
                 "check %s%s is now %s: %s",
@@ -422,7 +437,7 @@ class Daemon:
         sock.listen(128)
         sock.set_inheritable(False)
         config = uvicorn.Config(
-            create_app(self.services),
+            create_app(self.services, metrics=self.metrics),
             log_level="warning",
             access_log=False,
             lifespan="off",
