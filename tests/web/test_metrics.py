@@ -123,7 +123,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     daemon = Daemon(settings, state, host, sim, Notifier({}), recipe)
     try:
         daemon.start()
-        rig = Rig(daemon, backend, statements, f"http://127.0.0.1:{daemon.listen_port}")
+        rig = Rig(daemon, backend, statements, f"http://127.0.0.1:{daemon.api.port}")
         wait_until(
             lambda: daemon.services.serving_state() == "ready", 30, "the simulated engine ready"
         )
