@@ -24,6 +24,7 @@ from daemon.boot import track_boot
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
+from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
 from daemon.sdnotify import Notifier
@@ -38,6 +39,7 @@ from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from serving.recipe.recipe import Recipe
 from web.app import create_app
+from web.metrics_model import DurationHistogram
 
 log = logging.getLogger("fleetd")
 
@@ -136,6 +138,15 @@ class Daemon:
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
         )
+        self.poll_durations = DurationHistogram()
+        self.latch_mirror = LatchMirror()
+        self.metrics = DaemonMetrics(
+            self.monitor,
+            self.services.serving_document,
+            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
+            self.latch_mirror,
+            self.poll_durations,
+        )
 
     # -- helpers ----------------------------------------------------------------------
     def _card_index_of(self, pci_bus_id: str | None) -> int | None:
@@ -157,8 +168,15 @@ class Daemon:
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
-        """One poll (``daemon.poller``)."""
+        """One poll (``daemon.poller``), timed for /metrics; then the latch mirror's refresh."""
+        began_s = time.monotonic()
         self.poller.poll()
+        self.poll_durations.observe(time.monotonic() - began_s)
+        self.writer.submit(self._mirror_latch)
+
+    def _mirror_latch(self) -> None:
+        """On the store writer's thread: /metrics reads the latch from memory, never the store."""
+        self.latch_mirror.set(self.store.get_latch() is not None)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
@@ -210,7 +228,7 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
-        self.api.start(create_app(self.services))
+        self.api.start(create_app(self.services, metrics=self.metrics))
         track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
