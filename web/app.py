@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from web.auth import bearer, token_matches
 from web.errors import install_error_handlers
 from web.limits import MAX_BODY_BYTES, BodyLimit
+from web.metrics import metrics_router
+from web.metrics_model import MetricsSource
 from web.models import (
     AckDocument,
     CapsDocument,
@@ -67,8 +69,17 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """Build the app around ``services`` (no globals: everything hangs off this closure)."""
+def create_app(
+    services: WebServices,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    *,
+    metrics: MetricsSource | None = None,
+) -> FastAPI:
+    """Build the app around ``services`` (no globals: everything hangs off this closure).
+
+    ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
+    may leave it out).
+    """
     app = FastAPI(
         title="cmpfleet",
         version=package_version(),
@@ -103,6 +114,8 @@ def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> F
     # Added last, so outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
+    if metrics is not None:
+        app.include_router(metrics_router(metrics))
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
