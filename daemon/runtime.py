@@ -157,6 +157,7 @@ class Daemon:
             token=self.token,
             loopback_only=is_loopback(listen_host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+            rig=self.settings.rig,
         )
 
     # -- helpers ----------------------------------------------------------------------
