@@ -23,6 +23,8 @@ from web.dashboard_routes import install_dashboard
 from web.errors import install_error_handlers
 from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
+from web.metrics import metrics_router
+from web.metrics_model import MetricsSource
 from web.models import (
     AckDocument,
     CapsDocument,
@@ -69,8 +71,17 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """Build the app around ``services`` (no globals: everything hangs off this closure)."""
+def create_app(
+    services: WebServices,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    *,
+    metrics: MetricsSource | None = None,
+) -> FastAPI:
+    """Build the app around ``services`` (no globals: everything hangs off this closure).
+
+    ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
+    may leave it out).
+    """
     app = FastAPI(
         title="cmpfleet",
         version=package_version(),
@@ -105,6 +116,8 @@ def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> F
     # Added last, so outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
+    if metrics is not None:
+        app.include_router(metrics_router(metrics))
 
     install_dashboard(app)
     app.include_router(history_router(services))
