@@ -3,20 +3,31 @@
 The rigs are ``tests/fleet/conftest.py``'s: one healthy, one whose simulated kernel log got
 a real-format Xid 31 line on card 1. Prometheus (Debian's, on loopback) evaluates the
 shipped ``cmpfleet.rules.yml`` every second; the Xid alert must fire for that rig, naming
-the card and the Xid, and nothing may fire for the healthy one.
+the card and the Xid, and nothing may fire for the healthy one. Prometheus sends its alerts
+to a real Alertmanager running the shipped routing (``deploy/alertmanager``), its two
+webhook receivers pointed at a loopback recorder.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tests.fleet.conftest import XID_CARD, TwoRigs
-from tests.fleet.deploy import RULES, as_instant_query, dashboard, dashboard_queries
+from tests.fleet.deploy import (
+    ALERTMANAGER,
+    RULES,
+    as_instant_query,
+    dashboard,
+    dashboard_queries,
+)
 from tests.support.fleetd import Fleetd, wait_until
-from tests.support.prometheus import Prometheus, start_prometheus
+from tests.support.prometheus import Prometheus, Server, start_alertmanager, start_prometheus
 
 pytestmark = [pytest.mark.external, pytest.mark.slow]
 
@@ -25,12 +36,72 @@ def target(daemon: Fleetd) -> str:
     return daemon.url.removeprefix("http://")
 
 
+class Notifications(ThreadingHTTPServer):
+    """Alertmanager's webhook receivers: every POSTed notification, by path."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        super().__init__(("127.0.0.1", 0), _Receiver)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    server: Notifications
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.received.append((self.path, json.loads(body)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @pytest.fixture(scope="module")
-def prometheus(two_rigs: TwoRigs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def notifications() -> Iterator[Notifications]:
+    server = Notifications()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def alertmanager(
+    notifications: Notifications, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The shipped routing, its receivers' URLs pointed at the recorder (nothing else changed)."""
+    shipped = ALERTMANAGER.read_text()
+    config = shipped.replace(
+        "http://pager.example.lan/hooks/cmpfleet", notifications.url + "/pager"
+    )
+    config = config.replace(
+        "http://chat-bridge.example.lan/hooks/cmpfleet", notifications.url + "/team"
+    )
+    assert config.count(notifications.url) == 2
+    server = start_alertmanager(tmp_path_factory.mktemp("alertmanager"), config)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    two_rigs: TwoRigs, alertmanager: Server, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
     """The shipped rules over both rigs, labelled ``rig`` as deploy/prometheus/rigs.yml does."""
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
+        "alerting": {
+            "alertmanagers": [
+                {"static_configs": [{"targets": [alertmanager.url.removeprefix("http://")]}]}
+            ]
+        },
         "scrape_configs": [
             {
                 "job_name": "cmpfleet",
@@ -115,3 +186,22 @@ def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> Non
             if "cmpfleet_gpu_" in expr and "xid" not in expr:
                 rows = prometheus.query(as_instant_query(expr))
                 assert len(rows) == 8, (panel["title"], expr, rows)
+
+
+def test_alertmanager_routes_the_rig_alerts_by_severity(
+    prometheus: Prometheus, notifications: Notifications, two_rigs: TwoRigs
+) -> None:
+    """The Xid warning reaches the team receiver, grouped per alert and rig (group_wait 10 s)."""
+
+    def team_got_the_xid() -> bool:
+        return any(
+            path == "/team" and body["groupLabels"] == {"alertname": "CmpfleetGpuXid", "rig": "xid"}
+            for path, body in notifications.received
+        )
+
+    wait_until(team_got_the_xid, 40, "the Xid notification at the team receiver", interval_s=0.5)
+    for path, body in notifications.received:
+        for alert in body["alerts"]:
+            assert alert["labels"]["rig"] == "xid", alert  # nothing about the healthy rig
+            want = "/pager" if alert["labels"]["severity"] == "critical" else "/team"
+            assert path == want, (path, alert["labels"])
