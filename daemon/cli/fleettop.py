@@ -76,19 +76,8 @@ def _rig_cells(reading: RigReading, summary: RigSummary) -> list[str | Text]:
         Text(f"{braking} ACTIVE", style="bold red") if braking else "off",
         str(sum(int(c.get("xid_since_boot") or 0) for c in cards)),
         Text("YES", style="bold red") if summary.reboot_required else "no",
-        _detail(reading.status, summary),
+        summary.detail,
     ]
-
-
-def _detail(doc: dict[str, Any], summary: RigSummary) -> str:
-    """Why the rig is not OK, in a few words: the latch's reason, else the worst check."""
-    if summary.reboot_required and summary.reboot_reason:
-        return summary.reboot_reason
-    for severity in ("critical", "warning"):
-        for check in doc.get("checks") or []:
-            if check.get("severity") == severity:
-                return str(check.get("message", ""))
-    return ""
 
 
 def _card_table(readings: list[RigReading], summaries: list[RigSummary]) -> Table:
