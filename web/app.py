@@ -16,12 +16,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
 from web.auth import bearer, token_matches
+from web.dashboard_routes import install_dashboard
 from web.errors import error_responses, install_error_handlers
+from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.logs import install_log_routes
 from web.metrics import install_metrics
@@ -126,10 +128,8 @@ def create_app(
     install_status_stream(app, services, gate)
     install_log_routes(app, services, gate, require_token)
 
-    @app.get("/", include_in_schema=False)
-    def root() -> RedirectResponse:
-        """The dashboard comes in its own issue; until then the API's own UI."""
-        return RedirectResponse("/docs")
+    install_dashboard(app)
+    app.include_router(history_router(services))
 
     @app.get("/healthz", response_model=HealthDocument)
     def healthz() -> dict[str, str]:
