@@ -22,6 +22,7 @@ import uvicorn
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
 from daemon.boot import track_boot
 from daemon.caps import CapKeeper
@@ -142,6 +143,12 @@ class Daemon:
         self.scheduler = BackgroundScheduler(timezone=UTC)
         listen_host, listen_port = split_listen(settings.web.listen)
         self.listen_host, self.listen_port = listen_host, listen_port
+        self.alerts = AlertService(
+            settings.alerts,
+            self.store,
+            rig=socket.gethostname(),
+            external_url=f"http://{_url_host(listen_host)}:{listen_port}",
+        )
         self._server: uvicorn.Server | None = None
         self._server_thread: threading.Thread | None = None
         self.engine: EngineService | None = None
@@ -336,6 +343,7 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
+        self.alerts.start()
         self._start_api()
         track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
@@ -422,7 +430,7 @@ class Daemon:
         sock.listen(128)
         sock.set_inheritable(False)
         config = uvicorn.Config(
-            create_app(self.services),
+            create_app(self.services, alerts=self.alerts),
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -514,6 +522,7 @@ class Daemon:
             self._server.should_exit = True
         if self._server_thread is not None:
             self._server_thread.join(10)
+        self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
         try:
             self.store.record_event(
                 EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"

@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
 from web.errors import install_error_handlers
 from web.limits import MAX_BODY_BYTES, BodyLimit
@@ -67,8 +68,15 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """Build the app around ``services`` (no globals: everything hangs off this closure)."""
+def create_app(
+    services: WebServices,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    alerts: AlertControl | None = None,
+) -> FastAPI:
+    """Build the app around ``services`` (no globals: everything hangs off this closure).
+
+    ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in stand-ins without it.
+    """
     app = FastAPI(
         title="cmpfleet",
         version=package_version(),
@@ -202,6 +210,9 @@ def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> F
     def serving_recipe() -> dict[str, Any]:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    if alerts is not None:
+        app.include_router(alerts_router(alerts, require_token))
 
     sim_only = [Depends(require_sim), Depends(require_token)]
 
