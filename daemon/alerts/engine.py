@@ -2,9 +2,10 @@
 
 It reads events past its stored cursor (so an event is turned into alerts exactly once,
 even across a ``kill -9``: the cursor moves in the same transaction as the alerts), plus
-the reboot-required latch, every ``tick_s``; whoever records something can ``wake()``
-it sooner. Due resolves and repeats are applied when they fall due. After a commit that
-queued notifications it calls ``on_queued`` (the senders' wake-up).
+the reboot-required latch. It does not poll: the store wakes it after each committed
+write that recorded an event or set the latch (``Store.add_news_listener``), and it sleeps
+until then or until the next resolve or repeat falls due. After a commit that queued notifications it calls ``on_queued``
+(the senders' wake-up).
 
 On its very first run the cursor starts at the newest event: history from before
 alerting existed is not sent to anyone.
@@ -24,6 +25,7 @@ from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
 log = logging.getLogger("fleetd.alerts")
 
 EVENT_BATCH = 500
+STORE_RETRY_S = 1.0
 
 
 class AlertEngine:
@@ -35,13 +37,11 @@ class AlertEngine:
         routes: list[SinkRoute],
         policy: AlertPolicy,
         on_queued: Callable[[], None],
-        tick_s: float = 0.1,
     ) -> None:
         self._store = store
         self._routes = routes
         self._policy = policy
         self._on_queued = on_queued
-        self._tick_s = tick_s
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="alerts-engine", daemon=True)
@@ -52,6 +52,7 @@ class AlertEngine:
 
     def start(self) -> None:
         """Start following (the cursor is set to the newest event on a first run)."""
+        self._store.add_news_listener(self.wake)
         self._thread.start()
 
     def wake(self) -> None:
@@ -72,24 +73,32 @@ class AlertEngine:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        wait_s: float | None = None
         while True:
             stopping = self._stop.is_set()
             self._wake.clear()
             try:
-                self.step()
+                wait_s = self._seconds_to_due(self.step())
                 if self._error is not None:
                     log.warning("alerts: the engine works again after: %s", self._error)
                     self._error = None
             except StoreError as exc:
+                wait_s = STORE_RETRY_S
                 if str(exc) != self._error:
                     log.error("alerts: cannot derive alerts: %s (retrying)", exc)
                     self._error = str(exc)
             if stopping:
                 return
-            self._wake.wait(self._tick_s)
+            self._wake.wait(wait_s)
 
-    def step(self, now: datetime | None = None) -> int:
-        """One pass: new events, the latch, what fell due. Notifications queued."""
+    @staticmethod
+    def _seconds_to_due(due: datetime | None) -> float | None:
+        if due is None:
+            return None
+        return max(0.0, (due - datetime.now(UTC)).total_seconds())
+
+    def step(self, now: datetime | None = None) -> datetime | None:
+        """One pass: new events, the latch, what fell due. When the next item falls due."""
         ts = now or datetime.now(UTC)
         cursor = self._store.alert_cursor()
         if cursor is None:
@@ -106,7 +115,7 @@ class AlertEngine:
             signals.append(latch_signal(latch))
         due = self._store.next_alert_due_at(self._policy)
         if not signals and not events and (due is None or due > ts):
-            return 0
+            return due
         try:
             queued = self._store.apply_alert_signals(
                 signals,
@@ -124,4 +133,4 @@ class AlertEngine:
             self._on_queued()
         if len(events) == EVENT_BATCH:
             self._wake.set()  # more to read: no pause
-        return queued
+        return self._store.next_alert_due_at(self._policy)
