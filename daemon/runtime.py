@@ -132,6 +132,7 @@ class Daemon:
             token=self.token,
             loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+            rig=self.settings.rig,
         )
         self.poller = RigPoller(
             settings,

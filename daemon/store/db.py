@@ -19,6 +19,7 @@ Everything the query modules share and nothing about any one record:
 from __future__ import annotations
 
 import enum
+import math
 import re
 import sqlite3
 import time
@@ -189,7 +190,7 @@ NAMING_CONVENTION: Mapping[str, str] = MappingProxyType(
 
 # -- the engine --------------------------------------------------------------------
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_BUSY_TIMEOUT_S = 30.0  # a SQLite URL's own ``?timeout=S`` (pysqlite's name) overrides it
 PG_CONNECT_TIMEOUT_S = 10
 SQLITE_WAL_LIMIT_BYTES = 64 * 1024 * 1024
 _BEGIN_OPTION = "cmpfleet_sqlite_begin"
@@ -219,16 +220,37 @@ def parse_url(url: str) -> URL:
         parent = Path(database).expanduser().parent
         if not parent.is_dir():
             raise StoreError(f"directory {parent} does not exist")
+        sqlite_busy_timeout_s(parsed)
     return parsed
 
 
-def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+def sqlite_busy_timeout_s(parsed: URL) -> float:
+    """How long a SQLite writer waits for a lock held elsewhere before "database is locked".
+
+    The URL's ``timeout`` query parameter, in seconds as pysqlite reads it
+    (``sqlite:///fleet.db?timeout=5``), else 30 s: long enough for a backup or a person's
+    ``sqlite3`` session, and short enough that a stuck lock shows in status.
+    """
+    raw = parsed.query.get("timeout")
+    if raw is None:
+        return SQLITE_BUSY_TIMEOUT_S
+    text = raw[-1] if isinstance(raw, tuple) else raw
+    try:
+        timeout_s = float(text)
+    except ValueError:
+        timeout_s = -1.0
+    if not (math.isfinite(timeout_s) and timeout_s >= 0):
+        raise StoreError(f"timeout={text} in the URL must be a number of seconds (0 or more)")
+    return timeout_s
+
+
+def _on_sqlite_connect(dbapi_connection: Any, busy_timeout_s: float) -> None:
     """Per-connection settings; autocommit at the driver so we issue BEGIN ourselves."""
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        _ensure_wal(cursor)
+        cursor.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000)}")
+        _ensure_wal(cursor, busy_timeout_s)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         # Checkpoints keep the WAL from growing; this also truncates the file afterwards.
@@ -237,7 +259,7 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         cursor.close()
 
 
-def _ensure_wal(cursor: Any) -> None:
+def _ensure_wal(cursor: Any, busy_timeout_s: float) -> None:
     """Switch to WAL once (it persists in the file); retry while another opener holds it.
 
     Changing the journal mode needs an exclusive lock and SQLite may answer "database is
@@ -246,7 +268,7 @@ def _ensure_wal(cursor: Any) -> None:
     """
     if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
         return
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_timeout_s
     pause_s = 0.01
     while True:
         try:
@@ -276,7 +298,12 @@ def build_engines(url: str) -> Engines:
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"cannot use this URL: {exc}") from exc
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _on_sqlite_connect)
+        busy_timeout_s = sqlite_busy_timeout_s(parsed)
+
+        def on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+            _on_sqlite_connect(dbapi_connection, busy_timeout_s)
+
+        event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
         return Engines(read=engine, write=engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}))
     return Engines(read=engine, write=engine)
