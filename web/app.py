@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
+from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
 from web.dashboard_routes import install_dashboard
 from web.errors import error_responses, install_error_handlers
@@ -76,11 +77,13 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     *,
     metrics: MetricsSource | None = None,
+    alerts: AlertControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
     ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
-    may leave it out).
+    may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
+    stand-ins without it.
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -214,6 +217,9 @@ def create_app(
     def serving_recipe() -> RecipeDocument:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    if alerts is not None:
+        app.include_router(alerts_router(alerts, require_token))
 
     sim_only = [Depends(require_sim), Depends(require_token)]
 

@@ -19,7 +19,13 @@ from sqlalchemy import Table, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from daemon.store import keyvalue
-from daemon.store.db import Database, StoreInputError, check_list_limit, require_aware
+from daemon.store.db import (
+    Database,
+    StoreInputError,
+    check_list_limit,
+    mark_news,
+    require_aware,
+)
 from daemon.store.keyvalue import ClearHow, Latch
 from daemon.store.models import Card, Event, StoredRow
 from hwcheck.model import CheckResult, EventKind, Severity
@@ -142,6 +148,7 @@ def event_values(
 def insert_event(session: Session, kind: str, severity: str, message: str, **extra: Any) -> int:
     """Insert one event inside the caller's session; its id (``extra``: ``event_values``)."""
     values = event_values(session, kind, severity, message, **extra)
+    mark_news(session)
     return int(
         session.execute(EVENTS.insert().values(**values).returning(EVENTS.c.id)).scalar_one()
     )
