@@ -125,7 +125,9 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
         expect(tile.locator('[data-metric="power"]')).to_contain_text(
             f"/ {card['power_limit_w']:g} W"
         )
-        expect(tile.locator('[data-metric="pcie"]')).to_contain_text("Gen2 x4 / Gen2 x4")
+        pcie = tile.locator('[data-metric="pcie"]')
+        expect(pcie.locator(".label")).to_have_text("PCIe · baseline Gen2 x4")
+        expect(pcie.locator(".value")).to_have_text(f"Gen{card['pcie_gen']} x{card['pcie_width']}")
         expect(tile.locator('[data-metric="xids"]')).to_contain_text("0")
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready")
     expect(page.locator('[data-fact="restarts"] dd')).to_have_text(

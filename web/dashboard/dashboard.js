@@ -219,7 +219,7 @@ function wireButtons() {
       "Reboot the host now? The engine is stopped cleanly first; the reboot runs only if that stop succeeds.",
       "/api/v1/recovery/reboot",
       { confirm: true },
-      () => "reboot: accepted; this page reconnects when the daemon is back",
+      (answer) => `reboot: ${answer.message || "accepted"}`,
     ),
   );
   $("event-list").addEventListener("click", (click) => {
