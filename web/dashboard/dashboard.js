@@ -187,6 +187,10 @@ function needToken() {
 async function mutate(question, path, body, done) {
   if (needToken()) return;
   if (!window.confirm(question)) return;
+  await post(path, body, done);
+}
+
+async function post(path, body, done) {
   try {
     const answer = await postJson(path, body);
     notify(done(answer), false);
@@ -222,6 +226,14 @@ function wireButtons() {
       (answer) => `reboot: ${answer.message || "accepted"}`,
     ),
   );
+  $("reboot-clear").addEventListener("click", () => {
+    if (needToken()) return;
+    const reason = window.prompt(
+      "Clear the reboot-required latch WITHOUT a reboot? Only if you know the cards are fine. Why (recorded):",
+    );
+    if (!reason || !reason.trim()) return;
+    post("/api/v1/recovery/clear", { reason: reason.trim() }, (answer) => `clear: ${answer.message || "done"}`);
+  });
   $("event-list").addEventListener("click", (click) => {
     const id = click.target.dataset ? click.target.dataset.ack : undefined;
     if (!id) return;
