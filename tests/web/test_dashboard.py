@@ -148,6 +148,22 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
     assert int(page.get_attribute("#chart-power", "data-points") or 0) > 0
     expect(page.locator("#event-list li[data-event]").first).to_be_visible()
     page.screenshot(path=rig.shots / "desktop.png", full_page=True)
+    # Live through the daemon's status stream: no status polling beside it.
+    assert rig.daemon.url + "/api/v1/stream?interval_s=2" in rig.requests
+    assert rig.requests.count(rig.daemon.url + "/api/v1/status") <= 1, rig.requests
+
+
+def test_without_the_stream_the_page_polls(page: Page, rig: Rig) -> None:
+    """An older fleetd (or a listener refusing the stream) answers 404: the page polls."""
+    page.route("**/api/v1/stream*", lambda route: route.fulfill(status=404, body="{}"))
+    open_dashboard(page, rig)
+    expect(page.locator(".tile")).to_have_count(4)
+    for _ in range(3):  # and keeps polling, every 2 s
+        page.wait_for_event(
+            "request", lambda r: r.url.endswith("/api/v1/status"), timeout=FAST_S * 1000
+        )
+    expect(page.locator("#verdict")).to_have_attribute("data-overall", "ok")
+    expect(page.locator("#reconnecting")).to_be_hidden()
 
 
 def test_the_24h_span_draws_from_rollups(page: Page, rig: Rig) -> None:
