@@ -1,5 +1,8 @@
 """What ``fleetctl fleet top`` draws: one line per rig, or one per card with ``--cards``.
 
+The card cells are ``fleetctl top``'s (``topview.card_cells``), led by the rig's name, so a
+card reads the same in both views and ``grep rig2`` finds every card of that rig.
+
 A frame is built from one concurrent poll of the fleet (``fleetquery``), so a rig that is
 down or restarting is a line saying so and the view carries on; it comes back on its own
 at the next refresh.
@@ -17,7 +20,8 @@ from rich.text import Text
 from daemon.cli.fleetfile import Rig
 from daemon.cli.fleetquery import RigReading, RigSummary, poll_fleet, worst
 from daemon.cli.output import SEVERITY_STYLE, severity_cell
-from daemon.cli.render import CARD_COLUMNS, card_row, fmt
+from daemon.cli.render import fmt
+from daemon.cli.topview import CARD_COLUMNS, card_cells, unlock_verdicts
 
 RIG_COLUMNS = (
     "rig", "overall", "cards", "engine", "tokens/s", "power", "max temp", "brake", "xid",
@@ -92,6 +96,7 @@ def _card_table(readings: list[RigReading], summaries: list[RigSummary]) -> Tabl
                 summary.rig, *blanks, Text(f"unknown: {why}", style=SEVERITY_STYLE["unknown"])
             )
             continue
+        verdicts = unlock_verdicts((reading.status or {}).get("checks") or [])
         for card in cards:
-            table.add_row(summary.rig, *card_row(card))
+            table.add_row(summary.rig, *card_cells(card, verdicts.get(int(card["index"]))))
     return table

@@ -10,10 +10,7 @@ webhook receivers pointed at a loopback recorder.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -28,6 +25,7 @@ from tests.fleet.deploy import (
 )
 from tests.support.fleetd import Fleetd, wait_until
 from tests.support.prometheus import Prometheus, Server, start_alertmanager, start_prometheus
+from tests.support.webhook import Received, WebhookReceiver
 
 pytestmark = [pytest.mark.external, pytest.mark.slow]
 
@@ -36,44 +34,17 @@ def target(daemon: Fleetd) -> str:
     return daemon.url.removeprefix("http://")
 
 
-class Notifications(ThreadingHTTPServer):
-    """Alertmanager's webhook receivers: every POSTed notification, by path."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[str, dict[str, Any]]] = []
-        super().__init__(("127.0.0.1", 0), _Receiver)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    server: Notifications
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.server.received.append((self.path, json.loads(body)))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def notifications() -> Iterator[Notifications]:
-    server = Notifications()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def notifications() -> Iterator[WebhookReceiver]:
+    """Alertmanager's two webhook receivers: every notification, by path."""
+    receiver = WebhookReceiver().start()
+    yield receiver
+    receiver.stop()
 
 
 @pytest.fixture(scope="module")
 def alertmanager(
-    notifications: Notifications, tmp_path_factory: pytest.TempPathFactory
+    notifications: WebhookReceiver, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """The shipped routing, its receivers' URLs pointed at the recorder (nothing else changed)."""
     shipped = ALERTMANAGER.read_text()
@@ -189,19 +160,21 @@ def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> Non
 
 
 def test_alertmanager_routes_the_rig_alerts_by_severity(
-    prometheus: Prometheus, notifications: Notifications, two_rigs: TwoRigs
+    prometheus: Prometheus, notifications: WebhookReceiver, two_rigs: TwoRigs
 ) -> None:
     """The Xid warning reaches the team receiver, grouped per alert and rig (group_wait 10 s)."""
 
-    def team_got_the_xid() -> bool:
+    def team_got_the_xid(requests: list[Received]) -> bool:
         return any(
-            path == "/team" and body["groupLabels"] == {"alertname": "CmpfleetGpuXid", "rig": "xid"}
-            for path, body in notifications.received
+            r.path == "/team"
+            and r.json()["groupLabels"] == {"alertname": "CmpfleetGpuXid", "rig": "xid"}
+            for r in requests
         )
 
-    wait_until(team_got_the_xid, 40, "the Xid notification at the team receiver", interval_s=0.5)
-    for path, body in notifications.received:
-        for alert in body["alerts"]:
+    received = notifications.wait_for(team_got_the_xid, 40, "the Xid at the team receiver")
+    for request in received:
+        path = request.path
+        for alert in request.json()["alerts"]:
             assert alert["labels"]["rig"] == "xid", alert  # nothing about the healthy rig
             want = "/pager" if alert["labels"]["severity"] == "critical" else "/team"
             assert path == want, (path, alert["labels"])
