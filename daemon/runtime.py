@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -18,13 +19,15 @@ from pathlib import Path
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
-from daemon.apiserver import ApiServer, is_loopback
+from daemon.apiserver import ApiServer, is_loopback, url_host
 from daemon.boot import track_boot
 from daemon.bringup import BringUp
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
+from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
 from daemon.reboot_command import reboot_runner
@@ -44,6 +47,7 @@ from recovery.decisions import Start
 from recovery.executors import describe
 from serving.recipe.recipe import Recipe
 from web.app import create_app
+from web.metrics_model import DurationHistogram
 
 log = logging.getLogger("fleetd")
 
@@ -115,6 +119,12 @@ class Daemon:
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.api = ApiServer(settings.web.listen)
+        self.alerts = AlertService(
+            settings.alerts,
+            self.store,
+            rig=socket.gethostname(),
+            external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
+        )
         self.recovery = RecoveryService(
             settings.recovery,
             autostart=settings.serving.autostart,
@@ -156,6 +166,7 @@ class Daemon:
             loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
             recovery=self.recovery,
+            rig=self.settings.rig,
         )
         self.poller = RigPoller(
             settings,
@@ -171,6 +182,15 @@ class Daemon:
             record_metrics=None if self.engine is None else self.engine.record_metrics,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
+        self.poll_durations = DurationHistogram()
+        self.latch_mirror = LatchMirror()
+        self.metrics = DaemonMetrics(
+            self.monitor,
+            self.services.serving_document,
+            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
+            self.latch_mirror,
+            self.poll_durations,
+        )
 
     # -- helpers ----------------------------------------------------------------------
     def _card_index_of(self, pci_bus_id: str | None) -> int | None:
@@ -192,8 +212,15 @@ class Daemon:
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
-        """One poll (``daemon.poller``)."""
+        """One poll (``daemon.poller``), timed for /metrics; then the latch mirror's refresh."""
+        began_s = time.monotonic()
         self.poller.poll()
+        self.poll_durations.observe(time.monotonic() - began_s)
+        self.writer.submit(self._mirror_latch)
+
+    def _mirror_latch(self) -> None:
+        """On the store writer's thread: /metrics reads the latch from memory, never the store."""
+        self.latch_mirror.set(self.store.get_latch() is not None)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
@@ -259,7 +286,8 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
-        self.api.start(create_app(self.services))
+        self.alerts.start()
+        self.api.start(create_app(self.services, metrics=self.metrics, alerts=self.alerts))
         rebooted = track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
@@ -407,6 +435,7 @@ class Daemon:
         self.recovery.close()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
         self.api.stop()
+        self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
         try:
             self.store.record_event(
                 EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"

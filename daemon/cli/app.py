@@ -12,7 +12,17 @@ from typing import Annotated
 
 import typer
 
-from daemon.cli import cmd_check, cmd_daemon, cmd_init, cmd_recovery, cmd_serving, cmd_xid
+from daemon.cli import (
+    cmd_alerts,
+    cmd_check,
+    cmd_daemon,
+    cmd_fleet,
+    cmd_init,
+    cmd_recovery,
+    cmd_serving,
+    cmd_top,
+    cmd_xid,
+)
 from daemon.cli.client import ClientError, FleetClient, find_token
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
 from daemon.cli.output import Output
@@ -40,6 +50,12 @@ caps_app = typer.Typer(no_args_is_help=True, help="Power caps.", rich_markup_mod
 app.add_typer(caps_app, name="caps")
 recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(recipe_app, name="recipe")
+app.add_typer(cmd_fleet.fleet_app, name="fleet")
+alerts_app = typer.Typer(
+    help="Recent alerts and their delivery; `alerts test` sends a test alert.",
+    rich_markup_mode=HELP_MARKUP,
+)
+app.add_typer(alerts_app, name="alerts")
 
 
 @dataclass
@@ -50,6 +66,7 @@ class GlobalOptions:
     token_file: Path | None
     rig: str | None
     json_mode: bool
+    fleet_file: Path | None = None
 
     def output(self, json_here: bool) -> Output:
         """The output for a command, JSON when asked before or after the command."""
@@ -60,8 +77,8 @@ class GlobalOptions:
         url, token_file = self.url, self.token_file
         try:
             if self.rig is not None:
-                url, rig_token = resolve_rig(self.rig)
-                token_file = token_file or rig_token
+                picked = resolve_rig(self.rig, self.fleet_file)
+                url, token_file = picked.url, token_file or picked.token_file
             return FleetClient(url=url, token=find_token(token_file, url))
         except (ClientError, FleetFileError) as exc:
             out.fail(str(exc), unreachable_code)
@@ -77,10 +94,21 @@ def main_options(
         Path | None, typer.Option("--token-file", help="File holding the API token.")
     ] = None,
     rig: Annotated[str | None, typer.Option("--rig", help="A rig of the fleet file.")] = None,
+    fleet_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            envvar="FLEETCTL_FLEET",
+            help="Fleet file for --rig and fleet commands ($FLEETCTL_FLEET; default "
+            "~/.config/cmpfleet/rigs.toml).",
+        ),
+    ] = None,
     json_mode: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Control and inspect a cmpfleet rig."""
-    ctx.obj = GlobalOptions(url=url, token_file=token_file, rig=rig, json_mode=json_mode)
+    ctx.obj = GlobalOptions(
+        url=url, token_file=token_file, rig=rig, json_mode=json_mode, fleet_file=fleet_file
+    )
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
@@ -123,6 +151,19 @@ def status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3)))
+
+
+@app.command("top")
+def top(
+    ctx: typer.Context,
+    interval_s: Annotated[
+        float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
+    ] = 1.0,
+) -> None:
+    """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(False)
+    raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s))
 
 
 @app.command("events")
@@ -293,3 +334,37 @@ def recipe_show(
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))
+
+
+@alerts_app.callback(invoke_without_command=True)
+def alerts(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    status: Annotated[
+        str | None, typer.Option("--status", help="firing or resolved (default: both).")
+    ] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Recent alerts, newest first, with their delivery state per webhook."""
+    if ctx.invoked_subcommand is not None:
+        return
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_alerts.list_alerts(out, opts.client(out), limit, status))
+
+
+@alerts_app.command("test")
+def alerts_test(
+    ctx: typer.Context,
+    sink: Annotated[
+        str | None, typer.Option("--sink", help="Only this webhook (its name).")
+    ] = None,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", min=0, help="Seconds to wait for delivery.")
+    ] = 15,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Send a test alert through fleetd (exit 0 once every webhook answered 2xx)."""
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_alerts.send_test(out, opts.client(out), sink, timeout_s))
