@@ -232,7 +232,7 @@ class DaemonServices:
         if kind is not None and kind not in set(EventKind):
             raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if query.before_id is not None and self._store.get_event(query.before_id) is None:
-            raise InvalidInput(f"before_id {query.before_id}: no such event")
+            raise NotFound(f"before_id {query.before_id}: no such event")
         rows = self._store.list_events(
             since=_utc(query.since),
             until=_utc(query.until),

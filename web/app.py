@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
+from hwcheck.model import EventKind
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
 from web.dashboard_routes import install_dashboard
@@ -41,6 +42,7 @@ from web.models import (
     StatusDocument,
     XidInjectedDocument,
 )
+from web.params import BeforeId, CardFilter, RowId
 from web.services import EventQuery, SimulationControl, WebServices
 from web.streams import StreamGate, install_status_stream
 
@@ -148,19 +150,17 @@ def create_app(
         "/api/v1/events",
         response_model=list[EventDocument],
         response_model_exclude_unset=True,
-        responses=error_responses(400),
+        responses=error_responses(400, 404),
     )
     def events(
         request: Request,
         response: Response,
         since: Annotated[datetime | None, Query(description="from this time (included)")] = None,
         until: Annotated[datetime | None, Query(description="up to this time (included)")] = None,
-        kind: Annotated[str | None, Query(description="xid, check, serving, ...")] = None,
-        card: Annotated[int | None, Query(ge=0)] = None,
+        kind: EventKind | None = None,
+        card: CardFilter = None,
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
-        before_id: Annotated[
-            int | None, Query(ge=1, description="next page: events listed after this id")
-        ] = None,
+        before_id: BeforeId = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
     ) -> Sequence[EventDocument]:
         """Events, newest first; a full page links the next one (``Link: rel="next"``).
@@ -168,7 +168,9 @@ def create_app(
         Times without an offset are UTC. Pages are keyset pages: new events arriving while
         a client pages back never shift or repeat what it sees.
         """
-        query = EventQuery(since, until, kind, card, acked, before_id, limit)
+        query = EventQuery(
+            since, until, None if kind is None else kind.value, card, acked, before_id, limit
+        )
         page = services.list_events(query)
         if len(page) == limit:
             following = request.url.include_query_params(before_id=page[-1].id)
@@ -182,7 +184,7 @@ def create_app(
         response_model_exclude_unset=True,
         responses=error_responses(404),
     )
-    def ack(event_id: int) -> dict[str, Any]:
+    def ack(event_id: RowId) -> dict[str, Any]:
         """Acknowledge one event."""
         return services.ack_event(event_id, "api")
 
