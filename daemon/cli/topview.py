@@ -58,7 +58,7 @@ def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def _unlock_verdicts(checks: list[dict[str, Any]]) -> dict[int, str]:
+def unlock_verdicts(checks: list[dict[str, Any]]) -> dict[int, str]:
     """Card index -> severity of its ``vram_unlocked`` check."""
     return {
         int(c["card"]): str(c["severity"])
@@ -94,7 +94,8 @@ def _pcie_cell(card: dict[str, Any]) -> Text:
     return _cell(link)
 
 
-def _card_row(card: dict[str, Any], verdict: str | None) -> list[str | Text]:
+def card_cells(card: dict[str, Any], verdict: str | None) -> list[str | Text]:
+    """One card's cells under ``CARD_COLUMNS`` (``verdict``: its ``vram_unlocked`` severity)."""
     index, pci = str(card["index"]), str(card["pci_bus_id"])
     xids = int(card.get("xid_since_boot") or 0)
     xid_cell = _cell(str(xids), "bold red" if xids else "")
@@ -124,12 +125,12 @@ def cards_table(doc: dict[str, Any]) -> RenderableType:
     cards: list[dict[str, Any]] = doc.get("cards") or []
     if not cards:
         return Text("cards: no readings", style=SEVERITY_STYLE["unknown"])
-    verdicts = _unlock_verdicts(doc.get("checks") or [])
+    verdicts = unlock_verdicts(doc.get("checks") or [])
     table = Table(title="Cards", title_justify="left", show_edge=False, pad_edge=False)
     for column in CARD_COLUMNS:
         table.add_column(column, overflow="fold")
     for card in cards:
-        table.add_row(*_card_row(card, verdicts.get(int(card["index"]))))
+        table.add_row(*card_cells(card, verdicts.get(int(card["index"]))))
     return table
 
 

@@ -270,6 +270,8 @@ def test_an_injected_xid31_turns_the_page_critical(page: Page, rig: Rig) -> None
     expect(page.locator("#verdict-word")).to_have_text("CRITICAL")
     expect(page.locator('.tile[data-card="1"]')).to_have_attribute("data-state", "critical")
     expect(page.locator('.tile[data-card="1"] [data-metric="xids"]')).to_contain_text("1")
+    # The timeline shows the Xid without waiting for its own refresh.
+    expect(page.locator('#event-list li[data-kind="xid"]').first).to_contain_text("31")
     expect(
         page.locator('#check-list li[data-check="xid_since_boot"][data-card="1"]')
     ).to_be_visible()

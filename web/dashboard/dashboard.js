@@ -25,6 +25,7 @@ const view = {
   lastAnswerMs: null,
   daemonPid: null,
   streaming: false,
+  news: null,
   span: "1h",
   charts: new Charts(),
   jobs: {},
@@ -144,6 +145,15 @@ function showStatus(status) {
     again("events"); // a restarted daemon may have news the last poll could not see
     again("history");
   }
+  // Something happened (verdict, Xid count, latch or engine state moved): its event is news.
+  const news = [
+    status.overall,
+    status.rig ? status.rig.xid_since_boot : "",
+    status.recovery ? status.recovery.reboot_required : "",
+    status.serving ? status.serving.state : "",
+  ].join("|");
+  if (view.news !== null && news !== view.news) again("events");
+  view.news = news;
   view.daemonPid = pid;
 }
 
