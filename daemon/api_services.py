@@ -21,6 +21,7 @@ from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
+from web.canary import CanaryControl
 from web.services import SimulationControl
 
 
@@ -86,6 +87,7 @@ class DaemonServices:
         token: str,
         loopback_only: bool,
         sim: SimulationControl | None,
+        canaries: CanaryControl | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -96,6 +98,7 @@ class DaemonServices:
         self.token = token
         self.loopback_only = loopback_only
         self._sim = sim
+        self.canaries = canaries
         self._started_at = datetime.now(UTC)
 
     @property
@@ -179,6 +182,9 @@ class DaemonServices:
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery
+        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        if self.canaries is not None:
+            doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {
             "simulated": self._sim is not None,
             "boot_id": view.boot_id,

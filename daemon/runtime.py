@@ -24,6 +24,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from daemon.api_services import DaemonServices
 from daemon.boot import track_boot
+from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
@@ -147,6 +148,9 @@ class Daemon:
         self.engine: EngineService | None = None
         if recipe is not None:
             self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
+        self.canaries: CanaryService | None = None
+        if self.engine is not None:
+            self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
         self.services = DaemonServices(
             self.store,
             self.monitor,
@@ -157,6 +161,7 @@ class Daemon:
             token=self.token,
             loopback_only=is_loopback(listen_host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+            canaries=self.canaries,
         )
 
     # -- helpers ----------------------------------------------------------------------
@@ -377,6 +382,8 @@ class Daemon:
             # A stop asked for during start-up must not leave a cold-starting engine behind.
             autostart = self.settings.serving.autostart and not self._stop.is_set()
             self.engine.open(autostart=autostart)
+        if self.canaries is not None:
+            self.canaries.start()
         self._wait_api_ready()
         self.notifier.ready(self.summary())
         log.info(
@@ -422,7 +429,7 @@ class Daemon:
         sock.listen(128)
         sock.set_inheritable(False)
         config = uvicorn.Config(
-            create_app(self.services),
+            create_app(self.services, canary=self.canaries),
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -507,6 +514,8 @@ class Daemon:
         log.info("shutting down")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        if self.canaries is not None:
+            self.canaries.stop()
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)

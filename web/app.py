@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from web.auth import bearer, token_matches
+from web.canary import CanaryControl, canary_router
 from web.errors import install_error_handlers
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.models import (
@@ -67,7 +68,11 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    services: WebServices,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    canary: CanaryControl | None = None,
+) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure)."""
     app = FastAPI(
         title="cmpfleet",
@@ -202,6 +207,8 @@ def create_app(services: WebServices, max_body_bytes: int = MAX_BODY_BYTES) -> F
     def serving_recipe() -> dict[str, Any]:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    app.include_router(canary_router(canary, require_token))
 
     sim_only = [Depends(require_sim), Depends(require_token)]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon.store.audit import AuditQueries
+from daemon.store.canaries import CanaryQueries
 from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
 from daemon.store.events import EventQueries
 from daemon.store.keyvalue import KeyValueQueries
@@ -32,6 +33,7 @@ class Store(
     LaunchQueries,
     AuditQueries,
     KeyValueQueries,
+    CanaryQueries,
 ):
     """Events, samples, rollups, latch, launches and audit in one SQL database."""
 
