@@ -10,25 +10,24 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 
-import httpx
-import uvicorn
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from daemon.api_services import DaemonServices
+from daemon.apiserver import ApiServer, is_loopback
 from daemon.boot import track_boot
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
+from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
+from daemon.poller import RigPoller
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl
 from daemon.statedir import StateDir
@@ -36,26 +35,15 @@ from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter, store_remedy
 from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
-from hwcheck.backend import BackendUnavailable
-from hwcheck.checks import CheckInput, run_checks
-from hwcheck.checks import nvml as nvml_check
 from hwcheck.host import HostSources
-from hwcheck.model import (
-    CheckResult,
-    DeviceHolder,
-    EventKind,
-    PciDevice,
-    RigSnapshot,
-    Severity,
-    worst_severity,
-)
+from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from serving.recipe.recipe import Recipe
 from web.app import create_app
+from web.metrics_model import DurationHistogram
 
 log = logging.getLogger("fleetd")
 
-HOLDER_SCAN_EVERY_S = 30.0
 # A reading older than this many poll intervals (plus the NVML call timeout, the longest
 # a healthy poll may take) is stale: status says UNKNOWN instead of the old verdict.
 STALE_AFTER_POLLS = 3
@@ -64,17 +52,6 @@ STORE_STUCK_MIN_S = 5.0
 STORE_DRAIN_S = 10.0
 READY_TIMEOUT_S = 60.0
 STARTUP_SAMPLE_GAP_S = 0.5
-
-
-def split_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (IPv6 in brackets allowed) -> (host, port)."""
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost."""
-    return host in {"localhost", "::1"} or host.startswith("127.")
 
 
 def _private_sqlite_url(files: StateDir) -> str:
@@ -117,14 +94,7 @@ class Daemon:
             store_remedy(url),
             stuck_after_s=max(STORE_STUCK_MIN_S, STALE_AFTER_POLLS * poll.interval_s),
         )
-        self._store_severity = Severity.OK
-        self._poll_error_logged: str | None = None
         self._stop = threading.Event()
-        self._pci_devices: list[PciDevice] = []
-        self._holders: list[DeviceHolder] = []
-        self._holders_at_s = float("-inf")
-        self._kernel_module_version: str | None = None
-        self._poll_lock = threading.Lock()
         self.caps = CapKeeper(
             host.gpu,
             self.store,
@@ -141,10 +111,7 @@ class Daemon:
             on_health_change=self._kernel_log_changed,
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
-        listen_host, listen_port = split_listen(settings.web.listen)
-        self.listen_host, self.listen_port = listen_host, listen_port
-        self._server: uvicorn.Server | None = None
-        self._server_thread: threading.Thread | None = None
+        self.api = ApiServer(settings.web.listen)
         self.engine: EngineService | None = None
         if recipe is not None:
             self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
@@ -159,9 +126,31 @@ class Daemon:
             gpu=host.gpu,
             follower=self.follower,
             token=self.token,
-            loopback_only=is_loopback(listen_host),
+            loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
             canaries=self.canaries,
+        )
+        self.poller = RigPoller(
+            settings,
+            host,
+            self.monitor,
+            self.store,
+            self.writer,
+            self.caps,
+            self.follower,
+            own_gpu_pids=self.services.own_gpu_pids,
+            on_new_boot=self._on_new_boot,
+            on_polled=self._polled,
+            record_metrics=None if self.engine is None else self.engine.record_metrics,
+        )
+        self.poll_durations = DurationHistogram()
+        self.latch_mirror = LatchMirror()
+        self.metrics = DaemonMetrics(
+            self.monitor,
+            self.services.serving_document,
+            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
+            self.latch_mirror,
+            self.poll_durations,
         )
 
     # -- helpers ----------------------------------------------------------------------
@@ -174,122 +163,25 @@ class Daemon:
                 return card.index
         return None
 
+    def _polled(self) -> None:
+        """After each poll: one ``STATUS=`` line for systemd."""
+        self.notifier.status(self.summary())
+
     def _kernel_log_changed(self) -> None:
         """The follower went down or came back: status says so now, not at the next poll."""
         self.monitor.put_result(self.follower.health.result())
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
-        """Read the cards, run the checks, hand the writes to the store writer.
+        """One poll (``daemon.poller``), timed for /metrics; then the latch mirror's refresh."""
+        began_s = time.monotonic()
+        self.poller.poll()
+        self.poll_durations.observe(time.monotonic() - began_s)
+        self.writer.submit(self._mirror_latch)
 
-        A failing poll is logged once per new error (with its traceback the first time),
-        not once per poll: a broken host at a short interval must not flood the journal.
-        """
-        with self._poll_lock:
-            try:
-                self._poll_once()
-            except Exception as exc:
-                error = f"{exc.__class__.__name__}: {exc}"
-                self.monitor.poll_failed(error)
-                if error != self._poll_error_logged:
-                    log.error("poll failed: %s (fleetd keeps polling)", error, exc_info=True)
-                    self._poll_error_logged = error
-                return
-            if self._poll_error_logged is not None:
-                log.warning("polls succeed again after: %s", self._poll_error_logged)
-                self._poll_error_logged = None
-
-    def _poll_once(self) -> None:
-        boot_id = self.host.boot_id()
-        if boot_id != self.monitor.view().boot_id:
-            self._on_new_boot(boot_id)
-        try:
-            snapshot = self.host.gpu.snapshot()
-        except BackendUnavailable as exc:
-            self._on_nvml_down(exc)
-            return
-        self._on_nvml_answered()
-        if self.settings.rig.apply_power_caps and any(map(self.caps.off_target, snapshot.cards)):
-            try:
-                applied = self.caps.apply(snapshot, actor="fleetd")
-            except StoreError as exc:  # the cap may be set; its audit record is not
-                self.writer.record_failure(exc)
-                applied = []
-            if any(r.outcome == "applied" for r in applied):
-                snapshot = self.host.gpu.snapshot()
-        window = self.monitor.add_sample(snapshot)
-        now_s = time.monotonic()
-        if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
-            self._pci_devices = self.host.pci_devices()
-            self._kernel_module_version = self.host.kernel_module_version()
-            own_pids = self.services.own_gpu_pids()
-            self._holders = [h for h in self.host.device_holders() if h.pid not in own_pids]
-            self._holders_at_s = now_s
-        results = run_checks(
-            CheckInput(
-                samples=window,
-                profile=self.settings.rig,
-                pci_devices=self._pci_devices,
-                xids=self.monitor.xids(),
-                holders=self._holders,
-                kernel_module_version=self._kernel_module_version,
-            )
-        )
-        results.append(self.follower.health.result())  # the daemon's own kernel_log check
-        results.append(self._store_check())
-        self.monitor.set_results(results)  # the live picture first: it never waits on the store
-        self.writer.submit(partial(self._store_poll, snapshot, results))
-        self.notifier.status(self.summary())
-
-    def _store_poll(self, snapshot: RigSnapshot, results: list[CheckResult]) -> None:
-        """One poll's writes, on the store writer's thread."""
-        self.store.record_samples(snapshot)  # also keeps the cards table current
-        for changed in self.store.record_check_transitions(results):
-            log.info(
-                "check %s%s is now %s: %s",
-                changed.id,
-                "" if changed.card is None else f" card {changed.card}",
-                changed.severity.value,
-                changed.message,
-            )
-        if self.engine is not None:
-            self.engine.record_metrics()
-        self.follower.persist_cursor()
-        self.follower.flush_events()  # the store answers again: the blind spell's events
-
-    def _store_check(self) -> CheckResult:
-        """The ``store`` check; one log line (and, once writable, one event) per change."""
-        result = self.writer.health()
-        if result.severity is self._store_severity:
-            return result
-        self._store_severity = result.severity
-        if result.severity is Severity.CRITICAL:
-            log.error("store: %s. Remedy: %s", result.message, result.remedy)
-            return result
-        dropped = self.writer.recovered()
-        log.warning("store: writes work again (%d poll(s) were not stored)", dropped)
-        message = f"the store could not write for a while: {dropped} poll(s) were not stored"
-        self.writer.submit(
-            partial(self.store.record_event, EventKind.DAEMON, Severity.WARNING, message)
-        )
-        return result
-
-    def _on_nvml_down(self, exc: BackendUnavailable) -> None:
-        """One log line when NVML goes away (not one traceback per poll); the ``nvml`` check."""
-        result = nvml_check.unavailable(exc)
-        if self.monitor.nvml_failed(result):
-            log.error(
-                "NVML unavailable: %s. Remedy: %s. fleetd keeps running and retries every poll",
-                result.message,
-                result.remedy,
-            )
-            self.writer.submit(partial(self.store.record_check_transitions, [result]))
-        self.notifier.status(self.summary())
-
-    def _on_nvml_answered(self) -> None:
-        down_s = self.monitor.nvml_answered()
-        if down_s is not None:
-            log.warning("NVML answers again after %.0f s unavailable", down_s)
+    def _mirror_latch(self) -> None:
+        """On the store writer's thread: /metrics reads the latch from memory, never the store."""
+        self.latch_mirror.set(self.store.get_latch() is not None)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
@@ -311,7 +203,7 @@ class Daemon:
         """
         if self.sim is None:
             raise RuntimeError("not simulating")
-        with self._poll_lock:
+        with self.poller.lock:
             self.follower.stop()
             boot_id = self.sim.reboot()
             self._begin_boot(boot_id)
@@ -341,7 +233,7 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
-        self._start_api()
+        self.api.start(create_app(self.services, metrics=self.metrics, canary=self.canaries))
         track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
@@ -384,12 +276,12 @@ class Daemon:
             self.engine.open(autostart=autostart)
         if self.canaries is not None:
             self.canaries.start()
-        self._wait_api_ready()
+        self.api.wait_ready(self._stop, READY_TIMEOUT_S)
         self.notifier.ready(self.summary())
         log.info(
             "fleetd ready on http://%s:%s (%s)",
-            self.listen_host,
-            self.listen_port,
+            self.api.host,
+            self.api.port,
             "simulated rig" if self.sim else "real rig",
         )
 
@@ -413,50 +305,6 @@ class Daemon:
         # APScheduler has already logged the traceback; the next run still happens.
         log.error("job %s failed: %s (next run still scheduled)", event.job_id, event.exception)
 
-    def _start_api(self) -> None:
-        # Bind here, synchronously, so "address already in use" stops the start with a
-        # clear line instead of a dead server thread behind a READY=1.
-        family = socket.AF_INET6 if ":" in self.listen_host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.listen_host, self.listen_port))
-        except OSError as exc:
-            sock.close()
-            raise RuntimeError(
-                f"cannot listen on {self.settings.web.listen}: {exc.strerror}"
-            ) from None
-        sock.listen(128)
-        sock.set_inheritable(False)
-        config = uvicorn.Config(
-            create_app(self.services, canary=self.canaries),
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-        )
-        self._server = uvicorn.Server(config)
-        server = self._server
-        self._server_thread = threading.Thread(
-            target=lambda: server.run(sockets=[sock]), name="api", daemon=True
-        )
-        self._server_thread.start()
-
-    def _wait_api_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        url = f"http://{_url_host(self.listen_host)}:{self.listen_port}/healthz"
-        while time.monotonic() < deadline:
-            if self._server_thread is not None and not self._server_thread.is_alive():
-                raise RuntimeError(
-                    f"the API could not listen on {self.settings.web.listen} (port in use?)"
-                )
-            try:
-                if httpx.get(url, timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            self._stop.wait(0.05)
-        raise RuntimeError(f"the API did not answer on {url} within {READY_TIMEOUT_S:.0f} s")
-
     def healthy(self) -> bool:
         """True while polls keep happening, the API thread lives and the kernel log is read."""
         return self.unhealthy_reason() is None
@@ -469,7 +317,7 @@ class Daemon:
         """
         age_s = self.monitor.last_attempt_age_s()
         limit_s = max(30.0, 5 * self.settings.poll.interval_s + self.settings.poll.nvml_timeout_s)
-        if self._server_thread is None or not self._server_thread.is_alive():
+        if not self.api.alive():
             return "the API thread is not running"
         if age_s is None or age_s >= limit_s:
             return "polls stopped"
@@ -519,10 +367,7 @@ class Daemon:
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._server_thread is not None:
-            self._server_thread.join(10)
+        self.api.stop()
         try:
             self.store.record_event(
                 EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"
@@ -536,11 +381,3 @@ class Daemon:
 
 def _pid() -> int:
     return os.getpid()
-
-
-def _url_host(host: str) -> str:
-    if host in {"0.0.0.0", ""}:  # noqa: S104 - only turning a wildcard into a probe address
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from daemon.config import Settings
+from daemon.config import ENV_PREFIX, Settings
 from daemon.engine_service import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
@@ -18,6 +19,8 @@ from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
 from serving.recipe.recipe import RecipeError
 from serving.sim.scenario import EngineScenario, EngineScenarioError, parse_engine_scenario
+
+STORE_URL_VARIABLE = f"{ENV_PREFIX}STORE_URL"
 
 
 class StartupError(Exception):
@@ -81,16 +84,38 @@ def build_host(
     )
 
 
+def store_url_source(config_path: Path | None, environ: Mapping[str, str]) -> str:
+    """Who set ``[store] url``, in the words of a config error (``FILE: store.url``)."""
+    if STORE_URL_VARIABLE in environ:
+        return f"environment {STORE_URL_VARIABLE}: store.url"
+    return f"{config_path or 'config'}: store.url"
+
+
 def build_daemon(
-    settings: Settings, state_dir: Path, simulate: str | None, config_path: Path | None = None
+    settings: Settings,
+    state_dir: Path,
+    simulate: str | None,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Daemon:
-    """Everything fleetd needs, opened but not started."""
+    """Everything fleetd needs, opened but not started.
+
+    A configured store URL passes the config check when it parses, yet the database can
+    still be unreachable (a closed port, a path SQLite cannot open): that failure names the
+    file and key, or the variable, that set the URL.
+    """
     prepare_state_dir(state_dir)
     lock_state_dir(state_dir)  # held (fd kept open) until the process ends
     host, rig, sim_engine = build_host(settings, state_dir, simulate)
     try:
         recipe = recipe_for_daemon(settings, config_path, sim_engine)
         return Daemon(settings, state_dir, host, rig, Notifier(), recipe)
-    except (StoreError, RecipeError) as exc:
+    except StoreError as exc:
+        host.close()
+        if settings.store.url is None:  # the default file in the state dir, named by exc
+            raise StartupError(str(exc)) from None
+        source = store_url_source(config_path, os.environ if environ is None else environ)
+        raise StartupError(f"{source}: {exc}") from None
+    except RecipeError as exc:
         host.close()
         raise StartupError(str(exc)) from None

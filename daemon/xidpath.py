@@ -16,7 +16,6 @@ from dataclasses import replace
 from daemon.kernellog_health import EVENT_KIND, FollowerHealth
 from daemon.monitor import RigMonitor
 from daemon.store import Store
-from hwcheck.checks.xid import xid_severity
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
@@ -78,12 +77,11 @@ class XidPath:
         cursor = None
         if record.boot_id is not None and record.seq is not None:
             cursor = KernelLogCursor(boot_id=record.boot_id, last_seq=record.seq)
-        severity = xid_severity(item).value  # the xid check's own rule, so both agree
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
         message = f"Xid {item.event.xid} on {where}: {item.info.explanation}"
         is_new = self._store.record_xid_and_cursor(
-            item, card=card, severity=severity, message=message, cursor=cursor
-        )
+            item, card=card, message=message, cursor=cursor
+        )  # no severity: the store takes the xid check's own rule (xid_severity)
         if not is_new:
             return
         self._monitor.add_xid(item)

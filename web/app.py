@@ -22,6 +22,8 @@ from web.auth import bearer, token_matches
 from web.canary import CanaryControl, canary_router
 from web.errors import install_error_handlers
 from web.limits import MAX_BODY_BYTES, BodyLimit
+from web.metrics import metrics_router
+from web.metrics_model import MetricsSource
 from web.models import (
     AckDocument,
     CapsDocument,
@@ -71,9 +73,15 @@ def package_version() -> str:
 def create_app(
     services: WebServices,
     max_body_bytes: int = MAX_BODY_BYTES,
+    *,
+    metrics: MetricsSource | None = None,
     canary: CanaryControl | None = None,
 ) -> FastAPI:
-    """Build the app around ``services`` (no globals: everything hangs off this closure)."""
+    """Build the app around ``services`` (no globals: everything hangs off this closure).
+
+    ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
+    may leave it out). ``canary`` serves the canary routes (409 without one: no engine).
+    """
     app = FastAPI(
         title="cmpfleet",
         version=package_version(),
@@ -108,6 +116,8 @@ def create_app(
     # Added last, so outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
+    if metrics is not None:
+        app.include_router(metrics_router(metrics))
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -12,7 +12,15 @@ from typing import Annotated
 
 import typer
 
-from daemon.cli import cmd_canary, cmd_check, cmd_daemon, cmd_init, cmd_serving, cmd_xid
+from daemon.cli import (
+    cmd_canary,
+    cmd_check,
+    cmd_daemon,
+    cmd_fleet,
+    cmd_init,
+    cmd_serving,
+    cmd_xid,
+)
 from daemon.cli.client import ClientError, FleetClient, find_token
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
 from daemon.cli.output import Output
@@ -44,6 +52,7 @@ canary_app = typer.Typer(
     no_args_is_help=True, help="Engine canaries (output checks).", rich_markup_mode=HELP_MARKUP
 )
 app.add_typer(canary_app, name="canary")
+app.add_typer(cmd_fleet.fleet_app, name="fleet")
 
 
 @dataclass
@@ -54,6 +63,7 @@ class GlobalOptions:
     token_file: Path | None
     rig: str | None
     json_mode: bool
+    fleet_file: Path | None = None
 
     def output(self, json_here: bool) -> Output:
         """The output for a command, JSON when asked before or after the command."""
@@ -64,8 +74,8 @@ class GlobalOptions:
         url, token_file = self.url, self.token_file
         try:
             if self.rig is not None:
-                url, rig_token = resolve_rig(self.rig)
-                token_file = token_file or rig_token
+                picked = resolve_rig(self.rig, self.fleet_file)
+                url, token_file = picked.url, token_file or picked.token_file
             return FleetClient(url=url, token=find_token(token_file, url))
         except (ClientError, FleetFileError) as exc:
             out.fail(str(exc), unreachable_code)
@@ -81,10 +91,21 @@ def main_options(
         Path | None, typer.Option("--token-file", help="File holding the API token.")
     ] = None,
     rig: Annotated[str | None, typer.Option("--rig", help="A rig of the fleet file.")] = None,
+    fleet_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            envvar="FLEETCTL_FLEET",
+            help="Fleet file for --rig and fleet commands ($FLEETCTL_FLEET; default "
+            "~/.config/cmpfleet/rigs.toml).",
+        ),
+    ] = None,
     json_mode: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Control and inspect a cmpfleet rig."""
-    ctx.obj = GlobalOptions(url=url, token_file=token_file, rig=rig, json_mode=json_mode)
+    ctx.obj = GlobalOptions(
+        url=url, token_file=token_file, rig=rig, json_mode=json_mode, fleet_file=fleet_file
+    )
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]

@@ -1,14 +1,33 @@
-"""The fleet file (``~/.config/cmpfleet/rigs.toml``): ``[rigs.NAME]`` with ``url``, ``token_file``."""
+"""The fleet file (``~/.config/cmpfleet/rigs.toml``): ``[rigs.NAME]`` with ``url``, ``token_file``.
+
+Every mistake is reported as one line naming the file and the key (``rigs.NAME.url``), so a
+person fixing a fleet of twenty rigs sees at once which entry is wrong. A relative
+``token_file`` is read from the fleet file's own directory, not from wherever fleetctl runs.
+"""
 
 from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+
+RIG_KEYS = frozenset({"url", "token_file"})
 
 
 class FleetFileError(Exception):
     """The fleet file is missing, malformed, or has no such rig."""
+
+
+@dataclass(frozen=True)
+class Rig:
+    """One rig of the fleet: its name in the file, fleetd's URL and its token file."""
+
+    name: str
+    url: str
+    token_file: Path | None
 
 
 def default_fleet_file() -> Path:
@@ -17,34 +36,64 @@ def default_fleet_file() -> Path:
     return base / "cmpfleet" / "rigs.toml"
 
 
-def load_rigs(path: Path | None = None) -> dict[str, tuple[str, Path | None]]:
-    """Every rig: name -> (url, token file or None)."""
+def load_fleet(path: Path | None = None) -> list[Rig]:
+    """Every rig of the fleet file, in the file's order."""
     path = path or default_fleet_file()
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FleetFileError(f"{path}: no such fleet file") from None
+    except IsADirectoryError:
+        raise FleetFileError(f"{path}: is a directory, not a fleet file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise FleetFileError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise FleetFileError(f"{path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(table) - {"rigs"})
+    if unknown:
+        raise FleetFileError(f"{path}: {unknown[0]}: unknown key (expected [rigs.NAME] tables)")
     rigs = table.get("rigs")
-    if not isinstance(rigs, dict):
-        raise FleetFileError(f"{path}: expected [rigs.NAME] tables")
-    out: dict[str, tuple[str, Path | None]] = {}
-    for name, entry in rigs.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
-            raise FleetFileError(f"{path}: rigs.{name}.url: expected a URL string")
-        token = entry.get("token_file")
-        if token is not None and not isinstance(token, str):
-            raise FleetFileError(f"{path}: rigs.{name}.token_file: expected a path string")
-        out[name] = (entry["url"], Path(token).expanduser() if token else None)
-    return out
+    if not isinstance(rigs, dict) or not rigs:
+        raise FleetFileError(f"{path}: rigs: expected at least one [rigs.NAME] table")
+    return [_rig(path, name, entry) for name, entry in rigs.items()]
 
 
-def resolve_rig(name: str, path: Path | None = None) -> tuple[str, Path | None]:
-    """One rig's URL and token file."""
-    rigs = load_rigs(path)
+def _rig(path: Path, name: str, entry: object) -> Rig:
+    """One ``[rigs.NAME]`` table, checked key by key."""
+    where = f"{path}: rigs.{name}"
+    if not isinstance(entry, dict):
+        raise FleetFileError(f"{where}: expected a table with url and optional token_file")
+    unknown = sorted(set(entry) - RIG_KEYS)
+    if unknown:
+        raise FleetFileError(f"{where}.{unknown[0]}: unknown key (expected url, token_file)")
+    url = entry.get("url")
+    if not isinstance(url, str):
+        raise FleetFileError(f"{where}.url: expected a URL string such as http://rig1:8170")
+    _check_url(f"{where}.url", url)
+    token = entry.get("token_file")
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise FleetFileError(f"{where}.token_file: expected a path string")
+    token_file = None
+    if token:
+        token_file = Path(token).expanduser()
+        if not token_file.is_absolute():
+            token_file = path.parent / token_file
+    return Rig(name=name, url=url.rstrip("/"), token_file=token_file)
+
+
+def _check_url(where: str, url: str) -> None:
+    """An ``http(s)://host[:port]`` URL, or a one-line error saying what is off."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise FleetFileError(f"{where}: {url!r} is not a URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise FleetFileError(f"{where}: {url!r} is not an http(s)://HOST[:PORT] URL")
+
+
+def resolve_rig(name: str, path: Path | None = None) -> Rig:
+    """One rig of the fleet file, by name."""
+    rigs = {rig.name: rig for rig in load_fleet(path)}
     if name not in rigs:
         known = ", ".join(sorted(rigs)) or "none"
         raise FleetFileError(f"no rig {name!r} in the fleet file (known: {known})")

@@ -20,16 +20,11 @@ from daemon.store import keyvalue
 from daemon.store.db import Database, insert_ignore_returning_id
 from daemon.store.events import EVENTS, event_values, parse_severity
 from daemon.store.models import Event
+from hwcheck.checks.xid import xid_severity
 from hwcheck.kernellog.records import KernelLogCursor
-from hwcheck.model import ClassifiedXid, EventKind, Severity, XidClass, XidEvent, XidInfo
+from hwcheck.model import ClassifiedXid, EventKind, Severity, XidEvent, XidInfo
 
 _XID_KEY = ("kind", "boot_id", "kmsg_seq")
-_SEVERITY_BY_XID_CLASS = {
-    XidClass.HARDWARE: Severity.CRITICAL,
-    XidClass.DRIVER: Severity.CRITICAL,
-    XidClass.APPLICATION: Severity.WARNING,
-    XidClass.UNKNOWN: Severity.WARNING,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +57,15 @@ class XidRecord:
 
         ``details`` keeps the kernel line and the driver's own message, so the event can
         be classified again later (``Store.xids_for_boot``) whatever ``message`` says.
+        Without a ``severity`` it is the ``xid_since_boot`` check's own rule, so the stored
+        event and the check never disagree on how bad an Xid is.
         """
         event, info = classified.event, classified.info
         return cls(
             ts=ts,
             xid=event.xid,
             message=event.message if message is None else message,
-            severity=_SEVERITY_BY_XID_CLASS[info.xid_class] if severity is None else severity,
+            severity=xid_severity(classified) if severity is None else severity,
             card=card,
             card_uuid=card_uuid,
             pci_bus_id=event.pci_bus_id,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +59,55 @@ def test_a_bad_store_url_names_file_and_key(tmp_path: Path, url: str, problem: s
     assert problem in lines[0]
     assert "hunter2" not in result.stderr
     assert not state_dir.exists(), "fleetd touched its state dir before refusing the config"
+
+
+EXIT_STARTUP = 1
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("where", ["postgresql", "sqlite_on_a_directory", "environment"])
+def test_a_store_url_that_parses_but_cannot_connect_names_where_it_was_set(
+    tmp_path: Path, where: str
+) -> None:
+    """The URL passes the config check; opening the database fails: one line, no traceback."""
+    postgres = f"postgresql+psycopg://fleet:hunter2@127.0.0.1:{closed_port()}/fleet"
+    (tmp_path / "a-directory").mkdir()
+    url = f"sqlite:///{tmp_path / 'a-directory'}" if where == "sqlite_on_a_directory" else postgres
+    in_file = where != "environment"
+    config = write_config(
+        tmp_path / "fleet.toml", f'[store]\nurl = "{url}"\n' if in_file else "[rig]\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "CMPFLEET_STORE_URL"}
+    if not in_file:
+        env["CMPFLEET_STORE_URL"] = url
+    argv = [
+        "--config",
+        str(config),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--simulate",
+        "healthy",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "daemon.fleetd", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+
+    assert result.returncode == EXIT_STARTUP, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    source = f"{config}" if in_file else "environment CMPFLEET_STORE_URL"
+    assert lines[0].startswith(f"fleetd: {source}: store.url: store "), lines[0]
+    cause = "unable to open database file" if where == "sqlite_on_a_directory" else "refused"
+    assert cause in lines[0]
+    assert "hunter2" not in result.stderr

@@ -21,7 +21,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from hwcheck import nvml_backend
+from hwcheck import nvml_gateway
 from hwcheck.backend import (
     BackendUnavailable,
     CardLostError,
@@ -29,10 +29,11 @@ from hwcheck.backend import (
     PowerLimitError,
 )
 from hwcheck.model import GpuSnapshot
-from hwcheck.nvml_backend import MODULE_MISSING_MESSAGE, NVML_NAMES_USED, NvmlBackend
+from hwcheck.nvml_backend import MODULE_MISSING_MESSAGE, NvmlBackend
+from hwcheck.nvml_gateway import NVML_NAMES_USED
 from tests.hwcheck.fake_pynvml import FakeNvml, cmp170hx
 
-BACKEND_SOURCE = Path(nvml_backend.__file__)
+GATEWAY_SOURCE = Path(nvml_gateway.__file__)
 
 
 def make_fake(cards: int = 1, **kwargs: object) -> FakeNvml:
@@ -220,7 +221,7 @@ def test_an_unexpected_read_error_is_none_and_logged_once(
     fake = make_fake(cards=1)
     fake.cards[0].errors["nvmlDeviceGetSerial"] = pynvml.NVMLError_NoPermission
     backend = make_backend(fake)
-    with caplog.at_level(logging.WARNING, logger="hwcheck.nvml_backend"):
+    with caplog.at_level(logging.WARNING, logger="hwcheck.nvml_cards"):
         first = backend.snapshot().cards[0]
         second = backend.snapshot().cards[0]
     assert not first.lost
@@ -577,8 +578,8 @@ def test_constructor_rejects_a_nonsense_timeout() -> None:
 
 
 def names_in_source() -> set[str]:
-    """``nvml.X`` and ``getattr(nvml, "X", ...)`` in the backend's source."""
-    tree = ast.parse(BACKEND_SOURCE.read_text(encoding="utf-8"))
+    """``nvml.X`` and ``getattr(nvml, "X", ...)`` in the gateway's source."""
+    tree = ast.parse(GATEWAY_SOURCE.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if (
@@ -645,7 +646,7 @@ def test_the_real_library_reads_or_says_why_not_in_one_line() -> None:
 
 
 def test_the_probe_prints_json_or_exits_2_with_one_line() -> None:
-    probe = BACKEND_SOURCE.parents[1] / "bench" / "nvml_probe.py"
+    probe = GATEWAY_SOURCE.parents[1] / "bench" / "nvml_probe.py"
     done = subprocess.run(
         [sys.executable, str(probe)], capture_output=True, text=True, timeout=120, check=False
     )
@@ -658,3 +659,22 @@ def test_the_probe_prints_json_or_exits_2_with_one_line() -> None:
         report = json.loads(done.stdout)
         assert report["backend"] == "nvml"
         assert len(report["snapshot"]["cards"]) == report["device_count"]
+
+
+def test_only_the_gateway_loads_pynvml() -> None:
+    """No product module but the gateway imports ``pynvml`` or names it to be imported."""
+    root = GATEWAY_SOURCE.parents[1]
+    loaders: list[str] = []
+    for package in ("hwcheck", "serving", "recovery", "web", "daemon"):
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                imported = (
+                    [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+                )
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    imported.append(node.module)
+                named = isinstance(node, ast.Constant) and node.value == "pynvml"
+                if named or any(name.split(".")[0] == "pynvml" for name in imported):
+                    loaders.append(str(path.relative_to(root)))
+    assert sorted(set(loaders)) == ["hwcheck/nvml_gateway.py"]

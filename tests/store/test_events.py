@@ -10,9 +10,19 @@ import pytest
 from sqlalchemy import text
 
 from daemon.store import Store, StoreError, StoreInputError, XidRecord
+from hwcheck.checks.xid import xid_severity
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.records import KernelLogCursor
-from hwcheck.model import CheckResult, ClassifiedXid, EventKind, Severity, XidEvent
+from hwcheck.model import (
+    CheckResult,
+    ClassifiedXid,
+    EventKind,
+    Severity,
+    XidAction,
+    XidClass,
+    XidEvent,
+    XidInfo,
+)
 from tests.store.conftest import at, card, poll
 
 
@@ -222,6 +232,30 @@ def test_classified_xid_gets_its_card_and_is_classified_again_later(store: Store
     rebuilt = store.xids_for_boot("boot-a", catalogue)
     assert rebuilt == [item]
     assert store.xids_for_boot("boot-b", catalogue) == []
+
+
+@pytest.mark.parametrize(
+    ("xid_class", "action", "expected"),
+    [
+        # a config override can make an application Xid advise a reboot: the card is suspect
+        (XidClass.APPLICATION, XidAction.REBOOT, Severity.CRITICAL),
+        # and a driver-class Xid that only asks for a look is a warning, as the check says
+        (XidClass.DRIVER, XidAction.INSPECT, Severity.WARNING),
+        (XidClass.HARDWARE, XidAction.INSPECT, Severity.CRITICAL),
+        (XidClass.UNKNOWN, XidAction.INSPECT, Severity.WARNING),
+    ],
+)
+def test_a_stored_xid_without_a_severity_is_as_bad_as_the_xid_check_says(
+    store: Store, xid_class: XidClass, action: XidAction, expected: Severity
+) -> None:
+    event = XidEvent(xid=43, text="NVRM: Xid (PCI:0000:02:00): 43", message="m", seq=7)
+    item = ClassifiedXid(event=event, info=XidInfo(43, xid_class, action, "why"))
+
+    store.record_xid_and_cursor(item, KernelLogCursor("boot-a", 7))
+
+    (row,) = store.list_events(kind="xid")
+    assert row.severity is expected
+    assert xid_severity(item) is expected
 
 
 def test_xid_identity_is_completed_from_the_pci_address(store: Store) -> None:

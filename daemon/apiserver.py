@@ -1,0 +1,93 @@
+"""The API's HTTP server: bound synchronously, served on its own thread, probed for READY.
+
+Binding happens in ``start`` (the caller's thread), so "address already in use" stops
+fleetd with a clear line instead of a dead server thread behind a ``READY=1``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+READY_TIMEOUT_S = 60.0
+JOIN_TIMEOUT_S = 10.0
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 in brackets allowed) -> (host, port)."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost."""
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def url_host(host: str) -> str:
+    """The host part of a URL that reaches a server listening on ``host``."""
+    if host in {"0.0.0.0", ""}:  # noqa: S104 - only turning a wildcard into a probe address
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+class ApiServer:
+    """uvicorn serving one app on ``listen`` (``HOST:PORT``) from a daemon thread."""
+
+    def __init__(self, listen: str) -> None:
+        self.listen = listen
+        self.host, self.port = split_listen(listen)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, app: FastAPI) -> None:
+        """Bind now (raises ``RuntimeError`` with one line), then serve on a thread."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}") from None
+        sock.listen(128)
+        sock.set_inheritable(False)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        server = self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=lambda: server.run(sockets=[sock]), name="api", daemon=True
+        )
+        self._thread.start()
+
+    def alive(self) -> bool:
+        """True while the server thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_ready(self, stop: threading.Event, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Return once ``/healthz`` answers 200; ``RuntimeError`` when it never does."""
+        deadline = time.monotonic() + timeout_s
+        url = f"http://{url_host(self.host)}:{self.port}/healthz"
+        while time.monotonic() < deadline:
+            if self._thread is not None and not self._thread.is_alive():
+                raise RuntimeError(f"the API could not listen on {self.listen} (port in use?)")
+            try:
+                if httpx.get(url, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            stop.wait(0.05)
+        raise RuntimeError(f"the API did not answer on {url} within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        """Ask the server to exit and wait for its thread (bounded)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(JOIN_TIMEOUT_S)

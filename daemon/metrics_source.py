@@ -1,0 +1,131 @@
+"""The daemon's answer to ``web.metrics_model.MetricsSource``: ``/metrics`` from memory.
+
+Everything comes from what the daemon already holds: the monitor's latest snapshot and
+check results, the engine supervisor's status, the follower's health, the poll timer.
+The reboot-required latch lives in the store, so ``LatchMirror`` keeps its last known
+value in memory, refreshed on the store writer's thread after every poll and whenever
+the status document reads the store anyway: a scrape sees it at most one poll late and
+never queries the database itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from daemon.monitor import MonitorView, RigMonitor
+from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
+from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
+from serving.runtime.states import ServingState
+from web.metrics_model import CardMetrics, DurationHistogram, RigMetrics
+
+
+class LatchMirror:
+    """The reboot-required latch as last read from the store (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._required = False
+
+    def set(self, required: bool) -> None:
+        """Remember what the store said."""
+        with self._lock:
+            self._required = required
+
+    @property
+    def required(self) -> bool:
+        """True while the latch was set when last read."""
+        with self._lock:
+            return self._required
+
+
+def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:
+    """The worst severity of each check id (a per-card check folds into one series)."""
+    worst: dict[str, Severity] = {}
+    for result in results:
+        known = worst.get(result.id)
+        if known is None or result.severity.rank > known.rank:
+            worst[result.id] = result.severity
+    return worst
+
+
+def _xid_counts(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> dict[int, Counter[int]]:
+    """Card index -> Xid number -> how many since boot (joined on the PCI address)."""
+    by_address = {card.pci_bus_id: card.index for card in snapshot.cards}
+    counts: dict[int, Counter[int]] = defaultdict(Counter)
+    for item in xids:
+        index = by_address.get(item.event.pci_bus_id or "")
+        if index is not None:
+            counts[index][item.event.xid] += 1
+    return counts
+
+
+def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
+    """Each card of the latest snapshot with its Xid counts and unlock verdict."""
+    latest = view.latest
+    if latest is None or view.nvml_down is not None:
+        return ()
+    xid_counts = _xid_counts(latest, view.xids)
+    unlocked = {
+        result.card: result.severity is Severity.OK
+        for result in view.results
+        if result.id == VRAM_CHECK_ID and result.card is not None
+    }
+    return tuple(
+        CardMetrics(
+            index=card.index,
+            uuid=card.uuid,
+            pci_bus_id=card.pci_bus_id,
+            lost=card.lost,
+            power_draw_w=card.power_draw_w,
+            power_limit_w=card.power_limit_w,
+            memory_total_mib=card.memory_total_mib,
+            vram_unlocked=unlocked.get(card.index),
+            power_brake_active=card.power_brake_active,
+            temperature_c=card.temperature_c,
+            sm_clock_mhz=card.sm_clock_mhz,
+            pcie_gen=card.pcie_gen_current,
+            pcie_width=card.pcie_width_current,
+            xid_counts=dict(xid_counts.get(card.index, {})),
+        )
+        for card in latest.cards
+    )
+
+
+class DaemonMetrics:
+    """Builds ``RigMetrics`` from the daemon's parts (memory only)."""
+
+    def __init__(
+        self,
+        monitor: RigMonitor,
+        serving_document: Callable[[], dict[str, Any]],
+        follower_up: Callable[[], bool],
+        latch: LatchMirror,
+        poll_durations: DurationHistogram,
+    ) -> None:
+        self._monitor = monitor
+        self._serving_document = serving_document
+        self._follower_up = follower_up
+        self._latch = latch
+        self._poll_durations = poll_durations
+
+    def metrics_state(self) -> RigMetrics:
+        """The picture a scrape exports."""
+        view = self._monitor.view()
+        serving = self._serving_document()
+        engine_metrics = serving.get("metrics") or {}
+        tokens = engine_metrics.get("generation_tokens_per_s")
+        return RigMetrics(
+            cards=card_metrics(view),
+            check_severities=worst_by_check(view.results),
+            reboot_required=self._latch.required,
+            serving_state=ServingState(serving["state"]),
+            serving_restarts=int(serving.get("restarts") or 0),
+            generation_tokens_per_s=None if tokens is None else float(tokens),
+            kernel_log_follower_up=self._follower_up(),
+            poll_durations=self._poll_durations.snapshot(),
+            polls=view.polls,
+            last_poll_age_s=view.last_poll_age_s,
+        )

@@ -1,0 +1,228 @@
+"""Read one card through the NVML gateway into a ``GpuSnapshot``.
+
+Each reading has one of three outcomes, because the daemon reacts to them differently:
+
+- *not available* (``NotSupported`` and kin): normal on CMP cards, the field is ``None``;
+- *lost* (``GpuIsLost``, ``ResetRequired``, ``Unknown``, a call that does not return): an
+  incident, the card comes back with ``lost=True`` and a reason, and the rest of the rig is
+  still read;
+- anything else: the field is ``None`` and a warning is logged once per card, call and code.
+
+A lost card still says which card it is: the identity last read is remembered per index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hwcheck import nvml_values as values
+from hwcheck.backend import BackendTimeout
+from hwcheck.model import GpuSnapshot
+from hwcheck.nvml_gateway import Call, Field, NvmlCallError, NvmlError, NvmlGateway
+
+logger = logging.getLogger(__name__)
+
+
+class _CardLost(Exception):
+    """Internal: stop reading this card, it is lost (never leaves this module)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """What a card was last known as, so a lost card still says which one it is."""
+
+    pci_bus_id: str = ""
+    uuid: str = ""
+    name: str = ""
+    serial: str | None = None
+
+
+class CardReader:
+    """Reads cards one at a time; remembers identities and which warnings were logged."""
+
+    def __init__(self, gateway: NvmlGateway) -> None:
+        self._gateway = gateway
+        self._lock = threading.Lock()
+        self._identities: dict[int, _Identity] = {}
+        self._warned: set[tuple[int, str, str]] = set()
+
+    def read(self, index: int, driver_version: str | None) -> GpuSnapshot:
+        """Card ``index`` as one snapshot; a lost card is reported, never raised."""
+        stuck = self._gateway.stuck_call(index)
+        if stuck is not None:
+            return self._lost_card(index, f"{stuck.reason()} and has not returned")
+        try:
+            handle = self._handle(index)
+            return GpuSnapshot(
+                index=index,
+                driver_version=driver_version,
+                **self._identity(index, handle),
+                **self._memory(index, handle),
+                **self._power(index, handle),
+                **self._clocks(index, handle),
+                **self._thermal(index, handle),
+                **self._pcie(index, handle),
+                recovery_action=values.optional_int(
+                    self._field(index, handle, Field.GPU_RECOVERY_ACTION)
+                ),
+            )
+        except _CardLost as lost:
+            logger.warning("card %d is lost: %s", index, lost.reason)
+            return self._lost_card(index, lost.reason)
+
+    def _lost_card(self, index: int, reason: str) -> GpuSnapshot:
+        with self._lock:
+            known = self._identities.get(index, _Identity())
+        return GpuSnapshot(
+            index=index,
+            pci_bus_id=known.pci_bus_id,
+            uuid=known.uuid,
+            name=known.name,
+            serial=known.serial,
+            lost=True,
+            lost_reason=reason,
+        )
+
+    def _handle(self, index: int) -> Any:
+        """The card's handle; a card NVML will not hand out cannot be read at all."""
+        try:
+            return self._gateway.call(index, Call.HANDLE_BY_INDEX, index)
+        except BackendTimeout as exc:
+            raise _CardLost(self._gateway.timeout_reason(index, exc)) from exc
+        except NvmlCallError as exc:
+            raise _CardLost(exc.text) from exc
+
+    def _read(self, index: int, calls: tuple[Call, ...], *args: Any) -> Any:
+        """One reading of card ``index``: its value, or None when it is not available.
+
+        With more than one call, each is tried in turn while the driver lacks it (renamed
+        calls: clock *event* vs *throttle* reasons, ``GetTemperature`` vs ``...V``).
+        """
+        for position, call in enumerate(calls):
+            try:
+                return self._gateway.call(index, call, *args)
+            except NvmlCallError as exc:
+                last = position == len(calls) - 1
+                if exc.error is NvmlError.FUNCTION_NOT_FOUND and not last:
+                    continue
+                self._judge(index, exc)
+                return None
+            except BackendTimeout as exc:
+                raise _CardLost(self._gateway.timeout_reason(index, exc)) from exc
+        return None
+
+    def _field(self, index: int, handle: Any, field: Field) -> float | int | None:
+        try:
+            return self._gateway.field_value(index, handle, field)
+        except NvmlCallError as exc:
+            self._judge(index, exc)
+            return None
+        except BackendTimeout as exc:
+            raise _CardLost(self._gateway.timeout_reason(index, exc)) from exc
+
+    def _judge(self, index: int, exc: NvmlCallError) -> None:
+        """A failed reading: lost raises, absent is silent, anything else warns once."""
+        if exc.error.lost:
+            raise _CardLost(exc.text) from exc
+        if exc.error.absent:
+            return
+        key = (index, exc.call, exc.text)
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        logger.warning("card %d: NVML call %s failed: %s", index, exc.call, exc.text)
+
+    def _remember(self, index: int, **seen: str | None) -> None:
+        """Update what card ``index`` is known as with the identity fields just read."""
+        with self._lock:
+            known = self._identities.get(index, _Identity())
+            updates = {key: value for key, value in seen.items() if value}
+            self._identities[index] = replace(known, **updates)
+
+    def _identity(self, index: int, handle: Any) -> dict[str, Any]:
+        def read_text(call: Call) -> str | None:
+            return values.text(self._read(index, (call,), handle))
+
+        pci = self._read(index, (Call.PCI_INFO,), handle)
+        self._remember(
+            index, pci_bus_id=None if pci is None else values.bus_id(values.text(pci.busId))
+        )
+        self._remember(index, uuid=read_text(Call.UUID))
+        name = read_text(Call.NAME)
+        serial = read_text(Call.SERIAL)
+        self._remember(index, name=name, serial=serial)
+        vbios = read_text(Call.VBIOS_VERSION)
+        with self._lock:
+            known = self._identities[index]
+        return {
+            "pci_bus_id": known.pci_bus_id,
+            "uuid": known.uuid,
+            "name": known.name,
+            "serial": serial,
+            "pci_device_id": None if pci is None else (int(pci.pciDeviceId) >> 16) & 0xFFFF,
+            "vbios_version": vbios,
+        }
+
+    def _memory(self, index: int, handle: Any) -> dict[str, Any]:
+        memory = self._read(index, (Call.MEMORY_INFO,), handle)
+        if memory is None:
+            return {}
+        return {
+            "memory_total_mib": values.mib(memory.total),
+            "memory_used_mib": values.mib(memory.used),
+        }
+
+    def _power(self, index: int, handle: Any) -> dict[str, Any]:
+        def read_w(call: Call) -> float | None:
+            return values.watts(self._read(index, (call,), handle))
+
+        constraints = self._read(index, (Call.POWER_LIMIT_CONSTRAINTS,), handle)
+        min_mw, max_mw = (None, None) if constraints is None else constraints
+        return {
+            "power_draw_w": read_w(Call.POWER_USAGE),
+            "power_limit_w": read_w(Call.POWER_LIMIT),
+            "power_enforced_limit_w": read_w(Call.ENFORCED_POWER_LIMIT),
+            "power_default_limit_w": read_w(Call.DEFAULT_POWER_LIMIT),
+            "power_min_limit_w": values.watts(min_mw),
+            "power_max_limit_w": values.watts(max_mw),
+        }
+
+    def _clocks(self, index: int, handle: Any) -> dict[str, Any]:
+        def read_int(*calls: Call) -> int | None:
+            return values.optional_int(self._read(index, calls, handle))
+
+        return {
+            "clock_event_reasons": read_int(Call.CLOCK_EVENT_REASONS, Call.CLOCK_THROTTLE_REASONS),
+            "sm_clock_mhz": read_int(Call.SM_CLOCK),
+            "memory_clock_mhz": read_int(Call.MEMORY_CLOCK),
+        }
+
+    def _thermal(self, index: int, handle: Any) -> dict[str, Any]:
+        temperature = self._read(index, (Call.TEMPERATURE, Call.TEMPERATURE_V), handle)
+        return {
+            "temperature_c": values.optional_float(temperature),
+            "memory_temperature_c": values.optional_float(
+                self._field(index, handle, Field.MEMORY_TEMPERATURE)
+            ),
+            "fan_speed_pct": values.optional_int(self._read(index, (Call.FAN_SPEED,), handle)),
+        }
+
+    def _pcie(self, index: int, handle: Any) -> dict[str, Any]:
+        def read_int(call: Call) -> int | None:
+            return values.optional_int(self._read(index, (call,), handle))
+
+        return {
+            "pcie_gen_current": read_int(Call.PCIE_GEN_CURRENT),
+            "pcie_width_current": read_int(Call.PCIE_WIDTH_CURRENT),
+            "pcie_gen_max": read_int(Call.PCIE_GEN_MAX),
+            "pcie_width_max": read_int(Call.PCIE_WIDTH_MAX),
+            "persistence_mode": self._read(index, (Call.PERSISTENCE_ENABLED,), handle),
+        }

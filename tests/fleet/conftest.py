@@ -1,0 +1,59 @@
+"""Two live simulated rigs shared by the fleet tests: one healthy, one hit by an Xid 31.
+
+Package-scoped: ``fleet status``, the Prometheus scrape and the dashboard check all read
+the same two daemons, so the suite pays for two fleetd starts, not one per test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_token import peer  # noqa: F401 - the loopback token peer, reused here
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+XID_CARD = 1
+
+
+@dataclass(frozen=True)
+class TwoRigs:
+    """``healthy`` (every check passes) and ``xid`` (an Xid 31 on card 1 after start)."""
+
+    healthy: Fleetd
+    xid: Fleetd
+
+
+def _card_xids(daemon: Fleetd, card: int) -> int:
+    cards = daemon.get("/api/v1/status").json()["cards"]
+    return int(next(c["xid_since_boot"] for c in cards if c["index"] == card))
+
+
+@pytest.fixture(scope="package")
+def two_rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRigs]:
+    tmp = tmp_path_factory.mktemp("rigs")
+    daemons: list[Fleetd] = []
+    try:
+        daemons.append(start_fleetd(tmp, tmp / "healthy-state"))
+        daemons.append(start_fleetd(tmp, tmp / "xid-state"))
+        healthy, xid = daemons
+        # A real-format NVRM line into the simulated kernel log, read by the normal path.
+        answer = xid.post("/api/v1/sim/xid", {"card": XID_CARD, "xid": 31})
+        assert answer.status_code == 200, answer.text
+        wait_until(lambda: _card_xids(xid, XID_CARD) >= 1, 10, "fleetd to read the Xid 31")
+        yield TwoRigs(healthy=healthy, xid=xid)
+    finally:
+        stop_all(daemons)
+
+
+def write_fleet_file(path: Path, rigs: dict[str, str], **token_files: str) -> Path:
+    """A fleet file with ``[rigs.NAME] url = ...`` (and ``token_file`` where given)."""
+    lines = []
+    for name, url in rigs.items():
+        lines += [f"[rigs.{name}]", f'url = "{url}"']
+        if name in token_files:
+            lines.append(f'token_file = "{token_files[name]}"')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,184 @@
+"""``GET /metrics``: the rig in Prometheus' text format, from the daemon's memory.
+
+Names follow Prometheus' conventions (``cmpfleet_`` prefix, base units: watts, bytes,
+hertz, seconds; counters end in ``_total``). Per-card series carry ``gpu`` (the NVML
+index), ``uuid`` and ``pci_bus_id``. A reading that is not known (a lost card's power,
+an engine that reports no throughput yet) is left out rather than exported as 0, so a
+graph shows a gap instead of a false value.
+
+Each app gets its own ``CollectorRegistry`` holding one collector that reads
+``MetricsSource.metrics_state()`` at scrape time: nothing is registered globally (two
+apps in one test process never share series) and nothing goes stale between scrapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from prometheus_client import generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from serving.runtime.states import ServingState
+from web.metrics_model import CardMetrics, MetricsSource, RigMetrics
+
+CARD_LABELS = ("gpu", "uuid", "pci_bus_id")
+# The classic text format every Prometheus 2.x reads (our names need none of 1.0.0's escaping).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MIB_BYTES = 1024 * 1024
+MHZ_HERTZ = 1_000_000
+
+
+def _card_labels(card: CardMetrics) -> list[str]:
+    return [str(card.index), card.uuid, card.pci_bus_id]
+
+
+def _flag(value: bool) -> float:
+    return 1.0 if value else 0.0
+
+
+def _card_gauges(cards: tuple[CardMetrics, ...]) -> Iterator[Metric]:
+    """The per-card gauges; each reading scaled to its base unit, unknowns left out."""
+    specs: list[tuple[str, str, float, str]] = [
+        ("power_watts", "Power draw.", 1.0, "power_draw_w"),
+        ("power_limit_watts", "Power limit in force.", 1.0, "power_limit_w"),
+        ("memory_total_bytes", "Memory the card reports.", MIB_BYTES, "memory_total_mib"),
+        ("temperature_celsius", "GPU core temperature.", 1.0, "temperature_c"),
+        ("sm_clock_hertz", "SM clock.", MHZ_HERTZ, "sm_clock_mhz"),
+        ("pcie_link_gen", "Current PCIe link generation.", 1.0, "pcie_gen"),
+        ("pcie_link_width", "Current PCIe link width (lanes).", 1.0, "pcie_width"),
+    ]
+    for suffix, help_text, scale, attribute in specs:
+        family = GaugeMetricFamily(f"cmpfleet_gpu_{suffix}", help_text, labels=CARD_LABELS)
+        for card in cards:
+            value = getattr(card, attribute)
+            if value is not None:
+                family.add_metric(_card_labels(card), float(value) * scale)
+        yield family
+    flags: list[tuple[str, str, str]] = [
+        ("vram_unlocked", "1 when the card shows its unlocked memory (vram_unlocked check).",
+         "vram_unlocked"),
+        ("power_brake_active", "1 while the hardware power brake (PWRBRK#) slows the card.",
+         "power_brake_active"),
+    ]  # fmt: skip
+    for suffix, help_text, attribute in flags:
+        family = GaugeMetricFamily(f"cmpfleet_gpu_{suffix}", help_text, labels=CARD_LABELS)
+        for card in cards:
+            value = getattr(card, attribute)
+            if value is not None:
+                family.add_metric(_card_labels(card), _flag(value))
+        yield family
+    lost = GaugeMetricFamily(
+        "cmpfleet_gpu_lost", "1 when the card stopped answering (GPU lost).", labels=CARD_LABELS
+    )
+    xids = CounterMetricFamily(
+        "cmpfleet_gpu_xid_errors",
+        "Xid errors the kernel logged for the card since boot, by Xid number.",
+        labels=[*CARD_LABELS, "xid"],
+    )
+    for card in cards:
+        lost.add_metric(_card_labels(card), _flag(card.lost))
+        for xid, count in sorted(card.xid_counts.items()):
+            xids.add_metric([*_card_labels(card), str(xid)], float(count))
+    yield lost
+    yield xids
+
+
+def _rig_metrics(state: RigMetrics) -> Iterator[Metric]:
+    """Checks, latch, engine, follower and the poll timer."""
+    checks = GaugeMetricFamily(
+        "cmpfleet_check_status",
+        "Worst result of each check: 0 ok, 1 warning, 2 critical.",
+        labels=["check"],
+    )
+    for check_id, severity in sorted(state.check_severities.items()):
+        checks.add_metric([check_id], float(severity.rank))
+    yield checks
+    yield GaugeMetricFamily(
+        "cmpfleet_reboot_required",
+        "1 while the reboot-required latch is set.",
+        value=_flag(state.reboot_required),
+    )
+    serving = GaugeMetricFamily(
+        "cmpfleet_serving_state", "1 for the engine's current state.", labels=["state"]
+    )
+    for serving_state in ServingState:
+        serving.add_metric([serving_state.value], _flag(serving_state is state.serving_state))
+    yield serving
+    yield CounterMetricFamily(
+        "cmpfleet_serving_restarts",
+        "Engine restarts (a running total that backoff resets never zero).",
+        value=float(state.serving_restarts),
+    )
+    tokens = GaugeMetricFamily(
+        "cmpfleet_serving_generation_tokens_per_second",
+        "Generation throughput the engine reports.",
+    )
+    if state.generation_tokens_per_s is not None:
+        tokens.add_metric([], state.generation_tokens_per_s)
+    yield tokens
+    yield GaugeMetricFamily(
+        "cmpfleet_kernel_log_follower_up",
+        "1 while the kernel-log follower reads (Xids are seen).",
+        value=_flag(state.kernel_log_follower_up),
+    )
+    durations = state.poll_durations
+    buckets = [
+        (repr(float(bound)), float(count))
+        for bound, count in zip(durations.upper_bounds_s, durations.cumulative_counts, strict=False)
+    ]
+    buckets.append(("+Inf", float(durations.count)))
+    yield HistogramMetricFamily(
+        "cmpfleet_poll_duration_seconds",
+        "Time one poll of the cards and their checks took.",
+        buckets=buckets,
+        sum_value=durations.sum_s,
+    )
+    yield CounterMetricFamily(
+        "cmpfleet_polls", "Polls completed since fleetd started.", value=float(state.polls)
+    )
+    age = GaugeMetricFamily(
+        "cmpfleet_last_poll_age_seconds", "Seconds since the last complete poll."
+    )
+    if state.last_poll_age_s is not None:
+        age.add_metric([], state.last_poll_age_s)
+    yield age
+
+
+class RigCollector(Collector):
+    """Reads the daemon's picture at each scrape and turns it into metric families."""
+
+    def __init__(self, source: MetricsSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        """Every ``cmpfleet_`` family, from one consistent ``metrics_state()``."""
+        state = self._source.metrics_state()
+        yield from _card_gauges(state.cards)
+        yield from _rig_metrics(state)
+
+
+def metrics_router(source: MetricsSource) -> APIRouter:
+    """The ``/metrics`` route over its own registry (no process-wide registry)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RigCollector(source))
+    router = APIRouter()
+
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
+        tags=["metrics"],
+    )
+    def metrics() -> Response:
+        """The rig in Prometheus text format (from memory: a scrape never touches NVML)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+
+    return router
