@@ -14,11 +14,13 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from daemon.caps import CapKeeper
+from daemon.history import history_document
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.model import EventKind, Severity, worst_severity
+from hwcheck.checks import pcie_link
+from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.canary import CanaryControl
@@ -88,6 +90,7 @@ class DaemonServices:
         loopback_only: bool,
         sim: SimulationControl | None,
         canaries: CanaryControl | None = None,
+        rig: RigProfile | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -99,6 +102,7 @@ class DaemonServices:
         self.loopback_only = loopback_only
         self._sim = sim
         self.canaries = canaries
+        self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
 
     @property
@@ -173,6 +177,9 @@ class DaemonServices:
             doc = {"overall": "unknown", "cards": [], "checks": []}
         else:
             doc = rig_document(latest, view.results, view.xids)
+            for card in doc["cards"]:  # what the dashboard shows the live link against
+                gen, width = pcie_link.baseline(self._rig, card["pci_bus_id"])
+                card["pcie_baseline_gen"], card["pcie_baseline_width"] = gen, width
             worst = worst_severity(list(view.results))
             if recovery["reboot_required"]:
                 worst = Severity.CRITICAL
@@ -251,3 +258,9 @@ class DaemonServices:
         if not self._store.ack_event(event_id, by):
             raise NotFound(f"no event {event_id}")
         return {"id": event_id, "acked": True}
+
+    def history(self, span: str) -> dict[str, Any]:
+        """The dashboard's charts of the cards in the latest poll over ``span``."""
+        latest = self._monitor.view().latest
+        cards = [] if latest is None else [(card.index, card.uuid) for card in latest.cards]
+        return history_document(self._store, cards, span)

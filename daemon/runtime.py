@@ -129,6 +129,7 @@ class Daemon:
             loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
             canaries=self.canaries,
+            rig=self.settings.rig,
         )
         self.poller = RigPoller(
             settings,

@@ -15,12 +15,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from web.auth import bearer, token_matches
 from web.canary import CanaryControl, canary_router
+from web.dashboard_routes import install_dashboard
 from web.errors import install_error_handlers
+from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.metrics import metrics_router
 from web.metrics_model import MetricsSource
@@ -119,10 +121,8 @@ def create_app(
     if metrics is not None:
         app.include_router(metrics_router(metrics))
 
-    @app.get("/", include_in_schema=False)
-    def root() -> RedirectResponse:
-        """The dashboard comes in its own issue; until then the API's own UI."""
-        return RedirectResponse("/docs")
+    install_dashboard(app)
+    app.include_router(history_router(services))
 
     @app.get("/healthz", response_model=HealthDocument)
     def healthz() -> dict[str, str]:

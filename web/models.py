@@ -66,6 +66,8 @@ class CardDocument(Document):
     pcie_width: int | None
     pcie_gen_max: int | None = None
     pcie_width_max: int | None = None
+    pcie_baseline_gen: int | None = Field(None, description="the generation it should train")
+    pcie_baseline_width: int | None = Field(None, description="the width it should train")
     persistence_mode: bool | None = None
     xid_since_boot: int
     state: str = Field(description="ok, warning, critical or lost")

@@ -73,3 +73,7 @@ class WebServices(Protocol):
     def serving_recipe(self) -> dict[str, Any]:
         """The spec the daemon would launch, and its diff to the last ready launch."""
         ...
+
+    def history(self, span: str) -> dict[str, Any]:
+        """Charts over ``span`` (``1h``/``24h``): one time grid, one list per series."""
+        ...

@@ -22,6 +22,8 @@ from daemon.cli.fleetquery import (
     poll_fleet,
     worst,
 )
+from daemon.cli.fleettop import fleet_frame
+from daemon.cli.live import run_live
 from daemon.cli.output import EXIT_UNKNOWN, Output, severity_cell
 
 fleet_app = typer.Typer(
@@ -79,6 +81,22 @@ def status(
     else:
         render_fleet(out, summaries, overall)
     raise typer.Exit(OVERALL_EXIT.get(overall, EXIT_UNKNOWN))
+
+
+@fleet_app.command("top")
+def top(
+    ctx: typer.Context,
+    fleet_file: FleetFileOption = None,
+    cards: Annotated[bool, typer.Option("--cards", help="One line per card, not per rig.")] = False,
+    interval_s: Annotated[
+        float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
+    ] = 1.0,
+    timeout_s: TimeoutOption = 2.0,
+) -> None:
+    """Live view of every rig, refreshed every second; q quits (one frame when piped)."""
+    out = Output.create(json_mode=False)
+    rigs = fleet_rigs(out, ctx, fleet_file)
+    run_live(out.console, lambda: fleet_frame(rigs, timeout_s, cards), interval_s)
 
 
 def _summary_json(summary: RigSummary) -> dict[str, Any]:

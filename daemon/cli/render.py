@@ -18,8 +18,11 @@ def fmt(value: object, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def _card_row(card: dict[str, Any]) -> list[str | Text]:
-    """One table row; a lost card shows dashes, not readings it cannot have."""
+CARD_COLUMNS = ("card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state")
+
+
+def card_row(card: dict[str, Any]) -> list[str | Text]:
+    """One card's cells (``CARD_COLUMNS``); a lost card shows dashes, not readings it lacks."""
     if card["state"] == "lost":
         blanks = ["-"] * 5
         return [
@@ -60,8 +63,8 @@ def render_rig(out: Output, doc: dict[str, Any]) -> int:
     if cards:
         out.table(
             "Cards",
-            ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"],
-            [_card_row(card) for card in cards],
+            list(CARD_COLUMNS),
+            [card_row(card) for card in cards],
         )
     else:
         out.line("cards: no readings")

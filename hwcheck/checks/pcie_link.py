@@ -11,7 +11,7 @@ busy (no GPU-idle reason bit), which is the "trained Gen1 after boot" case a ret
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, card_label
-from hwcheck.model import CheckResult, ClockEventReason, GpuSnapshot, Severity
+from hwcheck.model import CheckResult, ClockEventReason, GpuSnapshot, RigProfile, Severity
 
 CHECK_ID = "pcie_link"
 
@@ -28,11 +28,17 @@ def _is_idle(card: GpuSnapshot) -> bool:
     return bool(card.clock_event_reasons & ClockEventReason.GPU_IDLE)
 
 
+def baseline(profile: RigProfile, pci_bus_id: str) -> tuple[int, int]:
+    """``(gen, width)`` the card at ``pci_bus_id`` should train: recorded, else the minimum."""
+    recorded = profile.pcie_baseline.get(pci_bus_id)
+    if recorded is not None:
+        return recorded.gen, recorded.width
+    return profile.pcie_gen_min, profile.pcie_width_min
+
+
 def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
     """Judge one live card against its baseline."""
-    recorded = inp.profile.pcie_baseline.get(card.pci_bus_id)
-    base_gen = recorded.gen if recorded else inp.profile.pcie_gen_min
-    base_width = recorded.width if recorded else inp.profile.pcie_width_min
+    base_gen, base_width = baseline(inp.profile, card.pci_bus_id)
     label = card_label(card)
     now = _link(card.pcie_gen_current, card.pcie_width_current)
     facts = (

@@ -1,0 +1,75 @@
+"""A full-screen view redrawn every interval until ``q``: the loop under ``fleet top``.
+
+Kept apart from what is drawn so any live view can use it: the caller hands in a function
+that builds one frame (it must not raise for a daemon that is away; it draws that instead).
+With stdout not a terminal it prints one frame and returns, for scripts and tests.
+
+The keyboard is read on a daemon thread with the terminal in cbreak mode (keys arrive at
+once, unechoed, Ctrl-C still interrupts) and restored on every way out; the main thread
+waits on an event, so ``q`` quits at once instead of at the next refresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import termios
+import threading
+import tty
+from collections.abc import Callable, Iterator
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+QUIT_KEYS = frozenset({"q", "Q"})
+KEY_POLL_S = 0.1
+
+
+def run_live(console: Console, frame: Callable[[], RenderableType], interval_s: float) -> None:
+    """Draw ``frame()`` every ``interval_s`` until ``q`` (one frame when not a terminal)."""
+    if not console.is_terminal:
+        console.print(frame())
+        return
+    quit_event = threading.Event()
+    with (
+        _keys_quit(quit_event),
+        Live(frame(), console=console, screen=True, auto_refresh=False) as live,
+    ):
+        while not quit_event.wait(interval_s):
+            live.update(frame(), refresh=True)
+
+
+@contextlib.contextmanager
+def _keys_quit(quit_event: threading.Event) -> Iterator[None]:
+    """Watch stdin for a quit key while the block runs (nothing to watch: no keys)."""
+    fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+    if fd is None:
+        yield
+        return
+    saved = termios.tcgetattr(fd)
+    stop = threading.Event()
+    reader = threading.Thread(
+        target=_read_keys, args=(fd, quit_event, stop), name="live-keys", daemon=True
+    )
+    tty.setcbreak(fd)
+    try:
+        reader.start()
+        yield
+    finally:
+        stop.set()
+        reader.join(timeout=1)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _read_keys(fd: int, quit_event: threading.Event, stop: threading.Event) -> None:
+    """Set ``quit_event`` on a quit key or end of input; return when ``stop`` is set."""
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], KEY_POLL_S)
+        if not ready:
+            continue
+        key = os.read(fd, 1).decode(errors="replace")
+        if key == "" or key in QUIT_KEYS:
+            quit_event.set()
+            return

@@ -1,0 +1,94 @@
+"""``fleetctl fleet top``: one frame when piped, a live view in a terminal that ``q`` ends."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+from tests.fleet.conftest import TwoRigs, write_fleet_file
+from tests.support.cli import run_fleetctl
+from tests.support.fleetd import free_port
+
+
+def fleet(two_rigs: TwoRigs, tmp_path: Path) -> tuple[Path, str]:
+    gone = f"http://127.0.0.1:{free_port()}"
+    path = write_fleet_file(
+        tmp_path / "rigs.toml",
+        {"alpha": two_rigs.healthy.url, "bravo": two_rigs.xid.url, "gone": gone},
+    )
+    return path, gone
+
+
+def test_piped_it_prints_one_line_per_rig_and_exits(two_rigs: TwoRigs, tmp_path: Path) -> None:
+    path, gone = fleet(two_rigs, tmp_path)
+    result = run_fleetctl("fleet", "top", "--fleet", str(path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "fleet CRITICAL" in lines[0]
+    rows = {line.split()[0]: line for line in lines[3:]}
+    assert set(rows) == {"alpha", "bravo", "gone"}
+    assert " ok " in rows["alpha"] and " 4/4 " in rows["alpha"]
+    assert " critical " in rows["bravo"] and " 3/4 " in rows["bravo"]
+    assert f"cannot reach fleetd at {gone}" in rows["gone"]
+
+
+def test_cards_gives_one_line_per_card(two_rigs: TwoRigs, tmp_path: Path) -> None:
+    path, gone = fleet(two_rigs, tmp_path)
+    result = run_fleetctl("fleet", "top", "--cards", "--fleet", str(path))
+    assert result.returncode == 0, result.stderr
+    rows = [[cell.strip() for cell in line.split("│")] for line in result.stdout.splitlines()[3:]]
+    cards = {(row[0], row[1], row[2]) for row in rows if row[0] in ("alpha", "bravo")}
+    pci = [card["pci_bus_id"] for card in two_rigs.healthy.get("/api/v1/status").json()["cards"]]
+    assert cards == {(rig, str(i), bus) for rig in ("alpha", "bravo") for i, bus in enumerate(pci)}
+    gone_rows = [" ".join(row) for row in rows if row[0] == "gone"]
+    assert len(gone_rows) == 1 and f"unknown: cannot reach fleetd at {gone}" in gone_rows[0]
+
+
+def read_until(master: int, needle: bytes, count: int, timeout_s: float) -> bytes:
+    """Read the terminal until ``needle`` was drawn ``count`` times."""
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while seen.count(needle) < count:
+        left = deadline - time.monotonic()
+        assert left > 0, f"{needle!r} drawn {seen.count(needle)} times, wanted {count}"
+        ready, _, _ = select.select([master], [], [], left)
+        if ready:
+            try:
+                seen += os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+    return seen
+
+
+def test_in_a_terminal_it_refreshes_until_q(two_rigs: TwoRigs, tmp_path: Path) -> None:
+    path, _ = fleet(two_rigs, tmp_path)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
+    argv = [sys.executable, "-m", "daemon.fleetctl", "fleet", "top", "--fleet", str(path)]
+    proc = subprocess.Popen(
+        [*argv, "--interval", "0.3", "--timeout", "1"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+        | {"TERM": "xterm-256color"},
+    )
+    os.close(slave)
+    try:
+        drawn = read_until(master, b"cmpfleet fleet top", 3, 30)  # it redraws
+        assert b"alpha" in drawn and b"bravo" in drawn
+        os.write(master, b"q")
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)

@@ -1,0 +1,117 @@
+"""A real Prometheus scrapes two simulated rigs and the shipped rules alert on the right one.
+
+The rigs are ``tests/fleet/conftest.py``'s: one healthy, one whose simulated kernel log got
+a real-format Xid 31 line on card 1. Prometheus (Debian's, on loopback) evaluates the
+shipped ``cmpfleet.rules.yml`` every second; the Xid alert must fire for that rig, naming
+the card and the Xid, and nothing may fire for the healthy one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fleet.conftest import XID_CARD, TwoRigs
+from tests.fleet.deploy import RULES, as_instant_query, dashboard, dashboard_queries
+from tests.support.fleetd import Fleetd, wait_until
+from tests.support.prometheus import Prometheus, start_prometheus
+
+pytestmark = [pytest.mark.external, pytest.mark.slow]
+
+
+def target(daemon: Fleetd) -> str:
+    return daemon.url.removeprefix("http://")
+
+
+@pytest.fixture(scope="module")
+def prometheus(two_rigs: TwoRigs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """The shipped rules over both rigs, labelled ``rig`` as deploy/prometheus/rigs.yml does."""
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [
+            {
+                "job_name": "cmpfleet",
+                "static_configs": [
+                    {"targets": [target(two_rigs.healthy)], "labels": {"rig": "healthy"}},
+                    {"targets": [target(two_rigs.xid)], "labels": {"rig": "xid"}},
+                ],
+            }
+        ],
+    }
+    server = start_prometheus(tmp_path_factory.mktemp("prometheus"), config)
+    yield server
+    server.stop()
+
+
+def firing(server: Prometheus) -> list[dict[str, Any]]:
+    return [alert for alert in server.alerts() if alert["state"] == "firing"]
+
+
+def test_both_rigs_are_scraped_with_every_card(prometheus: Prometheus) -> None:
+    def four_cards_each() -> bool:
+        rows = prometheus.query("count by (rig) (cmpfleet_gpu_power_watts)")
+        return {row["metric"]["rig"]: row["value"][1] for row in rows} == {
+            "healthy": "4",
+            "xid": "4",
+        }
+
+    wait_until(four_cards_each, 20, "both rigs' four cards in Prometheus", interval_s=0.5)
+    up = {row["metric"]["rig"]: row["value"][1] for row in prometheus.query('up{job="cmpfleet"}')}
+    assert up == {"healthy": "1", "xid": "1"}
+
+
+def test_the_xid_alert_fires_for_the_rig_with_the_xid_and_only_there(
+    prometheus: Prometheus, two_rigs: TwoRigs
+) -> None:
+    def xid_alert() -> dict[str, Any] | None:
+        return next(
+            (a for a in firing(prometheus) if a["labels"]["alertname"] == "CmpfleetGpuXid"), None
+        )
+
+    wait_until(lambda: xid_alert() is not None, 30, "CmpfleetGpuXid to fire", interval_s=0.5)
+    alert = xid_alert()
+    assert alert is not None
+    labels = alert["labels"]
+    assert (labels["rig"], labels["gpu"], labels["xid"]) == ("xid", str(XID_CARD), "31")
+    assert labels["instance"] == target(two_rigs.xid)
+    assert labels["severity"] == "warning"
+    assert alert["annotations"]["summary"] == f"Rig xid: Xid 31 on card {XID_CARD}"
+
+    # The rig's own verdict and Prometheus agree: its reboot latch (set by the recovery
+    # policy for a hardware-class Xid) is an alert exactly when the rig reports it.
+    def latch_and_alert_agree() -> bool:
+        latched = two_rigs.xid.get("/api/v1/status").json()["recovery"]["reboot_required"]
+        names = {
+            a["labels"]["alertname"] for a in firing(prometheus) if a["labels"]["rig"] == "xid"
+        }
+        return ("CmpfleetRebootRequired" in names) == bool(latched)
+
+    wait_until(latch_and_alert_agree, 10, "CmpfleetRebootRequired to match the rig's latch")
+
+    healthy = [a["labels"] for a in prometheus.alerts() if a["labels"].get("rig") == "healthy"]
+    assert healthy == []
+
+
+def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> None:
+    """Each panel's PromQL parses in a real Prometheus, and the card panels find the cards."""
+    wait_until(
+        lambda: len(prometheus.query("cmpfleet_gpu_temperature_celsius")) == 8,
+        20,
+        "both rigs' cards in Prometheus",
+        interval_s=0.5,
+    )
+    document = dashboard()
+    for query in dashboard_queries(document):
+        if query.startswith("label_values("):
+            continue  # a Grafana function, not PromQL
+        prometheus.query(as_instant_query(query))  # raises on a PromQL error
+    repeated_at = next(i for i, p in enumerate(document["panels"]) if p.get("repeat") == "rig")
+    for panel in document["panels"][repeated_at + 1 :]:  # the per-rig panels
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            if "cmpfleet_gpu_" in expr and "xid" not in expr:
+                rows = prometheus.query(as_instant_query(expr))
+                assert len(rows) == 8, (panel["title"], expr, rows)

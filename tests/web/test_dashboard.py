@@ -1,0 +1,277 @@
+"""The dashboard in a real browser: Playwright drives Debian's Chromium against a real
+simulated fleetd on loopback (one browser and one daemon for the whole module).
+
+Screenshots (desktop, phone, critical) land in the test's temp output directory.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
+
+from tests.support.external import require_program
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+pytestmark = [pytest.mark.external, pytest.mark.slow]
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+DESKTOP = {"width": 1400, "height": 1000}
+PHONE = {"width": 390, "height": 844}
+FAST_S = 5  # the page polls every 2 s: anything it shows must show within this
+
+
+@dataclass
+class Rig:
+    """The module's daemon (replaced when a test restarts it) and where output goes."""
+
+    tmp: Path
+    daemon: Fleetd
+    shots: Path
+    requests: list[str] = field(default_factory=list)  # every URL any page asked for
+
+    def status(self) -> dict[str, Any]:
+        answer = self.daemon.get("/api/v1/status")
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    daemon = start_fleetd(tmp, tmp / "state")
+    holder = Rig(tmp=tmp, daemon=daemon, shots=tmp_path_factory.mktemp("dashboard-screenshots"))
+    try:
+        wait_until(
+            lambda: holder.status()["serving"]["state"] == "ready", 30, "the simulated engine"
+        )
+        yield holder
+    finally:
+        stop_all([holder.daemon])
+
+
+@pytest.fixture(scope="module")
+def browser(rig: Rig) -> Iterator[Browser]:
+    chromium = require_program("chromium", "chromium")  # installs it as root; fails under CI
+    with sync_playwright() as playwright:
+        launched = _launch(playwright, chromium)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _launch(playwright: Playwright, chromium: str) -> Browser:
+    return playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+
+
+def _context(browser: Browser, rig: Rig, viewport: dict[str, int]) -> BrowserContext:
+    """A fresh browser profile that records every request and lets none leave loopback."""
+    context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+    context.set_default_timeout(FAST_S * 1000)
+    context.on("request", lambda request: rig.requests.append(request.url))
+    return context
+
+
+@pytest.fixture
+def page(browser: Browser, rig: Rig) -> Iterator[Page]:
+    context = _context(browser, rig, DESKTOP)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def open_dashboard(page: Page, rig: Rig) -> None:
+    page.goto(rig.daemon.url + "/")
+    expect(page.locator("#verdict")).not_to_have_attribute("data-overall", "unknown")
+
+
+def enter_token(page: Page, rig: Rig) -> None:
+    """Type the token once, as a person would; the page keeps it in localStorage."""
+    if page.locator("#token-form").is_hidden():
+        page.click("#token-button")
+    page.fill("#token-input", rig.daemon.token)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#token-form")).to_be_hidden()
+
+
+def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    status = rig.status()
+    expect(page.locator("#verdict")).to_have_attribute("data-overall", "ok")
+    expect(page.locator("#verdict-word")).to_have_text("OK")
+    tiles = page.locator(".tile")
+    expect(tiles).to_have_count(4)
+    for card in status["cards"]:
+        tile = page.locator(f'.tile[data-card="{card["index"]}"]')
+        expect(tile).to_contain_text(card["pci_bus_id"])
+        expect(tile.locator('[data-badge="vram"]')).to_have_text(
+            f"UNLOCKED {card['memory_total_mib']:,} MiB"
+        )
+        expect(tile.locator('[data-badge="brake"]')).to_have_text("no brake")
+        expect(tile.locator('[data-metric="power"]')).to_contain_text(
+            f"/ {card['power_limit_w']:g} W"
+        )
+        expect(tile.locator('[data-metric="pcie"]')).to_contain_text("Gen2 x4 / Gen2 x4")
+        expect(tile.locator('[data-metric="xids"]')).to_contain_text("0")
+    expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready")
+    expect(page.locator('[data-fact="restarts"] dd')).to_have_text(
+        str(status["serving"]["restarts"])
+    )
+    expect(page.locator("#check-list")).to_contain_text("every check passes")
+    for chart in ("power", "temperature", "clock", "tokens"):
+        expect(page.locator(f"#chart-{chart} canvas")).to_have_count(1)
+    expect(page.locator("#chart-power")).not_to_have_attribute("data-points", "0")
+    assert int(page.get_attribute("#chart-power", "data-points") or 0) > 0
+    expect(page.locator("#event-list li[data-event]").first).to_be_visible()
+    page.screenshot(path=rig.shots / "desktop.png", full_page=True)
+
+
+def test_the_24h_span_draws_from_rollups(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    with page.expect_response(lambda r: "/api/v1/history?span=24h" in r.url) as answer:
+        page.click('[data-span="24h"]')
+    assert answer.value.json()["resolution"] == "1m"
+    expect(page.locator('[data-span="24h"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#chart-power")).not_to_have_attribute("data-points", "0")
+
+
+def test_phone_width_has_no_horizontal_overflow(browser: Browser, rig: Rig) -> None:
+    context = _context(browser, rig, PHONE)
+    try:
+        phone = context.new_page()
+        open_dashboard(phone, rig)
+        expect(phone.locator(".tile")).to_have_count(4)
+        expect(phone.locator("#chart-power canvas")).to_have_count(1)
+        overflow = phone.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, f"the page is {overflow} px wider than a phone"
+        box = phone.locator(".tile").first.bounding_box()
+        assert box is not None and box["width"] <= PHONE["width"]
+        phone.screenshot(path=rig.shots / "phone.png", full_page=True)
+    finally:
+        context.close()
+
+
+def test_engine_buttons_need_the_token_and_a_confirmation(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+
+    page.click('[data-action="stop"]')  # no token yet: the page asks for it, posts nothing
+    expect(page.locator("#token-form")).to_be_visible()
+    assert posts == []
+    enter_token(page, rig)
+    expect(page.locator("#engine-log")).to_contain_text("Application startup complete")
+
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click('[data-action="stop"]')  # asked, and said no
+    expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready")
+    assert posts == []
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click('[data-action="stop"]')
+    expect(page.locator("#engine-facts")).to_have_attribute("data-state", "stopped", timeout=15000)
+    assert rig.status()["serving"]["state"] == "stopped"
+    assert posts == [rig.daemon.url + "/api/v1/serving/stop"]
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click('[data-action="start"]')
+    expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready", timeout=20000)
+
+
+def test_an_event_is_acknowledged_from_the_timeline(page: Page, rig: Rig) -> None:
+    page.add_init_script(f"localStorage.setItem('cmpfleet.api-token', '{rig.daemon.token}')")
+    open_dashboard(page, rig)
+    page.select_option("#filter-kind", "daemon")
+    first = page.locator("#event-list li[data-event]").first
+    expect(first).to_have_attribute("data-kind", "daemon")
+    event_id = first.get_attribute("data-event")
+    page.once("dialog", lambda dialog: dialog.accept())
+    first.locator("[data-ack]").click()
+    expect(page.locator(f'#event-list li[data-event="{event_id}"]')).to_have_class("acked")
+    acked = rig.daemon.get("/api/v1/events?kind=daemon&limit=100").json()
+    assert next(e for e in acked if str(e["id"]) == event_id)["acked"] is True
+    page.check("#filter-unacked")
+    expect(page.locator(f'#event-list li[data-event="{event_id}"]')).to_have_count(0)
+
+
+def test_a_daemon_restart_shows_reconnecting_then_recovers(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    expect(page.locator("#reconnecting")).to_be_hidden()
+    old_pid = rig.daemon.proc.pid
+    assert rig.daemon.stop(signal.SIGTERM) == 0
+    if rig.daemon.peer is not None:
+        rig.daemon.peer.close()
+    expect(page.locator("#reconnecting")).to_be_visible(timeout=10000)
+    expect(page.locator(".tile")).to_have_count(4)  # the last picture stays on screen
+    rig.daemon = start_fleetd(rig.tmp, rig.daemon.state_dir, port=rig.daemon.port)
+    assert rig.daemon.proc.pid != old_pid
+    expect(page.locator("#reconnecting")).to_be_hidden(timeout=10000)
+    expect(page.locator("#verdict")).not_to_have_attribute("data-overall", "unknown")
+    expect(page.locator(".tile")).to_have_count(4)
+
+
+def test_an_injected_xid31_turns_the_page_critical(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    answer = rig.daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 31})
+    assert answer.status_code == 200, answer.text
+    expect(page.locator("#verdict")).to_have_attribute("data-overall", "critical")
+    expect(page.locator("#verdict-word")).to_have_text("CRITICAL")
+    expect(page.locator('.tile[data-card="1"]')).to_have_attribute("data-state", "critical")
+    expect(page.locator('.tile[data-card="1"] [data-metric="xids"]')).to_contain_text("1")
+    expect(
+        page.locator('#check-list li[data-check="xid_since_boot"][data-card="1"]')
+    ).to_be_visible()
+    page.screenshot(path=rig.shots / "critical.png", full_page=True)
+
+
+def test_the_page_and_its_files_come_from_the_package_with_a_self_only_policy(rig: Rig) -> None:
+    page = rig.daemon.get("/")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert "http" not in page.text.replace(rig.daemon.url, "")  # no absolute URL at all
+    chart_lib = rig.daemon.get("/dashboard/uPlot.iife.min.js")
+    assert chart_lib.status_code == 200
+    assert "uPlot" in chart_lib.text
+    assert rig.daemon.get("/dashboard/__init__.py").status_code == 404  # not the folder
+
+
+def test_history_lays_every_series_on_one_grid(rig: Rig) -> None:
+    history = rig.daemon.get("/api/v1/history?span=1h").json()
+    assert history["resolution"] == "raw"
+    assert history["step_s"] == 10
+    grid = history["ts_s"]
+    assert grid
+    assert grid == sorted(set(grid))
+    assert [card["card"] for card in history["cards"]] == [0, 1, 2, 3]
+    for card in history["cards"]:
+        for metric in ("power_draw_w", "temperature_c", "sm_clock_mhz"):
+            assert len(card[metric]) == len(grid)
+            assert any(value is not None for value in card[metric])
+    assert len(history["engine"]["tokens_per_s"]) == len(grid)
+    refused = rig.daemon.get("/api/v1/history?span=7d")
+    assert refused.status_code == 422
+    assert "1h" in refused.text
+    assert "/api/v1/history" in rig.daemon.get("/openapi.json").json()["paths"]
+
+
+def test_no_request_left_the_daemon(rig: Rig) -> None:
+    assert rig.requests, "the pages above made no requests at all"
+    outside = [url for url in rig.requests if not url.startswith(rig.daemon.url + "/")]
+    assert outside == []

@@ -1,0 +1,280 @@
+// The dashboard's main loop: poll the daemon, render, and carry out the buttons.
+// Polls are chained (the next starts when the last ended), so a slow daemon is never
+// flooded; a daemon that does not answer turns on the "reconnecting" notice and the last
+// picture stays on screen, dimmed, until it answers again.
+
+import { getJson, isUnreachable, postJson, savedToken, saveToken } from "./api.js";
+import { Charts } from "./charts.js";
+import {
+  renderCards,
+  renderChecks,
+  renderEngine,
+  renderEvents,
+  renderReboot,
+  renderVerdict,
+} from "./render.js";
+
+const STATUS_EVERY_MS = 2000;
+const EVENTS_EVERY_MS = 5000;
+const LOG_EVERY_MS = 3000;
+const HISTORY_EVERY_MS = { "1h": 15000, "24h": 60000 };
+const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch"];
+
+const view = {
+  status: null,
+  lastAnswerMs: null,
+  daemonPid: null,
+  span: "1h",
+  charts: new Charts(),
+  jobs: {},
+};
+
+const $ = (id) => document.getElementById(id);
+
+function notify(text, isError) {
+  const box = $("notice");
+  box.textContent = text;
+  box.classList.toggle("error", Boolean(isError));
+  box.hidden = !text;
+}
+
+// Run ``task`` now and again ``delayMs()`` after each run ends; ``again(name)`` runs it
+// early (or right after the run in flight), never two at once.
+function every(name, delayMs, task) {
+  const job = { running: false, pending: false, timer: null };
+  const run = async () => {
+    if (job.running) {
+      job.pending = true;
+      return;
+    }
+    window.clearTimeout(job.timer);
+    job.running = true;
+    try {
+      await task();
+    } catch (error) {
+      console.warn(`${name}:`, error);
+    } finally {
+      job.running = false;
+    }
+    if (job.pending) {
+      job.pending = false;
+      run();
+      return;
+    }
+    job.timer = window.setTimeout(run, delayMs());
+  };
+  view.jobs[name] = run;
+  run();
+}
+
+function again(name) {
+  if (view.jobs[name]) view.jobs[name]();
+}
+
+function setOffline(offline) {
+  $("reconnecting").hidden = !offline;
+  document.body.classList.toggle("offline", offline);
+  if (offline && view.lastAnswerMs !== null) {
+    const ago = Math.round((Date.now() - view.lastAnswerMs) / 1000);
+    $("reconnect-age").textContent = `${ago} s ago`;
+  }
+}
+
+// --- status --------------------------------------------------------------------------------
+
+function renderRigInfo(status) {
+  const rig = status.rig || {};
+  const parts = [];
+  if (rig.simulated) parts.push("simulated rig");
+  if (rig.last_poll_age_s !== null && rig.last_poll_age_s !== undefined) {
+    parts.push(`last poll ${rig.last_poll_age_s} s ago`);
+  }
+  if (rig.kernel_records_lost) parts.push(`${rig.kernel_records_lost} kernel records lost`);
+  $("rig-info").textContent = parts.join(" · ");
+}
+
+function renderCardFilter(status) {
+  const select = $("filter-card");
+  const wanted = (status.cards || []).map((card) => String(card.index));
+  const have = [...select.options].slice(1).map((option) => option.value);
+  if (wanted.join(",") === have.join(",")) return;
+  const chosen = select.value;
+  select.replaceChildren(select.options[0], ...wanted.map((i) => new Option(`card ${i}`, i)));
+  select.value = wanted.includes(chosen) ? chosen : "";
+}
+
+async function pollStatus() {
+  let status;
+  try {
+    status = await getJson("/api/v1/status");
+  } catch (error) {
+    if (isUnreachable(error)) {
+      setOffline(true);
+      return;
+    }
+    setOffline(false);
+    notify(error.message, true);
+    return;
+  }
+  const wasOffline = !$("reconnecting").hidden;
+  setOffline(false);
+  view.status = status;
+  view.lastAnswerMs = Date.now();
+  const pid = status.daemon ? status.daemon.pid : null;
+  renderVerdict(status);
+  renderReboot(status);
+  renderCards(status);
+  renderEngine(status.serving, Date.now());
+  renderChecks(status);
+  renderRigInfo(status);
+  renderCardFilter(status);
+  if (wasOffline || (view.daemonPid !== null && pid !== view.daemonPid)) {
+    again("events"); // a restarted daemon may have news the last poll could not see
+    again("history");
+  }
+  view.daemonPid = pid;
+}
+
+// --- events --------------------------------------------------------------------------------
+
+async function pollEvents() {
+  const params = new URLSearchParams({ limit: "100" });
+  if ($("filter-kind").value) params.set("kind", $("filter-kind").value);
+  if ($("filter-card").value) params.set("card", $("filter-card").value);
+  let events = await getJson(`/api/v1/events?${params}`);
+  const severity = $("filter-severity").value;
+  if (severity) events = events.filter((event) => event.severity === severity);
+  if ($("filter-unacked").checked) events = events.filter((event) => !event.acked);
+  renderEvents(events);
+}
+
+// --- engine log ----------------------------------------------------------------------------
+
+async function pollLog() {
+  const box = $("engine-log");
+  if (!savedToken()) {
+    box.textContent = "enter the API token to see the engine log (it can hold users' prompts)";
+    return;
+  }
+  try {
+    const body = await getJson("/api/v1/serving/logs?lines=80");
+    const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 20;
+    box.textContent = body.lines.length ? body.lines.join("\n") : "(the log is empty)";
+    if (atBottom) box.scrollTop = box.scrollHeight;
+  } catch (error) {
+    if (!isUnreachable(error)) box.textContent = `log: ${error.message}`;
+  }
+}
+
+// --- history -------------------------------------------------------------------------------
+
+async function pollHistory() {
+  const history = await getJson(`/api/v1/history?span=${view.span}`);
+  view.charts.draw(history);
+}
+
+// --- buttons -------------------------------------------------------------------------------
+
+function needToken() {
+  if (savedToken()) return false;
+  $("token-form").hidden = false;
+  $("token-input").focus();
+  notify("Enter the API token first (it is in <state-dir>/api-token).", true);
+  return true;
+}
+
+// Ask, then POST; the answer (or refusal) is shown as a notice.
+async function mutate(question, path, body, done) {
+  if (needToken()) return;
+  if (!window.confirm(question)) return;
+  try {
+    const answer = await postJson(path, body);
+    notify(done(answer), false);
+  } catch (error) {
+    notify(isUnreachable(error) ? "the daemon did not answer" : error.message, true);
+  }
+  again("status");
+  again("events");
+}
+
+const ENGINE_QUESTIONS = {
+  start: "Start the engine?",
+  stop: "Stop the engine? Serving stops, and a cold start takes 20 to 45 minutes.",
+  restart: "Restart the engine? Serving stops, and a cold start takes 20 to 45 minutes.",
+};
+
+function wireButtons() {
+  for (const button of document.querySelectorAll("[data-action]")) {
+    const action = button.dataset.action;
+    button.addEventListener("click", () =>
+      mutate(ENGINE_QUESTIONS[action], `/api/v1/serving/${action}`, {}, (answer) => {
+        const state = answer.serving ? answer.serving.state : "?";
+        const warnings = (answer.warnings || []).map((w) => w.message).join("; ");
+        return `${action}: accepted, engine ${state}${warnings ? ` (warnings: ${warnings})` : ""}`;
+      }),
+    );
+  }
+  $("reboot-confirm").addEventListener("click", () =>
+    mutate(
+      "Reboot the host now? The engine is stopped cleanly first; the reboot runs only if that stop succeeds.",
+      "/api/v1/recovery/reboot",
+      { confirm: true },
+      () => "reboot: accepted; this page reconnects when the daemon is back",
+    ),
+  );
+  $("event-list").addEventListener("click", (click) => {
+    const id = click.target.dataset ? click.target.dataset.ack : undefined;
+    if (!id) return;
+    mutate(`Acknowledge event ${id}?`, `/api/v1/events/${id}/ack`, {}, () => `event ${id} acknowledged`);
+  });
+  for (const button of document.querySelectorAll("[data-span]")) {
+    button.addEventListener("click", () => {
+      view.span = button.dataset.span;
+      for (const other of document.querySelectorAll("[data-span]")) {
+        other.setAttribute("aria-pressed", String(other === button));
+      }
+      again("history");
+    });
+  }
+  $("event-filters").addEventListener("change", () => again("events"));
+  $("event-filters").addEventListener("submit", (submit) => submit.preventDefault());
+}
+
+function wireToken() {
+  const form = $("token-form");
+  const input = $("token-input");
+  $("token-button").addEventListener("click", () => {
+    form.hidden = !form.hidden;
+    if (!form.hidden) input.focus();
+  });
+  form.addEventListener("submit", (submit) => {
+    submit.preventDefault();
+    saveToken(input.value.trim());
+    input.value = "";
+    form.hidden = true;
+    notify(savedToken() ? "API token saved in this browser." : "", false);
+    again("log");
+  });
+  $("token-forget").addEventListener("click", () => {
+    saveToken("");
+    form.hidden = true;
+    notify("API token forgotten.", false);
+    again("log");
+  });
+}
+
+function start() {
+  const kinds = $("filter-kind");
+  for (const kind of EVENT_KINDS) kinds.append(new Option(kind, kind));
+  wireButtons();
+  wireToken();
+  every("status", () => STATUS_EVERY_MS, pollStatus);
+  every("events", () => EVENTS_EVERY_MS, pollEvents);
+  every("log", () => LOG_EVERY_MS, pollLog);
+  every("history", () => HISTORY_EVERY_MS[view.span], pollHistory);
+  // The engine's uptime ticks between polls too.
+  window.setInterval(() => view.status && renderEngine(view.status.serving, Date.now()), 1000);
+}
+
+// uPlot is a deferred classic script: it has run before module scripts execute.
+start();

@@ -1,0 +1,270 @@
+// Turns API documents into DOM. Text goes in through textContent only (never innerHTML),
+// so a log line or event message can never become markup.
+
+export function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const numberFormat = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+
+export function num(value, unit) {
+  if (value === null || value === undefined) return "n/a";
+  return unit ? `${numberFormat.format(value)} ${unit}` : numberFormat.format(value);
+}
+
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || seconds < 0) return "n/a";
+  const s = Math.floor(seconds);
+  const d = Math.floor(s / 86400);
+  const h = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  if (d > 0) return `${d}d ${h}h`;
+  if (h > 0) return `${h}h ${m}m`;
+  if (m > 0) return `${m}m ${s % 60}s`;
+  return `${s}s`;
+}
+
+export function timeOf(iso) {
+  const when = new Date(iso);
+  return Number.isNaN(when.getTime()) ? String(iso) : when.toLocaleString();
+}
+
+// --- verdict -------------------------------------------------------------------------------
+
+function failed(checks) {
+  const rank = { critical: 0, warning: 1 };
+  return (checks || [])
+    .filter((c) => c.severity === "critical" || c.severity === "warning")
+    .sort((a, b) => rank[a.severity] - rank[b.severity]);
+}
+
+export function renderVerdict(status) {
+  const overall = status.overall || "unknown";
+  const box = document.getElementById("verdict");
+  box.className = `verdict verdict-${overall}`;
+  box.dataset.overall = overall;
+  document.getElementById("verdict-word").textContent = overall.toUpperCase();
+  const problems = failed(status.checks);
+  let detail;
+  if (status.recovery && status.recovery.reboot_required) {
+    detail = `reboot required: ${status.recovery.reason || "see below"}`;
+  } else if (problems.length > 0) {
+    const more = problems.length > 1 ? ` (+${problems.length - 1} more)` : "";
+    detail = problems[0].message + more;
+  } else if (overall === "unknown") {
+    detail = (status.rig && status.rig.stale_reason) || "no poll yet";
+  } else {
+    const engine = status.serving ? status.serving.state : "unknown";
+    detail = `${(status.cards || []).length} cards healthy, engine ${engine}`;
+  }
+  document.getElementById("verdict-detail").textContent = detail;
+  document.title = `${overall.toUpperCase()} - cmpfleet`;
+}
+
+// Advice is a word (warm_reboot, cold_power_cycle) or a sentence; either way say which.
+function adviceKind(advice) {
+  const text = String(advice || "").toLowerCase();
+  if (text.includes("cold") || text.includes("power cycle") || text.includes("power the rig off")) {
+    return "Cold power cycle:";
+  }
+  return "Warm reboot:";
+}
+
+const ADVICE_TEXT = {
+  warm_reboot: "reboot the host once the engine has stopped.",
+  cold_power_cycle:
+    "power the rig off for about 30 s, then on (a warm reboot is not enough for GSP/PMU faults).",
+};
+
+export function renderReboot(status) {
+  const recovery = status.recovery || {};
+  const box = document.getElementById("reboot");
+  box.hidden = !recovery.reboot_required;
+  if (!recovery.reboot_required) return;
+  document.getElementById("reboot-reason").textContent = recovery.reason || "(no reason given)";
+  document.getElementById("reboot-kind").textContent = adviceKind(recovery.advice);
+  document.getElementById("reboot-advice").textContent =
+    ADVICE_TEXT[recovery.advice] || recovery.advice || "";
+  document.getElementById("reboot-since").textContent = recovery.since
+    ? `latched since ${timeOf(recovery.since)}`
+    : "";
+}
+
+// --- card tiles ----------------------------------------------------------------------------
+
+function checksByCard(checks) {
+  const found = new Map();
+  for (const check of checks || []) {
+    if (check.card === null || check.card === undefined) continue;
+    found.set(`${check.id}/${check.card}`, check);
+  }
+  return found;
+}
+
+function metric(label, value, opts) {
+  const o = opts || {};
+  return el(
+    "div",
+    { class: `metric ${o.level || ""}`, title: o.title, dataset: { metric: o.name || label } },
+    el("span", { class: "label" }, label),
+    el("span", { class: `value ${o.big ? "big" : ""}` }, value),
+  );
+}
+
+function level(check) {
+  if (!check || check.severity === "ok") return "";
+  return check.severity === "critical" ? "bad" : "warn";
+}
+
+function link(gen, width) {
+  return `Gen${gen ?? "?"} x${width ?? "?"}`;
+}
+
+function tile(card, checks) {
+  const get = (id) => checks.get(`${id}/${card.index}`);
+  const vram = get("vram_unlocked");
+  const unlocked = vram ? vram.severity === "ok" : card.memory_total_mib >= 60000;
+  const badges = [
+    el(
+      "span",
+      { class: `badge ${unlocked ? "good" : "bad"}`, dataset: { badge: "vram" }, title: vram && vram.message },
+      `${unlocked ? "UNLOCKED" : "LOCKED"} ${num(card.memory_total_mib, "MiB")}`,
+    ),
+    card.power_brake_active
+      ? el("span", { class: "badge bad", dataset: { badge: "brake" } }, "POWER BRAKE")
+      : el("span", { class: "badge good", dataset: { badge: "brake" } }, "no brake"),
+  ];
+  if (card.state === "lost") {
+    badges.unshift(el("span", { class: "badge bad", dataset: { badge: "lost" } }, "LOST"));
+  }
+  const draw = card.power_draw_w;
+  const cap = card.power_limit_w;
+  const share = draw !== null && cap ? Math.min(100, (100 * draw) / cap) : 0;
+  const pcie = get("pcie_link");
+  const baseline =
+    card.pcie_baseline_gen !== undefined && card.pcie_baseline_gen !== null
+      ? ` / ${link(card.pcie_baseline_gen, card.pcie_baseline_width)}`
+      : "";
+  const xids = card.xid_since_boot || 0;
+  return el(
+    "article",
+    { class: `tile state-${card.state}`, dataset: { card: card.index, state: card.state } },
+    el(
+      "div",
+      { class: "tile-head" },
+      el("span", { class: "tile-title" }, `Card ${card.index}`),
+      el("span", { class: "tile-bus" }, card.pci_bus_id),
+    ),
+    el("div", { class: "badges" }, badges),
+    card.lost_reason ? el("p", { class: "muted" }, card.lost_reason) : null,
+    metric("Power", `${num(draw)} / ${num(cap, "W")}`, {
+      name: "power", big: true, level: level(get("power_cap")), title: get("power_cap")?.message,
+    }),
+    el("div", { class: "bar", "aria-hidden": "true" }, el("span", { style: `width:${share.toFixed(0)}%` })),
+    metric("Temperature", num(card.temperature_c, "°C"), {
+      name: "temperature", big: true, level: level(get("temperature")),
+    }),
+    metric("SM clock", num(card.sm_clock_mhz, "MHz"), { name: "clock", level: level(get("power_brake")) }),
+    metric("PCIe (now / baseline)", `${link(card.pcie_gen, card.pcie_width)}${baseline}`, {
+      name: "pcie", level: level(pcie), title: pcie && pcie.message,
+    }),
+    metric("Xids since boot", String(xids), {
+      name: "xids", big: true, level: xids > 0 ? level(get("xid_since_boot")) || "warn" : "",
+    }),
+  );
+}
+
+export function renderCards(status) {
+  const checks = checksByCard(status.checks);
+  const box = document.getElementById("cards");
+  const tiles = (status.cards || []).map((card) => tile(card, checks));
+  if (tiles.length === 0) tiles.push(el("p", { class: "panel muted" }, "no cards reported yet"));
+  box.replaceChildren(...tiles);
+}
+
+// --- engine --------------------------------------------------------------------------------
+
+export function renderEngine(serving, nowMs) {
+  const s = serving || {};
+  const m = s.metrics || {};
+  const since = s.since ? (nowMs - new Date(s.since).getTime()) / 1000 : null;
+  const up = s.state === "ready" || s.state === "starting" || s.state === "unhealthy";
+  const facts = [
+    ["State", s.state || "unknown", "state"],
+    [up ? "Uptime" : "For", duration(since), "uptime"],
+    ["Tokens/s", num(m.generation_tokens_per_s), "tokens"],
+    ["Running / waiting", `${num(m.requests_running)} / ${num(m.requests_waiting)}`, "requests"],
+    ["KV cache", m.kv_cache_usage_pct === undefined ? "n/a" : num(m.kv_cache_usage_pct, "%"), "kv"],
+    ["Restarts", num(s.restarts), "restarts"],
+    ["Last crash", s.crash_class || "none", "crash"],
+    ["PID", s.pid ?? "none", "pid"],
+  ];
+  const box = document.getElementById("engine-facts");
+  box.dataset.state = s.state || "unknown";
+  box.replaceChildren(
+    ...facts.map(([label, value, name]) =>
+      el("div", { dataset: { fact: name } }, el("dt", {}, label), el("dd", {}, value)),
+    ),
+    s.reason ? el("div", { style: "grid-column: 1 / -1" }, el("dt", {}, "Why"), el("dd", { class: "muted" }, s.reason)) : null,
+  );
+}
+
+// --- failed checks -------------------------------------------------------------------------
+
+export function renderChecks(status) {
+  const problems = failed(status.checks);
+  const list = document.getElementById("check-list");
+  if (problems.length === 0) {
+    list.replaceChildren(el("li", { class: "none" }, "every check passes"));
+    return;
+  }
+  list.replaceChildren(
+    ...problems.map((check) =>
+      el(
+        "li",
+        { class: check.severity, dataset: { check: check.id, card: check.card ?? "rig" } },
+        el("div", {}, el("strong", {}, check.id), " ", check.message),
+        check.remedy ? el("div", { class: "remedy" }, check.remedy) : null,
+      ),
+    ),
+  );
+}
+
+// --- events --------------------------------------------------------------------------------
+
+export function renderEvents(events) {
+  const list = document.getElementById("event-list");
+  if (events.length === 0) {
+    list.replaceChildren(el("li", { class: "muted" }, "no events match"));
+    return;
+  }
+  list.replaceChildren(
+    ...events.map((event) =>
+      el(
+        "li",
+        { class: event.acked ? "acked" : "", dataset: { event: event.id, kind: event.kind } },
+        el("span", { class: `sev ${event.severity}` }, event.severity),
+        el(
+          "span",
+          { class: "when" },
+          `${timeOf(event.ts)} · ${event.kind}${event.card === null ? "" : ` · card ${event.card}`}`,
+        ),
+        event.acked
+          ? el("span", { class: "muted" }, "acked")
+          : el("button", { type: "button", class: "small", dataset: { ack: event.id } }, "Ack"),
+        el("span", { class: "msg" }, event.message),
+      ),
+    ),
+  );
+}

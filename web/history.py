@@ -1,0 +1,62 @@
+"""``GET /api/v1/history``: the dashboard's charts, typed for ``/openapi.json``.
+
+The daemon lays every series on one time grid (``ts_s``, epoch seconds of each bucket's
+start) with ``null`` for a gap, so a chart library draws the lists as they come.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import Field
+
+from web.models import Document, ErrorDocument, IsoTime, Number
+from web.services import WebServices
+
+Series = list[Number | None]
+
+
+class CardHistoryDocument(Document):
+    """One card's series on the grid."""
+
+    card: int
+    uuid: str
+    power_draw_w: Series
+    temperature_c: Series
+    sm_clock_mhz: Series
+
+
+class EngineHistoryDocument(Document):
+    """The engine's series on the grid."""
+
+    tokens_per_s: Series
+
+
+class HistoryDocument(Document):
+    """``GET /api/v1/history``."""
+
+    span: Literal["1h", "24h"]
+    since: IsoTime
+    until: IsoTime
+    step_s: int = Field(description="width of one bucket; each value is the bucket's mean")
+    resolution: str = Field(description="what the buckets were made of: raw samples or 1m rollups")
+    ts_s: list[int] = Field(description="bucket starts, epoch seconds, oldest first")
+    cards: list[CardHistoryDocument]
+    engine: EngineHistoryDocument
+
+
+def history_router(services: WebServices) -> APIRouter:
+    """The history route, reading through ``services``."""
+    router = APIRouter()
+
+    @router.get(
+        "/api/v1/history",
+        response_model=HistoryDocument,
+        responses={503: {"model": ErrorDocument}},
+    )
+    def history(span: Literal["1h", "24h"] = "1h") -> dict[str, Any]:
+        """Power, temperature and SM clock per card, and tokens/s, over the last 1 h or 24 h."""
+        return services.history(span)
+
+    return router
