@@ -119,7 +119,10 @@ class CanaryRunner:
             api = self._api_factory(str(serving["url"]), self._model)
             suite = CanarySuite(api, self._settings, self._expectations, self._power_brake_active)
             started = time.monotonic()
-            results = suite.run_round(force=force)
+            try:
+                results = suite.run_round(force=force)
+            finally:
+                api.close()
             self._next_due_s = time.monotonic() + self._settings.interval_s
             summary = ", ".join(f"{r.name} {r.result}" for r in results)
             log.info("canary round (%s, %.1f s): %s", why, time.monotonic() - started, summary)

@@ -44,6 +44,10 @@ class EngineApi(Protocol):
         """Requests the engine is running now (``None`` when it does not say)."""
         ...
 
+    def close(self) -> None:
+        """Release connections (the end of a round)."""
+        ...
+
 
 def first_message(document: dict[str, Any]) -> dict[str, Any]:
     """``choices[0].message`` of a response, or a ``CanaryCallError`` naming what is missing."""
@@ -62,6 +66,12 @@ class HttpEngineApi:
     def __init__(self, base_url: str, model: str) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        # One client per round: building one per request costs an SSL context each time.
+        self._http = httpx.Client()
+
+    def close(self) -> None:
+        """Close the round's connections."""
+        self._http.close()
 
     def _body(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"model": self.model, **body}
@@ -70,7 +80,7 @@ class HttpEngineApi:
         """POST ``/v1/chat/completions`` and return the JSON document."""
         url = f"{self.base_url}/v1/chat/completions"
         try:
-            response = httpx.post(url, json=self._body(body), timeout=timeout_s)
+            response = self._http.post(url, json=self._body(body), timeout=timeout_s)
         except httpx.TimeoutException:
             raise CanaryTimeout(f"no answer within {timeout_s:g} s") from None
         except httpx.HTTPError as exc:
@@ -97,7 +107,9 @@ class HttpEngineApi:
         chunks = 0
         usage: dict[str, Any] = {}
         try:
-            with httpx.stream("POST", url, json=self._body(body), timeout=timeout_s) as response:
+            with self._http.stream(
+                "POST", url, json=self._body(body), timeout=timeout_s
+            ) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise CanaryCallError(
@@ -137,7 +149,7 @@ class HttpEngineApi:
     def running_requests(self, timeout_s: float) -> int | None:
         """``vllm:num_requests_running`` from the engine's ``/metrics``."""
         try:
-            response = httpx.get(f"{self.base_url}/metrics", timeout=timeout_s)
+            response = self._http.get(f"{self.base_url}/metrics", timeout=timeout_s)
             response.raise_for_status()
             running = parse_metrics(response.text).requests_running
         except (httpx.HTTPError, MetricsError):
