@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -18,8 +19,9 @@ from pathlib import Path
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
-from daemon.apiserver import ApiServer, is_loopback
+from daemon.apiserver import ApiServer, is_loopback, url_host
 from daemon.boot import track_boot
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
@@ -112,6 +114,12 @@ class Daemon:
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.api = ApiServer(settings.web.listen)
+        self.alerts = AlertService(
+            settings.alerts,
+            self.store,
+            rig=socket.gethostname(),
+            external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
+        )
         self.engine: EngineService | None = None
         if recipe is not None:
             self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
@@ -234,7 +242,12 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
-        self.api.start(create_app(self.services, metrics=self.metrics, canary=self.canaries))
+        self.alerts.start()
+        self.api.start(
+            create_app(
+                self.services, metrics=self.metrics, alerts=self.alerts, canary=self.canaries
+            )
+        )
         track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
@@ -369,6 +382,7 @@ class Daemon:
         self.follower.stop()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
         self.api.stop()
+        self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
         try:
             self.store.record_event(
                 EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"

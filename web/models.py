@@ -136,6 +136,10 @@ class RigInfoDocument(Document):
     polls: int
     last_poll: IsoTime | None
     last_poll_error: str | None
+    nvml_error: str | None = Field(None, description="why NVML cannot be read, while it cannot")
+    last_poll_age_s: Number | None = Field(None, description="seconds since the last poll")
+    stale: bool | None = Field(None, description="the last poll is too old to judge the rig")
+    stale_reason: str | None = None
     xid_since_boot: int
     kernel_records_lost: int
 
@@ -145,6 +149,9 @@ class DaemonInfoDocument(Document):
 
     pid: int
     started_at: IsoTime
+    gpu_pids: list[int] | None = Field(
+        None, description="fleetd and the engine's process tree: never foreign GPU processes"
+    )
 
 
 class CanaryResultDocument(Document):
@@ -198,6 +205,8 @@ class EventDocument(Document):
     message: str
     pci_bus_id: str | None = None
     acked: bool | None = None
+    acked_at: IsoTime | None = None
+    acked_by: str | None = None
 
 
 class AckDocument(Document):
@@ -241,6 +250,15 @@ class LogsDocument(Document):
     lines: list[str]
 
 
+class PresetOverrideDocument(Document):
+    """A preset flag the recipe replaced or dropped (``recipe show`` says which)."""
+
+    flag: str
+    preset: list[str] = Field(description="the preset's tokens for the flag")
+    recipe: list[str] = Field(description="the recipe's tokens for it (empty when dropped)")
+    dropped: bool
+
+
 class LaunchSpecDocument(Document):
     """The exact launch the daemon would run (secrets masked)."""
 
@@ -256,6 +274,7 @@ class LaunchSpecDocument(Document):
     container_name: str | None
     recipe_hash: str
     labels: dict[str, str]
+    preset_overrides: list[PresetOverrideDocument] | None = None
 
 
 class LastReadyLaunchDocument(Document):

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from daemon.cli import (
+    cmd_alerts,
     cmd_canary,
     cmd_check,
     cmd_daemon,
@@ -53,6 +54,11 @@ canary_app = typer.Typer(
 )
 app.add_typer(canary_app, name="canary")
 app.add_typer(cmd_fleet.fleet_app, name="fleet")
+alerts_app = typer.Typer(
+    help="Recent alerts and their delivery; `alerts test` sends a test alert.",
+    rich_markup_mode=HELP_MARKUP,
+)
+app.add_typer(alerts_app, name="alerts")
 
 
 @dataclass
@@ -314,3 +320,37 @@ def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
+
+
+@alerts_app.callback(invoke_without_command=True)
+def alerts(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    status: Annotated[
+        str | None, typer.Option("--status", help="firing or resolved (default: both).")
+    ] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Recent alerts, newest first, with their delivery state per webhook."""
+    if ctx.invoked_subcommand is not None:
+        return
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_alerts.list_alerts(out, opts.client(out), limit, status))
+
+
+@alerts_app.command("test")
+def alerts_test(
+    ctx: typer.Context,
+    sink: Annotated[
+        str | None, typer.Option("--sink", help="Only this webhook (its name).")
+    ] = None,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", min=0, help="Seconds to wait for delivery.")
+    ] = 15,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Send a test alert through fleetd (exit 0 once every webhook answered 2xx)."""
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_alerts.send_test(out, opts.client(out), sink, timeout_s))

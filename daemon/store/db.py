@@ -19,10 +19,11 @@ Everything the query modules share and nothing about any one record:
 from __future__ import annotations
 
 import enum
+import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -189,7 +190,7 @@ NAMING_CONVENTION: Mapping[str, str] = MappingProxyType(
 
 # -- the engine --------------------------------------------------------------------
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_BUSY_TIMEOUT_S = 30.0  # a SQLite URL's own ``?timeout=S`` (pysqlite's name) overrides it
 PG_CONNECT_TIMEOUT_S = 10
 SQLITE_WAL_LIMIT_BYTES = 64 * 1024 * 1024
 _BEGIN_OPTION = "cmpfleet_sqlite_begin"
@@ -219,16 +220,37 @@ def parse_url(url: str) -> URL:
         parent = Path(database).expanduser().parent
         if not parent.is_dir():
             raise StoreError(f"directory {parent} does not exist")
+        sqlite_busy_timeout_s(parsed)
     return parsed
 
 
-def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+def sqlite_busy_timeout_s(parsed: URL) -> float:
+    """How long a SQLite writer waits for a lock held elsewhere before "database is locked".
+
+    The URL's ``timeout`` query parameter, in seconds as pysqlite reads it
+    (``sqlite:///fleet.db?timeout=5``), else 30 s: long enough for a backup or a person's
+    ``sqlite3`` session, and short enough that a stuck lock shows in status.
+    """
+    raw = parsed.query.get("timeout")
+    if raw is None:
+        return SQLITE_BUSY_TIMEOUT_S
+    text = raw[-1] if isinstance(raw, tuple) else raw
+    try:
+        timeout_s = float(text)
+    except ValueError:
+        timeout_s = -1.0
+    if not (math.isfinite(timeout_s) and timeout_s >= 0):
+        raise StoreError(f"timeout={text} in the URL must be a number of seconds (0 or more)")
+    return timeout_s
+
+
+def _on_sqlite_connect(dbapi_connection: Any, busy_timeout_s: float) -> None:
     """Per-connection settings; autocommit at the driver so we issue BEGIN ourselves."""
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        _ensure_wal(cursor)
+        cursor.execute(f"PRAGMA busy_timeout = {round(busy_timeout_s * 1000)}")
+        _ensure_wal(cursor, busy_timeout_s)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         # Checkpoints keep the WAL from growing; this also truncates the file afterwards.
@@ -237,7 +259,7 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         cursor.close()
 
 
-def _ensure_wal(cursor: Any) -> None:
+def _ensure_wal(cursor: Any, busy_timeout_s: float) -> None:
     """Switch to WAL once (it persists in the file); retry while another opener holds it.
 
     Changing the journal mode needs an exclusive lock and SQLite may answer "database is
@@ -246,7 +268,7 @@ def _ensure_wal(cursor: Any) -> None:
     """
     if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
         return
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_timeout_s
     pause_s = 0.01
     while True:
         try:
@@ -276,7 +298,12 @@ def build_engines(url: str) -> Engines:
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"cannot use this URL: {exc}") from exc
     if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _on_sqlite_connect)
+        busy_timeout_s = sqlite_busy_timeout_s(parsed)
+
+        def on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+            _on_sqlite_connect(dbapi_connection, busy_timeout_s)
+
+        event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
         return Engines(read=engine, write=engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}))
     return Engines(read=engine, write=engine)
@@ -401,6 +428,14 @@ class DriverInsertIgnore:
 # -- units of work ------------------------------------------------------------------
 
 
+_NEWS = "cmpfleet_news"
+
+
+def mark_news(session: Session) -> None:
+    """This transaction records news (an event, the latch): tell the news listeners on commit."""
+    session.info[_NEWS] = True
+
+
 class Database:
     """Two views of one pool and the units of work on them; ``Store`` adds the queries.
 
@@ -416,6 +451,15 @@ class Database:
         self._masked_url = mask_url(url)
         self._read_sessions = sessionmaker(read_engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(write_engine, expire_on_commit=False)
+        self._news_listeners: list[Callable[[], None]] = []
+
+    def add_news_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each committed write that recorded news (``mark_news``).
+
+        How the alert engine learns that an event or the latch changed without polling the
+        database; it must be quick (an event's ``set``): it runs in the writer's thread.
+        """
+        self._news_listeners.append(listener)
 
     def close(self) -> None:
         """Release every pooled connection (the store cannot be used afterwards)."""
@@ -443,9 +487,18 @@ class Database:
         except SQLAlchemyError as exc:
             raise StoreError(f"store {self._masked_url}: {one_line_cause(exc)}") from exc
 
+    @contextmanager
+    def _write_unit(self) -> Iterator[Session]:
+        with self._unit(self._write_sessions) as session:
+            yield session
+            news = bool(session.info.get(_NEWS))
+        if news:
+            for listener in self._news_listeners:
+                listener()
+
     def write(self) -> AbstractContextManager[Session]:
         """A write unit of work (``with store.write() as session``)."""
-        return self._unit(self._write_sessions)
+        return self._write_unit()
 
     def read(self) -> AbstractContextManager[Session]:
         """A read-only unit of work."""

@@ -9,7 +9,9 @@ processes, real HTTP, real signals) on a machine with no GPU.
 What it imitates: ``/health`` answers 503 while "loading" and 200 once ready;
 ``/v1/models`` lists the served name once ready; ``/v1/chat/completions`` answers in the
 OpenAI shape, streamed (SSE) or not, at ``--sim-tokens-per-s``; ``/metrics`` exports vLLM's
-metric names. SIGINT (vLLM's stop signal) and SIGTERM shut it down with exit 0.
+metric names. SIGINT (vLLM's stop signal) and SIGTERM shut it down with exit 0. SIGUSR1
+crashes it at once with the ``--sim-crash-kind`` trace and exit 1, so a test can crash a
+ready engine at the moment it chooses instead of racing a timer.
 
 Failure modes, each a flag: a CUDA crash with vLLM's trace after ready
 (``--sim-crash-after-s``), a failure while loading (``--sim-fail-start-after-s``), a hang
@@ -35,9 +37,17 @@ from serving.sim.handler import EngineServer
 from serving.sim.options import SimOptions, parse_options
 
 
-def _install_signals(options: SimOptions, stopping: threading.Event) -> None:
+def _install_signals(
+    options: SimOptions, stopping: threading.Event, crashing: threading.Event
+) -> None:
     def on_stop(signum: int, frame: object) -> None:
         stopping.set()
+
+    def on_crash(signum: int, frame: object) -> None:
+        crashing.set()
+        stopping.set()
+
+    signal.signal(signal.SIGUSR1, on_crash)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         ignored = options.ignore_signals or (signum == signal.SIGINT and options.ignore_sigint)
@@ -79,11 +89,19 @@ def _emit_log_lines(engine: SimEngine) -> None:
         engine.log.line(timed.text)
 
 
+def _crash(engine: SimEngine) -> int:
+    """Print the crash's trace; the exit status of a crashed engine."""
+    for line in crash_trace(engine.options.crash_kind):
+        engine.log.line(line)
+    return 1
+
+
 def run(options: SimOptions) -> int:
     """Serve until stopped (exit 0), crashed (exit 1) or unable to bind (exit 1)."""
     log = EngineLog()
     engine = SimEngine(options, log)
-    _install_signals(options, engine.stopping)
+    crashing = threading.Event()
+    _install_signals(options, engine.stopping, crashing)
     started = time.monotonic()
     log.vllm("INFO", "api_server.py:1880", "vLLM API server version 0.11.0 (cmpfleet simulated)")
     log.vllm("INFO", "utils.py:326", f"non-default args: {{'model': '{options.model}'}}")
@@ -110,6 +128,8 @@ def run(options: SimOptions) -> int:
     )
     try:
         if not _loading(engine, started):
+            if crashing.is_set():
+                return _crash(engine)
             if engine.stopping.is_set():
                 log.line("INFO:     Shutting down")
                 return 0
@@ -127,13 +147,13 @@ def run(options: SimOptions) -> int:
             deadlines = [t for t in (crash_at, hang_at) if t is not None]
             timeout = max(min(deadlines) - time.monotonic(), 0.0) if deadlines else None
             if engine.stopping.wait(timeout):
+                if crashing.is_set():
+                    return _crash(engine)
                 log.line("INFO:     Shutting down")
                 return 0
             now = time.monotonic()
             if crash_at is not None and now >= crash_at:
-                for line in crash_trace(options.crash_kind):
-                    log.line(line)
-                return 1
+                return _crash(engine)
             if hang_at is not None and now >= hang_at:
                 engine.hung.set()
                 hang_at = None

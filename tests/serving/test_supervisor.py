@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -77,7 +78,7 @@ FAST = Timing(
         probe_timeout_s=0.5, term_timeout_s=5.0, kill_wait_s=5.0, log_poll_interval_s=0.05
     ),
 )
-DEADLINE_S = 20.0
+DEADLINE_S = 60.0  # generous: only a failing test waits it out, and a loaded CI is slow
 
 
 @dataclass
@@ -197,10 +198,12 @@ def test_start_goes_ready_and_reports_contract_fields(harness: Harness) -> None:
 
 
 def test_cuda_crash_is_classified_then_restarted_with_backoff(harness: Harness) -> None:
+    """A ready engine crashes (SIGUSR1: the sim's crash-now, so no timer races the probes)."""
     port = free_port()
-    specs = SpecSequence([sim_spec(port, "--sim-crash-after-s", "0.2"), sim_spec(port)])
-    rig = harness.make(specs)
-    first = rig.supervisor.start().pid
+    rig = harness.make(lambda: sim_spec(port))
+    rig.supervisor.start()
+    first = wait_ready(rig)
+    os.kill(first, signal.SIGUSR1)
     crash = rig.events.wait_for(
         lambda evs: any(e.kind is ServingChange.CRASH for e in evs), DEADLINE_S, "crash"
     )
@@ -598,14 +601,44 @@ def test_crash_while_starting_is_classified(harness: Harness) -> None:
 
 
 def test_startup_timeout_restarts_a_start_that_never_finishes(harness: Harness) -> None:
-    port = free_port()
-    settings = FAST.but(startup_timeout_s=0.5)
-    specs = SpecSequence([sim_spec(port, ready_after_s=60), sim_spec(port)])
-    rig = harness.make(specs, settings=settings)
-    first = rig.supervisor.start().pid
-    wait_ready(rig, pid=first)
-    unhealthy = [e for e in rig.events.of(ServingChange.STATE) if e.state is ServingState.UNHEALTHY]
+    """The first launch never gets ready: after 0.5 s it is unhealthy, stopped and relaunched.
+
+    The relaunch must be ready within the same 0.5 s, which a loaded machine cannot promise
+    for a Python engine's start-up. So its spec probes an engine this test started (and saw
+    ready) beforehand, while it launches a stand-in process: the relaunch is ready at its
+    first probe however slowly processes start, and the timeout still has to fire first.
+    """
+    waiting_port, ready_port = free_port(), free_port()
+    ready_engine = subprocess.Popen(
+        sim_argv(ready_port, ready_after_s=0),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: answers_ready(ready_port), DEADLINE_S, "the pre-started engine")
+        stand_in = (sys.executable, "-c", "import signal; signal.pause()")
+        relaunch = replace(sim_spec(ready_port), argv=stand_in)
+        specs = SpecSequence([sim_spec(waiting_port, ready_after_s=60), relaunch])
+        rig = harness.make(specs, settings=FAST.but(startup_timeout_s=0.5))
+        first = rig.supervisor.start().pid
+        second = wait_ready(rig, pid=first)
+        assert rig.supervisor.status().restarts == 1  # before the probed engine goes away
+    finally:
+        kill_group(ready_engine.pid)
+        ready_engine.wait(DEADLINE_S)
+    states = rig.events.of(ServingChange.STATE)
+    unhealthy = [e for e in states if e.state is ServingState.UNHEALTHY]
     assert "not ready after 0.5 s" in unhealthy[0].message
+    assert rig.events.launch_pids()[:2] == [first, second]
+    assert not is_running(first or 0)
+
+
+def answers_ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_progress_is_the_last_log_line_while_starting(harness: Harness) -> None:

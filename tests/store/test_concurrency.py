@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from daemon.store import Store, XidRecord
+from daemon.store import Store, StoreError, XidRecord
 from daemon.store.models import Event
 from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import CheckResult, Severity
@@ -145,3 +146,29 @@ def test_sigkill_between_any_two_statements_neither_loses_nor_double_counts(stor
         assert _xid_seqs(store) == list(range(1, cursor.last_seq + 4))
     finally:
         store.close()
+
+
+def test_a_sqlite_url_timeout_bounds_the_wait_for_a_lock_held_elsewhere(tmp_path: Path) -> None:
+    """``?timeout=S`` is the busy timeout: a writer gives up after S s, not the default 30."""
+    path = tmp_path / "fleet.db"
+    store = Store.open(f"sqlite:///{path}?timeout=0.3")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        started_s = time.monotonic()
+        with pytest.raises(StoreError, match="database is locked"):
+            store.record_event("daemon", "info", "blocked", ts=at(0))
+        waited_s = time.monotonic() - started_s
+        holder.execute("ROLLBACK")
+        assert 0.25 <= waited_s < 10, waited_s
+        store.record_event("daemon", "info", "after the lock", ts=at(1))
+        assert [row.message for row in store.list_events()] == ["after the lock"]
+    finally:
+        holder.close()
+        store.close()
+
+
+@pytest.mark.parametrize("timeout", ["soon", "-1", "nan"])
+def test_a_sqlite_url_timeout_that_is_not_seconds_is_refused(tmp_path: Path, timeout: str) -> None:
+    with pytest.raises(StoreError, match=f"timeout={timeout} in the URL must be a number"):
+        Store.open(f"sqlite:///{tmp_path / 'fleet.db'}?timeout={timeout}")
