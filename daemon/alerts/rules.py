@@ -64,6 +64,8 @@ ENGINE_ADVICE = {
     "stop_stuck": "The engine will not stop: reboot the host. Never kill -9 its GPU workers.",
 }
 _PROBLEM = (Severity.WARNING, Severity.CRITICAL)
+# Recovery decisions (``details.action``) whose effect raises its own alert.
+COVERED_RECOVERY_ACTIONS = frozenset({"stop_and_latch", "hold", "restart_after"})
 
 
 def _camel(word: str) -> str:
@@ -179,10 +181,17 @@ def serving_signals(event: EventRow) -> list[AlertSignal]:
 
 
 def recovery_signals(event: EventRow) -> list[AlertSignal]:
-    """A recovery event of warning or worse: one-shot news (the latch has its own alert)."""
+    """A recovery event of warning or worse: one-shot news.
+
+    Decisions whose outcome already has its own alert are not sent twice: a stop and latch
+    is ``RebootRequired`` (from the latch), a hold is ``EngineHeld``, a restart after a
+    crash is ``EngineCrashed``; in dry run nothing happened, so the decision is the news.
+    """
+    details = event.details or {}
     if event.severity not in _PROBLEM:
         return []
-    details = event.details or {}
+    if details.get("action") in COVERED_RECOVERY_ACTIONS and not details.get("dry_run"):
+        return []
     return [
         AlertSignal(
             fingerprint=f"recovery:{event.id}",

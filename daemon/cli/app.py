@@ -20,6 +20,7 @@ from daemon.cli import (
     cmd_fleet,
     cmd_init,
     cmd_serving,
+    cmd_top,
     cmd_xid,
 )
 from daemon.cli.client import ClientError, FleetClient, find_token
@@ -154,6 +155,19 @@ def status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3)))
+
+
+@app.command("top")
+def top(
+    ctx: typer.Context,
+    interval_s: Annotated[
+        float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
+    ] = 1.0,
+) -> None:
+    """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(False)
+    raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s))
 
 
 @app.command("events")

@@ -152,6 +152,7 @@ def test_fleetctl_alerts_test(fleetd: Fleetd, receiver: WebhookReceiver) -> None
     assert result.stdout.strip() == "slack: delivered"
     test_alert = matching(receiver, "/slack", "the test alert", lambda d: "Test alert" in d["text"])
     assert test_alert.headers["X-Cmpfleet-Id"] in test_alert.json()["text"]
+    assert SECRET not in fleetd.log() and "/discord" not in fleetd.log()
     unknown = fleetctl(fleetd, "alerts", "test", "--sink", "pager")
     assert unknown.returncode == 1
     assert unknown.stderr.strip() == (

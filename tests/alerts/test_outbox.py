@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +17,7 @@ from daemon.alerts.sinks import Sink
 from daemon.store import Store
 from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
 from hwcheck.model import Severity
+from tests.support.external import require_program
 from tests.support.fleetd import wait_until
 from tests.support.webhook import WebhookReceiver
 
@@ -195,3 +198,32 @@ def test_too_old_is_given_up_and_the_queue_moves_on(store: Store) -> None:
     assert got.json()["fingerprint"] == "new"
     states = {a.fingerprint: store.notifications_of([a.id])[0] for a in store.list_alerts()}
     assert states["old"].state == "gave_up" and "max_age_s" in (states["old"].last_error or "")
+
+
+def test_tls_certificates_are_verified(store: Store, tmp_path: Path) -> None:
+    """A receiver with a self-signed certificate is refused, not trusted."""
+    openssl = require_program("openssl", "openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    argv = [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    argv += ["-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run(argv, check=True, capture_output=True)
+    receiver = WebhookReceiver().start()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    receiver.wrap(context)
+    store.apply_alert_signals([fire("tls")], ROUTES[:1], AlertPolicy())
+    sink = Sink("all", f"https://127.0.0.1:{receiver.port}/hook", "json", Severity.INFO, 2.0)
+    sender = SinkSender(sink, store, RenderContext("all", "rig"), FAST)
+    sender.start()
+    try:
+        wait_until(
+            lambda: (n := store.next_notification("all")) is not None and n.attempts >= 1,
+            10,
+            "a refused TLS handshake",
+        )
+    finally:
+        sender.stop(5)
+        receiver.stop()
+    head = store.next_notification("all")
+    assert head is not None and "CERTIFICATE_VERIFY_FAILED" in (head.last_error or "")
+    assert receiver.requests == []

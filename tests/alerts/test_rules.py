@@ -91,6 +91,11 @@ def test_reboots_resolve_xids_and_recovery_trouble_is_news() -> None:
     (news,) = event_signals(failed)
     assert news.one_shot and news.fingerprint == "recovery:1"
     assert event_signals(event(EventKind.RECOVERY, Severity.INFO, "cap applied")) == []
+    latched = {"action": "stop_and_latch", "dry_run": False}
+    assert event_signals(event(EventKind.RECOVERY, Severity.CRITICAL, details=latched)) == []
+    would = {"action": "stop_and_latch", "dry_run": True}
+    (dry,) = event_signals(event(EventKind.RECOVERY, Severity.CRITICAL, details=would))
+    assert dry.severity is Severity.CRITICAL and dry.one_shot
 
 
 def test_latch_and_unclean_stop() -> None:

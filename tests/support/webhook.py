@@ -8,6 +8,7 @@ it answers (a 503 receiver is up but refusing). Requests are kept in arrival ord
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -73,6 +74,11 @@ class WebhookReceiver:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
+
+    def wrap(self, context: ssl.SSLContext) -> None:
+        """Serve HTTPS with ``context`` (call right after ``start``)."""
+        assert self._server is not None
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
 
     def stop(self) -> None:
         """Stop listening (connections are refused until ``start``)."""
