@@ -23,6 +23,7 @@ from hwcheck.checks import pcie_link
 from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
+from web.canary import CanaryControl
 from web.models import EventDocument, RecipeDocument
 from web.services import EventQuery, SimulationControl
 
@@ -100,6 +101,7 @@ class DaemonServices:
         token: str,
         loopback_only: bool,
         sim: SimulationControl | None,
+        canaries: CanaryControl | None = None,
         rig: RigProfile | None = None,
     ) -> None:
         self._store = store
@@ -111,6 +113,7 @@ class DaemonServices:
         self.token = token
         self.loopback_only = loopback_only
         self._sim = sim
+        self.canaries = canaries
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
 
@@ -198,6 +201,9 @@ class DaemonServices:
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery
+        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        if self.canaries is not None:
+            doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {
             "simulated": self._sim is not None,
             "boot_id": view.boot_id,

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hwcheck.model import EventKind
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
+from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
 from web.errors import error_responses, install_error_handlers
 from web.history import history_router
@@ -80,12 +81,13 @@ def create_app(
     *,
     metrics: MetricsSource | None = None,
     alerts: AlertControl | None = None,
+    canary: CanaryControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
     ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
     may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
-    stand-ins without it.
+    stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -220,6 +222,7 @@ def create_app(
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
 
+    app.include_router(canary_router(canary, require_token))
     if alerts is not None:
         app.include_router(alerts_router(alerts, require_token))
 
