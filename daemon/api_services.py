@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from daemon.caps import CapKeeper
 from daemon.history import history_document
@@ -23,7 +23,9 @@ from hwcheck.checks import pcie_link
 from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
-from web.services import SimulationControl
+from web.canary import CanaryControl
+from web.models import EventDocument, RecipeDocument
+from web.services import EventQuery, SimulationControl
 
 
 class EngineControl(Protocol):
@@ -45,7 +47,7 @@ class EngineControl(Protocol):
         """Backlog then new log lines, until the reader goes away."""
         ...
 
-    def recipe_document(self) -> dict[str, Any]:
+    def recipe_document(self) -> RecipeDocument:
         """The spec the daemon would launch and its diff to the last ready launch."""
         ...
 
@@ -66,6 +68,17 @@ ADVICE_REBOOT = (
 )
 
 
+def _utc(ts: datetime | None) -> datetime | None:
+    """A time without an offset is read as UTC."""
+    return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
+
+
+@overload
+def iso(ts: datetime) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
+@overload
+def iso(ts: datetime | None) -> str | None: ...
 def iso(ts: datetime | None) -> str | None:
     """ISO 8601 with a UTC offset (CONTRACT's time format)."""
     if ts is None:
@@ -88,6 +101,7 @@ class DaemonServices:
         token: str,
         loopback_only: bool,
         sim: SimulationControl | None,
+        canaries: CanaryControl | None = None,
         rig: RigProfile | None = None,
     ) -> None:
         self._store = store
@@ -99,6 +113,7 @@ class DaemonServices:
         self.token = token
         self.loopback_only = loopback_only
         self._sim = sim
+        self.canaries = canaries
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
 
@@ -135,7 +150,7 @@ class DaemonServices:
         """``logs --follow``: the last ``lines`` lines, then new ones."""
         return self._require_engine().follow(lines)
 
-    def serving_recipe(self) -> dict[str, Any]:
+    def serving_recipe(self) -> RecipeDocument:
         """``recipe show`` through the daemon."""
         return self._require_engine().recipe_document()
 
@@ -186,6 +201,9 @@ class DaemonServices:
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery
+        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        if self.canaries is not None:
+            doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {
             "simulated": self._sim is not None,
             "boot_id": view.boot_id,
@@ -214,27 +232,36 @@ class DaemonServices:
         engine_pids = self._engine.engine_pids() if self._engine is not None else set()
         return {os.getpid(), *engine_pids}
 
-    def list_events(
-        self, since: datetime | None, kind: str | None, limit: int, card: int | None
-    ) -> list[dict[str, Any]]:
-        """Events newest first in CONTRACT's shape (plus ``acked``/``details``)."""
+    def list_events(self, query: EventQuery) -> list[EventDocument]:
+        """Events newest first in CONTRACT's shape (plus ``pci_bus_id`` and the ack)."""
+        kind = query.kind
         if kind is not None and kind not in set(EventKind):
             raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
-        if since is not None and since.tzinfo is None:
-            since = since.replace(tzinfo=UTC)  # a time without an offset is read as UTC
-        rows = self._store.list_events(since=since, kind=kind, limit=limit, card=card)
+        if query.before_id is not None and self._store.get_event(query.before_id) is None:
+            raise NotFound(f"before_id {query.before_id}: no such event")
+        rows = self._store.list_events(
+            since=_utc(query.since),
+            until=_utc(query.until),
+            kind=kind,
+            limit=query.limit,
+            card=query.card,
+            acked=query.acked,
+            before_id=query.before_id,
+        )
         return [
-            {
-                "id": row.id,
-                "ts": iso(row.ts),
-                "kind": row.kind,
-                "card": row.card,
-                "xid": row.xid,
-                "severity": row.severity,
-                "message": row.message,
-                "pci_bus_id": row.pci_bus_id,
-                "acked": row.acked_at is not None,
-            }
+            EventDocument(
+                id=row.id,
+                ts=iso(row.ts),
+                kind=row.kind,
+                card=row.card,
+                xid=row.xid,
+                severity=row.severity,
+                message=row.message,
+                pci_bus_id=row.pci_bus_id,
+                acked=row.acked,
+                acked_at=iso(row.acked_at),
+                acked_by=row.acked_by,
+            )
             for row in rows
         ]
 

@@ -14,6 +14,8 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from web.streams import close_streams
+
 READY_TIMEOUT_S = 60.0
 JOIN_TIMEOUT_S = 10.0
 
@@ -46,11 +48,16 @@ class ApiServer:
         self.host, self.port = split_listen(listen)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._app: FastAPI | None = None
 
     def start(self, app: FastAPI) -> None:
         """Bind now (raises ``RuntimeError`` with one line), then serve on a thread."""
+        self._app = app
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when
+        # their proto says TCP. Without it a keep-alive client waits out Nagle against the
+        # delayed ACK, about 40 ms a request.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
@@ -86,7 +93,9 @@ class ApiServer:
         raise RuntimeError(f"the API did not answer on {url} within {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        """Ask the server to exit and wait for its thread (bounded)."""
+        """End open streams, ask the server to exit and wait for its thread (bounded)."""
+        if self._app is not None:
+            close_streams(self._app)  # each stream ends at its next tick
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

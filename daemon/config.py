@@ -14,10 +14,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
+from serving.canary.settings import CanarySettings
 from serving.settings import RecoverySettings, ServingSettings
 
 DEFAULT_CONFIG_PATH = Path("/etc/cmpfleet/fleet.toml")
@@ -93,20 +101,58 @@ class StoreSettings(_Section):
 
 
 class WebhookSettings(_Section):
-    """One alert destination."""
+    """One alert destination (``[[alerts.webhooks]]``)."""
 
     url: str
-    name: str | None = None
+    name: (
+        Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")] | None
+    ) = None
     format: Literal["json", "alertmanager", "slack", "discord", "alertmanager_api"] = "json"
-    secret: str | None = None
+    secret: Annotated[str, Field(min_length=1)] | None = None
+    # A file holding the secret (first line), so the config itself can stay world-readable.
+    secret_file: str | None = None
     min_severity: Literal["info", "warning", "critical"] = "warning"
+    timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
+            raise ValueError("expected an http:// or https:// URL with a host")
+        return value
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> WebhookSettings:
+        if self.secret is not None and self.secret_file is not None:
+            raise ValueError("give secret or secret_file, not both")
+        return self
 
 
 class AlertSettings(_Section):
-    """Alert delivery (webhooks are sent by a later part of fleetd)."""
+    """Alerting: where alerts go (``webhooks``) and the timing of delivery and repeats."""
 
     webhooks: list[WebhookSettings] = Field(default_factory=list)
+    # Longest pause between two delivery tries of one notification (backoff cap).
     retry_max_s: Annotated[float, Field(gt=0)] = 30.0
+    # The first pause after a failed try; it doubles each try (with jitter) up to retry_max_s.
+    retry_min_s: Annotated[float, Field(gt=0)] = 1.0
+    # A notification still undelivered after this long is given up (recorded, not sent).
+    max_age_s: Annotated[float, Field(gt=0)] = 86400.0
+    # A critical alert still firing is sent again this often.
+    repeat_interval_s: Annotated[float, Field(gt=0)] = 14400.0
+    # Firings of an open alert fold into it; a resolve waits this long in case it fires again.
+    group_window_s: Annotated[float, Field(ge=0)] = 60.0
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> AlertSettings:
+        names = [hook.name for hook in self.webhooks if hook.name is not None]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"webhook name {duplicates[0]!r} is used twice")
+        if self.retry_min_s > self.retry_max_s:
+            raise ValueError("retry_min_s must not exceed retry_max_s")
+        return self
 
 
 class Settings(_Section):
@@ -119,6 +165,7 @@ class Settings(_Section):
     web: WebSettings = Field(default_factory=WebSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    canary: CanarySettings = Field(default_factory=CanarySettings)
     xid: dict[str, XidOverride] = Field(default_factory=dict)
 
     @field_validator("xid")
@@ -150,7 +197,8 @@ def _one_line(source: str, exc: ValidationError) -> str:
         from daemon.store.db import mask_url
 
         got = mask_url(got)  # a database or webhook URL may carry a password
-    shown = "" if isinstance(got, dict | list) or repr(got) in err["msg"] else f" (got {got!r})"
+    hidden = isinstance(got, dict | list) or key.endswith("secret") or repr(got) in err["msg"]
+    shown = "" if hidden else f" (got {got!r})"  # a webhook secret is never echoed
     return f"{source}: {key}: {err['msg']}{shown}{suffix}"
 
 
@@ -178,7 +226,7 @@ def _env_value(raw: str) -> Any:
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``CMPFLEET_POLL_INTERVAL_S=1`` -> ``{"poll": {"interval_s": 1}}``."""
-    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts")
+    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary")
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX):

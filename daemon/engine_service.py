@@ -47,6 +47,7 @@ from serving.runtime.states import (
 )
 from serving.runtime.supervisor import Supervisor
 from serving.sim.scenario import EngineScenario, simulated_engine_args
+from web.models import LastReadyLaunchDocument, LaunchSpecDocument, RecipeDocument
 
 log = logging.getLogger("fleetd.engine")
 
@@ -362,29 +363,32 @@ class EngineService:
         except SupervisorClosed:
             pass
 
-    def recipe_document(self) -> dict[str, Any]:
+    def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
         # Served over the API and compared with stored launches: both masked alike.
         spec = mask_spec(build_launch(self.recipe, port=self._engine_port()))
+        spec_document = LaunchSpecDocument.model_validate(spec_to_dict(spec))
         last = self._store.last_ready_launch()
-        document: dict[str, Any] = {"spec": spec_to_dict(spec), "text": show_text(spec)}
         if last is None:
-            document["last_ready"] = None
-            document["diff"] = None
-            return document
+            return RecipeDocument(
+                spec=spec_document, text=show_text(spec), last_ready=None, diff=None
+            )
         previous = dataclasses.replace(spec, argv=tuple(last.argv), env=dict(last.env))
-        document["last_ready"] = {
-            "id": last.id,
-            "started_at": last.started_at.isoformat(),
-            "ready_at": None if last.ready_at is None else last.ready_at.isoformat(),
-            "argv": list(last.argv),
-            "env": dict(last.env),
-            "recipe_hash": last.recipe_hash,
-        }
-        document["diff"] = diff_specs(
-            previous, spec, old_label=f"last ready launch #{last.id}", new_label="next launch"
+        return RecipeDocument(
+            spec=spec_document,
+            text=show_text(spec),
+            last_ready=LastReadyLaunchDocument(
+                id=last.id,
+                started_at=last.started_at.isoformat(),
+                ready_at=None if last.ready_at is None else last.ready_at.isoformat(),
+                argv=list(last.argv),
+                env=dict(last.env),
+                recipe_hash=last.recipe_hash,
+            ),
+            diff=diff_specs(
+                previous, spec, old_label=f"last ready launch #{last.id}", new_label="next launch"
+            ),
         )
-        return document
 
     def logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from daemon.alerts.sinks import build_sinks
 from daemon.config import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_STATE_DIR,
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings, config_path = resolve_settings(args)
         check_configured_recipe(settings, config_path)
+        build_sinks(settings.alerts)  # a webhook secret_file that cannot be read: exit 2
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -18,9 +19,11 @@ from pathlib import Path
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
-from daemon.apiserver import ApiServer, is_loopback
+from daemon.apiserver import ApiServer, is_loopback, url_host
 from daemon.boot import track_boot
+from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
@@ -111,9 +114,18 @@ class Daemon:
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.api = ApiServer(settings.web.listen)
+        self.alerts = AlertService(
+            settings.alerts,
+            self.store,
+            rig=socket.gethostname(),
+            external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
+        )
         self.engine: EngineService | None = None
         if recipe is not None:
             self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
+        self.canaries: CanaryService | None = None
+        if self.engine is not None:
+            self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
         self.services = DaemonServices(
             self.store,
             self.monitor,
@@ -124,6 +136,7 @@ class Daemon:
             token=self.token,
             loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+            canaries=self.canaries,
             rig=self.settings.rig,
         )
         self.poller = RigPoller(
@@ -229,7 +242,12 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
-        self.api.start(create_app(self.services, metrics=self.metrics))
+        self.alerts.start()
+        self.api.start(
+            create_app(
+                self.services, metrics=self.metrics, alerts=self.alerts, canary=self.canaries
+            )
+        )
         track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
@@ -270,6 +288,8 @@ class Daemon:
             # A stop asked for during start-up must not leave a cold-starting engine behind.
             autostart = self.settings.serving.autostart and not self._stop.is_set()
             self.engine.open(autostart=autostart)
+        if self.canaries is not None:
+            self.canaries.start()
         self.api.wait_ready(self._stop, READY_TIMEOUT_S)
         self.notifier.ready(self.summary())
         log.info(
@@ -356,10 +376,13 @@ class Daemon:
         log.info("shutting down")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        if self.canaries is not None:
+            self.canaries.stop()
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
         self.api.stop()
+        self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
         try:
             self.store.record_event(
                 EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"

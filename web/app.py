@@ -10,36 +10,42 @@ every body; request bodies are capped (``web.limits``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
+from hwcheck.model import EventKind
+from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
+from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
-from web.errors import install_error_handlers
+from web.errors import error_responses, install_error_handlers
 from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
-from web.metrics import metrics_router
+from web.logs import install_log_routes
+from web.metrics import install_metrics
 from web.metrics_model import MetricsSource
 from web.models import (
     AckDocument,
     CapsDocument,
     CardChangedDocument,
-    ErrorDocument,
     EventDocument,
     HealthDocument,
-    LogsDocument,
     RecipeDocument,
     ServingActionDocument,
     SimRebootDocument,
     StatusDocument,
     XidInjectedDocument,
 )
-from web.services import SimulationControl, WebServices
+from web.params import BeforeId, CardFilter, RowId
+from web.services import EventQuery, SimulationControl, WebServices
+from web.streams import StreamGate, install_status_stream
 
 
 class XidInjection(BaseModel):
@@ -58,9 +64,7 @@ class RebootRequest(BaseModel):
     confirm: bool = False
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for domain refusals: each answers an ``ErrorDocument``."""
-    return {status: {"model": ErrorDocument} for status in statuses}
+DOCS_ASSETS_URL = "/docs-assets"
 
 
 def package_version() -> str:
@@ -76,16 +80,23 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     *,
     metrics: MetricsSource | None = None,
+    alerts: AlertControl | None = None,
+    canary: CanaryControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
     ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
-    may leave it out).
+    may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
+    stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
     """
-    app = FastAPI(
+    # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
+    # so /docs must not load from a CDN (and the validator badge would call out: off).
+    app = FastAPIOffline(
         title="cmpfleet",
         version=package_version(),
         description="Rig supervisor for NVIDIA CMP 170HX inference rigs.",
+        static_url=DOCS_ASSETS_URL,
+        swagger_ui_parameters={"validatorUrl": None},
     )
 
     def check_token(request: Request) -> None:
@@ -117,7 +128,12 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     install_error_handlers(app)
     if metrics is not None:
-        app.include_router(metrics_router(metrics))
+        install_metrics(app, metrics)
+    # Routes are added to the app itself, not through include_router: FastAPI keeps an
+    # included router's routes out of app.routes, where tests and tools list them.
+    gate = app.state.stream_gate = StreamGate()  # web.streams.close_streams ends them
+    install_status_stream(app, services, gate)
+    install_log_routes(app, services, gate, require_token)
 
     install_dashboard(app)
     app.include_router(history_router(services))
@@ -136,25 +152,41 @@ def create_app(
         "/api/v1/events",
         response_model=list[EventDocument],
         response_model_exclude_unset=True,
-        responses=_errors(400),
+        responses=error_responses(400, 404),
     )
     def events(
-        since: datetime | None = None,
-        kind: str | None = None,
-        card: Annotated[int | None, Query(ge=0)] = None,
+        request: Request,
+        response: Response,
+        since: Annotated[datetime | None, Query(description="from this time (included)")] = None,
+        until: Annotated[datetime | None, Query(description="up to this time (included)")] = None,
+        kind: EventKind | None = None,
+        card: CardFilter = None,
+        acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
+        before_id: BeforeId = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
-    ) -> list[dict[str, Any]]:
-        """Events, newest first."""
-        return services.list_events(since, kind, limit, card)
+    ) -> Sequence[EventDocument]:
+        """Events, newest first; a full page links the next one (``Link: rel="next"``).
+
+        Times without an offset are UTC. Pages are keyset pages: new events arriving while
+        a client pages back never shift or repeat what it sees.
+        """
+        query = EventQuery(
+            since, until, None if kind is None else kind.value, card, acked, before_id, limit
+        )
+        page = services.list_events(query)
+        if len(page) == limit:
+            following = request.url.include_query_params(before_id=page[-1].id)
+            response.headers["Link"] = f'<{following.path}?{following.query}>; rel="next"'
+        return page
 
     @app.post(
         "/api/v1/events/{event_id}/ack",
         dependencies=[Depends(require_token)],
         response_model=AckDocument,
         response_model_exclude_unset=True,
-        responses=_errors(404),
+        responses=error_responses(404),
     )
-    def ack(event_id: int) -> dict[str, Any]:
+    def ack(event_id: RowId) -> dict[str, Any]:
         """Acknowledge one event."""
         return services.ack_event(event_id, "api")
 
@@ -163,7 +195,7 @@ def create_app(
         dependencies=[Depends(require_token)],
         response_model=CapsDocument,
         response_model_exclude_unset=True,
-        responses=_errors(503),
+        responses=error_responses(503),
     )
     def caps_apply() -> dict[str, Any]:
         """Re-apply the configured power cap (caps reset at every boot)."""
@@ -174,47 +206,25 @@ def create_app(
         dependencies=[Depends(require_token)],
         response_model=ServingActionDocument,
         response_model_exclude_unset=True,
-        responses=_errors(409, 503),
+        responses=error_responses(409, 503),
     )
     def serving(action: Literal["start", "stop", "restart"]) -> dict[str, Any]:
         """Start, stop or restart the engine (409 with the reason and its code when refused)."""
         return services.serving_action(action)
 
     @app.get(
-        "/api/v1/serving/logs", dependencies=[Depends(require_token)], response_model=LogsDocument
-    )
-    def serving_logs(lines: Annotated[int, Query(ge=0, le=100000)] = 200) -> dict[str, Any]:
-        """The engine log's last lines."""
-        return {"lines": services.serving_logs(lines)}
-
-    @app.get(
-        "/api/v1/serving/logs/follow",
-        dependencies=[Depends(require_token)],
-        response_class=StreamingResponse,
-        responses={
-            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
-            **_errors(409, 429),
-        },
-    )
-    def serving_logs_follow(
-        lines: Annotated[int, Query(ge=0, le=100000)] = 50,
-    ) -> StreamingResponse:
-        """The engine log's last lines, then new lines as they come (text/plain stream)."""
-        stream = services.serving_follow(lines)
-        # None marks a quiet second: send nothing, but hand control back so a reader who
-        # left is noticed and the worker thread freed.
-        chunks = ("" if line is None else line + "\n" for line in stream)
-        return StreamingResponse(chunks, media_type="text/plain")
-
-    @app.get(
         "/api/v1/serving/recipe",
         response_model=RecipeDocument,
         response_model_exclude_unset=True,
-        responses=_errors(409),
+        responses=error_responses(409),
     )
-    def serving_recipe() -> dict[str, Any]:
+    def serving_recipe() -> RecipeDocument:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    app.include_router(canary_router(canary, require_token))
+    if alerts is not None:
+        app.include_router(alerts_router(alerts, require_token))
 
     sim_only = [Depends(require_sim), Depends(require_token)]
 
@@ -223,7 +233,7 @@ def create_app(
         dependencies=sim_only,
         response_model=XidInjectedDocument,
         response_model_exclude_unset=True,
-        responses=_errors(400, 404),
+        responses=error_responses(400, 404),
     )
     def sim_xid(body: XidInjection) -> dict[str, Any]:
         """Write a real-format NVRM Xid line into the simulated kernel log."""
@@ -234,7 +244,7 @@ def create_app(
         dependencies=sim_only,
         response_model=CardChangedDocument,
         response_model_exclude_unset=True,
-        responses=_errors(400, 404),
+        responses=error_responses(400, 404),
     )
     def sim_card(index: int, body: dict[str, Any]) -> dict[str, Any]:
         """Change a simulated card's readings, e.g. ``{"lost": true}``."""
@@ -245,7 +255,7 @@ def create_app(
         dependencies=sim_only,
         response_model=SimRebootDocument,
         response_model_exclude_unset=True,
-        responses=_errors(404),
+        responses=error_responses(404),
     )
     def sim_reboot() -> dict[str, Any]:
         """Simulate a host reboot (new boot id, caps back at default, fresh kernel log)."""

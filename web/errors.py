@@ -12,6 +12,8 @@ and a value JSON cannot carry (``1e400`` parses to infinity) cannot turn a 422 i
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -25,6 +27,7 @@ from serving.errors import (
     Refused,
     Unavailable,
 )
+from web.models import ErrorDocument
 
 STATUS_BY_ERROR: dict[type[DomainError], int] = {
     InvalidInput: 400,
@@ -36,6 +39,11 @@ STATUS_BY_ERROR: dict[type[DomainError], int] = {
 }
 FALLBACK_STATUS = 500  # a DomainError subclass nobody mapped: a bug, said plainly
 MAX_MESSAGE_CHARS = 200  # a validation message quoting its input is cut, never a page long
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for domain refusals: each answers an ``ErrorDocument``."""
+    return {status: {"model": ErrorDocument} for status in statuses}
 
 
 def status_of(error: DomainError) -> int:

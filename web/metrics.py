@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fastapi import APIRouter
+from fastapi import FastAPI
 from fastapi.responses import Response
 from prometheus_client import generate_latest
 from prometheus_client.core import (
@@ -165,11 +165,11 @@ class RigCollector(Collector):
         yield from _rig_metrics(state)
 
 
-def metrics_router(source: MetricsSource) -> APIRouter:
+def install_metrics(app: FastAPI, source: MetricsSource) -> None:
     """The ``/metrics`` route over its own registry (no process-wide registry)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RigCollector(source))
-    router = APIRouter()
+    router = app.router
 
     @router.get(
         "/metrics",
@@ -180,5 +180,3 @@ def metrics_router(source: MetricsSource) -> APIRouter:
     def metrics() -> Response:
         """The rig in Prometheus text format (from memory: a scrape never touches NVML)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE)
-
-    return router

@@ -136,6 +136,10 @@ class RigInfoDocument(Document):
     polls: int
     last_poll: IsoTime | None
     last_poll_error: str | None
+    nvml_error: str | None = Field(None, description="why NVML cannot be read, while it cannot")
+    last_poll_age_s: Number | None = Field(None, description="seconds since the last poll")
+    stale: bool | None = Field(None, description="the last poll is too old to judge the rig")
+    stale_reason: str | None = None
     xid_since_boot: int
     kernel_records_lost: int
 
@@ -145,6 +149,34 @@ class DaemonInfoDocument(Document):
 
     pid: int
     started_at: IsoTime
+    gpu_pids: list[int] | None = Field(
+        None, description="fleetd and the engine's process tree: never foreign GPU processes"
+    )
+
+
+class CanaryResultDocument(Document):
+    """One canary's result: ``{name, result, figure, advice, ts}`` and extras."""
+
+    name: str = Field(description="copy_fidelity, tool_calls, reasoning_field or throughput")
+    result: Literal["pass", "warn", "fail", "skipped"]
+    figure: Number | None = Field(description="the measure, in unit (ratio, calls, chars, tok/s)")
+    advice: str | None = Field(description="one line: what to do; empty or null when nothing")
+    ts: IsoTime
+    unit: str | None = None
+    message: str | None = None
+    duration_s: Number | None = None
+    details: dict[str, object] | None = None
+    last_skipped_ts: IsoTime | None = None
+    last_skipped_reason: str | None = None
+
+
+class LogSignatureDocument(Document):
+    """How often one non-fatal engine log signature was seen."""
+
+    name: str
+    this_hour: int
+    last_24h: int
+    last_seen_hour: IsoTime | None
 
 
 class StatusDocument(Document):
@@ -157,6 +189,8 @@ class StatusDocument(Document):
     recovery: RecoveryDocument
     rig: RigInfoDocument | None = None
     daemon: DaemonInfoDocument | None = None
+    canaries: list[CanaryResultDocument] | None = None
+    log_signatures: list[LogSignatureDocument] | None = None
 
 
 class EventDocument(Document):
@@ -171,6 +205,8 @@ class EventDocument(Document):
     message: str
     pci_bus_id: str | None = None
     acked: bool | None = None
+    acked_at: IsoTime | None = None
+    acked_by: str | None = None
 
 
 class AckDocument(Document):
@@ -214,6 +250,15 @@ class LogsDocument(Document):
     lines: list[str]
 
 
+class PresetOverrideDocument(Document):
+    """A preset flag the recipe replaced or dropped (``recipe show`` says which)."""
+
+    flag: str
+    preset: list[str] = Field(description="the preset's tokens for the flag")
+    recipe: list[str] = Field(description="the recipe's tokens for it (empty when dropped)")
+    dropped: bool
+
+
 class LaunchSpecDocument(Document):
     """The exact launch the daemon would run (secrets masked)."""
 
@@ -229,6 +274,7 @@ class LaunchSpecDocument(Document):
     container_name: str | None
     recipe_hash: str
     labels: dict[str, str]
+    preset_overrides: list[PresetOverrideDocument] | None = None
 
 
 class LastReadyLaunchDocument(Document):
@@ -271,3 +317,18 @@ class SimRebootDocument(Document):
     """``POST /api/v1/sim/reboot``: the new boot id."""
 
     boot_id: str
+
+
+class CanaryOverviewDocument(Document):
+    """``GET /api/v1/canary``: last results, signature counts, recent history."""
+
+    canaries: list[CanaryResultDocument]
+    log_signatures: list[LogSignatureDocument]
+    history: list[CanaryResultDocument]
+
+
+class CanaryRunDocument(Document):
+    """``POST /api/v1/canary/run``: this round's results and fleetctl's exit code."""
+
+    canaries: list[CanaryResultDocument]
+    exit_code: int = Field(description="0 all pass, 1 a warning or skipped, 2 a failure")

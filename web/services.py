@@ -8,9 +8,29 @@ status codes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+
+from web.models import EventDocument, RecipeDocument
+
+
+@dataclass(frozen=True)
+class EventQuery:
+    """Filters of ``GET /api/v1/events``: a time window, kind, card, acknowledged or not.
+
+    ``before_id`` is the cursor of the next page (the last id of the page before);
+    ``until`` and ``since`` both include their instant.
+    """
+
+    since: datetime | None = None
+    until: datetime | None = None
+    kind: str | None = None
+    card: int | None = None
+    acked: bool | None = None
+    before_id: int | None = None
+    limit: int = 100
 
 
 class SimulationControl(Protocol):
@@ -44,10 +64,8 @@ class WebServices(Protocol):
         """The CONTRACT's status document (same as ``fleetctl status --json``)."""
         ...
 
-    def list_events(
-        self, since: datetime | None, kind: str | None, limit: int, card: int | None
-    ) -> list[dict[str, Any]]:
-        """Events newest first as ``{id, ts, kind, card, xid, severity, message}``."""
+    def list_events(self, query: EventQuery) -> Sequence[EventDocument]:
+        """Events newest first; ``InvalidInput`` for an unknown kind or cursor."""
         ...
 
     def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
@@ -70,7 +88,7 @@ class WebServices(Protocol):
         """The last ``lines`` lines, then new lines as the engine writes them."""
         ...
 
-    def serving_recipe(self) -> dict[str, Any]:
+    def serving_recipe(self) -> RecipeDocument:
         """The spec the daemon would launch, and its diff to the last ready launch."""
         ...
 

@@ -12,7 +12,17 @@ from typing import Annotated
 
 import typer
 
-from daemon.cli import cmd_check, cmd_daemon, cmd_fleet, cmd_init, cmd_serving, cmd_xid
+from daemon.cli import (
+    cmd_alerts,
+    cmd_canary,
+    cmd_check,
+    cmd_daemon,
+    cmd_fleet,
+    cmd_init,
+    cmd_serving,
+    cmd_top,
+    cmd_xid,
+)
 from daemon.cli.client import ClientError, FleetClient, find_token
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
 from daemon.cli.output import Output
@@ -40,7 +50,16 @@ caps_app = typer.Typer(no_args_is_help=True, help="Power caps.", rich_markup_mod
 app.add_typer(caps_app, name="caps")
 recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(recipe_app, name="recipe")
+canary_app = typer.Typer(
+    no_args_is_help=True, help="Engine canaries (output checks).", rich_markup_mode=HELP_MARKUP
+)
+app.add_typer(canary_app, name="canary")
 app.add_typer(cmd_fleet.fleet_app, name="fleet")
+alerts_app = typer.Typer(
+    help="Recent alerts and their delivery; `alerts test` sends a test alert.",
+    rich_markup_mode=HELP_MARKUP,
+)
+app.add_typer(alerts_app, name="alerts")
 
 
 @dataclass
@@ -136,6 +155,19 @@ def status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3)))
+
+
+@app.command("top")
+def top(
+    ctx: typer.Context,
+    interval_s: Annotated[
+        float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
+    ] = 1.0,
+) -> None:
+    """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(False)
+    raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s))
 
 
 @app.command("events")
@@ -280,3 +312,59 @@ def recipe_show(
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))
+
+
+@canary_app.command("run")
+def canary_run(
+    ctx: typer.Context,
+    force: Annotated[
+        bool, typer.Option("--force", help="Run even while the engine is busy.")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Run the engine canaries now (exit 0 all pass, 1 a warning or skipped, 2 a failure)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force))
+
+
+@canary_app.command("status")
+def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The canaries' last results and log-signature counts (exit codes as canary run)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
+
+
+@alerts_app.callback(invoke_without_command=True)
+def alerts(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 20,
+    status: Annotated[
+        str | None, typer.Option("--status", help="firing or resolved (default: both).")
+    ] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Recent alerts, newest first, with their delivery state per webhook."""
+    if ctx.invoked_subcommand is not None:
+        return
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_alerts.list_alerts(out, opts.client(out), limit, status))
+
+
+@alerts_app.command("test")
+def alerts_test(
+    ctx: typer.Context,
+    sink: Annotated[
+        str | None, typer.Option("--sink", help="Only this webhook (its name).")
+    ] = None,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", min=0, help="Seconds to wait for delivery.")
+    ] = 15,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Send a test alert through fleetd (exit 0 once every webhook answered 2xx)."""
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_alerts.send_test(out, opts.client(out), sink, timeout_s))

@@ -23,7 +23,7 @@ import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -428,6 +428,14 @@ class DriverInsertIgnore:
 # -- units of work ------------------------------------------------------------------
 
 
+_NEWS = "cmpfleet_news"
+
+
+def mark_news(session: Session) -> None:
+    """This transaction records news (an event, the latch): tell the news listeners on commit."""
+    session.info[_NEWS] = True
+
+
 class Database:
     """Two views of one pool and the units of work on them; ``Store`` adds the queries.
 
@@ -443,6 +451,15 @@ class Database:
         self._masked_url = mask_url(url)
         self._read_sessions = sessionmaker(read_engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(write_engine, expire_on_commit=False)
+        self._news_listeners: list[Callable[[], None]] = []
+
+    def add_news_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each committed write that recorded news (``mark_news``).
+
+        How the alert engine learns that an event or the latch changed without polling the
+        database; it must be quick (an event's ``set``): it runs in the writer's thread.
+        """
+        self._news_listeners.append(listener)
 
     def close(self) -> None:
         """Release every pooled connection (the store cannot be used afterwards)."""
@@ -470,9 +487,18 @@ class Database:
         except SQLAlchemyError as exc:
             raise StoreError(f"store {self._masked_url}: {one_line_cause(exc)}") from exc
 
+    @contextmanager
+    def _write_unit(self) -> Iterator[Session]:
+        with self._unit(self._write_sessions) as session:
+            yield session
+            news = bool(session.info.get(_NEWS))
+        if news:
+            for listener in self._news_listeners:
+                listener()
+
     def write(self) -> AbstractContextManager[Session]:
         """A write unit of work (``with store.write() as session``)."""
-        return self._unit(self._write_sessions)
+        return self._write_unit()
 
     def read(self) -> AbstractContextManager[Session]:
         """A read-only unit of work."""

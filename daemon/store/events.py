@@ -15,11 +15,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Table, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from daemon.store import keyvalue
-from daemon.store.db import Database, StoreInputError, check_list_limit, require_aware
+from daemon.store.db import (
+    Database,
+    StoreInputError,
+    check_list_limit,
+    mark_news,
+    require_aware,
+)
 from daemon.store.keyvalue import ClearHow, Latch
 from daemon.store.models import Card, Event, StoredRow
 from hwcheck.model import CheckResult, EventKind, Severity
@@ -142,6 +148,7 @@ def event_values(
 def insert_event(session: Session, kind: str, severity: str, message: str, **extra: Any) -> int:
     """Insert one event inside the caller's session; its id (``extra``: ``event_values``)."""
     values = event_values(session, kind, severity, message, **extra)
+    mark_news(session)
     return int(
         session.execute(EVENTS.insert().values(**values).returning(EVENTS.c.id)).scalar_one()
     )
@@ -216,12 +223,30 @@ class EventQueries(Database):
         kind: str | None = None,
         limit: int = 100,
         card: int | None = None,
+        *,
+        until: datetime | None = None,
+        before_id: int | None = None,
+        acked: bool | None = None,
     ) -> list[EventRow]:
-        """Events at or after ``since``, of ``kind``, about ``card``: newest first."""
+        """Events from ``since`` to ``until`` (both included), of ``kind``, about ``card``.
+
+        Newest first. ``before_id`` is the keyset cursor of the next page: only events
+        listed after that one (older, or as old with a smaller id), so a page is stable
+        while new events arrive. An unknown ``before_id`` lists nothing.
+        """
         check_list_limit(limit)
         stmt = select(Event)
         if since is not None:
             stmt = stmt.where(Event.ts >= require_aware(since, "since"))
+        if until is not None:
+            stmt = stmt.where(Event.ts <= require_aware(until, "until"))
+        if acked is not None:
+            stmt = stmt.where(Event.acked_at.is_not(None) if acked else Event.acked_at.is_(None))
+        if before_id is not None:
+            cursor_ts = select(Event.ts).where(Event.id == before_id).scalar_subquery()
+            stmt = stmt.where(
+                or_(Event.ts < cursor_ts, and_(Event.ts == cursor_ts, Event.id < before_id))
+            )
         if kind is not None:
             stmt = stmt.where(Event.kind == parse_kind(kind))
         if card is not None:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
-from daemon.store.db import Database, require_aware, upsert
+from daemon.store.db import Database, mark_news, require_aware, upsert
 from daemon.store.models import KvEntry, StoredRow
 from hwcheck.kernellog.records import KernelLogCursor
 
@@ -196,4 +196,5 @@ class KeyValueQueries(Database):
             since = require_aware(now or datetime.now(UTC), "latch time")
             latch = Latch(reason=reason, source=source, since=since, advice=advice)
             set_value(session, REBOOT_LATCH, latch.to_dict(), since)
+            mark_news(session)
             return latch

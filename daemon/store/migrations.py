@@ -210,10 +210,86 @@ def _v3_engine_samples(conn: Connection) -> None:
     engine_samples.create(conn)
 
 
+def _v4_alerts(conn: Connection) -> None:
+    """Alerts (one row per incident, folded by fingerprint) and their delivery outbox."""
+    md = _metadata()
+    Table(
+        "alerts",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("fingerprint", String(200), nullable=False),
+        Column("rule", String(64), nullable=False),
+        Column("severity", String(16), nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("summary", Text, nullable=False),
+        Column("advice", Text, nullable=False),
+        Column("labels", json_type(), nullable=False),
+        Column("count", Integer, nullable=False),
+        Column("one_shot", Boolean, nullable=False),
+        Column("started_at", UtcTimestamp, nullable=False),
+        Column("last_seen_at", UtcTimestamp, nullable=False),
+        Column("notified_at", UtcTimestamp),
+        Column("resolve_due_at", UtcTimestamp),
+        Column("resolved_at", UtcTimestamp),
+        Index(None, "fingerprint", "status"),
+        Index(None, "started_at"),
+    )
+    Table(
+        "alert_notifications",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("uid", String(64), nullable=False, unique=True),
+        Column("alert_id", Integer, ForeignKey("alerts.id", ondelete="CASCADE"), nullable=False),
+        Column("sink", String(64), nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("repeat", Boolean, nullable=False),
+        Column("payload", json_type(), nullable=False),
+        Column("created_at", UtcTimestamp, nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("last_error", Text),
+        Column("last_try_at", UtcTimestamp),
+        Column("delivered_at", UtcTimestamp),
+        Column("gave_up_at", UtcTimestamp),
+        Index(None, "sink", "delivered_at", "gave_up_at", "id"),
+        Index(None, "alert_id"),
+    )
+    md.create_all(conn)
+
+
+def _v5_canaries(conn: Connection) -> None:
+    """Engine canary results per round and engine log-signature counts per hour."""
+    md = _metadata()
+    Table(
+        "canary_results",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("ts", UtcTimestamp, nullable=False),
+        Column("name", String(48), nullable=False),
+        Column("result", String(16), nullable=False),
+        Column("figure", Float),
+        Column("unit", String(16), nullable=False),
+        Column("message", Text, nullable=False),
+        Column("advice", Text, nullable=False),
+        Column("duration_s", Float, nullable=False),
+        Column("details", json_type()),
+        Index(None, "name", "ts"),
+    )
+    Table(
+        "log_signature_counts",
+        md,
+        Column("hour", UtcTimestamp, primary_key=True),
+        Column("signature", String(48), primary_key=True),
+        Column("count", Integer, nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "1-minute rollups", _v2_rollups),
     Migration(3, "engine samples", _v3_engine_samples),
+    Migration(4, "alerts and their delivery outbox", _v4_alerts),
+    Migration(5, "canary results and log signature counts", _v5_canaries),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -205,6 +205,81 @@ class Launch(Base):
     crash_class: Mapped[str | None] = mapped_column(String(64))
 
 
+class Alert(Base):
+    """One incident: a fingerprint that fired (its duplicates folded in) until it resolved."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (Index(None, "fingerprint", "status"), Index(None, "started_at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(200))
+    rule: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[Severity] = mapped_column(EnumText(Severity, 16))
+    status: Mapped[str] = mapped_column(String(16))
+    summary: Mapped[str] = mapped_column(Text)
+    advice: Mapped[str] = mapped_column(Text)
+    labels: Mapped[dict[str, Any]] = mapped_column(json_type())
+    count: Mapped[int] = mapped_column(Integer)
+    one_shot: Mapped[bool] = mapped_column(Boolean)
+    started_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+    notified_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    resolve_due_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+
+
+class AlertNotification(Base):
+    """The outbox: one message about one alert for one sink, kept until a 2xx (or too old)."""
+
+    __tablename__ = "alert_notifications"
+    __table_args__ = (
+        Index(None, "sink", "delivered_at", "gave_up_at", "id"),
+        Index(None, "alert_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uid: Mapped[str] = mapped_column(String(64), unique=True)
+    alert_id: Mapped[int] = mapped_column(Integer, ForeignKey("alerts.id", ondelete="CASCADE"))
+    sink: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    repeat: Mapped[bool] = mapped_column(Boolean)
+    payload: Mapped[dict[str, Any]] = mapped_column(json_type())
+    created_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+    attempts: Mapped[int] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_try_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    delivered_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    gave_up_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+
+
+class CanaryRun(Base):
+    """One canary's result in one round (the history behind ``fleetctl canary status``)."""
+
+    __tablename__ = "canary_results"
+    __table_args__ = (Index(None, "name", "ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[datetime] = mapped_column(UtcTimestamp)
+    name: Mapped[str] = mapped_column(String(48))
+    result: Mapped[str] = mapped_column(String(16))
+    figure: Mapped[float | None] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text)
+    advice: Mapped[str] = mapped_column(Text)
+    duration_s: Mapped[float] = mapped_column(Float)
+    details: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+
+
+class LogSignatureCount(Base):
+    """How often one engine log signature was seen in one hour."""
+
+    __tablename__ = "log_signature_counts"
+
+    hour: Mapped[datetime] = mapped_column(UtcTimestamp, primary_key=True)
+    signature: Mapped[str] = mapped_column(String(48), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+
+
 # -- rows ---------------------------------------------------------------------------
 
 

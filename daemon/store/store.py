@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from daemon.store.alerts import AlertQueries
 from daemon.store.audit import AuditQueries
+from daemon.store.canaries import CanaryQueries
 from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
 from daemon.store.events import EventQueries
 from daemon.store.keyvalue import KeyValueQueries
 from daemon.store.launches import LaunchQueries
 from daemon.store.migrations import schema_version, upgrade
+from daemon.store.outbox import OutboxQueries
 from daemon.store.rollups import RollupQueries
 from daemon.store.samples import SampleQueries
 from daemon.store.xids import XidQueries
@@ -32,8 +35,11 @@ class Store(
     LaunchQueries,
     AuditQueries,
     KeyValueQueries,
+    AlertQueries,
+    OutboxQueries,
+    CanaryQueries,
 ):
-    """Events, samples, rollups, latch, launches and audit in one SQL database."""
+    """Events, samples, rollups, latch, launches, audit and alerts in one SQL database."""
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from daemon.store import keyvalue
-from daemon.store.db import Database, insert_ignore_returning_id
+from daemon.store.db import Database, insert_ignore_returning_id, mark_news
 from daemon.store.events import EVENTS, event_values, parse_severity
 from daemon.store.models import Event
 from hwcheck.checks.xid import xid_severity
@@ -143,6 +143,7 @@ def _add_xid_event(session: Session, record: XidRecord) -> bool:
         boot_id=record.boot_id,
         kmsg_seq=record.kmsg_seq,
     )
+    mark_news(session)
     return insert_ignore_returning_id(session, EVENTS, values, _XID_KEY) is not None
 
 

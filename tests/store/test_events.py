@@ -76,6 +76,23 @@ def test_list_events_filters(store: Store) -> None:
     assert len(store.list_events(since=other_zone)) == 2
 
 
+def test_list_events_pages_by_cursor_and_time_window(store: Store) -> None:
+    for second in range(6):
+        store.record_event("daemon", "info", f"e{second}", ts=at(second))
+    store.record_event("daemon", "info", "e5-twin", ts=at(5))  # same time: the id orders
+    first = store.list_events(limit=3)
+    assert [r.message for r in first] == ["e5-twin", "e5", "e4"]
+    second = store.list_events(limit=3, before_id=first[-1].id)
+    assert [r.message for r in second] == ["e3", "e2", "e1"]
+    store.record_event("daemon", "info", "newer", ts=at(9))  # arrives while paging
+    assert [r.message for r in store.list_events(before_id=second[-1].id)] == ["e0"]
+    assert [r.message for r in store.list_events(since=at(1), until=at(3))] == ["e3", "e2", "e1"]
+    assert store.list_events(before_id=10_000) == []
+    assert store.ack_event(second[0].id, "test")
+    assert [r.message for r in store.list_events(acked=True)] == ["e3"]
+    assert "e3" not in [r.message for r in store.list_events(acked=False)]
+
+
 def test_bad_event_input_is_a_one_line_error(store: Store) -> None:
     with pytest.raises(StoreInputError, match=r"unknown event kind 'bogus': expected xid\|check"):
         store.record_event("bogus", "info", "x")

@@ -4,7 +4,6 @@ non-loopback listener every endpoint but /healthz does."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Any
 
 import httpx
@@ -13,7 +12,8 @@ import pytest
 from serving.errors import NotFound, Refused
 from tests.web.documents import DOCUMENTS
 from web.app import create_app
-from web.services import SimulationControl
+from web.models import EventDocument
+from web.services import EventQuery, SimulationControl
 
 
 class StubServices:
@@ -31,9 +31,7 @@ class StubServices:
     def status_document(self) -> dict[str, Any]:
         return dict(DOCUMENTS["status"])
 
-    def list_events(
-        self, since: datetime | None, kind: str | None, limit: int, card: int | None
-    ) -> list[dict[str, Any]]:
+    def list_events(self, query: EventQuery) -> list[EventDocument]:
         return []
 
     def ack_event(self, event_id: int, by: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime
 from typing import Any
 
 import httpx
@@ -16,7 +15,8 @@ from fastapi.routing import APIRoute
 
 from tests.web.documents import DOCUMENTS
 from web.app import create_app
-from web.services import SimulationControl
+from web.models import EventDocument, RecipeDocument
+from web.services import EventQuery, SimulationControl
 
 TOKEN = "s3cret"
 
@@ -47,10 +47,8 @@ class RecordedServices:
     def status_document(self) -> dict[str, Any]:
         return dict(DOCUMENTS["status"])
 
-    def list_events(
-        self, since: datetime | None, kind: str | None, limit: int, card: int | None
-    ) -> list[dict[str, Any]]:
-        return list(DOCUMENTS["events"])
+    def list_events(self, query: EventQuery) -> list[EventDocument]:
+        return [EventDocument.model_validate(e) for e in DOCUMENTS["events"]]
 
     def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
         return dict(DOCUMENTS["ack"])
@@ -67,8 +65,8 @@ class RecordedServices:
     def serving_follow(self, lines: int) -> Any:
         return iter(())
 
-    def serving_recipe(self) -> dict[str, Any]:
-        return dict(DOCUMENTS["recipe"])
+    def serving_recipe(self) -> RecipeDocument:
+        return RecipeDocument.model_validate(DOCUMENTS["recipe"])
 
 
 def request(app: FastAPI, method: str, path: str, body: Any = None) -> httpx.Response:

@@ -1,0 +1,136 @@
+"""The alert engine: follows the events table and the latch, and applies the rules.
+
+It reads events past its stored cursor (so an event is turned into alerts exactly once,
+even across a ``kill -9``: the cursor moves in the same transaction as the alerts), plus
+the reboot-required latch. It does not poll: the store wakes it after each committed
+write that recorded an event or set the latch (``Store.add_news_listener``), and it sleeps
+until then or until the next resolve or repeat falls due. After a commit that queued notifications it calls ``on_queued``
+(the senders' wake-up).
+
+On its very first run the cursor starts at the newest event: history from before
+alerting existed is not sent to anyone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from daemon.alerts.rules import event_signals, latch_signal
+from daemon.store import Store, StoreError
+from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
+
+log = logging.getLogger("fleetd.alerts")
+
+EVENT_BATCH = 500
+STORE_RETRY_S = 1.0
+
+
+class AlertEngine:
+    """Derives alerts on its own thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        routes: list[SinkRoute],
+        policy: AlertPolicy,
+        on_queued: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._routes = routes
+        self._policy = policy
+        self._on_queued = on_queued
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="alerts-engine", daemon=True)
+        self._latched: bool | None = None
+        self._error: str | None = None
+        self._pending: list[AlertSignal] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start following (the cursor is set to the newest event on a first run)."""
+        self._store.add_news_listener(self.wake)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look for new events now."""
+        self._wake.set()
+
+    def add(self, signal: AlertSignal) -> None:
+        """A signal from outside the events (an unclean stop found at start)."""
+        with self._lock:
+            self._pending.append(signal)
+        self._wake.set()
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop after one last pass (what was recorded before the stop is derived)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        wait_s: float | None = None
+        while True:
+            stopping = self._stop.is_set()
+            self._wake.clear()
+            try:
+                wait_s = self._seconds_to_due(self.step())
+                if self._error is not None:
+                    log.warning("alerts: the engine works again after: %s", self._error)
+                    self._error = None
+            except StoreError as exc:
+                wait_s = STORE_RETRY_S
+                if str(exc) != self._error:
+                    log.error("alerts: cannot derive alerts: %s (retrying)", exc)
+                    self._error = str(exc)
+            if stopping:
+                return
+            self._wake.wait(wait_s)
+
+    @staticmethod
+    def _seconds_to_due(due: datetime | None) -> float | None:
+        if due is None:
+            return None
+        return max(0.0, (due - datetime.now(UTC)).total_seconds())
+
+    def step(self, now: datetime | None = None) -> datetime | None:
+        """One pass: new events, the latch, what fell due. When the next item falls due."""
+        ts = now or datetime.now(UTC)
+        cursor = self._store.alert_cursor()
+        if cursor is None:
+            cursor = self._store.latest_event_id()
+            self._store.apply_alert_signals([], self._routes, self._policy, cursor=cursor, now=ts)
+        with self._lock:
+            outside, self._pending = self._pending, []
+        signals = list(outside)
+        events = self._store.events_after(cursor, EVENT_BATCH)
+        for event in events:
+            signals.extend(event_signals(event))
+        latch = self._store.get_latch()
+        if (latch is not None) != self._latched:
+            signals.append(latch_signal(latch))
+        due = self._store.next_alert_due_at(self._policy)
+        if not signals and not events and (due is None or due > ts):
+            return due
+        try:
+            queued = self._store.apply_alert_signals(
+                signals,
+                self._routes,
+                self._policy,
+                cursor=events[-1].id if events else None,
+                now=ts,
+            )
+        except StoreError:
+            with self._lock:  # the outside signals are not in any table yet: keep them
+                self._pending[:0] = outside
+            raise
+        self._latched = latch is not None
+        if queued:
+            self._on_queued()
+        if len(events) == EVENT_BATCH:
+            self._wake.set()  # more to read: no pause
+        return self._store.next_alert_due_at(self._policy)

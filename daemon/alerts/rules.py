@@ -1,0 +1,255 @@
+"""Which events and states are alerts: pure functions from facts to fire/resolve signals.
+
+Every alert has a stable fingerprint (the same trouble on the same card is the same
+alert, so repeats fold), a severity, a summary meant for a phone's lock screen, and the
+advice: the next step. Sources:
+
+- Xid events, one alert per card and Xid class (``xid:<class>:<card>``); they resolve at
+  the next reboot, application-class ones also when the engine is ready again.
+- Check transitions (``check:<id>:<card|rig>``): VRAM relocked, power brake, power cap
+  drift, thermal, NVML unavailable, kernel-log follower down, card lost...; warning or
+  critical fires, ok resolves. ``xid_since_boot`` is left to the Xid events themselves.
+- Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
+- Recovery events of warning or worse (a cap that could not be applied, a decision that
+  stopped the engine): one-shot news.
+- State: the reboot-required latch (fires while set), and a fleetd that finds its
+  previous run never stopped cleanly (one-shot).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from daemon.store.alerts import AlertSignal
+from daemon.store.events import EventRow
+from daemon.store.keyvalue import Latch
+from hwcheck.model import EventKind, Severity
+
+ADVICE_BY_XID_ACTION = {
+    "reboot": "Reboot the host: fleetd stopped the engine and will not start it before. "
+    "Never reload nvidia_uvm or run nvidia-smi -r.",
+    "cold_power_cycle": "Power the rig off for 30 s, then on: a warm reboot does not clear "
+    "GSP/PMU faults.",
+    "restart_engine": "The card is healthy: fleetd restarts the engine. If it repeats, read "
+    "`fleetctl logs`.",
+    "inspect": "Look at `fleetctl events --kind xid` and the kernel log around it.",
+    "none": "Nothing to do unless it repeats.",
+}
+ADVICE_REBOOT = "Reboot the host when convenient; the engine stays stopped until then."
+ADVICE_UNCLEAN = (
+    "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
+)
+# Friendly names of checks whose alerts people meet most often.
+CHECK_TITLES = {
+    "vram_unlocked": ("VramRelocked", "VRAM relocked"),
+    "power_brake": ("PowerBrake", "Power brake on"),
+    "power_cap": ("PowerCapDrift", "Power cap drifted"),
+    "temperature": ("Thermal", "Too hot"),
+    "nvml": ("NvmlUnavailable", "NVML unavailable"),
+    "kernel_log": ("KernelLogBlind", "Kernel-log follower down: Xids go unseen"),
+    "card_lost": ("CardLost", "Card lost"),
+    "card_count": ("CardMissing", "Card missing"),
+    "pcie_link": ("PcieLinkDegraded", "PCIe link degraded"),
+    "driver_version": ("DriverMismatch", "Driver mismatch"),
+    "persistence_mode": ("PersistenceOff", "Persistence mode off"),
+    "foreign_gpu_processes": ("ForeignGpuProcess", "Foreign process on the GPUs"),
+    "store": ("StoreUnwritable", "History cannot be written"),
+}
+SKIPPED_CHECKS = frozenset({"xid_since_boot"})
+ENGINE_ADVICE = {
+    "crash": "fleetd restarts it with backoff; if it keeps crashing read `fleetctl logs`.",
+    "held": "Restarts are on hold: read `fleetctl logs`, fix the cause, then `fleetctl start`.",
+    "stop_stuck": "The engine will not stop: reboot the host. Never kill -9 its GPU workers.",
+}
+_PROBLEM = (Severity.WARNING, Severity.CRITICAL)
+# Recovery decisions (``details.action``) whose effect raises its own alert.
+COVERED_RECOVERY_ACTIONS = frozenset({"stop_and_latch", "hold", "restart_after"})
+
+
+def _camel(word: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", word) if part)
+
+
+def _where(event: EventRow) -> str:
+    """The card an event is about, for a fingerprint: PCI address, else index, else rig."""
+    if event.pci_bus_id:
+        return event.pci_bus_id
+    return "rig" if event.card is None else f"card{event.card}"
+
+
+def _card_labels(event: EventRow) -> dict[str, Any]:
+    labels: dict[str, Any] = {}
+    if event.card is not None:
+        labels["card"] = event.card
+    if event.pci_bus_id:
+        labels["pci_bus_id"] = event.pci_bus_id
+    if event.card_serial:
+        labels["serial"] = event.card_serial
+    return labels
+
+
+def _card_words(event: EventRow) -> str:
+    return "rig" if event.card is None else f"card {event.card}"
+
+
+def xid_signals(event: EventRow) -> list[AlertSignal]:
+    """An Xid: one alert per card and class (more of the same fold into it)."""
+    details = event.details or {}
+    xid_class = str(details.get("class", "unknown"))
+    action = str(details.get("action", "inspect"))
+    severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
+    return [
+        AlertSignal(
+            fingerprint=f"xid:{xid_class}:{_where(event)}",
+            fire=True,
+            rule="xid",
+            severity=severity,
+            summary=f"Xid {event.xid} ({xid_class}) on {_card_words(event)}: "
+            f"{details.get('explanation') or event.message}",
+            advice=ADVICE_BY_XID_ACTION.get(action, ADVICE_BY_XID_ACTION["inspect"]),
+            labels={
+                "alertname": f"Xid{_camel(xid_class)}",
+                "xid": event.xid,
+                "xid_class": xid_class,
+                **_card_labels(event),
+            },
+        )
+    ]
+
+
+def check_signals(event: EventRow) -> list[AlertSignal]:
+    """A check changed severity: warning/critical fires its alert, ok resolves it."""
+    details = event.details or {}
+    check = str(details.get("check", ""))
+    if not check or check in SKIPPED_CHECKS:
+        return []
+    fingerprint = f"check:{check}:{'rig' if event.card is None else event.card}"
+    if event.severity not in _PROBLEM:
+        return [AlertSignal(fingerprint, fire=False)]
+    name, title = CHECK_TITLES.get(check, (f"Check{_camel(check)}", check.replace("_", " ")))
+    message = event.message.split(": ", 1)[-1]  # past "<id> <before> -> <after>: "
+    where = "" if event.card is None else f" on card {event.card}"
+    return [
+        AlertSignal(
+            fingerprint=fingerprint,
+            fire=True,
+            rule="check",
+            severity=event.severity,
+            summary=f"{title}{where}: {message}",
+            advice=str(details.get("remedy") or "See `fleetctl status`."),
+            labels={"alertname": name, "check": check, **_card_labels(event)},
+        )
+    ]
+
+
+def _engine(kind: str, name: str, title: str, event: EventRow, severity: Severity) -> AlertSignal:
+    details = event.details or {}
+    return AlertSignal(
+        fingerprint=f"engine:{kind}",
+        fire=True,
+        rule="engine",
+        severity=severity,
+        summary=f"{title}: {event.message}",
+        advice=str(details.get("advice") or ENGINE_ADVICE[kind]),
+        labels={"alertname": name, "state": str(details.get("state", ""))},
+    )
+
+
+def serving_signals(event: EventRow) -> list[AlertSignal]:
+    """Engine crashed, held, stop stuck (fire); ready again or stopped (resolve)."""
+    details = event.details or {}
+    change, state = str(details.get("kind", "")), str(details.get("state", ""))
+    if change == "stop_stuck":
+        return [
+            _engine("stop_stuck", "EngineStopStuck", "Engine stop stuck", event, Severity.CRITICAL)
+        ]
+    if change == "breaker" or (change == "state" and state == "held"):
+        return [_engine("held", "EngineHeld", "Engine held", event, Severity.CRITICAL)]
+    if change == "crash":
+        severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
+        return [_engine("crash", "EngineCrashed", "Engine crashed", event, severity)]
+    if change == "state" and state == "ready":
+        return [
+            AlertSignal("engine:", fire=False, prefix=True),
+            AlertSignal("xid:application:", fire=False, prefix=True),
+        ]
+    if change == "state" and state == "stopped":
+        return [AlertSignal("engine:stop_stuck", fire=False)]
+    return []
+
+
+def recovery_signals(event: EventRow) -> list[AlertSignal]:
+    """A recovery event of warning or worse: one-shot news.
+
+    Decisions whose outcome already has its own alert are not sent twice: a stop and latch
+    is ``RebootRequired`` (from the latch), a hold is ``EngineHeld``, a restart after a
+    crash is ``EngineCrashed``; in dry run nothing happened, so the decision is the news.
+    """
+    details = event.details or {}
+    if event.severity not in _PROBLEM:
+        return []
+    if details.get("action") in COVERED_RECOVERY_ACTIONS and not details.get("dry_run"):
+        return []
+    return [
+        AlertSignal(
+            fingerprint=f"recovery:{event.id}",
+            fire=True,
+            rule="recovery",
+            severity=event.severity,
+            summary=f"Recovery on {_card_words(event)}: {event.message}",
+            advice=str(details.get("advice") or details.get("remedy") or "See `fleetctl events`."),
+            labels={"alertname": "Recovery", **_card_labels(event)},
+            one_shot=True,
+        )
+    ]
+
+
+def event_signals(event: EventRow) -> list[AlertSignal]:
+    """Every signal one stored event gives."""
+    if event.kind is EventKind.XID:
+        return xid_signals(event)
+    if event.kind is EventKind.CHECK:
+        return check_signals(event)
+    if event.kind is EventKind.SERVING:
+        return serving_signals(event)
+    if event.kind is EventKind.RECOVERY:
+        return recovery_signals(event)
+    if event.kind is EventKind.REBOOT and event.message.startswith("host rebooted"):
+        return [
+            AlertSignal("xid:", fire=False, prefix=True),
+            AlertSignal("engine:stop_stuck", fire=False),
+        ]
+    return []
+
+
+def latch_signal(latch: Latch | None) -> AlertSignal:
+    """The reboot-required latch: fires while set, resolves once cleared."""
+    if latch is None:
+        return AlertSignal("reboot_required", fire=False)
+    return AlertSignal(
+        fingerprint="reboot_required",
+        fire=True,
+        rule="reboot_required",
+        severity=Severity.CRITICAL,
+        summary=f"Reboot required: {latch.reason}",
+        advice=latch.advice or ADVICE_REBOOT,
+        labels={"alertname": "RebootRequired", "latch_source": latch.source},
+    )
+
+
+def unclean_stop_signal(previous: dict[str, Any], now: datetime) -> AlertSignal:
+    """fleetd found the marker of a run that never stopped cleanly."""
+    pid, since = previous.get("pid", "?"), previous.get("since", "?")
+    return AlertSignal(
+        fingerprint=f"daemon:unclean_stop:{now.isoformat()}",
+        fire=True,
+        rule="daemon",
+        severity=Severity.WARNING,
+        summary=f"fleetd restarted after an unclean stop: pid {pid} (up since {since}) was "
+        "killed, crashed or lost power",
+        advice=ADVICE_UNCLEAN,
+        labels={"alertname": "DaemonUncleanStop"},
+        one_shot=True,
+    )

@@ -1,0 +1,377 @@
+"""Alert state in SQL: fire, fold, resolve, repeat, and queue the outbox in one transaction.
+
+Rules (``daemon.alerts.rules``) turn events into ``AlertSignal``s; this module applies
+them. Everything a signal changes (the alert row, the notifications queued for each sink,
+the event cursor the signals came from) commits together, so a daemon killed at any
+point neither loses an alert nor queues one twice: the outbox is written before anything
+is sent, and the cursor only moves with the alerts derived from the events behind it.
+
+Times here are wall-clock (``datetime``): repeats and grouping windows must survive a
+restart, which a monotonic clock does not.
+
+One alert row per incident: while a fingerprint is firing, more firings fold into it
+(``count`` goes up, nothing is sent) unless they raise its severity. A resolve waits
+``group_window_s`` (a flapping check that fires again within it stays one incident);
+a first firing is queued at once, never held by the window.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Table, func, or_, select
+from sqlalchemy.orm import Session
+
+from daemon.store import keyvalue
+from daemon.store.db import Database, check_list_limit, require_aware
+from daemon.store.events import EventRow
+from daemon.store.models import Alert, AlertNotification, Event, StoredRow
+from hwcheck.model import Severity
+
+ALERT_CURSOR = "alert_event_cursor"
+DAEMON_MARKER = "daemon_running"
+FIRING, RESOLVED = "firing", "resolved"
+NOTIFICATIONS: Table = AlertNotification.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSignal:
+    """A rule's conclusion: ``fingerprint`` fires (with what to say) or resolves.
+
+    ``prefix``: a resolve that applies to every open fingerprint starting with it (a
+    reboot resolves every Xid alert of the boot). ``one_shot``: news with no later
+    resolution (a daemon that stopped uncleanly, a test alert): stored resolved at once.
+    """
+
+    fingerprint: str
+    fire: bool
+    rule: str = ""
+    severity: Severity = Severity.WARNING
+    summary: str = ""
+    advice: str = ""
+    labels: dict[str, Any] = field(default_factory=dict)
+    one_shot: bool = False
+    prefix: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SinkRoute:
+    """Which alerts one sink gets: ``min_severity`` and up.
+
+    ``repeat_all``: repeats of every severity, not only critical (Alertmanager's API
+    forgets an alert that is not re-posted).
+    """
+
+    name: str
+    min_severity: Severity = Severity.WARNING
+    repeat_all: bool = False
+
+    def wants(self, severity: Severity) -> bool:
+        """Whether an alert of ``severity`` goes to this sink."""
+        return severity.rank >= self.min_severity.rank and (
+            severity is not Severity.OK or self.min_severity is Severity.OK
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AlertPolicy:
+    """Timing of folding and repeats (``[alerts]``)."""
+
+    group_window_s: float = 60.0
+    repeat_interval_s: float = 4 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRow(StoredRow):
+    """One stored alert."""
+
+    id: int
+    fingerprint: str
+    rule: str
+    severity: Severity
+    status: str
+    summary: str
+    advice: str
+    labels: dict[str, Any]
+    count: int
+    one_shot: bool
+    started_at: datetime
+    last_seen_at: datetime
+    notified_at: datetime | None
+    resolve_due_at: datetime | None
+    resolved_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationRow(StoredRow):
+    """One outbox entry: what to tell one sink about one alert, and how delivery went."""
+
+    id: int
+    uid: str
+    alert_id: int
+    sink: str
+    status: str
+    repeat: bool
+    payload: dict[str, Any]
+    created_at: datetime
+    attempts: int
+    last_error: str | None
+    last_try_at: datetime | None
+    delivered_at: datetime | None
+    gave_up_at: datetime | None
+
+    @property
+    def state(self) -> str:
+        """``delivered``, ``gave_up`` (too old), ``retrying`` (tried, failed) or ``pending``."""
+        if self.delivered_at is not None:
+            return "delivered"
+        if self.gave_up_at is not None:
+            return "gave_up"
+        return "retrying" if self.attempts else "pending"
+
+
+def snapshot(alert: Alert, status: str, repeat: bool) -> dict[str, Any]:
+    """What a notification says: the alert as it was when the notification was queued."""
+    return {
+        "alert_id": alert.id,
+        "fingerprint": alert.fingerprint,
+        "rule": alert.rule,
+        "severity": alert.severity.value,
+        "status": status,
+        "repeat": repeat,
+        "summary": alert.summary,
+        "advice": alert.advice,
+        "labels": dict(alert.labels),
+        "count": alert.count,
+        "started_at": alert.started_at.isoformat(),
+        "resolved_at": None if alert.resolved_at is None else alert.resolved_at.isoformat(),
+    }
+
+
+def _queue(
+    session: Session, alert: Alert, sinks: Sequence[str], status: str, repeat: bool, now: datetime
+) -> int:
+    """Queue one notification per sink (the de-duplication id is a fresh UUID each)."""
+    payload = snapshot(alert, status, repeat)
+    for sink in sinks:
+        session.execute(
+            NOTIFICATIONS.insert().values(
+                uid=str(uuid.uuid4()),
+                alert_id=alert.id,
+                sink=sink,
+                status=status,
+                repeat=repeat,
+                payload=payload,
+                created_at=now,
+                attempts=0,
+            )
+        )
+    return len(sinks)
+
+
+def _sinks_told(session: Session, alert_id: int) -> list[str]:
+    """The sinks that were told this alert fired (they, and only they, hear it resolve)."""
+    stmt = (
+        select(AlertNotification.sink)
+        .where(AlertNotification.alert_id == alert_id, AlertNotification.status == FIRING)
+        .distinct()
+    )
+    return sorted(session.execute(stmt).scalars())
+
+
+def _open_alerts(session: Session, fingerprint: str, prefix: bool) -> list[Alert]:
+    match = (
+        Alert.fingerprint.startswith(fingerprint, autoescape=True)
+        if prefix
+        else Alert.fingerprint == fingerprint
+    )
+    stmt = select(Alert).where(match, Alert.status == FIRING).order_by(Alert.id)
+    return list(session.execute(stmt).scalars())
+
+
+def _resolve(session: Session, alert: Alert, now: datetime) -> int:
+    alert.status = RESOLVED
+    alert.resolved_at = now
+    alert.resolve_due_at = None
+    session.flush()
+    return _queue(session, alert, _sinks_told(session, alert.id), RESOLVED, False, now)
+
+
+def _fire(session: Session, signal: AlertSignal, routes: Sequence[SinkRoute], now: datetime) -> int:
+    """A firing: a new alert (queued at once), or folded into the open one."""
+    wanted = [route.name for route in routes if route.wants(signal.severity)]
+    current = (
+        None
+        if signal.one_shot
+        else next(iter(_open_alerts(session, signal.fingerprint, False)), None)
+    )
+    if current is None:
+        alert = Alert(
+            fingerprint=signal.fingerprint,
+            rule=signal.rule,
+            severity=signal.severity,
+            status=RESOLVED if signal.one_shot else FIRING,
+            summary=signal.summary,
+            advice=signal.advice,
+            labels=dict(signal.labels),
+            count=1,
+            one_shot=signal.one_shot,
+            started_at=now,
+            last_seen_at=now,
+            notified_at=now,
+            resolved_at=now if signal.one_shot else None,
+        )
+        session.add(alert)
+        session.flush()
+        return _queue(session, alert, wanted, FIRING, False, now)
+    current.count += 1
+    current.last_seen_at = now
+    current.resolve_due_at = None  # flapping back within the window: still one incident
+    if signal.severity.rank <= current.severity.rank:
+        return 0  # a duplicate: folded
+    current.severity = signal.severity  # worse than before: that is news
+    current.summary, current.advice = signal.summary, signal.advice
+    current.labels = dict(signal.labels)
+    current.notified_at = now
+    session.flush()
+    return _queue(session, current, wanted, FIRING, False, now)
+
+
+def _apply(
+    session: Session,
+    signal: AlertSignal,
+    routes: Sequence[SinkRoute],
+    policy: AlertPolicy,
+    now: datetime,
+) -> int:
+    if signal.fire:
+        return _fire(session, signal, routes, now)
+    queued = 0
+    for alert in _open_alerts(session, signal.fingerprint, signal.prefix):
+        if policy.group_window_s <= 0:
+            queued += _resolve(session, alert, now)
+        elif alert.resolve_due_at is None:
+            alert.resolve_due_at = now + timedelta(seconds=policy.group_window_s)
+    return queued
+
+
+def _due(session: Session, routes: Sequence[SinkRoute], policy: AlertPolicy, now: datetime) -> int:
+    """Resolves whose window ended; repeats of alerts still firing after the interval."""
+    queued = 0
+    repeat_before = now - timedelta(seconds=policy.repeat_interval_s)
+    stmt = select(Alert).where(
+        Alert.status == FIRING,
+        or_(Alert.resolve_due_at <= now, Alert.notified_at <= repeat_before),
+    )
+    for alert in session.execute(stmt).scalars():
+        if alert.resolve_due_at is not None and alert.resolve_due_at <= now:
+            queued += _resolve(session, alert, now)
+            continue
+        critical = alert.severity is Severity.CRITICAL
+        sinks = [r.name for r in routes if r.wants(alert.severity) and (critical or r.repeat_all)]
+        alert.notified_at = now
+        queued += _queue(session, alert, sinks, FIRING, True, now)
+    return queued
+
+
+class AlertQueries(Database):
+    """``Store`` methods that derive and keep alerts."""
+
+    def alert_cursor(self) -> int | None:
+        """The id of the last event the alert rules have seen (``None``: never ran)."""
+        with self.read() as session:
+            value = keyvalue.get_value(session, ALERT_CURSOR)
+        return None if value is None else int(value)
+
+    def latest_event_id(self) -> int:
+        """The newest event's id (0 when there is none)."""
+        with self.read() as session:
+            return int(session.execute(select(func.max(Event.id))).scalar() or 0)
+
+    def events_after(self, event_id: int, limit: int = 500) -> list[EventRow]:
+        """Events with an id above ``event_id``, oldest first (what the rules read next)."""
+        check_list_limit(limit)
+        stmt = select(Event).where(Event.id > event_id).order_by(Event.id).limit(limit)
+        with self.read() as session:
+            return [EventRow.from_model(row) for row in session.execute(stmt).scalars()]
+
+    def next_alert_due_at(self, policy: AlertPolicy) -> datetime | None:
+        """When the next pending resolve or repeat falls due (``None``: nothing firing)."""
+        repeat = timedelta(seconds=policy.repeat_interval_s)
+        with self.read() as session:
+            resolve = session.execute(
+                select(func.min(Alert.resolve_due_at)).where(Alert.status == FIRING)
+            ).scalar()
+            notified = session.execute(
+                select(func.min(Alert.notified_at)).where(Alert.status == FIRING)
+            ).scalar()
+        candidates = [t for t in (resolve, None if notified is None else notified + repeat) if t]
+        return min(candidates) if candidates else None
+
+    def apply_alert_signals(
+        self,
+        signals: Sequence[AlertSignal],
+        routes: Sequence[SinkRoute],
+        policy: AlertPolicy,
+        *,
+        cursor: int | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Apply ``signals`` and what fell due, move the cursor: one transaction.
+
+        Returns how many notifications were queued (the senders' cue to wake up).
+        """
+        ts = require_aware(now or datetime.now(UTC), "alert time")
+        with self.write() as session:
+            keyvalue.lock_key(session, ALERT_CURSOR)
+            queued = sum(_apply(session, s, routes, policy, ts) for s in signals)
+            session.flush()
+            queued += _due(session, routes, policy, ts)
+            if cursor is not None:
+                keyvalue.set_value(session, ALERT_CURSOR, cursor, ts)
+        return queued
+
+    def queue_test_alert(
+        self, sinks: Sequence[str], summary: str, now: datetime | None = None
+    ) -> tuple[AlertRow, list[NotificationRow]]:
+        """A one-shot ``info`` alert queued for ``sinks`` whatever their ``min_severity``."""
+        ts = require_aware(now or datetime.now(UTC), "alert time")
+        signal = AlertSignal(
+            fingerprint=f"test:{uuid.uuid4().hex[:12]}",
+            fire=True,
+            rule="test",
+            severity=Severity.INFO,
+            summary=summary,
+            advice="Nothing to do: this checks that alerts reach you.",
+            labels={"test": "true"},
+            one_shot=True,
+        )
+        routes = [SinkRoute(name, Severity.OK) for name in sinks]
+        with self.write() as session:
+            _fire(session, signal, routes, ts)
+            alert = session.execute(
+                select(Alert).where(Alert.fingerprint == signal.fingerprint)
+            ).scalar_one()
+            rows = session.execute(
+                select(AlertNotification).where(AlertNotification.alert_id == alert.id)
+            ).scalars()
+            return AlertRow.from_model(alert), [NotificationRow.from_model(r) for r in rows]
+
+    def swap_daemon_marker(self, marker: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Set (or, with ``None``, clear) the "fleetd is running" marker; the previous one.
+
+        Set at start and cleared by a clean stop: a marker found at start means the last
+        fleetd died without stopping (killed, crashed, power lost).
+        """
+        with self.write() as session:
+            keyvalue.lock_key(session, DAEMON_MARKER)
+            previous = keyvalue.get_value(session, DAEMON_MARKER)
+            if marker is None:
+                keyvalue.delete_value(session, DAEMON_MARKER)
+            else:
+                keyvalue.set_value(session, DAEMON_MARKER, marker)
+        return None if previous is None else dict(previous)

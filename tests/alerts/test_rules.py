@@ -1,0 +1,110 @@
+"""Which stored events and states become alerts, with what fingerprint, severity and advice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from daemon.alerts.rules import event_signals, latch_signal, unclean_stop_signal
+from daemon.store.events import EventRow
+from daemon.store.keyvalue import Latch
+from hwcheck.model import EventKind, Severity
+
+T0 = datetime(2026, 9, 29, 3, 0, tzinfo=UTC)
+
+
+def event(kind: EventKind, severity: Severity, message: str = "m", **kw: Any) -> EventRow:
+    return EventRow(id=1, ts=T0, kind=kind, severity=severity, message=message, **kw)
+
+
+def test_xids_alert_per_card_and_class_with_the_catalogues_advice() -> None:
+    xid = event(
+        EventKind.XID,
+        Severity.CRITICAL,
+        xid=79,
+        card=1,
+        pci_bus_id="0000:21:00.0",
+        details={"class": "hardware", "action": "reboot", "explanation": "fallen off the bus"},
+    )
+    (signal,) = event_signals(xid)
+    assert signal.fire and signal.fingerprint == "xid:hardware:0000:21:00.0"
+    assert signal.severity is Severity.CRITICAL
+    assert signal.summary == "Xid 79 (hardware) on card 1: fallen off the bus"
+    assert signal.advice.startswith("Reboot the host")
+    assert signal.labels["alertname"] == "XidHardware"
+
+
+def test_check_transitions_fire_and_resolve() -> None:
+    details = {"check": "vram_unlocked", "previous": "ok", "remedy": "reload the unlock module"}
+    bad = event(
+        EventKind.CHECK,
+        Severity.CRITICAL,
+        "vram_unlocked ok -> critical: card 0: 8192 MiB (locked)",
+        card=0,
+        details=details,
+    )
+    (fired,) = event_signals(bad)
+    assert (
+        fired.fingerprint == "check:vram_unlocked:0" and fired.labels["alertname"] == "VramRelocked"
+    )
+    assert fired.summary == "VRAM relocked on card 0: card 0: 8192 MiB (locked)"
+    assert fired.advice == "reload the unlock module"
+    good = event(
+        EventKind.CHECK,
+        Severity.INFO,
+        "vram_unlocked critical -> ok: fine",
+        card=0,
+        details=details,
+    )
+    (resolved,) = event_signals(good)
+    assert not resolved.fire and resolved.fingerprint == "check:vram_unlocked:0"
+    xid_check = event(EventKind.CHECK, Severity.CRITICAL, details={"check": "xid_since_boot"})
+    assert event_signals(xid_check) == []  # the Xid event itself alerts
+
+
+def serving(change: str, state: str, severity: Severity = Severity.WARNING) -> EventRow:
+    return event(
+        EventKind.SERVING, severity, f"{change} {state}", details={"kind": change, "state": state}
+    )
+
+
+def test_engine_crashed_held_stuck_and_back_to_ready() -> None:
+    assert [s.fingerprint for s in event_signals(serving("crash", "backoff"))] == ["engine:crash"]
+    (held,) = event_signals(serving("breaker", "held"))
+    assert held.fingerprint == "engine:held" and held.severity is Severity.CRITICAL
+    (stuck,) = event_signals(serving("stop_stuck", "stopping"))
+    assert stuck.severity is Severity.CRITICAL and "Never kill -9" in stuck.advice
+    ready = event_signals(serving("state", "ready", Severity.INFO))
+    assert [(s.fingerprint, s.fire, s.prefix) for s in ready] == [
+        ("engine:", False, True),
+        ("xid:application:", False, True),
+    ]
+    assert event_signals(serving("launch", "starting")) == []
+
+
+def test_reboots_resolve_xids_and_recovery_trouble_is_news() -> None:
+    reboot = event(EventKind.REBOOT, Severity.INFO, "host rebooted (boot id a -> b)")
+    assert ("xid:", False, True) in [
+        (s.fingerprint, s.fire, s.prefix) for s in event_signals(reboot)
+    ]
+    failed = event(EventKind.RECOVERY, Severity.WARNING, "power cap not applied to card 2", card=2)
+    (news,) = event_signals(failed)
+    assert news.one_shot and news.fingerprint == "recovery:1"
+    assert event_signals(event(EventKind.RECOVERY, Severity.INFO, "cap applied")) == []
+    latched = {"action": "stop_and_latch", "dry_run": False}
+    assert event_signals(event(EventKind.RECOVERY, Severity.CRITICAL, details=latched)) == []
+    would = {"action": "stop_and_latch", "dry_run": True}
+    (dry,) = event_signals(event(EventKind.RECOVERY, Severity.CRITICAL, details=would))
+    assert dry.severity is Severity.CRITICAL and dry.one_shot
+
+
+def test_latch_and_unclean_stop() -> None:
+    latch = Latch(reason="Xid 79 on card 1", source="recovery", since=T0, advice=None)
+    fired = latch_signal(latch)
+    assert fired.fire and fired.fingerprint == "reboot_required"
+    assert (
+        fired.severity is Severity.CRITICAL and fired.summary == "Reboot required: Xid 79 on card 1"
+    )
+    assert not latch_signal(None).fire
+    unclean = unclean_stop_signal({"pid": 42, "since": "2026-09-29T02:00:00+00:00"}, T0)
+    assert unclean.one_shot and "pid 42" in unclean.summary
