@@ -13,7 +13,7 @@ write until
       supervisor records it as it sends SIGINT),
   (c) the latch is visible in ``/api/v1/status``.
 
-Each is watched by its own thread polling every 2 ms, so a figure includes at most that
+Each is watched by its own thread polling every 20 ms, so a figure includes at most that
 much of polling. A simulated reboot between runs clears the latch and the bring-up starts
 a fresh engine. Prints p50/p99/max per measure; target: p99 under 1 s for (a) and (c).
 """
@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-WATCH_EVERY_S = 0.002
+WATCH_EVERY_S = 0.02
 RUN_DEADLINE_S = 30.0
 
 

@@ -23,6 +23,7 @@ from hwcheck.checks import pcie_link
 from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
+from web.canary import CanaryControl
 from web.models import EventDocument, RecipeDocument
 from web.services import EventQuery, SimulationControl
 
@@ -119,6 +120,7 @@ class DaemonServices:
         token: str,
         loopback_only: bool,
         sim: SimulationControl | None,
+        canaries: CanaryControl | None = None,
         recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
     ) -> None:
@@ -131,6 +133,7 @@ class DaemonServices:
         self.token = token
         self.loopback_only = loopback_only
         self._sim = sim
+        self.canaries = canaries
         self._recovery = recovery
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
@@ -243,6 +246,9 @@ class DaemonServices:
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery
+        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        if self.canaries is not None:
+            doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {
             "simulated": self._sim is not None,
             "boot_id": view.boot_id,
@@ -277,7 +283,7 @@ class DaemonServices:
         if kind is not None and kind not in set(EventKind):
             raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if query.before_id is not None and self._store.get_event(query.before_id) is None:
-            raise InvalidInput(f"before_id {query.before_id}: no such event")
+            raise NotFound(f"before_id {query.before_id}: no such event")
         rows = self._store.list_events(
             since=_utc(query.since),
             until=_utc(query.until),

@@ -24,6 +24,7 @@ from daemon.api_services import DaemonServices
 from daemon.apiserver import ApiServer, is_loopback, url_host
 from daemon.boot import track_boot
 from daemon.bringup import BringUp
+from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
@@ -155,6 +156,9 @@ class Daemon:
             apply_caps=settings.rig.apply_power_caps,
             judge=self._judge_now,
         )
+        self.canaries: CanaryService | None = None
+        if self.engine is not None:
+            self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
         self.services = DaemonServices(
             self.store,
             self.monitor,
@@ -166,6 +170,7 @@ class Daemon:
             loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
             recovery=self.recovery,
+            canaries=self.canaries,
             rig=self.settings.rig,
         )
         self.poller = RigPoller(
@@ -287,7 +292,11 @@ class Daemon:
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
         self.alerts.start()
-        self.api.start(create_app(self.services, metrics=self.metrics, alerts=self.alerts))
+        self.api.start(
+            create_app(
+                self.services, metrics=self.metrics, alerts=self.alerts, canary=self.canaries
+            )
+        )
         rebooted = track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
@@ -330,6 +339,8 @@ class Daemon:
         # A stop asked for during start-up must not leave a cold-starting engine behind.
         if not adopted and not self._stop.is_set():
             self._autostart(rebooted)
+        if self.canaries is not None:
+            self.canaries.start()
         self.api.wait_ready(self._stop, READY_TIMEOUT_S)
         self.notifier.ready(self.summary())
         log.info(
@@ -430,6 +441,8 @@ class Daemon:
         log.info("shutting down")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        if self.canaries is not None:
+            self.canaries.stop()
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
         self.recovery.close()

@@ -20,8 +20,10 @@ from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
+from hwcheck.model import EventKind
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
+from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
 from web.errors import error_responses, install_error_handlers
 from web.history import history_router
@@ -45,6 +47,7 @@ from web.models import (
     StatusDocument,
     XidInjectedDocument,
 )
+from web.params import BeforeId, CardFilter, RowId
 from web.services import EventQuery, SimulationControl, WebServices
 from web.streams import StreamGate, install_status_stream
 
@@ -75,12 +78,13 @@ def create_app(
     *,
     metrics: MetricsSource | None = None,
     alerts: AlertControl | None = None,
+    canary: CanaryControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
     ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
     may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
-    stand-ins without it.
+    stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -145,19 +149,17 @@ def create_app(
         "/api/v1/events",
         response_model=list[EventDocument],
         response_model_exclude_unset=True,
-        responses=error_responses(400),
+        responses=error_responses(400, 404),
     )
     def events(
         request: Request,
         response: Response,
         since: Annotated[datetime | None, Query(description="from this time (included)")] = None,
         until: Annotated[datetime | None, Query(description="up to this time (included)")] = None,
-        kind: Annotated[str | None, Query(description="xid, check, serving, ...")] = None,
-        card: Annotated[int | None, Query(ge=0)] = None,
+        kind: EventKind | None = None,
+        card: CardFilter = None,
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
-        before_id: Annotated[
-            int | None, Query(ge=1, description="next page: events listed after this id")
-        ] = None,
+        before_id: BeforeId = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
     ) -> Sequence[EventDocument]:
         """Events, newest first; a full page links the next one (``Link: rel="next"``).
@@ -165,7 +167,9 @@ def create_app(
         Times without an offset are UTC. Pages are keyset pages: new events arriving while
         a client pages back never shift or repeat what it sees.
         """
-        query = EventQuery(since, until, kind, card, acked, before_id, limit)
+        query = EventQuery(
+            since, until, None if kind is None else kind.value, card, acked, before_id, limit
+        )
         page = services.list_events(query)
         if len(page) == limit:
             following = request.url.include_query_params(before_id=page[-1].id)
@@ -179,7 +183,7 @@ def create_app(
         response_model_exclude_unset=True,
         responses=error_responses(404),
     )
-    def ack(event_id: int) -> dict[str, Any]:
+    def ack(event_id: RowId) -> dict[str, Any]:
         """Acknowledge one event."""
         return services.ack_event(event_id, "api")
 
@@ -240,6 +244,7 @@ def create_app(
         """Clear the reboot-required latch (the recorded operator override)."""
         return services.recovery_clear(body.reason)
 
+    app.include_router(canary_router(canary, require_token))
     if alerts is not None:
         app.include_router(alerts_router(alerts, require_token))
 

@@ -209,6 +209,31 @@ class DaemonInfoDocument(Document):
     )
 
 
+class CanaryResultDocument(Document):
+    """One canary's result: ``{name, result, figure, advice, ts}`` and extras."""
+
+    name: str = Field(description="copy_fidelity, tool_calls, reasoning_field or throughput")
+    result: Literal["pass", "warn", "fail", "skipped"]
+    figure: Number | None = Field(description="the measure, in unit (ratio, calls, chars, tok/s)")
+    advice: str | None = Field(description="one line: what to do; empty or null when nothing")
+    ts: IsoTime
+    unit: str | None = None
+    message: str | None = None
+    duration_s: Number | None = None
+    details: dict[str, object] | None = None
+    last_skipped_ts: IsoTime | None = None
+    last_skipped_reason: str | None = None
+
+
+class LogSignatureDocument(Document):
+    """How often one non-fatal engine log signature was seen."""
+
+    name: str
+    this_hour: int
+    last_24h: int
+    last_seen_hour: IsoTime | None
+
+
 class StatusDocument(Document):
     """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
 
@@ -219,6 +244,8 @@ class StatusDocument(Document):
     recovery: RecoveryDocument
     rig: RigInfoDocument | None = None
     daemon: DaemonInfoDocument | None = None
+    canaries: list[CanaryResultDocument] | None = None
+    log_signatures: list[LogSignatureDocument] | None = None
 
 
 class EventDocument(Document):
@@ -345,3 +372,18 @@ class SimRebootDocument(Document):
     """``POST /api/v1/sim/reboot``: the new boot id."""
 
     boot_id: str
+
+
+class CanaryOverviewDocument(Document):
+    """``GET /api/v1/canary``: last results, signature counts, recent history."""
+
+    canaries: list[CanaryResultDocument]
+    log_signatures: list[LogSignatureDocument]
+    history: list[CanaryResultDocument]
+
+
+class CanaryRunDocument(Document):
+    """``POST /api/v1/canary/run``: this round's results and fleetctl's exit code."""
+
+    canaries: list[CanaryResultDocument]
+    exit_code: int = Field(description="0 all pass, 1 a warning or skipped, 2 a failure")

@@ -14,6 +14,7 @@ import typer
 
 from daemon.cli import (
     cmd_alerts,
+    cmd_canary,
     cmd_check,
     cmd_daemon,
     cmd_fleet,
@@ -50,6 +51,10 @@ caps_app = typer.Typer(no_args_is_help=True, help="Power caps.", rich_markup_mod
 app.add_typer(caps_app, name="caps")
 recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(recipe_app, name="recipe")
+canary_app = typer.Typer(
+    no_args_is_help=True, help="Engine canaries (output checks).", rich_markup_mode=HELP_MARKUP
+)
+app.add_typer(canary_app, name="canary")
 app.add_typer(cmd_fleet.fleet_app, name="fleet")
 alerts_app = typer.Typer(
     help="Recent alerts and their delivery; `alerts test` sends a test alert.",
@@ -334,6 +339,28 @@ def recipe_show(
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))
+
+
+@canary_app.command("run")
+def canary_run(
+    ctx: typer.Context,
+    force: Annotated[
+        bool, typer.Option("--force", help="Run even while the engine is busy.")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Run the engine canaries now (exit 0 all pass, 1 a warning or skipped, 2 a failure)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force))
+
+
+@canary_app.command("status")
+def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The canaries' last results and log-signature counts (exit codes as canary run)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
 
 
 @alerts_app.callback(invoke_without_command=True)

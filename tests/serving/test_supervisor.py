@@ -166,7 +166,11 @@ def wait_ready(rig: Rig, pid: int | None = None) -> int:
         status = rig.supervisor.status()
         return status.state is ServingState.READY and status.pid is not None and status.pid != pid
 
-    wait_until(ready, DEADLINE_S, f"ready (events: {[e.message for e in rig.events.events][-6:]})")
+    try:
+        wait_until(ready, DEADLINE_S, "ready")
+    except AssertionError as exc:  # the events at the deadline, not at the start of the wait
+        events = [e.message for e in rig.events.events][-8:]
+        raise AssertionError(f"{exc} (events: {events})") from None
     ready_pid = rig.supervisor.status().pid
     assert ready_pid is not None
     return ready_pid
