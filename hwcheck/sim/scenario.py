@@ -271,7 +271,7 @@ def _build(document: dict[str, object], label: str, name: str) -> Scenario:
         description=description,
         cards=cards,
         timeline=timeline,
-        host=_build_host(_table("host", document.get("host", {}))),
+        host=_build_host(_table("host", document.get("host", {})), count),
         engine=types.MappingProxyType(_table("engine", document.get("engine", {}))),
     )
 
@@ -395,7 +395,7 @@ def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep
     return BrakeStep(at_s=at_s, on=expect_bool(f"{path}.on", table["on"]), card=brake_card)
 
 
-def _build_host(table: dict[str, object]) -> HostScenario:
+def _build_host(table: dict[str, object], count: int) -> HostScenario:
     _reject_unknown(
         "host",
         table,
@@ -462,20 +462,21 @@ def _build_host(table: dict[str, object]) -> HostScenario:
         nvml_back_after_s=_optional_seconds(
             "host.nvml_back_after_s", table.get("nvml_back_after_s")
         ),
-        cuda_probe=_cuda_probe(_table("host.cuda_probe", table.get("cuda_probe", {}))),
+        cuda_probe=_cuda_probe(_table("host.cuda_probe", table.get("cuda_probe", {})), count),
     )
 
 
 PROBE_OUTCOMES = ("ok", "failed", "timed_out", "unavailable")
 
 
-def _cuda_probe(table: dict[str, object]) -> tuple[tuple[int, str], ...]:
+def _cuda_probe(table: dict[str, object], count: int) -> tuple[tuple[int, str], ...]:
     """``{"1" = "failed"}``: card index (a TOML key) to the probe's outcome."""
     answers: list[tuple[int, str]] = []
     for key, value in table.items():
         path = f"host.cuda_probe.{key}"
         if not key.isdigit():
             raise FieldError(path, 'the key must be a card index, e.g. 1 = "failed"')
+        _card_index(path, int(key), count)
         outcome = expect_str(path, value)
         if outcome not in PROBE_OUTCOMES:
             raise FieldError(path, f"one of {', '.join(PROBE_OUTCOMES)}, got {outcome!r}")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hwcheck.backend import CardLostError, PowerLimitError
+from hwcheck.cuda_results import ProbeOutcome
 from hwcheck.kernellog.parser import parse_gpu_uuid_line, parse_xid
 from hwcheck.model import XidEvent
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE, SimulatedRig, SimulationError
@@ -471,3 +472,20 @@ def test_an_existing_state_dir_keeps_its_mode(tmp_path: Path) -> None:
     shared.chmod(0o750)
     SimulatedRig(load_scenario("healthy"), shared)
     assert stat.S_IMODE(shared.stat().st_mode) == 0o750
+
+
+def test_a_wedged_card_fails_the_cuda_probe_until_a_reboot(tmp_path: Path) -> None:
+    """cuda-wedge: NVML sees card 1 healthy, the CUDA probe does not; a reboot clears it."""
+    rig = SimulatedRig(load_scenario("cuda-wedge"), tmp_path)
+    prober = rig.host_sources().cuda_prober
+    assert prober is not None
+    before = prober.probe([0, 1, 2])
+    assert [(p.card, p.outcome) for p in before] == [
+        (0, ProbeOutcome.OK),
+        (1, ProbeOutcome.FAILED),
+        (2, ProbeOutcome.OK),
+    ]
+    assert before[1].error == "CUDA_ERROR_DEVICE_UNAVAILABLE"
+    assert not rig.host_sources().gpu.snapshot().cards[1].lost
+    rig.reboot()
+    assert {p.outcome for p in prober.probe([0, 1, 2])} == {ProbeOutcome.OK}

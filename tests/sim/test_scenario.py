@@ -279,6 +279,21 @@ BAD_FILES = [
     ),
     pytest.param("card_count = 1\nrig = 3\n", "rig: expected a table, got 3", id="rig-not-a-table"),
     pytest.param("[rig\n", "not valid TOML", id="toml-syntax"),
+    pytest.param(
+        'card_count = 2\n[host]\ncuda_probe = { 1 = "wedged" }\n',
+        "host.cuda_probe.1: one of ok, failed, timed_out, unavailable, got 'wedged'",
+        id="cuda-probe-outcome",
+    ),
+    pytest.param(
+        'card_count = 2\n[host]\ncuda_probe = { first = "failed" }\n',
+        "host.cuda_probe.first: the key must be a card index",
+        id="cuda-probe-key",
+    ),
+    pytest.param(
+        'card_count = 2\n[host]\ncuda_probe = { 5 = "failed" }\n',
+        "host.cuda_probe.5: card 5 does not exist (the scenario has 2 cards: 0 to 1)",
+        id="cuda-probe-card",
+    ),
 ]
 
 
