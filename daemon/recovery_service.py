@@ -25,7 +25,7 @@ from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS, EngineDriver, StoreAudit, StoreLatch
 from daemon.store import Store
 from hwcheck.cuda_results import CardProbe, CudaProber, ProbeOutcome
-from hwcheck.model import ClassifiedXid, RigSnapshot, Severity
+from hwcheck.model import ClassifiedXid, GpuSnapshot, RigSnapshot, Severity
 from recovery.decisions import Decision, NoAction, Refuse, Start, StopAndLatch
 from recovery.executors import Executors, RebootRunner, describe
 from recovery.facts import (
@@ -76,7 +76,7 @@ class RecoverableEngine(Protocol):
         ...
 
 
-def card_fault_of(card: Any) -> CardFault | None:
+def card_fault_of(card: GpuSnapshot) -> CardFault | None:
     """What NVML says is wrong with one card of a snapshot, or None when nothing is."""
     lost = bool(card.lost)
     reason = (card.lost_reason or "").lower()
