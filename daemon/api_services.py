@@ -60,6 +60,25 @@ class EngineControl(Protocol):
         ...
 
 
+class RecoveryControl(Protocol):
+    """The recovery service (``daemon.recovery_service``) as the API sees it."""
+
+    dry_run: bool
+    last_bring_up: dict[str, Any] | None
+
+    def last_decisions(self) -> list[dict[str, Any]]:
+        """The newest recovery decisions and actions."""
+        ...
+
+    def reboot(self, confirm: bool, actor: str) -> dict[str, Any]:
+        """Explain, or stop cleanly then reboot."""
+        ...
+
+    def clear(self, reason: str, actor: str) -> dict[str, Any]:
+        """The operator override of the latch."""
+        ...
+
+
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
 ADVICE_REBOOT = (
@@ -102,6 +121,7 @@ class DaemonServices:
         loopback_only: bool,
         sim: SimulationControl | None,
         canaries: CanaryControl | None = None,
+        recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
     ) -> None:
         self._store = store
@@ -114,6 +134,7 @@ class DaemonServices:
         self.loopback_only = loopback_only
         self._sim = sim
         self.canaries = canaries
+        self._recovery = recovery
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
 
@@ -161,16 +182,40 @@ class DaemonServices:
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> dict[str, Any]:
-        """CONTRACT's ``recovery`` block."""
+        """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
         latch = self._store.get_latch()
         if latch is None:
-            return {"reboot_required": False, "reason": None, "since": None, "advice": None}
-        return {
-            "reboot_required": True,
-            "reason": latch.reason,
-            "since": iso(latch.since),
-            "advice": latch.advice or ADVICE_REBOOT,
-        }
+            doc: dict[str, Any] = {
+                "reboot_required": False,
+                "reason": None,
+                "since": None,
+                "advice": None,
+            }
+        else:
+            doc = {
+                "reboot_required": True,
+                "reason": latch.reason,
+                "since": iso(latch.since),
+                "advice": latch.advice or ADVICE_REBOOT,
+            }
+        if self._recovery is not None:
+            doc["dry_run"] = self._recovery.dry_run
+            doc["decisions"] = self._recovery.last_decisions()
+            doc["bring_up"] = self._recovery.last_bring_up
+        return doc
+
+    def _require_recovery(self) -> RecoveryControl:
+        if self._recovery is None:
+            raise Unavailable("recovery is not running in this daemon", "no_recovery")
+        return self._recovery
+
+    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+        """``POST /api/v1/recovery/reboot``."""
+        return self._require_recovery().reboot(confirm, actor="api")
+
+    def recovery_clear(self, reason: str) -> dict[str, Any]:
+        """``POST /api/v1/recovery/clear``."""
+        return self._require_recovery().clear(reason, actor="api")
 
     def status_document(self) -> dict[str, Any]:
         """The whole status document (CONTRACT: ``fleetctl status --json``)."""

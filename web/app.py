@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
-from web.errors import error_responses, install_error_handlers
+from web.errors import error_responses, http_error_response, install_error_handlers
 from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.logs import install_log_routes
@@ -35,8 +35,12 @@ from web.models import (
     AckDocument,
     CapsDocument,
     CardChangedDocument,
+    ClearLatchDocument,
+    ClearLatchRequest,
     EventDocument,
     HealthDocument,
+    RebootDocument,
+    RebootRequest,
     RecipeDocument,
     ServingActionDocument,
     SimRebootDocument,
@@ -55,13 +59,6 @@ class XidInjection(BaseModel):
     card: Annotated[int, Field(ge=0)]
     xid: Annotated[int, Field(ge=1, le=100000)]
     message: str | None = None
-
-
-class RebootRequest(BaseModel):
-    """``POST /api/v1/recovery/reboot`` body."""
-
-    model_config = ConfigDict(extra="forbid")
-    confirm: bool = False
 
 
 DOCS_ASSETS_URL = "/docs-assets"
@@ -121,7 +118,7 @@ def create_app(
             try:
                 check_token(request)
             except HTTPException as exc:
-                return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+                return http_error_response(exc)
         return await call_next(request)
 
     # Added last, so outermost: a body over the cap is refused before anything reads it.
@@ -221,6 +218,31 @@ def create_app(
     def serving_recipe() -> RecipeDocument:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    @app.post(
+        "/api/v1/recovery/reboot",
+        dependencies=[Depends(require_token)],
+        response_model=RebootDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(409),
+    )
+    def recovery_reboot(body: RebootRequest) -> dict[str, Any]:
+        """Explain the reboot; with ``confirm``, stop the engine cleanly, then reboot.
+
+        409 when the engine would not stop (then nothing is rebooted).
+        """
+        return services.recovery_reboot(body.confirm)
+
+    @app.post(
+        "/api/v1/recovery/clear",
+        dependencies=[Depends(require_token)],
+        response_model=ClearLatchDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(400),
+    )
+    def recovery_clear(body: ClearLatchRequest) -> dict[str, Any]:
+        """Clear the reboot-required latch (the recorded operator override)."""
+        return services.recovery_clear(body.reason)
 
     app.include_router(canary_router(canary, require_token))
     if alerts is not None:

@@ -246,7 +246,7 @@ def test_an_operator_stop_survives_a_fleetd_restart(tmp_path: Path, daemons: lis
     second = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
     daemons.append(second)
     assert serving(second)["state"] == "stopped"
-    assert "not autostarting the engine: a person stopped it" in second.log()
+    assert "not autostarting the engine: not started: a person stopped the engine" in second.log()
     assert fleetctl(second, "start").returncode == 0
     assert serving(second)["state"] == "ready"
 
