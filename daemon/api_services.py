@@ -23,6 +23,7 @@ from hwcheck.checks import pcie_link
 from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
+from web.canary import CanaryControl
 from web.models import EventDocument, RecipeDocument
 from web.services import EventQuery, SimulationControl
 
@@ -56,6 +57,25 @@ class EngineControl(Protocol):
 
     def close(self, stop_engine: bool) -> None:
         """Stop supervising; stop the engine only when asked."""
+        ...
+
+
+class RecoveryControl(Protocol):
+    """The recovery service (``daemon.recovery_service``) as the API sees it."""
+
+    dry_run: bool
+    last_bring_up: dict[str, Any] | None
+
+    def last_decisions(self) -> list[dict[str, Any]]:
+        """The newest recovery decisions and actions."""
+        ...
+
+    def reboot(self, confirm: bool, actor: str) -> dict[str, Any]:
+        """Explain, or stop cleanly then reboot."""
+        ...
+
+    def clear(self, reason: str, actor: str) -> dict[str, Any]:
+        """The operator override of the latch."""
         ...
 
 
@@ -100,6 +120,8 @@ class DaemonServices:
         token: str,
         loopback_only: bool,
         sim: SimulationControl | None,
+        canaries: CanaryControl | None = None,
+        recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
     ) -> None:
         self._store = store
@@ -111,6 +133,8 @@ class DaemonServices:
         self.token = token
         self.loopback_only = loopback_only
         self._sim = sim
+        self.canaries = canaries
+        self._recovery = recovery
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
 
@@ -158,16 +182,40 @@ class DaemonServices:
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> dict[str, Any]:
-        """CONTRACT's ``recovery`` block."""
+        """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
         latch = self._store.get_latch()
         if latch is None:
-            return {"reboot_required": False, "reason": None, "since": None, "advice": None}
-        return {
-            "reboot_required": True,
-            "reason": latch.reason,
-            "since": iso(latch.since),
-            "advice": latch.advice or ADVICE_REBOOT,
-        }
+            doc: dict[str, Any] = {
+                "reboot_required": False,
+                "reason": None,
+                "since": None,
+                "advice": None,
+            }
+        else:
+            doc = {
+                "reboot_required": True,
+                "reason": latch.reason,
+                "since": iso(latch.since),
+                "advice": latch.advice or ADVICE_REBOOT,
+            }
+        if self._recovery is not None:
+            doc["dry_run"] = self._recovery.dry_run
+            doc["decisions"] = self._recovery.last_decisions()
+            doc["bring_up"] = self._recovery.last_bring_up
+        return doc
+
+    def _require_recovery(self) -> RecoveryControl:
+        if self._recovery is None:
+            raise Unavailable("recovery is not running in this daemon", "no_recovery")
+        return self._recovery
+
+    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+        """``POST /api/v1/recovery/reboot``."""
+        return self._require_recovery().reboot(confirm, actor="api")
+
+    def recovery_clear(self, reason: str) -> dict[str, Any]:
+        """``POST /api/v1/recovery/clear``."""
+        return self._require_recovery().clear(reason, actor="api")
 
     def status_document(self) -> dict[str, Any]:
         """The whole status document (CONTRACT: ``fleetctl status --json``)."""
@@ -198,6 +246,9 @@ class DaemonServices:
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery
+        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        if self.canaries is not None:
+            doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {
             "simulated": self._sim is not None,
             "boot_id": view.boot_id,
@@ -232,7 +283,7 @@ class DaemonServices:
         if kind is not None and kind not in set(EventKind):
             raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if query.before_id is not None and self._store.get_event(query.before_id) is None:
-            raise InvalidInput(f"before_id {query.before_id}: no such event")
+            raise NotFound(f"before_id {query.before_id}: no such event")
         rows = self._store.list_events(
             since=_utc(query.since),
             until=_utc(query.until),

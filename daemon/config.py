@@ -25,6 +25,7 @@ from pydantic import (
 
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
+from serving.canary.settings import CanarySettings
 from serving.settings import RecoverySettings, ServingSettings
 
 DEFAULT_CONFIG_PATH = Path("/etc/cmpfleet/fleet.toml")
@@ -164,6 +165,7 @@ class Settings(_Section):
     web: WebSettings = Field(default_factory=WebSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    canary: CanarySettings = Field(default_factory=CanarySettings)
     xid: dict[str, XidOverride] = Field(default_factory=dict)
 
     @field_validator("xid")
@@ -224,7 +226,7 @@ def _env_value(raw: str) -> Any:
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``CMPFLEET_POLL_INTERVAL_S=1`` -> ``{"poll": {"interval_s": 1}}``."""
-    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts")
+    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary")
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX):

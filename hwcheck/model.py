@@ -249,6 +249,7 @@ class EventKind(enum.StrEnum):
     REBOOT = "reboot"
     OPERATOR = "operator"
     LAUNCH = "launch"
+    CANARY = "canary"
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,13 +119,68 @@ class ServingDocument(Document):
     last_refusal: list[RefusalDocument] | None = None
 
 
+class RecoveryDecisionDocument(Document):
+    """One recovery decision or action from the audit trail (newest first)."""
+
+    ts: IsoTime
+    actor: str = Field(description="recovery, fleetd, or the person (api, cli)")
+    action: str = Field(
+        description="stop_and_latch, restart_after, hold, start, refuse, advise_inspection, "
+        "probe, reboot, clear_latch or bring_up"
+    )
+    reason: str | None
+    outcome: str
+    dry_run: bool
+
+
+class BringUpDocument(Document):
+    """What the last post-reboot bring-up did (caps, checks, probe, engine)."""
+
+    ts: IsoTime
+    boot_id: str
+    engine_started: bool
+    summary: str = Field(description="each step, and exactly why the engine did not start")
+
+
 class RecoveryDocument(Document):
-    """The ``recovery`` block: the reboot-required latch."""
+    """The ``recovery`` block: the reboot-required latch, plus the last decisions."""
 
     reboot_required: bool
     reason: str | None
     since: IsoTime | None
-    advice: str | None
+    advice: str | None = Field(description="the exact next step for a person")
+    dry_run: bool | None = None
+    decisions: list[RecoveryDecisionDocument] | None = None
+    bring_up: BringUpDocument | None = None
+
+
+class RebootRequest(BaseModel):
+    """``POST /api/v1/recovery/reboot`` body: without ``confirm`` it only explains."""
+
+    model_config = ConfigDict(extra="forbid")
+    confirm: bool = False
+
+
+class ClearLatchRequest(BaseModel):
+    """``POST /api/v1/recovery/clear`` body: why a person clears the latch (recorded)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+class RebootDocument(Document):
+    """``POST /api/v1/recovery/reboot``: what would happen, or what was done."""
+
+    confirmed: bool
+    done: bool
+    message: str
+
+
+class ClearLatchDocument(Document):
+    """``POST /api/v1/recovery/clear``: whether a latch was cleared."""
+
+    cleared: bool
+    message: str
 
 
 class RigInfoDocument(Document):
@@ -154,6 +209,31 @@ class DaemonInfoDocument(Document):
     )
 
 
+class CanaryResultDocument(Document):
+    """One canary's result: ``{name, result, figure, advice, ts}`` and extras."""
+
+    name: str = Field(description="copy_fidelity, tool_calls, reasoning_field or throughput")
+    result: Literal["pass", "warn", "fail", "skipped"]
+    figure: Number | None = Field(description="the measure, in unit (ratio, calls, chars, tok/s)")
+    advice: str | None = Field(description="one line: what to do; empty or null when nothing")
+    ts: IsoTime
+    unit: str | None = None
+    message: str | None = None
+    duration_s: Number | None = None
+    details: dict[str, object] | None = None
+    last_skipped_ts: IsoTime | None = None
+    last_skipped_reason: str | None = None
+
+
+class LogSignatureDocument(Document):
+    """How often one non-fatal engine log signature was seen."""
+
+    name: str
+    this_hour: int
+    last_24h: int
+    last_seen_hour: IsoTime | None
+
+
 class StatusDocument(Document):
     """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
 
@@ -164,6 +244,8 @@ class StatusDocument(Document):
     recovery: RecoveryDocument
     rig: RigInfoDocument | None = None
     daemon: DaemonInfoDocument | None = None
+    canaries: list[CanaryResultDocument] | None = None
+    log_signatures: list[LogSignatureDocument] | None = None
 
 
 class EventDocument(Document):
@@ -290,3 +372,18 @@ class SimRebootDocument(Document):
     """``POST /api/v1/sim/reboot``: the new boot id."""
 
     boot_id: str
+
+
+class CanaryOverviewDocument(Document):
+    """``GET /api/v1/canary``: last results, signature counts, recent history."""
+
+    canaries: list[CanaryResultDocument]
+    log_signatures: list[LogSignatureDocument]
+    history: list[CanaryResultDocument]
+
+
+class CanaryRunDocument(Document):
+    """``POST /api/v1/canary/run``: this round's results and fleetctl's exit code."""
+
+    canaries: list[CanaryResultDocument]
+    exit_code: int = Field(description="0 all pass, 1 a warning or skipped, 2 a failure")

@@ -14,11 +14,14 @@ import typer
 
 from daemon.cli import (
     cmd_alerts,
+    cmd_canary,
     cmd_check,
     cmd_daemon,
     cmd_fleet,
     cmd_init,
+    cmd_recovery,
     cmd_serving,
+    cmd_top,
     cmd_xid,
 )
 from daemon.cli.client import ClientError, FleetClient, find_token
@@ -48,6 +51,10 @@ caps_app = typer.Typer(no_args_is_help=True, help="Power caps.", rich_markup_mod
 app.add_typer(caps_app, name="caps")
 recipe_app = typer.Typer(no_args_is_help=True, help="Launch recipes.", rich_markup_mode=HELP_MARKUP)
 app.add_typer(recipe_app, name="recipe")
+canary_app = typer.Typer(
+    no_args_is_help=True, help="Engine canaries (output checks).", rich_markup_mode=HELP_MARKUP
+)
+app.add_typer(canary_app, name="canary")
 app.add_typer(cmd_fleet.fleet_app, name="fleet")
 alerts_app = typer.Typer(
     help="Recent alerts and their delivery; `alerts test` sends a test alert.",
@@ -151,6 +158,19 @@ def status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3)))
 
 
+@app.command("top")
+def top(
+    ctx: typer.Context,
+    interval_s: Annotated[
+        float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
+    ] = 1.0,
+) -> None:
+    """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(False)
+    raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s))
+
+
 @app.command("events")
 def events(
     ctx: typer.Context,
@@ -248,6 +268,32 @@ def restart(
     _engine_action(ctx, "restart", no_wait, timeout_s, json_mode)
 
 
+@app.command("reboot")
+def reboot(
+    ctx: typer.Context,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Do it (without: only explain what would happen).")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the engine cleanly, then reboot the host (the configured reboot_command)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm))
+
+
+@app.command("clear-reboot-latch")
+def clear_reboot_latch(
+    ctx: typer.Context,
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit trail).")],
+    json_mode: JsonFlag = False,
+) -> None:
+    """Clear the reboot-required latch by hand (a recorded operator override)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_recovery.clear_latch(out, opts.client(out), reason))
+
+
 @app.command("logs")
 def logs(
     ctx: typer.Context,
@@ -293,6 +339,28 @@ def recipe_show(
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))
+
+
+@canary_app.command("run")
+def canary_run(
+    ctx: typer.Context,
+    force: Annotated[
+        bool, typer.Option("--force", help="Run even while the engine is busy.")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Run the engine canaries now (exit 0 all pass, 1 a warning or skipped, 2 a failure)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force))
+
+
+@canary_app.command("status")
+def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The canaries' last results and log-signature counts (exit codes as canary run)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
 
 
 @alerts_app.callback(invoke_without_command=True)

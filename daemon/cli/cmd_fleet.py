@@ -111,6 +111,7 @@ def _summary_json(summary: RigSummary) -> dict[str, Any]:
         "reboot_required": summary.reboot_required,
         "reboot_reason": summary.reboot_reason,
         "error": summary.error,
+        "detail": summary.detail,
     }
 
 
@@ -135,7 +136,6 @@ def summary_row(summary: RigSummary) -> list[str | Text]:
     cards = f"{summary.cards_ok}/{summary.cards_total}"
     rate = "n/a" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f}"
     reboot = "YES" if summary.reboot_required else "no"
-    detail = summary.reboot_reason or "" if summary.reboot_required else ""
     return [
         summary.rig,
         severity_cell(summary.overall),
@@ -143,5 +143,5 @@ def summary_row(summary: RigSummary) -> list[str | Text]:
         summary.engine_state or "n/a",
         rate,
         Text(reboot, style="bold red" if summary.reboot_required else ""),
-        detail,
+        summary.detail,
     ]

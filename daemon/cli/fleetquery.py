@@ -52,6 +52,7 @@ class RigSummary:
     reboot_required: bool | None
     reboot_reason: str | None
     error: str | None
+    detail: str
 
     @classmethod
     def of(cls, reading: RigReading) -> RigSummary:
@@ -69,6 +70,7 @@ class RigSummary:
                 reboot_required=None,
                 reboot_reason=None,
                 error=reading.error,
+                detail=reading.error or "",
             )
         cards = doc.get("cards") or []
         serving = doc.get("serving") or {}
@@ -86,7 +88,23 @@ class RigSummary:
             reboot_required=bool(recovery.get("reboot_required")),
             reboot_reason=recovery.get("reason"),
             error=None,
+            detail=_detail(doc),
         )
+
+
+def _detail(doc: dict[str, Any]) -> str:
+    """Why a rig is not OK, in a few words: the latch, a stale picture, else the worst check."""
+    recovery = doc.get("recovery") or {}
+    if recovery.get("reboot_required"):
+        return f"reboot required: {recovery.get('reason') or 'no reason given'}"
+    stale = (doc.get("rig") or {}).get("stale_reason")
+    if stale:
+        return f"stale: {stale}"
+    for severity in ("critical", "warning"):
+        for check in doc.get("checks") or []:
+            if check.get("severity") == severity:
+                return f"{check.get('id')}: {check.get('message')}"
+    return ""
 
 
 def worst(overalls: list[str]) -> str:

@@ -1,5 +1,8 @@
 """What ``fleetctl fleet top`` draws: one line per rig, or one per card with ``--cards``.
 
+The card cells are ``fleetctl top``'s (``topview.card_cells``), led by the rig's name, so a
+card reads the same in both views and ``grep rig2`` finds every card of that rig.
+
 A frame is built from one concurrent poll of the fleet (``fleetquery``), so a rig that is
 down or restarting is a line saying so and the view carries on; it comes back on its own
 at the next refresh.
@@ -17,7 +20,8 @@ from rich.text import Text
 from daemon.cli.fleetfile import Rig
 from daemon.cli.fleetquery import RigReading, RigSummary, poll_fleet, worst
 from daemon.cli.output import SEVERITY_STYLE, severity_cell
-from daemon.cli.render import CARD_COLUMNS, card_row, fmt
+from daemon.cli.render import fmt
+from daemon.cli.topview import CARD_COLUMNS, card_cells, unlock_verdicts
 
 RIG_COLUMNS = (
     "rig", "overall", "cards", "engine", "tokens/s", "power", "max temp", "brake", "xid",
@@ -76,19 +80,8 @@ def _rig_cells(reading: RigReading, summary: RigSummary) -> list[str | Text]:
         Text(f"{braking} ACTIVE", style="bold red") if braking else "off",
         str(sum(int(c.get("xid_since_boot") or 0) for c in cards)),
         Text("YES", style="bold red") if summary.reboot_required else "no",
-        _detail(reading.status, summary),
+        summary.detail,
     ]
-
-
-def _detail(doc: dict[str, Any], summary: RigSummary) -> str:
-    """Why the rig is not OK, in a few words: the latch's reason, else the worst check."""
-    if summary.reboot_required and summary.reboot_reason:
-        return summary.reboot_reason
-    for severity in ("critical", "warning"):
-        for check in doc.get("checks") or []:
-            if check.get("severity") == severity:
-                return str(check.get("message", ""))
-    return ""
 
 
 def _card_table(readings: list[RigReading], summaries: list[RigSummary]) -> Table:
@@ -103,6 +96,7 @@ def _card_table(readings: list[RigReading], summaries: list[RigSummary]) -> Tabl
                 summary.rig, *blanks, Text(f"unknown: {why}", style=SEVERITY_STYLE["unknown"])
             )
             continue
+        verdicts = unlock_verdicts((reading.status or {}).get("checks") or [])
         for card in cards:
-            table.add_row(summary.rig, *card_row(card))
+            table.add_row(summary.rig, *card_cells(card, verdicts.get(int(card["index"]))))
     return table

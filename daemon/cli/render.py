@@ -18,11 +18,8 @@ def fmt(value: object, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-CARD_COLUMNS = ("card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state")
-
-
-def card_row(card: dict[str, Any]) -> list[str | Text]:
-    """One card's cells (``CARD_COLUMNS``); a lost card shows dashes, not readings it lacks."""
+def _card_row(card: dict[str, Any]) -> list[str | Text]:
+    """One table row; a lost card shows dashes, not readings it cannot have."""
     if card["state"] == "lost":
         blanks = ["-"] * 5
         return [
@@ -63,8 +60,8 @@ def render_rig(out: Output, doc: dict[str, Any]) -> int:
     if cards:
         out.table(
             "Cards",
-            list(CARD_COLUMNS),
-            [card_row(card) for card in cards],
+            ["card", "pci", "name", "memory", "power", "brake", "temp", "pcie", "xid", "state"],
+            [_card_row(card) for card in cards],
         )
     else:
         out.line("cards: no readings")

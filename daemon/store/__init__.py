@@ -8,6 +8,7 @@ object, serialised by ``to_dict()``. Severities and event kinds are
 """
 
 from daemon.store.audit import AuditRow
+from daemon.store.canaries import CanaryRow
 from daemon.store.db import StoreError, StoreInputError, mask_url
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import ClearHow, Latch
@@ -33,6 +34,7 @@ __all__ = [
     "LATEST_VERSION",
     "MIGRATIONS",
     "AuditRow",
+    "CanaryRow",
     "CardMove",
     "CardRow",
     "Chart",

@@ -256,11 +256,40 @@ def _v4_alerts(conn: Connection) -> None:
     md.create_all(conn)
 
 
+def _v5_canaries(conn: Connection) -> None:
+    """Engine canary results per round and engine log-signature counts per hour."""
+    md = _metadata()
+    Table(
+        "canary_results",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("ts", UtcTimestamp, nullable=False),
+        Column("name", String(48), nullable=False),
+        Column("result", String(16), nullable=False),
+        Column("figure", Float),
+        Column("unit", String(16), nullable=False),
+        Column("message", Text, nullable=False),
+        Column("advice", Text, nullable=False),
+        Column("duration_s", Float, nullable=False),
+        Column("details", json_type()),
+        Index(None, "name", "ts"),
+    )
+    Table(
+        "log_signature_counts",
+        md,
+        Column("hour", UtcTimestamp, primary_key=True),
+        Column("signature", String(48), primary_key=True),
+        Column("count", Integer, nullable=False),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "1-minute rollups", _v2_rollups),
     Migration(3, "engine samples", _v3_engine_samples),
     Migration(4, "alerts and their delivery outbox", _v4_alerts),
+    Migration(5, "canary results and log signature counts", _v5_canaries),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -252,6 +252,34 @@ class AlertNotification(Base):
     gave_up_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
 
 
+class CanaryRun(Base):
+    """One canary's result in one round (the history behind ``fleetctl canary status``)."""
+
+    __tablename__ = "canary_results"
+    __table_args__ = (Index(None, "name", "ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[datetime] = mapped_column(UtcTimestamp)
+    name: Mapped[str] = mapped_column(String(48))
+    result: Mapped[str] = mapped_column(String(16))
+    figure: Mapped[float | None] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text)
+    advice: Mapped[str] = mapped_column(Text)
+    duration_s: Mapped[float] = mapped_column(Float)
+    details: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+
+
+class LogSignatureCount(Base):
+    """How often one engine log signature was seen in one hour."""
+
+    __tablename__ = "log_signature_counts"
+
+    hour: Mapped[datetime] = mapped_column(UtcTimestamp, primary_key=True)
+    signature: Mapped[str] = mapped_column(String(48), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+
+
 # -- rows ---------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from daemon.store.alerts import AlertQueries
 from daemon.store.audit import AuditQueries
+from daemon.store.canaries import CanaryQueries
 from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
 from daemon.store.events import EventQueries
 from daemon.store.keyvalue import KeyValueQueries
@@ -36,6 +37,7 @@ class Store(
     KeyValueQueries,
     AlertQueries,
     OutboxQueries,
+    CanaryQueries,
 ):
     """Events, samples, rollups, latch, launches, audit and alerts in one SQL database."""
 

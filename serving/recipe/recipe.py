@@ -43,6 +43,8 @@ _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?) ?([kmgtp])?i?b?$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
+# Expected figures, not launch settings: changing them must not look like a new launch.
+BASELINE_KEYS = ("expected_decode_tok_s", "expected_prefill_tok_s")
 
 # Friendlier words than pydantic's for TOML users ("array", not "tuple").
 _TYPE_WORDS = {
@@ -117,6 +119,10 @@ class Recipe(BaseModel):
     mounts: tuple[str, ...] = ()
     ipc_host: bool = False
     container_port: int = Field(default=8000, ge=1, le=65535)
+    # What this launch should do single-stream (the throughput canary's baseline); not
+    # launch flags, so not part of the recipe hash.
+    expected_decode_tok_s: float | None = Field(default=None, gt=0)
+    expected_prefill_tok_s: float | None = Field(default=None, gt=0)
     # Set by the parser, never from a table: not a key, not part of the recipe hash.
     _preset_overrides: tuple[FlagOverride, ...] = PrivateAttr(default=())
 
@@ -198,7 +204,8 @@ class Recipe(BaseModel):
 
     def canonical_json(self) -> str:
         """Sorted, compact JSON of every field: the input of the recipe hash."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        launch = self.model_dump(mode="json", exclude=set(BASELINE_KEYS))
+        return json.dumps(launch, sort_keys=True, separators=(",", ":"))
 
 
 RECIPE_KEYS: frozenset[str] = frozenset({*Recipe.model_fields, "preset"})

@@ -183,3 +183,7 @@ class SimEngine:
     def pace(self, tokens: int) -> None:
         """Wait as long as generating ``tokens`` takes (returns early when stopping)."""
         self.stopping.wait(tokens / self.options.tokens_per_s)
+
+    def prefill(self, prompt_tokens: int) -> None:
+        """Wait as long as reading a prompt of ``prompt_tokens`` takes (before the first token)."""
+        self.stopping.wait(prompt_tokens / self.options.prefill_tokens_per_s)

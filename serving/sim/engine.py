@@ -16,7 +16,11 @@ ready engine at the moment it chooses instead of racing a timer.
 Failure modes, each a flag: a CUDA crash with vLLM's trace after ready
 (``--sim-crash-after-s``), a failure while loading (``--sim-fail-start-after-s``), a hang
 (``--sim-hang-after-s``: connections are accepted but never answered), ignoring stop
-signals, mangling copied identifiers and leaking tool calls as raw DSML markup.
+signals, mangling copied identifiers, leaking tool calls as raw DSML markup, putting
+reasoning in ``reasoning`` only or in ``content``, and printing given log lines after ready
+(non-fatal signatures the canaries count). Prefill (``--sim-prefill-tokens-per-s``) and
+decode are paced, and ``ignore_eos`` generates to ``max_tokens``, so the throughput
+canary measures what the scenario sets (the power-brake scenario runs at a quarter rate).
 """
 
 from __future__ import annotations
@@ -76,6 +80,15 @@ def _loading(engine: SimEngine, started: float) -> bool:
             return False
 
 
+def _emit_log_lines(engine: SimEngine) -> None:
+    """Print the ``--sim-log-line`` lines at their times after ready (signature tests)."""
+    ready_at = time.monotonic()
+    for timed in sorted(engine.options.log_lines, key=lambda line: line.after_s):
+        if engine.stopping.wait(max(ready_at + timed.after_s - time.monotonic(), 0.0)):
+            return
+        engine.log.line(timed.text)
+
+
 def _crash(engine: SimEngine) -> int:
     """Print the crash's trace; the exit status of a crashed engine."""
     for line in crash_trace(engine.options.crash_kind):
@@ -125,6 +138,8 @@ def run(options: SimOptions) -> int:
         log.line("INFO:     Waiting for application startup.")
         engine.ready.set()
         log.line("INFO:     Application startup complete.")
+        if options.log_lines:
+            threading.Thread(target=_emit_log_lines, args=(engine,), daemon=True).start()
         ready_at = time.monotonic()
         crash_at = None if options.crash_after_s is None else ready_at + options.crash_after_s
         hang_at = None if options.hang_after_s is None else ready_at + options.hang_after_s

@@ -128,18 +128,21 @@ class EngineHandler(BaseHTTPRequestHandler):
         started = time.monotonic()
         reply = engine.reply_for(request)
         limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
-        tokens = split_tokens(reply.content or "", limit)
+        tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         content = "".join(tokens) if reply.content is not None else None
         generated = max(len(tokens), 1 if reply.tool_calls else 0)
+        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        engine.prefill(prompt_tokens)
         engine.pace(1)
         engine.ttft.observe(time.monotonic() - started)
         engine.pace(max(generated - 1, 0))
         engine.generation_tokens.inc(generated)
-        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
         engine.prompt_tokens.inc(prompt_tokens)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.reasoning is not None:
             message["reasoning"] = reply.reasoning
+        if reply.reasoning_content is not None:
+            message["reasoning_content"] = reply.reasoning_content
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
@@ -158,9 +161,10 @@ class EngineHandler(BaseHTTPRequestHandler):
         started = time.monotonic()
         reply = engine.reply_for(request)
         limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
-        tokens = split_tokens(reply.content or "", limit)
+        tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        engine.prompt_tokens.inc(sum(len(message_text(m).split()) for m in request["messages"]))
+        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        engine.prompt_tokens.inc(prompt_tokens)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -177,8 +181,17 @@ class EngineHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         send({"role": "assistant", "content": ""}, None)
-        if reply.reasoning is not None:
-            send({"reasoning": reply.reasoning}, None)
+        engine.prefill(prompt_tokens)
+        thought = {
+            key: value
+            for key, value in (
+                ("reasoning", reply.reasoning),
+                ("reasoning_content", reply.reasoning_content),
+            )
+            if value is not None
+        }
+        if thought:
+            send(thought, None)
         first = True
         for token in tokens:
             engine.pace(1)
@@ -196,5 +209,16 @@ class EngineHandler(BaseHTTPRequestHandler):
             send({"tool_calls": calls}, None)
         finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
         send({}, finish)
+        options = request.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            generated = len(tokens) + (1 if reply.tool_calls else 0)
+            chunk = self._base(engine, completion_id, "chat.completion.chunk")
+            chunk["choices"] = []
+            chunk["usage"] = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": generated,
+                "total_tokens": prompt_tokens + generated,
+            }
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()

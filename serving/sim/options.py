@@ -7,6 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CRASH_KINDS = ("cuda_fault", "engine_dead", "kv_oom", "driver_poisoned", "rpc_timeout")
+# Where the reasoning goes with thinking on: both fields (a patched build), only
+# ``reasoning_content``, only ``reasoning`` (the sm_80 forks), or leaked into ``content``.
+REASONING_FIELDS = ("both", "reasoning_content", "reasoning", "content")
+
+
+@dataclass(frozen=True)
+class TimedLogLine:
+    """A line the engine prints ``after_s`` seconds after it got ready."""
+
+    after_s: float
+    text: str
 
 
 @dataclass(frozen=True)
@@ -27,8 +38,11 @@ class SimOptions:
     ignore_sigint: bool
     ignore_signals: bool
     tokens_per_s: float
+    prefill_tokens_per_s: float
     corrupt_identifiers_pct: float
     leak_dsml: bool
+    reasoning_field: str
+    log_lines: tuple[TimedLogLine, ...]
     seed: int
     ignored: tuple[str, ...]
 
@@ -54,6 +68,17 @@ def _percent(text: str) -> float:
     return value
 
 
+def _timed_line(text: str) -> TimedLogLine:
+    after, sep, line = text.partition("=")
+    try:
+        after_s = float(after)
+    except ValueError:
+        after_s = -1.0
+    if not sep or after_s < 0:
+        raise argparse.ArgumentTypeError(f"expected AFTER_S=TEXT, got {text!r}")
+    return TimedLogLine(after_s, line)
+
+
 def parse_options(argv: Sequence[str]) -> SimOptions:
     """Parse ``serve MODEL ...``; unknown (vLLM) flags are kept in ``ignored``."""
     parser = argparse.ArgumentParser(
@@ -74,8 +99,11 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
     parser.add_argument("--sim-ignore-sigint", action="store_true")
     parser.add_argument("--sim-ignore-signals", action="store_true")
     parser.add_argument("--sim-tokens-per-s", type=_positive, default=50.0)
+    parser.add_argument("--sim-prefill-tokens-per-s", type=_positive, default=1600.0)
     parser.add_argument("--sim-corrupt-identifiers-pct", type=_percent, default=0.0)
     parser.add_argument("--sim-leak-dsml", action="store_true")
+    parser.add_argument("--sim-reasoning-field", choices=REASONING_FIELDS, default="both")
+    parser.add_argument("--sim-log-line", type=_timed_line, action="append", default=[])
     parser.add_argument("--sim-seed", type=int, default=0)
     args, unknown = parser.parse_known_args(list(argv))
     if not 0 < args.port < 65536:
@@ -98,8 +126,11 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
         ignore_sigint=args.sim_ignore_sigint,
         ignore_signals=args.sim_ignore_signals,
         tokens_per_s=args.sim_tokens_per_s,
+        prefill_tokens_per_s=args.sim_prefill_tokens_per_s,
         corrupt_identifiers_pct=args.sim_corrupt_identifiers_pct,
         leak_dsml=args.sim_leak_dsml,
+        reasoning_field=args.sim_reasoning_field,
+        log_lines=tuple(args.sim_log_line),
         seed=args.sim_seed,
         ignored=tuple(unknown),
     )

@@ -11,7 +11,9 @@ from typing import Any
 
 from serving.sim.options import SimOptions
 
-_IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+_WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
+_CODE_CHARS = re.compile(r"^[A-Za-z0-9_./-]+$")
+_PAD = ("and", "the", "story", "goes", "on")
 _DSML = "\uff5cDSML\uff5c"  # the fullwidth bars DeepSeek's tool-call markup uses
 
 
@@ -22,6 +24,7 @@ class Reply:
     content: str | None
     tool_calls: list[dict[str, Any]] | None
     reasoning: str | None
+    reasoning_content: str | None = None
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -39,13 +42,19 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 def code_identifiers(text: str) -> list[str]:
-    """Identifiers that look like code (snake_case, camelCase, with digits), in order."""
+    """Words that look like code, in order: snake_case, camelCase, with digits, paths, hex ids.
+
+    All-capital words (acronyms, ``BEGIN``) are prose; trailing sentence punctuation is not
+    part of the identifier.
+    """
     found: list[str] = []
-    for word in _IDENTIFIER.findall(text):
+    for raw in _WORD.findall(text):
+        word = raw.rstrip(".:!?")
+        if not _CODE_CHARS.match(word):
+            continue
+        camel = any(ch.isupper() for ch in word[1:]) and any(ch.islower() for ch in word)
         looks_like_code = (
-            "_" in word.strip("_")
-            or any(ch.isdigit() for ch in word)
-            or any(ch.isupper() for ch in word[1:])
+            "_" in word.strip("_") or "/" in word or any(ch.isdigit() for ch in word) or camel
         )
         if looks_like_code and len(word) >= 3 and word not in found:
             found.append(word)
@@ -65,7 +74,32 @@ def _tool_arguments(tool: dict[str, Any], fallback: str) -> dict[str, Any]:
     return {name: fallback for name in required if isinstance(name, str)}
 
 
+def _place_reasoning(reply: Reply, field: str) -> Reply:
+    """Put the reasoning where the simulated build puts it (``--sim-reasoning-field``)."""
+    thought = reply.reasoning
+    if thought is None:
+        return reply
+    if field == "reasoning":
+        return reply
+    if field == "reasoning_content":
+        return Reply(reply.content, reply.tool_calls, None, thought)
+    if field == "content":  # no reasoning parser: the think text and its end tag leak
+        return Reply(f"{thought}</think>{reply.content or ''}", reply.tool_calls, None)
+    return Reply(reply.content, reply.tool_calls, thought, thought)
+
+
+def _copied(identifiers: list[str], pct: float, rng: random.Random) -> list[str]:
+    """The identifiers as the engine copies them: ``pct`` percent of them mangled."""
+    wrong = set(rng.sample(range(len(identifiers)), round(len(identifiers) * pct / 100)))
+    return [mangle(word) if i in wrong else word for i, word in enumerate(identifiers)]
+
+
 def compose_reply(request: dict[str, Any], options: SimOptions, rng: random.Random) -> Reply:
+    """The answer, its reasoning placed as the simulated build places it."""
+    return _place_reasoning(_compose(request, options, rng), options.reasoning_field)
+
+
+def _compose(request: dict[str, Any], options: SimOptions, rng: random.Random) -> Reply:
     """Build the answer: echo the prompt's identifiers, or call the first tool offered."""
     messages = request.get("messages") or []
     user_texts = [
@@ -98,11 +132,11 @@ def compose_reply(request: dict[str, Any], options: SimOptions, rng: random.Rand
         }
         return Reply(content=None, tool_calls=[call], reasoning=reasoning)
     if identifiers:
-        copied = [
-            mangle(word) if rng.random() * 100 < options.corrupt_identifiers_pct else word
-            for word in identifiers
-        ]
-        content = "Here are the identifiers you gave me: " + ", ".join(copied) + "."
+        copied = _copied(identifiers, options.corrupt_identifiers_pct, rng)
+        if "per line" in prompt.lower():
+            content = "\n".join(copied)
+        else:
+            content = "Here are the identifiers you gave me: " + ", ".join(copied) + "."
     else:
         content = (
             "This is the cmpfleet simulated engine. It answers every question the same way, "
@@ -111,6 +145,15 @@ def compose_reply(request: dict[str, Any], options: SimOptions, rng: random.Rand
     return Reply(content=content, tool_calls=None, reasoning=reasoning)
 
 
-def split_tokens(text: str, limit: int) -> list[str]:
-    """Words with their trailing spaces: the "tokens" streamed one by one."""
-    return re.findall(r"\S+\s*", text)[: max(limit, 0)]
+def split_tokens(text: str, limit: int, ignore_eos: bool = False) -> list[str]:
+    """Words with their trailing spaces: the "tokens" streamed one by one.
+
+    ``ignore_eos`` (vLLM's sampling extra) keeps generating to ``limit``.
+    """
+    tokens = re.findall(r"\S+\s*", text)[: max(limit, 0)]
+    if ignore_eos:
+        if tokens and not tokens[-1][-1:].isspace():
+            tokens[-1] += " "
+        while len(tokens) < limit:
+            tokens.append(_PAD[len(tokens) % len(_PAD)] + " ")
+    return tokens

@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from serving.sim.options import REASONING_FIELDS
+
 
 class EngineScenarioError(ValueError):
     """A bad ``[engine]`` table; the message is one line naming file and key."""
@@ -29,8 +31,11 @@ class EngineScenario:
     ignore_sigint: bool = False
     ignore_signals: bool = False  # SIGINT and SIGTERM: a stop that will not take
     tokens_per_s: float = 30.0
+    prefill_tokens_per_s: float = 1600.0
     corrupt_identifiers_pct: float = 0.0
     leak_dsml: bool = False
+    reasoning_field: str = "both"
+    log_lines: tuple[tuple[float, str], ...] = ()  # (seconds after ready, line)
 
 
 class _Bad(Exception):
@@ -80,6 +85,15 @@ def _build(table: Mapping[str, object]) -> EngineScenario:
     tokens = _number(table, "tokens_per_s", defaults.tokens_per_s)
     if tokens <= 0:
         raise _Bad("tokens_per_s", f"must be positive, got {tokens:g}")
+    prefill = _number(table, "prefill_tokens_per_s", defaults.prefill_tokens_per_s)
+    if prefill <= 0:
+        raise _Bad("prefill_tokens_per_s", f"must be positive, got {prefill:g}")
+    reasoning_field = table.get("reasoning_field", defaults.reasoning_field)
+    if reasoning_field not in REASONING_FIELDS:
+        raise _Bad(
+            "reasoning_field",
+            f"one of {', '.join(REASONING_FIELDS)}, got {_shown(reasoning_field)}",
+        )
     ready = _seconds(table, "ready_after_s") if "ready_after_s" in table else None
     return EngineScenario(
         ready_after_s=defaults.ready_after_s if ready is None else ready,
@@ -88,9 +102,29 @@ def _build(table: Mapping[str, object]) -> EngineScenario:
         ignore_sigint=_flag(table, "ignore_sigint"),
         ignore_signals=_flag(table, "ignore_signals"),
         tokens_per_s=tokens,
+        prefill_tokens_per_s=prefill,
         corrupt_identifiers_pct=pct,
         leak_dsml=_flag(table, "leak_dsml"),
+        reasoning_field=str(reasoning_field),
+        log_lines=_log_lines(table),
     )
+
+
+def _log_lines(table: Mapping[str, object]) -> tuple[tuple[float, str], ...]:
+    """``log_lines = [{after_s = 1.0, text = "..."}]``: lines printed after ready."""
+    entries = table.get("log_lines", [])
+    if not isinstance(entries, list):
+        raise _Bad("log_lines", f"expected a list of tables, got {_shown(entries)}")
+    lines: list[tuple[float, str]] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or set(entry) - {"after_s", "text"}:
+            raise _Bad(f"log_lines[{i}]", "expected a table with after_s and text")
+        after_s = _seconds(entry, "after_s") or 0.0
+        text = entry.get("text")
+        if not isinstance(text, str) or "\n" in text:
+            raise _Bad(f"log_lines[{i}].text", "expected one line of text")
+        lines.append((after_s, text))
+    return tuple(lines)
 
 
 def parse_engine_scenario(table: Mapping[str, object], label: str) -> EngineScenario:
@@ -105,6 +139,13 @@ def simulated_engine_args(engine: EngineScenario) -> list[str]:
     """The simulated engine's ``--sim-*`` flags for one ``EngineScenario``."""
     args = ["--sim-ready-after-s", str(engine.ready_after_s)]
     args += ["--sim-tokens-per-s", str(engine.tokens_per_s)]
+    defaults = EngineScenario()
+    if engine.prefill_tokens_per_s != defaults.prefill_tokens_per_s:
+        args += ["--sim-prefill-tokens-per-s", str(engine.prefill_tokens_per_s)]
+    if engine.reasoning_field != defaults.reasoning_field:
+        args += ["--sim-reasoning-field", engine.reasoning_field]
+    for after_s, text in engine.log_lines:
+        args += ["--sim-log-line", f"{after_s:g}={text}"]
     if engine.crash_after_s is not None:
         args += ["--sim-crash-after-s", str(engine.crash_after_s)]
     if engine.hang_after_s is not None:

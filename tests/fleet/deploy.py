@@ -11,6 +11,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"
 RULES = PROMETHEUS / "cmpfleet.rules.yml"
 RULE_TESTS = sorted((PROMETHEUS / "tests").glob("*.yml"))
+ALERTMANAGER = DEPLOY / "alertmanager" / "alertmanager.yml"
 DASHBOARD = DEPLOY / "grafana" / "cmpfleet-rigs.json"
 
 METRIC_NAME = re.compile(r"\bcmpfleet_[a-z0-9_]+\b")

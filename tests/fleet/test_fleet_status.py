@@ -67,6 +67,10 @@ def test_every_rig_is_one_row_and_the_exit_code_is_the_worst(
     assert alpha["reboot_required"] is False and alpha["error"] is None
     assert alpha["status"]["cards"][0]["index"] == 0  # the rig's whole status document
     assert (bravo["overall"], bravo["cards_ok"], bravo["cards_total"]) == ("critical", 3, 4)
+    assert alpha["detail"] == ""
+    # Why bravo is critical: its latch when the Xid set it, else the critical check itself.
+    why = "reboot required: " if bravo["reboot_required"] else "xid_since_boot: "
+    assert str(bravo["detail"]).startswith(why), bravo["detail"]
 
     assert rows["gone"]["overall"] == "unknown"
     assert "cannot reach fleetd" in str(rows["gone"]["error"])

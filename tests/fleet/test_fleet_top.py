@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import select
-import struct
-import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 from tests.fleet.conftest import TwoRigs, write_fleet_file
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import free_port
+from tests.support.terminal import read_until, spawn_in_pty
 
 
 def fleet(two_rigs: TwoRigs, tmp_path: Path) -> tuple[Path, str]:
@@ -52,38 +46,12 @@ def test_cards_gives_one_line_per_card(two_rigs: TwoRigs, tmp_path: Path) -> Non
     assert len(gone_rows) == 1 and f"unknown: cannot reach fleetd at {gone}" in gone_rows[0]
 
 
-def read_until(master: int, needle: bytes, count: int, timeout_s: float) -> bytes:
-    """Read the terminal until ``needle`` was drawn ``count`` times."""
-    seen = b""
-    deadline = time.monotonic() + timeout_s
-    while seen.count(needle) < count:
-        left = deadline - time.monotonic()
-        assert left > 0, f"{needle!r} drawn {seen.count(needle)} times, wanted {count}"
-        ready, _, _ = select.select([master], [], [], left)
-        if ready:
-            try:
-                seen += os.read(master, 65536)
-            except OSError:  # the child closed the terminal
-                break
-    return seen
-
-
 def test_in_a_terminal_it_refreshes_until_q(two_rigs: TwoRigs, tmp_path: Path) -> None:
     path, _ = fleet(two_rigs, tmp_path)
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
     argv = [sys.executable, "-m", "daemon.fleetctl", "fleet", "top", "--fleet", str(path)]
-    proc = subprocess.Popen(
-        [*argv, "--interval", "0.3", "--timeout", "1"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-        | {"TERM": "xterm-256color"},
-    )
-    os.close(slave)
+    proc, master = spawn_in_pty([*argv, "--interval", "0.3", "--timeout", "1"], rows=40, cols=200)
     try:
-        drawn = read_until(master, b"cmpfleet fleet top", 3, 30)  # it redraws
+        drawn = read_until(master, b"cmpfleet fleet top", 30, count=3)  # it redraws
         assert b"alpha" in drawn and b"bravo" in drawn
         os.write(master, b"q")
         assert proc.wait(10) == 0

@@ -3,7 +3,9 @@
 The rigs are ``tests/fleet/conftest.py``'s: one healthy, one whose simulated kernel log got
 a real-format Xid 31 line on card 1. Prometheus (Debian's, on loopback) evaluates the
 shipped ``cmpfleet.rules.yml`` every second; the Xid alert must fire for that rig, naming
-the card and the Xid, and nothing may fire for the healthy one.
+the card and the Xid, and nothing may fire for the healthy one. Prometheus sends its alerts
+to a real Alertmanager running the shipped routing (``deploy/alertmanager``), its two
+webhook receivers pointed at a loopback recorder.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ from typing import Any
 import pytest
 
 from tests.fleet.conftest import XID_CARD, TwoRigs
-from tests.fleet.deploy import RULES, as_instant_query, dashboard, dashboard_queries
+from tests.fleet.deploy import (
+    ALERTMANAGER,
+    RULES,
+    as_instant_query,
+    dashboard,
+    dashboard_queries,
+)
 from tests.support.fleetd import Fleetd, wait_until
-from tests.support.prometheus import Prometheus, start_prometheus
+from tests.support.prometheus import Prometheus, Server, start_alertmanager, start_prometheus
+from tests.support.webhook import Received, WebhookReceiver
 
 pytestmark = [pytest.mark.external, pytest.mark.slow]
 
@@ -26,11 +35,44 @@ def target(daemon: Fleetd) -> str:
 
 
 @pytest.fixture(scope="module")
-def prometheus(two_rigs: TwoRigs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def notifications() -> Iterator[WebhookReceiver]:
+    """Alertmanager's two webhook receivers: every notification, by path."""
+    receiver = WebhookReceiver().start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture(scope="module")
+def alertmanager(
+    notifications: WebhookReceiver, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The shipped routing, its receivers' URLs pointed at the recorder (nothing else changed)."""
+    shipped = ALERTMANAGER.read_text()
+    config = shipped.replace(
+        "http://pager.example.lan/hooks/cmpfleet", notifications.url + "/pager"
+    )
+    config = config.replace(
+        "http://chat-bridge.example.lan/hooks/cmpfleet", notifications.url + "/team"
+    )
+    assert config.count(notifications.url) == 2
+    server = start_alertmanager(tmp_path_factory.mktemp("alertmanager"), config)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    two_rigs: TwoRigs, alertmanager: Server, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
     """The shipped rules over both rigs, labelled ``rig`` as deploy/prometheus/rigs.yml does."""
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
+        "alerting": {
+            "alertmanagers": [
+                {"static_configs": [{"targets": [alertmanager.url.removeprefix("http://")]}]}
+            ]
+        },
         "scrape_configs": [
             {
                 "job_name": "cmpfleet",
@@ -115,3 +157,24 @@ def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> Non
             if "cmpfleet_gpu_" in expr and "xid" not in expr:
                 rows = prometheus.query(as_instant_query(expr))
                 assert len(rows) == 8, (panel["title"], expr, rows)
+
+
+def test_alertmanager_routes_the_rig_alerts_by_severity(
+    prometheus: Prometheus, notifications: WebhookReceiver, two_rigs: TwoRigs
+) -> None:
+    """The Xid warning reaches the team receiver, grouped per alert and rig (group_wait 10 s)."""
+
+    def team_got_the_xid(requests: list[Received]) -> bool:
+        return any(
+            r.path == "/team"
+            and r.json()["groupLabels"] == {"alertname": "CmpfleetGpuXid", "rig": "xid"}
+            for r in requests
+        )
+
+    received = notifications.wait_for(team_got_the_xid, 40, "the Xid at the team receiver")
+    for request in received:
+        path = request.path
+        for alert in request.json()["alerts"]:
+            assert alert["labels"]["rig"] == "xid", alert  # nothing about the healthy rig
+            want = "/pager" if alert["labels"]["severity"] == "critical" else "/team"
+            assert path == want, (path, alert["labels"])

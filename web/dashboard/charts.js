@@ -3,11 +3,16 @@
 
 const PALETTE = ["#4ea1ff", "#f5a524", "#3ccf91", "#e36bd3", "#f0e442", "#ff6b6b", "#9d8cff", "#66d9e8"];
 
+// Ranges start at zero (or a calm band for temperature) so sensor noise does not fill the
+// chart: a brake halving the power or clock must look like a cliff, not like jitter.
+const fromZero = (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1];
+const calmTemperature = (_u, min, max) => [Math.min(min ?? 30, 30), Math.max(max ?? 60, 60) + 5];
+
 const CHARTS = [
-  { id: "chart-power", metric: "power_draw_w", unit: "W" },
-  { id: "chart-temperature", metric: "temperature_c", unit: "°C" },
-  { id: "chart-clock", metric: "sm_clock_mhz", unit: "MHz" },
-  { id: "chart-tokens", metric: "tokens_per_s", unit: "tok/s", engine: true },
+  { id: "chart-power", metric: "power_draw_w", unit: "W", range: fromZero },
+  { id: "chart-temperature", metric: "temperature_c", unit: "°C", range: calmTemperature },
+  { id: "chart-clock", metric: "sm_clock_mhz", unit: "MHz", range: fromZero },
+  { id: "chart-tokens", metric: "tokens_per_s", unit: "tok/s", engine: true, range: fromZero },
 ];
 
 function widthOf(node) {
@@ -35,7 +40,7 @@ function options(chart, history, width) {
     height: 200,
     series,
     axes: [{ ...axis }, { ...axis, size: 55 }],
-    scales: { x: { time: true } },
+    scales: { x: { time: true }, y: { range: chart.range } },
     legend: { live: true },
     cursor: { drag: { x: false, y: false } },
   };

@@ -1,5 +1,5 @@
-// The dashboard's main loop: poll the daemon, render, and carry out the buttons.
-// Polls are chained (the next starts when the last ended), so a slow daemon is never
+// The dashboard's main loop: follow the daemon (its status stream, else polling), render,
+// and carry out the buttons. Polls are chained (the next starts when the last ended), so a slow daemon is never
 // flooded; a daemon that does not answer turns on the "reconnecting" notice and the last
 // picture stays on screen, dimmed, until it answers again.
 
@@ -24,6 +24,8 @@ const view = {
   status: null,
   lastAnswerMs: null,
   daemonPid: null,
+  streaming: false,
+  news: null,
   span: "1h",
   charts: new Charts(),
   jobs: {},
@@ -103,7 +105,14 @@ function renderCardFilter(status) {
   select.value = wanted.includes(chosen) ? chosen : "";
 }
 
+// A stream that went quiet this long is as good as gone.
+const STREAM_SILENT_MS = 4 * STATUS_EVERY_MS;
+
 async function pollStatus() {
+  if (view.streaming) {
+    if (view.lastAnswerMs !== null && Date.now() - view.lastAnswerMs > STREAM_SILENT_MS) setOffline(true);
+    return; // the stream delivers the status: nothing to poll
+  }
   let status;
   try {
     status = await getJson("/api/v1/status");
@@ -116,6 +125,10 @@ async function pollStatus() {
     notify(error.message, true);
     return;
   }
+  showStatus(status);
+}
+
+function showStatus(status) {
   const wasOffline = !$("reconnecting").hidden;
   setOffline(false);
   view.status = status;
@@ -132,7 +145,37 @@ async function pollStatus() {
     again("events"); // a restarted daemon may have news the last poll could not see
     again("history");
   }
+  // Something happened (verdict, Xid count, latch or engine state moved): its event is news.
+  const news = [
+    status.overall,
+    status.rig ? status.rig.xid_since_boot : "",
+    status.recovery ? status.recovery.reboot_required : "",
+    status.serving ? status.serving.state : "",
+  ].join("|");
+  if (view.news !== null && news !== view.news) again("events");
+  view.news = news;
   view.daemonPid = pid;
+}
+
+// Prefer the daemon's status stream (pushed, one connection); poll instead when it has none
+// (an older fleetd) or refuses it (a non-loopback listener wants the token, which an
+// EventSource cannot send). While streaming, a dropped connection is retried by the browser
+// itself (the stream's retry: 2000), and the page says "reconnecting" meanwhile.
+function openStream() {
+  if (typeof window.EventSource !== "function") return;
+  const source = new window.EventSource(`/api/v1/stream?interval_s=${STATUS_EVERY_MS / 1000}`);
+  source.addEventListener("status", (message) => {
+    view.streaming = true;
+    showStatus(JSON.parse(message.data));
+  });
+  source.addEventListener("error", () => {
+    if (source.readyState === window.EventSource.CLOSED) {
+      view.streaming = false;
+      again("status");
+    } else if (view.streaming) {
+      setOffline(true);
+    }
+  });
 }
 
 // --- events --------------------------------------------------------------------------------
@@ -187,6 +230,10 @@ function needToken() {
 async function mutate(question, path, body, done) {
   if (needToken()) return;
   if (!window.confirm(question)) return;
+  await post(path, body, done);
+}
+
+async function post(path, body, done) {
   try {
     const answer = await postJson(path, body);
     notify(done(answer), false);
@@ -219,9 +266,17 @@ function wireButtons() {
       "Reboot the host now? The engine is stopped cleanly first; the reboot runs only if that stop succeeds.",
       "/api/v1/recovery/reboot",
       { confirm: true },
-      () => "reboot: accepted; this page reconnects when the daemon is back",
+      (answer) => `reboot: ${answer.message || "accepted"}`,
     ),
   );
+  $("reboot-clear").addEventListener("click", () => {
+    if (needToken()) return;
+    const reason = window.prompt(
+      "Clear the reboot-required latch WITHOUT a reboot? Only if you know the cards are fine. Why (recorded):",
+    );
+    if (!reason || !reason.trim()) return;
+    post("/api/v1/recovery/clear", { reason: reason.trim() }, (answer) => `clear: ${answer.message || "done"}`);
+  });
   $("event-list").addEventListener("click", (click) => {
     const id = click.target.dataset ? click.target.dataset.ack : undefined;
     if (!id) return;
@@ -268,6 +323,7 @@ function start() {
   for (const kind of EVENT_KINDS) kinds.append(new Option(kind, kind));
   wireButtons();
   wireToken();
+  openStream();
   every("status", () => STATUS_EVERY_MS, pollStatus);
   every("events", () => EVENTS_EVERY_MS, pollEvents);
   every("log", () => LOG_EVERY_MS, pollLog);

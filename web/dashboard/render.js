@@ -135,26 +135,26 @@ function tile(card, checks) {
   const get = (id) => checks.get(`${id}/${card.index}`);
   const vram = get("vram_unlocked");
   const unlocked = vram ? vram.severity === "ok" : card.memory_total_mib >= 60000;
-  const badges = [
-    el(
-      "span",
-      { class: `badge ${unlocked ? "good" : "bad"}`, dataset: { badge: "vram" }, title: vram && vram.message },
-      `${unlocked ? "UNLOCKED" : "LOCKED"} ${num(card.memory_total_mib, "MiB")}`,
-    ),
-    card.power_brake_active
-      ? el("span", { class: "badge bad", dataset: { badge: "brake" } }, "POWER BRAKE")
-      : el("span", { class: "badge good", dataset: { badge: "brake" } }, "no brake"),
-  ];
-  if (card.state === "lost") {
-    badges.unshift(el("span", { class: "badge bad", dataset: { badge: "lost" } }, "LOST"));
-  }
+  const lost = card.state === "lost";
+  const badges = lost
+    ? [el("span", { class: "badge bad", dataset: { badge: "lost" } }, "LOST")]
+    : [
+        el(
+          "span",
+          { class: `badge ${unlocked ? "good" : "bad"}`, dataset: { badge: "vram" }, title: vram && vram.message },
+          `${unlocked ? "UNLOCKED" : "LOCKED"} ${num(card.memory_total_mib, "MiB")}`,
+        ),
+        card.power_brake_active
+          ? el("span", { class: "badge bad", dataset: { badge: "brake" } }, "POWER BRAKE")
+          : el("span", { class: "badge good", dataset: { badge: "brake" } }, "no brake"),
+      ];
   const draw = card.power_draw_w;
   const cap = card.power_limit_w;
   const share = draw !== null && cap ? Math.min(100, (100 * draw) / cap) : 0;
   const pcie = get("pcie_link");
   const baseline =
     card.pcie_baseline_gen !== undefined && card.pcie_baseline_gen !== null
-      ? ` / ${link(card.pcie_baseline_gen, card.pcie_baseline_width)}`
+      ? ` · baseline ${link(card.pcie_baseline_gen, card.pcie_baseline_width)}`
       : "";
   const xids = card.xid_since_boot || 0;
   return el(
@@ -176,7 +176,7 @@ function tile(card, checks) {
       name: "temperature", big: true, level: level(get("temperature")),
     }),
     metric("SM clock", num(card.sm_clock_mhz, "MHz"), { name: "clock", level: level(get("power_brake")) }),
-    metric("PCIe (now / baseline)", `${link(card.pcie_gen, card.pcie_width)}${baseline}`, {
+    metric(`PCIe${baseline}`, link(card.pcie_gen, card.pcie_width), {
       name: "pcie", level: level(pcie), title: pcie && pcie.message,
     }),
     metric("Xids since boot", String(xids), {
@@ -216,8 +216,11 @@ export function renderEngine(serving, nowMs) {
     ...facts.map(([label, value, name]) =>
       el("div", { dataset: { fact: name } }, el("dt", {}, label), el("dd", {}, value)),
     ),
-    s.reason ? el("div", { style: "grid-column: 1 / -1" }, el("dt", {}, "Why"), el("dd", { class: "muted" }, s.reason)) : null,
   );
+  const why = [s.reason, ...(s.last_refusal || []).map((r) => r.message)].filter(Boolean).join("; ");
+  if (why) {
+    box.append(el("div", { class: "why", dataset: { fact: "why" } }, el("dt", {}, "Why"), el("dd", {}, why)));
+  }
 }
 
 // --- failed checks -------------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""The engine canaries as fleetd wires them: the runner, the log-signature counter, the API side.
+
+``build_canaries`` makes both from the settings and the engine service; ``CanaryService``
+is what ``web.canary.CanaryControl`` asks for and what the status document reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.canary_runner import CanaryRunner
+from daemon.engine_service import EngineService
+from daemon.log_signatures import LogSignatureCounter
+from daemon.monitor import RigMonitor
+from daemon.store import Store
+from hwcheck.model import Severity
+from serving.canary.settings import CanarySettings
+from serving.canary.signatures import SignatureTable
+from serving.canary.suite import Expectations
+
+
+class CanaryService:
+    """Canary results and log-signature counts for the API; ``run`` for ``canary run``."""
+
+    def __init__(self, runner: CanaryRunner, counter: LogSignatureCounter | None) -> None:
+        self.runner = runner
+        self.counter = counter
+
+    def start(self) -> None:
+        """Start the schedule and the log follower."""
+        self.runner.start()
+        if self.counter is not None:
+            self.counter.start()
+
+    def stop(self) -> None:
+        """Stop both (a round in flight ends at its own timeouts)."""
+        self.runner.stop()
+        if self.counter is not None:
+            self.counter.stop()
+
+    def status_entries(self) -> list[dict[str, Any]]:
+        """The status document's ``canaries`` list."""
+        return self.runner.status_entries()
+
+    def log_signature_entries(self) -> list[dict[str, Any]]:
+        """The status document's ``log_signatures`` list."""
+        return [] if self.counter is None else self.counter.entries()
+
+    def canary_document(self, limit: int) -> dict[str, Any]:
+        """``GET /api/v1/canary``: last results, signature counts and recent history."""
+        return {
+            "canaries": self.status_entries(),
+            "log_signatures": self.log_signature_entries(),
+            "history": self.runner.history(limit),
+        }
+
+    def run_canaries(self, force: bool) -> dict[str, Any]:
+        """``POST /api/v1/canary/run``: one round now, its results and exit code."""
+        return self.runner.run_now(force=force)
+
+
+def build_canaries(
+    settings: CanarySettings, store: Store, engine: EngineService, monitor: RigMonitor
+) -> CanaryService:
+    """The canary service for this engine (the schedule runs only when enabled)."""
+
+    def power_brake_active() -> bool:
+        return any(
+            r.id == "power_brake" and r.severity is not Severity.OK for r in monitor.view().results
+        )
+
+    recipe = engine.recipe
+    runner = CanaryRunner(
+        settings,
+        store,
+        engine.status_document,
+        recipe.engine_name,
+        Expectations(recipe.expected_decode_tok_s, recipe.expected_prefill_tok_s),
+        power_brake_active,
+    )
+    table = SignatureTable.build(settings.log_signatures)
+    counter = LogSignatureCounter(table, store, engine.supervisor.log_capture)
+    return CanaryService(runner, counter)

@@ -1,0 +1,89 @@
+"""``fleetctl canary run`` / ``canary status``: the engine canaries through the daemon.
+
+Exit codes: 0 every canary passed, 1 a warning (or a canary skipped: nothing verified),
+2 a failure; a daemon that cannot be reached or refuses (no engine, not ready) exits 3.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.text import Text
+
+from daemon.cli.client import ClientError, FleetClient
+from daemon.cli.output import EXIT_UNKNOWN, Output
+
+RESULT_EXIT = {"pass": 0, "warn": 1, "skipped": 1, "fail": 2}
+RESULT_STYLE = {"pass": "green", "warn": "yellow", "skipped": "magenta", "fail": "bold red"}
+# A round is four requests, each with its own timeout (default 120 s): wait for all of them.
+RUN_TIMEOUT_S = 900.0
+
+
+def exit_code(canaries: list[dict[str, Any]]) -> int:
+    """The worst result's code (no results at all: 1, nothing verified)."""
+    return max((RESULT_EXIT.get(str(c.get("result")), 1) for c in canaries), default=1)
+
+
+def _figure(canary: dict[str, Any]) -> str:
+    figure = canary.get("figure")
+    if figure is None:
+        return "-"
+    unit = canary.get("unit") or ""
+    if unit == "ratio":
+        return f"{float(figure):.1%}"
+    return f"{float(figure):g} {unit}".strip()
+
+
+def _render(out: Output, canaries: list[dict[str, Any]], signatures: list[dict[str, Any]]) -> None:
+    if not canaries:
+        out.line("no canary results yet")
+    rows: list[list[str | Text]] = [
+        [
+            str(c.get("name")),
+            Text(str(c.get("result")), style=RESULT_STYLE.get(str(c.get("result")), "")),
+            _figure(c),
+            str(c.get("message") or ""),
+            str(c.get("advice") or ""),
+            str(c.get("ts") or ""),
+        ]
+        for c in canaries
+    ]
+    if rows:
+        out.table(None, ["canary", "result", "figure", "message", "advice", "time"], rows)
+    counted = [s for s in signatures if s.get("last_24h")]
+    if counted:
+        out.table(
+            "engine log signatures",
+            ["signature", "this hour", "last 24 h"],
+            [[str(s["name"]), str(s["this_hour"]), str(s["last_24h"])] for s in counted],
+        )
+
+
+def run(out: Output, client: FleetClient, force: bool) -> int:
+    """Run every canary now and print this round's results."""
+    client = dataclasses.replace(client, timeout_s=max(client.timeout_s, RUN_TIMEOUT_S))
+    try:
+        document = client.post("/api/v1/canary/run", {"force": force})
+    except ClientError as exc:
+        out.fail(str(exc), EXIT_UNKNOWN)
+    return _show(out, document)
+
+
+def status(out: Output, client: FleetClient) -> int:
+    """The canaries' last results and the log-signature counts."""
+    try:
+        document = client.get("/api/v1/canary")
+    except ClientError as exc:
+        out.fail(str(exc), EXIT_UNKNOWN)
+    return _show(out, document)
+
+
+def _show(out: Output, document: dict[str, Any]) -> int:
+    """The document as JSON or tables; the exit code of its canaries."""
+    canaries = list(document.get("canaries") or [])
+    if out.json_mode:
+        out.emit_json(document)
+    else:
+        _render(out, canaries, list(document.get("log_signatures") or []))
+    return exit_code(canaries)

@@ -1,0 +1,54 @@
+"""The ``[canary]`` section of fleet.toml: schedule, busy threshold, sizes, log signatures.
+
+Declared here (beside the canaries it tunes) and composed as is into the daemon's
+``Settings``, like ``[serving]``. Defaults suit a real rig: a round every 30 minutes, the
+40-identifier copy test, a 1,024-token prompt and 128 generated tokens for throughput.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LogSignature(_Section):
+    """One ``[[canary.log_signatures]]`` entry: a name and the regex that counts it."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=48)]
+    regex: Annotated[str, Field(min_length=1)]
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
+class CanarySettings(_Section):
+    """``[canary]``: when rounds run and what they send.
+
+    A round is skipped while the engine runs more than ``busy_running_requests``
+    requests, so users are never slowed. ``filler_tokens > 0`` repeats the copy test
+    behind that much filler context (corruption is long-range on some ports).
+    ``log_signatures`` add to (or, by name, replace) the built-in signature table.
+    """
+
+    enabled: bool = True
+    interval_s: Annotated[float, Field(gt=0, le=7 * 86400)] = 1800.0
+    after_ready: bool = True
+    busy_running_requests: Annotated[int, Field(ge=0, le=10000)] = 2
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    identifiers: Annotated[int, Field(ge=5, le=500)] = 40
+    filler_tokens: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    throughput_prompt_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
+    throughput_max_tokens: Annotated[int, Field(ge=8, le=100_000)] = 128
+    log_signatures: list[LogSignature] = Field(default_factory=list)

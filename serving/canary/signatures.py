@@ -1,0 +1,82 @@
+"""Non-fatal engine log signatures: patterns counted per hour from the captured engine log.
+
+These lines do not kill the engine, so nothing else reports them, yet a rising count is
+the early sign of the failures the seeds describe: out-of-vocab tokens from a DSpark draft
+or an unguarded argmax, repetition tripwires and nudges firing, grammar/FSM rejections,
+tool calls salvaged from broken markup, and Python tracebacks. Owners add their fork's own
+lines with ``[[canary.log_signatures]]`` (same name replaces a built-in pattern).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from serving.canary.settings import LogSignature
+
+BUILTIN_SIGNATURES: tuple[LogSignature, ...] = (
+    LogSignature(
+        name="out_of_vocab",
+        regex=r"(?i)out[- _]of[- _]vocab|\bOOV\b|token id \d+ (?:is )?out of range",
+    ),
+    LogSignature(
+        name="repetition_tripwire",
+        regex=r"(?i)repetition tripwire|tripwire (?:fired|tripped)|\bnudge (?:fired|spliced|injected)",
+    ),
+    LogSignature(
+        name="grammar_rejection",
+        regex=r"(?i)grammar rejected tokens|failed to advance FSM|FSM rejection",
+    ),
+    LogSignature(
+        name="tool_call_salvage",
+        regex=r"(?i)tool[- _]call salvage|salvaged (?:a )?tool call|recovered (?:an )?orphan invoke",
+    ),
+    LogSignature(name="traceback", regex=r"^Traceback \(most recent call last\):"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureTable:
+    """Compiled patterns, in order; a line counts once per signature it matches."""
+
+    names: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def build(cls, extra: Sequence[LogSignature] = ()) -> SignatureTable:
+        """The built-ins with ``extra`` added (an extra with a built-in's name replaces it)."""
+        by_name = {sig.name: sig for sig in BUILTIN_SIGNATURES}
+        for sig in extra:
+            by_name[sig.name] = sig
+        return cls(
+            names=tuple(by_name),
+            patterns=tuple(re.compile(sig.regex) for sig in by_name.values()),
+        )
+
+    def match(self, line: str) -> list[str]:
+        """The signatures ``line`` shows."""
+        return [
+            name
+            for name, pattern in zip(self.names, self.patterns, strict=True)
+            if pattern.search(line)
+        ]
+
+    def count(self, lines: Iterable[str]) -> Counter[str]:
+        """How often each signature occurs in ``lines`` (absent ones are 0)."""
+        counts: Counter[str] = Counter()
+        for line in lines:
+            counts.update(self.match(line))
+        return counts
+
+
+def hour_of(ts: datetime) -> datetime:
+    """The start of ``ts``'s hour (the bucket a line is counted in)."""
+    return ts.replace(minute=0, second=0, microsecond=0)
+
+
+def hours_back(now: datetime, hours: int) -> datetime:
+    """The start of the bucket ``hours`` hours before ``now``'s."""
+    return hour_of(now) - timedelta(hours=hours)

@@ -1,0 +1,58 @@
+"""A real terminal for full-screen commands: a pty of a given size, read until drawn."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import termios
+import time
+
+
+def spawn_in_pty(
+    argv: list[str], rows: int = 50, cols: int = 220
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``argv`` on a fresh pseudo-terminal (``TERM=xterm-256color``); (process, master)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    proc = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, env=env | {"TERM": "xterm-256color"}
+    )
+    os.close(slave)
+    return proc, master
+
+
+def read_until(
+    master: int,
+    needle: bytes,
+    timeout_s: float,
+    *,
+    count: int = 1,
+    seen: bytearray | None = None,
+) -> bytes:
+    """Read the terminal until ``needle`` was drawn ``count`` times by what this call read.
+
+    ``seen`` (when given) collects everything read, across calls.
+    """
+    seen = bytearray() if seen is None else seen
+    start = len(seen)
+    deadline = time.monotonic() + timeout_s
+    while seen[start:].count(needle) < count:
+        left = deadline - time.monotonic()
+        drawn = seen[start:].count(needle)
+        assert left > 0, f"{needle!r} drawn {drawn} times in {timeout_s} s, wanted {count}"
+        ready, _, _ = select.select([master], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+    assert seen[start:].count(needle) >= count, f"{needle!r} never drawn {count} times"
+    return bytes(seen[start:])

@@ -1,0 +1,79 @@
+"""The canary routes: ``GET /api/v1/canary`` and ``POST /api/v1/canary/run``.
+
+The daemon hands ``create_app`` an object satisfying ``CanaryControl`` (web never imports
+daemon); without one (no engine configured) the routes answer 409 with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Protocol
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict
+
+from serving.errors import Conflict
+from web.models import CanaryOverviewDocument, CanaryRunDocument, ErrorDocument
+
+
+class CanaryControl(Protocol):
+    """What the API asks of the daemon's canaries."""
+
+    def status_entries(self) -> list[dict[str, Any]]:
+        """Each canary's last result: ``{name, result, figure, advice, ts}`` and extras."""
+        ...
+
+    def log_signature_entries(self) -> list[dict[str, Any]]:
+        """Each log signature's counts."""
+        ...
+
+    def canary_document(self, limit: int) -> dict[str, Any]:
+        """Last results, signature counts and recent history."""
+        ...
+
+    def run_canaries(self, force: bool) -> dict[str, Any]:
+        """Run one round now; ``Conflict`` when the engine is not ready."""
+        ...
+
+
+class CanaryRunRequest(BaseModel):
+    """``POST /api/v1/canary/run`` body (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+    force: bool = False
+
+
+def canary_router(canary: CanaryControl | None, require_token: Callable[..., None]) -> APIRouter:
+    """The routes around ``canary`` (``None``: no engine, every route answers 409)."""
+    router = APIRouter()
+    errors: dict[int | str, dict[str, Any]] = {409: {"model": ErrorDocument}}
+
+    def control() -> CanaryControl:
+        if canary is None:
+            raise Conflict("no engine is configured on this rig: no canaries", "no_engine")
+        return canary
+
+    @router.get(
+        "/api/v1/canary",
+        response_model=CanaryOverviewDocument,
+        response_model_exclude_unset=True,
+        responses=errors,
+    )
+    def canary_overview(
+        limit: Annotated[int, Query(ge=1, le=1000)] = 40,
+    ) -> dict[str, Any]:
+        """The canaries' last results, log-signature counts and recent history."""
+        return control().canary_document(limit)
+
+    @router.post(
+        "/api/v1/canary/run",
+        dependencies=[Depends(require_token)],
+        response_model=CanaryRunDocument,
+        response_model_exclude_unset=True,
+        responses=errors,
+    )
+    def canary_run(body: CanaryRunRequest | None = None) -> dict[str, Any]:
+        """Run every canary now (skipped while the engine is busy unless ``force``)."""
+        return control().run_canaries(bool(body and body.force))
+
+    return router
