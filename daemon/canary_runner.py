@@ -195,6 +195,10 @@ class CanaryRunner:
             entries.append(entry)
         return entries
 
+    def judged(self) -> list[CanaryRow]:
+        """Each canary's last judged result, from memory (for ``/metrics``)."""
+        return [self._judged[name] for name in CANARY_NAMES if name in self._judged]
+
     def history(self, limit: int) -> list[dict[str, Any]]:
         """Stored results, newest first."""
         return [_entry(row) for row in self._store.list_canary_results(limit=limit)]
