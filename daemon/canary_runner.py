@@ -186,6 +186,7 @@ class CanaryRunner:
         for name in CANARY_NAMES:
             row = judged.get(name) or latest.get(name)
             if row is None:
+                entries.append(not_run_entry(name, "runs once the engine is ready"))
                 continue
             entry = _entry(row)
             newest = latest.get(name)
@@ -202,6 +203,11 @@ class CanaryRunner:
     def history(self, limit: int) -> list[dict[str, Any]]:
         """Stored results, newest first."""
         return [_entry(row) for row in self._store.list_canary_results(limit=limit)]
+
+
+def not_run_entry(name: str, advice: str) -> dict[str, Any]:
+    """A canary with no result yet: ``skipped``, no figure, no time (CONTRACT lists every name)."""
+    return {"name": name, "result": "skipped", "figure": None, "advice": advice, "ts": None}
 
 
 def _entry(row: CanaryRow) -> dict[str, Any]:
