@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from recovery.policy import backoff_delay_s
+from recovery.supervision import PolicyAdvisor, policy_settings
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.states import ServingChange, ServingEvent, ServingState
@@ -124,6 +126,7 @@ def main() -> int:
             tuning=tuning,
             preflight=list,
             on_event=timeline,
+            advise=PolicyAdvisor(policy_settings(recovery)),
         )
         supervisor.open()
         try:
@@ -162,11 +165,11 @@ def main() -> int:
             print(f"kill -> restart decision (crash)  : {(decided_at - killed_at) * 1000:8.1f} ms")
             print(
                 f"kill -> new engine spawned        : {(launched_at - killed_at) * 1000:8.1f} ms"
-                f"  (backoff {recovery.backoff_delay_s(1):g} s included)"
+                f"  (backoff {backoff_delay_s(policy_settings(recovery), 1):g} s included)"
             )
             print(
                 f"  spawn after the backoff ended   : "
-                f"{(launched_at - decided_at - recovery.backoff_delay_s(1)) * 1000:8.1f} ms"
+                f"{(launched_at - decided_at - backoff_delay_s(policy_settings(recovery), 1)) * 1000:8.1f} ms"
             )
             print(f"kill -> new engine ready          : {(ready_at - killed_at) * 1000:8.1f} ms")
 

@@ -62,6 +62,25 @@ class EngineControl(Protocol):
         ...
 
 
+class RecoveryControl(Protocol):
+    """The recovery service (``daemon.recovery_service``) as the API sees it."""
+
+    dry_run: bool
+    last_bring_up: dict[str, Any] | None
+
+    def last_decisions(self) -> list[dict[str, Any]]:
+        """The newest recovery decisions and actions."""
+        ...
+
+    def reboot(self, confirm: bool, actor: str) -> dict[str, Any]:
+        """Explain, or stop cleanly then reboot."""
+        ...
+
+    def clear(self, reason: str, actor: str) -> dict[str, Any]:
+        """The operator override of the latch."""
+        ...
+
+
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
 ADVICE_REBOOT = (
@@ -104,6 +123,7 @@ class DaemonServices:
         loopback_only: bool,
         sim: SimulationControl | None,
         canaries: CanaryControl | None = None,
+        recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
     ) -> None:
         self._store = store
@@ -116,6 +136,7 @@ class DaemonServices:
         self.loopback_only = loopback_only
         self._sim = sim
         self.canaries = canaries
+        self._recovery = recovery
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
 
@@ -163,16 +184,40 @@ class DaemonServices:
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> dict[str, Any]:
-        """CONTRACT's ``recovery`` block."""
+        """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
         latch = self._store.get_latch()
         if latch is None:
-            return {"reboot_required": False, "reason": None, "since": None, "advice": None}
-        return {
-            "reboot_required": True,
-            "reason": latch.reason,
-            "since": iso(latch.since),
-            "advice": latch.advice or ADVICE_REBOOT,
-        }
+            doc: dict[str, Any] = {
+                "reboot_required": False,
+                "reason": None,
+                "since": None,
+                "advice": None,
+            }
+        else:
+            doc = {
+                "reboot_required": True,
+                "reason": latch.reason,
+                "since": iso(latch.since),
+                "advice": latch.advice or ADVICE_REBOOT,
+            }
+        if self._recovery is not None:
+            doc["dry_run"] = self._recovery.dry_run
+            doc["decisions"] = self._recovery.last_decisions()
+            doc["bring_up"] = self._recovery.last_bring_up
+        return doc
+
+    def _require_recovery(self) -> RecoveryControl:
+        if self._recovery is None:
+            raise Unavailable("recovery is not running in this daemon", "no_recovery")
+        return self._recovery
+
+    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+        """``POST /api/v1/recovery/reboot``."""
+        return self._require_recovery().reboot(confirm, actor="api")
+
+    def recovery_clear(self, reason: str) -> dict[str, Any]:
+        """``POST /api/v1/recovery/clear``."""
+        return self._require_recovery().clear(reason, actor="api")
 
     def status_document(self) -> dict[str, Any]:
         """The whole status document (CONTRACT: ``fleetctl status --json``)."""
@@ -244,7 +289,7 @@ class DaemonServices:
         if kind is not None and kind not in set(EventKind):
             raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")
         if query.before_id is not None and self._store.get_event(query.before_id) is None:
-            raise InvalidInput(f"before_id {query.before_id}: no such event")
+            raise NotFound(f"before_id {query.before_id}: no such event")
         rows = self._store.list_events(
             since=_utc(query.since),
             until=_utc(query.until),

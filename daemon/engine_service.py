@@ -25,7 +25,7 @@ from daemon.store import Store
 from hwcheck.atomic import atomic_write
 from hwcheck.checks.foreign import is_allowed
 from hwcheck.host import HostSources
-from hwcheck.model import CheckResult, EventKind, Severity
+from hwcheck.model import EventKind, Severity
 from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.lint import lint_recipe
@@ -33,6 +33,7 @@ from serving.recipe.masking import mask_argv, mask_spec
 from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.launchers import Launcher
 from serving.runtime.logcapture import LogCapture, LogSubscription
 from serving.runtime.ports import free_port, port_in_use
@@ -97,6 +98,9 @@ class EngineService:
         store: Store,
         monitor: RigMonitor,
         host: HostSources,
+        *,
+        advise: ExitAdvisor,
+        gate: Callable[[bool], list[tuple[str, str]]],
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
     ) -> None:
         self.recipe = recipe
@@ -109,6 +113,10 @@ class EngineService:
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
+        self._gate = gate
+        # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
+        # serving state, so no reason text is ever parsed back.
+        self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
         self.supervisor = Supervisor(
             self._spec,
             launcher_factory(recipe, state_dir),
@@ -117,6 +125,7 @@ class EngineService:
             recovery=settings.recovery,
             preflight=self.preflight,
             on_event=self._on_event,
+            advise=advise,
         )
 
     # -- the supervisor's hooks ---------------------------------------------------------
@@ -145,25 +154,8 @@ class EngineService:
 
     def preflight(self) -> list[Refusal]:
         """Why the engine must not start now (blocking) and what to warn about."""
-        refusals: list[Refusal] = []
-        latch = self._store.get_latch()
-        if latch is not None:
-            refusals.append(
-                Refusal(
-                    "reboot_latch",
-                    f"reboot required since {latch.since:%Y-%m-%d %H:%M} UTC: {latch.reason}",
-                )
-            )
-        critical: dict[str, list[CheckResult]] = {}
-        for result in self._monitor.view().results:
-            if result.severity is Severity.CRITICAL:
-                critical.setdefault(result.id, []).append(result)
-        for check_id, results in critical.items():  # one line per check, not per card
-            cards = [str(r.card) for r in results if r.card is not None]
-            where = f" on card{'s' if len(cards) > 1 else ''} {', '.join(cards)}" if cards else ""
-            refusals.append(
-                Refusal("critical_check", f"{check_id} is critical{where}: {results[0].message}")
-            )
+        # The recovery policy's start gate: the latch, critical checks, the CUDA probe.
+        refusals = [Refusal(code, message) for code, message in self._gate(True)]
         for finding in lint_recipe(self.recipe, host_checks=False):
             if finding.severity == "error":
                 refusals.append(Refusal("lint", finding.line()))
@@ -205,7 +197,11 @@ class EngineService:
         )
         if event.kind is ServingChange.STATE:
             self._store.set_serving_state(
-                {"state": str(event.state), "reason": self.supervisor.status().reason}
+                {
+                    "state": str(event.state),
+                    "reason": self.supervisor.status().reason,
+                    "operator_stop": self._operator_stop,
+                }
             )
         launch = event.launch
         if launch is None:
@@ -268,44 +264,28 @@ class EngineService:
         return None
 
     # -- lifecycle ----------------------------------------------------------------------
-    def open(self, autostart: bool) -> None:
-        """Adopt a running engine, else start one when configured to (refusals logged)."""
+    def open(self) -> bool:
+        """Adopt a running engine (True); the daemon then asks the policy about autostart."""
         adopted = self.supervisor.open(adopt=True)
         if adopted:
             log.info("adopted the running engine (pid %s)", self.supervisor.status().pid)
-            return
-        if not autostart:
-            return
-        held_by_person = self.left_alone_by_a_person()
-        if held_by_person:
-            log.warning(
-                "not autostarting the engine: %s; `fleetctl start` starts it", held_by_person
-            )
-            return
-        try:
-            result = self.supervisor.start()
-        except StartRefused as exc:
-            log.warning("engine not started: %s", exc)
-            return
-        except TimeoutError:
-            log.warning("engine start is still in progress (the runtime is slow to answer)")
-            return
+        return adopted
+
+    def held_by_a_person(self) -> bool:
+        """A breaker hold or a person's stop: automatic starts must leave the engine down."""
+        return self._operator_stop or self.supervisor.status().state is ServingState.HELD
+
+    def state(self) -> tuple[ServingState, int | None]:
+        """The engine's state and pid now."""
+        status = self.supervisor.status()
+        return status.state, status.pid
+
+    def start_for_recovery(self, reason: str) -> None:
+        """An automatic start the policy decided (autostart, post-reboot bring-up)."""
+        log.info("starting the engine: %s", reason)
+        result = self.supervisor.start()
         for warning in result.warnings:
             log.warning("engine started with a warning: %s", warning.message)
-
-    def left_alone_by_a_person(self) -> str | None:
-        """Why the engine must stay down across a fleetd restart, if it must.
-
-        A breaker hold or an operator's stop is a person's decision: a fleetd restart
-        (systemd, an upgrade) must not undo it with an autostart.
-        """
-        last = self._store.get_serving_state() or {}
-        state, reason = last.get("state"), str(last.get("reason") or "")
-        if state == "held":
-            return f"it was held by the crash breaker ({reason})"
-        if state == "stopped" and reason.startswith(OPERATOR_STOP_REASON):
-            return "a person stopped it"
-        return None
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
@@ -317,9 +297,10 @@ class EngineService:
         try:
             if action == "start":
                 # The latch refuses even a no-op start: a person must see the reason.
-                latched = [r for r in self.preflight() if r.code == "reboot_latch"]
+                latched = [Refusal(c, m) for c, m in self._gate(False) if c == "reboot_latch"]
                 if latched:
                     raise StartRefused(tuple(latched))
+                self._operator_stop = False
                 result = self.supervisor.start()
                 self._store.audit("operator", "engine_start", "accepted")
                 return {
@@ -330,6 +311,7 @@ class EngineService:
                     "serving": self.status_document(),
                 }
             if action == "stop":
+                self._operator_stop = True
                 self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
                 self._store.audit("operator", "engine_stop", "accepted")
                 return {"action": action, "accepted": True, "serving": self.status_document()}
@@ -337,6 +319,7 @@ class EngineService:
                 blocking = [r for r in self.preflight() if r.blocking]
                 if blocking:
                     raise StartRefused(tuple(blocking))
+                self._operator_stop = False
                 threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
                 self._store.audit("operator", "engine_restart", "accepted")
                 return {"action": action, "accepted": True, "serving": self.status_document()}

@@ -138,7 +138,7 @@ class RigPoller:
         results.append(self._follower.health.result())  # the daemon's own kernel_log check
         results.append(self._store_check())
         self._monitor.set_results(results)  # the live picture first: it never waits on the store
-        self._writer.submit(partial(self._store_poll, snapshot, results))
+        self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
         for listener in self._listeners:
             try:
                 listener(snapshot)
@@ -175,7 +175,8 @@ class RigPoller:
         log.warning("store: writes work again (%d poll(s) were not stored)", dropped)
         message = f"the store could not write for a while: {dropped} poll(s) were not stored"
         self._writer.submit(
-            partial(self._store.record_event, EventKind.DAEMON, Severity.WARNING, message)
+            partial(self._store.record_event, EventKind.DAEMON, Severity.WARNING, message),
+            writes=True,
         )
         return result
 
@@ -188,7 +189,9 @@ class RigPoller:
                 result.message,
                 result.remedy,
             )
-            self._writer.submit(partial(self._store.record_check_transitions, [result]))
+            self._writer.submit(
+                partial(self._store.record_check_transitions, [result]), writes=True
+            )
         self._on_polled()
 
     def _on_nvml_answered(self) -> None:

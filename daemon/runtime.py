@@ -23,6 +23,7 @@ from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
 from daemon.apiserver import ApiServer, is_loopback, url_host
 from daemon.boot import track_boot
+from daemon.bringup import BringUp
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
@@ -30,16 +31,21 @@ from daemon.engine_service import EngineService
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
+from daemon.reboot_command import reboot_runner
+from daemon.recovery_service import RecoveryService
 from daemon.sdnotify import Notifier
-from daemon.simcontrol import SimControl
+from daemon.simcontrol import SimControl, end_as_a_reboot_does
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter, store_remedy
 from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
+from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
+from recovery.decisions import Start
+from recovery.executors import describe
 from serving.recipe.recipe import Recipe
 from web.app import create_app
 from web.metrics_model import DurationHistogram
@@ -120,9 +126,36 @@ class Daemon:
             rig=socket.gethostname(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
         )
+        self.recovery = RecoveryService(
+            settings.recovery,
+            autostart=settings.serving.autostart,
+            store=self.store,
+            monitor=self.monitor,
+            prober=host.cuda_prober or SubprocessCudaProber(),
+            reboot_runner=reboot_runner(settings, sim is not None, self.simulate_reboot),
+            catch_up=self.follower.catch_up,
+        )
+        self.xid_path.add_listener(self.recovery.on_xid)
         self.engine: EngineService | None = None
         if recipe is not None:
-            self.engine = EngineService(recipe, settings, state_dir, self.store, self.monitor, host)
+            self.engine = EngineService(
+                recipe,
+                settings,
+                state_dir,
+                self.store,
+                self.monitor,
+                host,
+                advise=self.recovery.advise_exit,
+                gate=self.recovery.gate,
+            )
+            self.recovery.attach_engine(self.engine)
+        self.bring_up = BringUp(
+            self.recovery,
+            self.caps,
+            host.gpu,
+            apply_caps=settings.rig.apply_power_caps,
+            judge=self._judge_now,
+        )
         self.canaries: CanaryService | None = None
         if self.engine is not None:
             self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
@@ -136,6 +169,7 @@ class Daemon:
             token=self.token,
             loopback_only=is_loopback(self.api.host),
             sim=SimControl(sim, self.simulate_reboot) if sim is not None else None,
+            recovery=self.recovery,
             canaries=self.canaries,
             rig=self.settings.rig,
         )
@@ -152,6 +186,7 @@ class Daemon:
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
         )
+        self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()
         self.latch_mirror = LatchMirror()
         self.metrics = DaemonMetrics(
@@ -200,19 +235,33 @@ class Daemon:
         self._begin_boot(boot_id)
 
     def _begin_boot(self, boot_id: str) -> None:
-        """Record the new boot, count its Xids afresh, follow its kernel log (follower stopped)."""
+        """Record the new boot (clearing the latch), count its Xids afresh, follow its log.
+
+        The follower must be stopped; the bring-up then runs on the recovery worker.
+        """
         track_boot(self.store, boot_id)
         self.monitor.new_boot(boot_id)
+        self.recovery.new_boot()
         self.follower.start()
+        self.recovery.submit(lambda: self._bring_up_now(boot_id))
+
+    def _bring_up_now(self, boot_id: str) -> None:
+        if not self._stop.is_set():
+            self.bring_up.run(boot_id)
 
     def simulate_reboot(self) -> str:
-        """``POST /api/v1/sim/reboot``: reboot the simulated host as a real reboot looks.
+        """``POST /api/v1/sim/reboot`` (and a confirmed reboot under ``--simulate``).
 
-        The follower is stopped first so no record of the new boot is read under the old
-        boot id; the new boot is then handled at once, not at the next poll.
+        A reboot ends every process: the simulated engine is ended first (the policy is
+        told the host is rebooting, so its exit is no crash to restart). The follower is
+        stopped so no record of the new boot is read under the old boot id; the new boot
+        is then handled at once, not at the next poll.
         """
         if self.sim is None:
             raise RuntimeError("not simulating")
+        self.recovery.rebooting.set()
+        if self.engine is not None:
+            end_as_a_reboot_does(self.engine.engine_pids())
         with self.poller.lock:
             self.follower.stop()
             boot_id = self.sim.reboot()
@@ -249,7 +298,7 @@ class Daemon:
                 self.services, metrics=self.metrics, alerts=self.alerts, canary=self.canaries
             )
         )
-        track_boot(self.store, self.monitor.view().boot_id)
+        rebooted = track_boot(self.store, self.monitor.view().boot_id)
         self.monitor.new_boot(
             self.monitor.view().boot_id,
             self.store.xids_for_boot(self.monitor.view().boot_id, self.catalogue),
@@ -259,6 +308,9 @@ class Daemon:
             self.poll()
         except Exception as exc:  # the daemon still runs and reports why (3 a.m. rule)
             log.error("first poll failed: %s; fleetd keeps running and retries", exc)
+        # Adopt a running engine before this boot's kernel log is read: an Xid that came
+        # while fleetd was down must stop the engine it hit, not a stranger.
+        adopted = self.engine is not None and self.engine.open()
         # Read this boot's kernel log so far before READY, so the first status counts it.
         if self.follower.start():
             try:
@@ -285,10 +337,9 @@ class Daemon:
             coalesce=True,
         )
         self.scheduler.start()
-        if self.engine is not None:
-            # A stop asked for during start-up must not leave a cold-starting engine behind.
-            autostart = self.settings.serving.autostart and not self._stop.is_set()
-            self.engine.open(autostart=autostart)
+        # A stop asked for during start-up must not leave a cold-starting engine behind.
+        if not adopted and not self._stop.is_set():
+            self._autostart(rebooted)
         if self.canaries is not None:
             self.canaries.start()
         self.api.wait_ready(self._stop, READY_TIMEOUT_S)
@@ -299,6 +350,20 @@ class Daemon:
             self.api.port,
             "simulated rig" if self.sim else "real rig",
         )
+
+    def _autostart(self, rebooted: bool) -> None:
+        """After a reboot the whole bring-up; else autostart's decision (logged when no)."""
+        if rebooted:
+            self.bring_up.run(self.monitor.view().boot_id)
+            return
+        decision = self.recovery.autostart()
+        if self.engine is not None and not isinstance(decision, Start):
+            log.warning("not autostarting the engine: %s", describe(decision)[1])
+
+    def _judge_now(self) -> None:
+        """Every check on fresh samples of this boot (the bring-up's step)."""
+        self.poll()
+        self._sample_until_judged()
 
     def _sample_until_judged(self) -> None:
         """Take the few quick samples a sustained check needs before anything starts.
@@ -381,6 +446,7 @@ class Daemon:
             self.canaries.stop()
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
+        self.recovery.close()
         self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
         self.api.stop()
         self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest

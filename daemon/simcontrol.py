@@ -6,8 +6,11 @@ then finds them through its normal follower, exactly as on a real rig.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hwcheck.sim.rig import SimulatedRig, SimulationError
@@ -54,3 +57,14 @@ class SimControl:
     def reboot(self) -> dict[str, Any]:
         """New boot id, caps back at default, fresh kernel log, timeline restarts."""
         return {"boot_id": self._reboot()}
+
+
+def end_as_a_reboot_does(pids: Iterable[int]) -> None:
+    """End the simulated engine's processes the way a host reboot ends every process.
+
+    Only the simulated reboot calls this: it stands for the power going away, not for a
+    move fleetd makes on a real engine (which it never SIGKILLs unless ``allow_kill``).
+    """
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)

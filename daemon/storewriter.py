@@ -71,7 +71,7 @@ class StoreWriter:
         self._max_pending = max(1, max_pending)
         self._clock = clock
         self._cond = threading.Condition()
-        self._jobs: deque[Callable[[], object]] = deque()
+        self._jobs: deque[tuple[Callable[[], object], bool]] = deque()
         self._busy_since_s: float | None = None
         self._failure: _Failure | None = None
         self._dropped = 0
@@ -80,15 +80,20 @@ class StoreWriter:
         self._thread.start()
 
     # -- producers -----------------------------------------------------------------------
-    def submit(self, job: Callable[[], object]) -> None:
-        """Queue ``job``; when the queue is full the oldest job is dropped and counted."""
+    def submit(self, job: Callable[[], object], *, writes: bool = False) -> None:
+        """Queue ``job``; when the queue is full the oldest job is dropped and counted.
+
+        Only a job that ``writes`` ends an outage by succeeding: reads still work on a full
+        disk or under another process's write lock, so a read that succeeds (the latch
+        mirror after every poll) proves nothing and must not turn the check green.
+        """
         with self._cond:
             if self._closed:
                 return
             if len(self._jobs) >= self._max_pending:
                 self._jobs.popleft()
                 self._dropped += 1
-            self._jobs.append(job)
+            self._jobs.append((job, writes))
             self._cond.notify_all()
 
     def flush(self, timeout_s: float) -> bool:
@@ -151,7 +156,7 @@ class StoreWriter:
                     self._cond.wait()
                 if not self._jobs:
                     return
-                job = self._jobs.popleft()
+                job, writes = self._jobs.popleft()
                 self._busy_since_s = self._clock()
             try:
                 job()
@@ -162,8 +167,9 @@ class StoreWriter:
                     log.exception("a store job failed")
                 self.record_failure(exc)
             else:
-                with self._cond:
-                    self._failure = None
+                if writes:
+                    with self._cond:
+                        self._failure = None
             finally:
                 with self._cond:
                     self._busy_since_s = None

@@ -243,6 +243,13 @@ class FollowerThread:
         follower = self._follower
         return self._lost_before + (follower.source.lost_records if follower is not None else 0)
 
+    def catch_up(self, timeout_s: float) -> bool:
+        """Wait until the kernel log is read up to now; False when it could not be in time."""
+        follower = self._follower
+        if follower is None or not self.alive():
+            return False
+        return follower.wait_caught_up(timeout_s)
+
     def alive(self) -> bool:
         """True while the follower thread runs (reading, or retrying after an error)."""
         return self._thread is not None and self._thread.is_alive()

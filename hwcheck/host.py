@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hwcheck.backend import GpuBackend
+from hwcheck.cuda_results import CudaProber
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
 from hwcheck.model import DeviceHolder, PciDevice
 
@@ -27,6 +28,7 @@ class HostSources:
       history of this boot included when ``history`` is true).
     - ``kernel_log_history``: this boot's records so far (for one-shot checks).
     - ``kernel_module_version``: the loaded nvidia kernel module's version, or None.
+    - ``cuda_prober``: the simulated rig's CUDA probe (None: the real subprocess probe).
     """
 
     gpu: GpuBackend
@@ -37,6 +39,7 @@ class HostSources:
     kernel_log_history: Callable[[], list[KernelRecord]]
     simulated: bool = False
     kernel_module_version: Callable[[], str | None] = field(default=lambda: None)  # unknown
+    cuda_prober: CudaProber | None = None
 
     def close(self) -> None:
         """Release the GPU backend."""

@@ -115,10 +115,14 @@ class Executors:
             return Outcome(False, f"dry run: {action} not carried out ({reason})")
         match decision:
             case StopAndLatch():
-                stopped = self._engine.stop_cleanly(decision.reason)
+                # The latch first: it blocks every restart at once and shows in the status,
+                # while a graceful stop may take minutes.
                 self._latch.set_latch(decision.reason, decision.advice_text)
+                stopped = self._engine.stop_cleanly(decision.reason)
                 result = (
-                    "engine stopped, latch set" if stopped else "engine would not stop; latch set"
+                    "latch set, engine stopped"
+                    if stopped
+                    else "latch set; the engine would not stop (a person must stop it)"
                 )
                 self._audit.record(ACTOR, action, reason, result)
                 return Outcome(stopped, f"{result}: {decision.advice_text}")
@@ -150,7 +154,12 @@ class Executors:
             message = "the engine would not stop: not rebooting (stop it, or power-cycle by hand)"
             self._audit.record(actor, "reboot", "confirmed by a person", message)
             return Outcome(False, message)
-        ran = self._reboot_runner.reboot()
+        try:
+            ran = self._reboot_runner.reboot()
+        except Exception as exc:  # the command's failure is the person's answer, in one line
+            message = f"the engine is stopped, but the reboot failed: {exc}"
+            self._audit.record(actor, "reboot", "confirmed by a person", message)
+            return Outcome(False, message)
         self._audit.record(actor, "reboot", "confirmed by a person", f"ran {ran}")
         return Outcome(True, f"engine stopped; ran {ran}")
 

@@ -76,11 +76,15 @@ class CardFault:
 
 @dataclass(frozen=True, slots=True)
 class EngineExit:
-    """How the engine ended: the crash class from its log (``None``: not classified)."""
+    """How the engine ended: the crash class from its log (``None``: not classified).
+
+    ``description`` is the supervisor's account in words, used in the decision's reason.
+    """
 
     crash_class: str | None = None
     exit_code: int | None = None
     signal: int | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,8 @@ class Facts:
     ``restart_times_s`` are the monotonic times of past automatic restarts;
     ``failures_in_a_row`` counts engine failures since the engine was last ready long
     enough; ``operator_hold`` is a person's stop (or an unacknowledged breaker hold) that
-    automatic starts must respect; ``latch_reason`` is set while a reboot is required.
+    automatic starts must respect; ``latch_reason`` is set while a reboot is required;
+    ``host_rebooting`` is true while a confirmed (or simulated) reboot ends every process.
     """
 
     trigger: Trigger
@@ -130,4 +135,5 @@ class Facts:
     restart_times_s: tuple[float, ...] = ()
     failures_in_a_row: int = 0
     operator_hold: bool = False
+    host_rebooting: bool = False
     settings: PolicySettings = field(default_factory=PolicySettings)

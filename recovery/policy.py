@@ -51,9 +51,13 @@ _RECOVERY_ACTION_ADVICE = {
 
 
 def backoff_delay_s(settings: PolicySettings, failure_in_a_row: int) -> float:
-    """Delay before the restart that follows the ``failure_in_a_row``-th failure."""
+    """Delay before the restart that follows the ``failure_in_a_row``-th failure.
+
+    A ``backoff_max_s`` below the base means no growth (every wait is the base).
+    """
     exponent = min(max(failure_in_a_row, 1) - 1, 64)  # capped: a long streak cannot overflow
-    return float(min(settings.backoff_base_s * 2**exponent, settings.backoff_max_s))
+    cap_s = max(settings.backoff_max_s, settings.backoff_base_s)
+    return float(min(settings.backoff_base_s * 2**exponent, cap_s))
 
 
 def restarts_in_window(
@@ -151,7 +155,11 @@ def start_gate(facts: Facts) -> tuple[Reason, ...]:
 def _after_exit(facts: Facts, now_s: float) -> Decision:
     settings = facts.settings
     exit_ = facts.engine_exit
-    what = f"engine ended ({exit_.crash_class or 'unclassified'})" if exit_ else "engine ended"
+    what = "engine ended"
+    if exit_ is not None:
+        what = exit_.description or f"engine ended ({exit_.crash_class or 'unclassified'})"
+    if facts.host_rebooting:
+        return NoAction(f"{what}: the host is rebooting; the bring-up after it starts the engine")
     if not settings.restart_on_failure:
         return NoAction(f"{what}; automatic restart is off")
     blocked = start_gate(facts)

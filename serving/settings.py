@@ -42,9 +42,9 @@ class RecoverySettings(_Section):
 
     Backoff is ``min(backoff_base_s * 2**(n-1), backoff_max_s)`` for the n-th failure in a
     row (a ``backoff_max_s`` below the base means no growth); n goes back to 0 after
-    ``backoff_reset_after_s`` of uninterrupted readiness. More than
-    ``breaker_max_restarts`` automatic restarts within ``breaker_window_s`` hold the
-    engine until a person acts.
+    ``backoff_reset_after_s`` of uninterrupted readiness. ``breaker_max_restarts``
+    automatic restarts within ``breaker_window_s`` hold the engine until a person acts.
+    The decisions are ``recovery.policy``'s; the supervisor keeps the counts.
     """
 
     dry_run: bool = False
@@ -55,26 +55,18 @@ class RecoverySettings(_Section):
     breaker_window_s: Annotated[float, Field(gt=0)] = 1800.0
     reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
 
-    def backoff_delay_s(self, failures_in_a_row: int) -> float:
-        """Delay before the restart that follows the ``failures_in_a_row``-th failure."""
-        exponent = max(failures_in_a_row, 1) - 1
-        cap_s = max(self.backoff_max_s, self.backoff_base_s)
-        # Cap the exponent so a long failure streak cannot overflow the float.
-        return float(min(self.backoff_base_s * 2 ** min(exponent, 64), cap_s))
-
 
 class SupervisorTuning(_Section):
     """The supervisor's knobs that the config file does not offer.
 
     ``term_timeout_s`` is the wait after SIGTERM (``None``: as long as ``stop_timeout_s``);
-    ``kill_wait_s`` the wait after SIGKILL (``allow_kill``). ``restart_on_failure`` off
-    leaves a crashed engine stopped.
+    ``kill_wait_s`` the wait after SIGKILL (``allow_kill``). Whether a crashed engine is
+    restarted is the recovery policy's decision (the supervisor's ``advise``).
     """
 
     probe_timeout_s: Annotated[float, Field(gt=0)] = 2.0
     term_timeout_s: Annotated[float, Field(gt=0)] | None = None
     kill_wait_s: Annotated[float, Field(gt=0)] = 10.0
-    restart_on_failure: bool = True
     classify_tail_lines: Annotated[int, Field(gt=0)] = 200
     log_max_bytes: Annotated[int, Field(gt=0)] = 64 * 1024 * 1024
     log_backups: Annotated[int, Field(ge=0)] = 3

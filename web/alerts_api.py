@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from web.models import Document, ErrorDocument, IsoTime
+from web.params import RowId
 
 
 class AlertControl(Protocol):
@@ -29,7 +30,7 @@ class AlertControl(Protocol):
         ...
 
     def send_test(self, sink: str | None) -> dict[str, Any]:
-        """Queue a test alert (``NotFound``: no such sink; ``Unavailable``: no sinks)."""
+        """Queue a test alert (``NotFound``: no such sink; ``Conflict``: no sinks)."""
         ...
 
 
@@ -108,7 +109,7 @@ def alerts_router(alerts: AlertControl, require_token: Callable[[Request], None]
         response_model_exclude_unset=True,
         responses=not_found,
     )
-    def get_alert(alert_id: int) -> dict[str, Any]:
+    def get_alert(alert_id: RowId) -> dict[str, Any]:
         """One alert and its deliveries."""
         return alerts.get_alert(alert_id)
 
@@ -117,7 +118,7 @@ def alerts_router(alerts: AlertControl, require_token: Callable[[Request], None]
         dependencies=[Depends(require_token)],
         response_model=AlertDocument,
         response_model_exclude_unset=True,
-        responses={404: {"model": ErrorDocument}, 503: {"model": ErrorDocument}},
+        responses={404: {"model": ErrorDocument}, 409: {"model": ErrorDocument}},
     )
     def send_test(body: TestAlertRequest | None = None) -> dict[str, Any]:
         """Queue a test alert for one sink (``sink``) or all of them."""

@@ -16,15 +16,16 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
+from hwcheck.model import EventKind
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
-from web.errors import error_responses, install_error_handlers
+from web.errors import error_responses, http_error_response, install_error_handlers
 from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.logs import install_log_routes
@@ -34,14 +35,19 @@ from web.models import (
     AckDocument,
     CapsDocument,
     CardChangedDocument,
+    ClearLatchDocument,
+    ClearLatchRequest,
     EventDocument,
     HealthDocument,
+    RebootDocument,
+    RebootRequest,
     RecipeDocument,
     ServingActionDocument,
     SimRebootDocument,
     StatusDocument,
     XidInjectedDocument,
 )
+from web.params import BeforeId, CardFilter, RowId
 from web.services import EventQuery, SimulationControl, WebServices
 from web.streams import StreamGate, install_status_stream
 
@@ -53,13 +59,6 @@ class XidInjection(BaseModel):
     card: Annotated[int, Field(ge=0)]
     xid: Annotated[int, Field(ge=1, le=100000)]
     message: str | None = None
-
-
-class RebootRequest(BaseModel):
-    """``POST /api/v1/recovery/reboot`` body."""
-
-    model_config = ConfigDict(extra="forbid")
-    confirm: bool = False
 
 
 DOCS_ASSETS_URL = "/docs-assets"
@@ -119,7 +118,7 @@ def create_app(
             try:
                 check_token(request)
             except HTTPException as exc:
-                return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+                return http_error_response(exc)
         return await call_next(request)
 
     # Added last, so outermost: a body over the cap is refused before anything reads it.
@@ -150,19 +149,17 @@ def create_app(
         "/api/v1/events",
         response_model=list[EventDocument],
         response_model_exclude_unset=True,
-        responses=error_responses(400),
+        responses=error_responses(400, 404),
     )
     def events(
         request: Request,
         response: Response,
         since: Annotated[datetime | None, Query(description="from this time (included)")] = None,
         until: Annotated[datetime | None, Query(description="up to this time (included)")] = None,
-        kind: Annotated[str | None, Query(description="xid, check, serving, ...")] = None,
-        card: Annotated[int | None, Query(ge=0)] = None,
+        kind: EventKind | None = None,
+        card: CardFilter = None,
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
-        before_id: Annotated[
-            int | None, Query(ge=1, description="next page: events listed after this id")
-        ] = None,
+        before_id: BeforeId = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
     ) -> Sequence[EventDocument]:
         """Events, newest first; a full page links the next one (``Link: rel="next"``).
@@ -170,7 +167,9 @@ def create_app(
         Times without an offset are UTC. Pages are keyset pages: new events arriving while
         a client pages back never shift or repeat what it sees.
         """
-        query = EventQuery(since, until, kind, card, acked, before_id, limit)
+        query = EventQuery(
+            since, until, None if kind is None else kind.value, card, acked, before_id, limit
+        )
         page = services.list_events(query)
         if len(page) == limit:
             following = request.url.include_query_params(before_id=page[-1].id)
@@ -184,7 +183,7 @@ def create_app(
         response_model_exclude_unset=True,
         responses=error_responses(404),
     )
-    def ack(event_id: int) -> dict[str, Any]:
+    def ack(event_id: RowId) -> dict[str, Any]:
         """Acknowledge one event."""
         return services.ack_event(event_id, "api")
 
@@ -219,6 +218,31 @@ def create_app(
     def serving_recipe() -> RecipeDocument:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    @app.post(
+        "/api/v1/recovery/reboot",
+        dependencies=[Depends(require_token)],
+        response_model=RebootDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(409),
+    )
+    def recovery_reboot(body: RebootRequest) -> dict[str, Any]:
+        """Explain the reboot; with ``confirm``, stop the engine cleanly, then reboot.
+
+        409 when the engine would not stop (then nothing is rebooted).
+        """
+        return services.recovery_reboot(body.confirm)
+
+    @app.post(
+        "/api/v1/recovery/clear",
+        dependencies=[Depends(require_token)],
+        response_model=ClearLatchDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(400),
+    )
+    def recovery_clear(body: ClearLatchRequest) -> dict[str, Any]:
+        """Clear the reboot-required latch (the recorded operator override)."""
+        return services.recovery_clear(body.reason)
 
     app.include_router(canary_router(canary, require_token))
     if alerts is not None:

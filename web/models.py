@@ -119,13 +119,68 @@ class ServingDocument(Document):
     last_refusal: list[RefusalDocument] | None = None
 
 
+class RecoveryDecisionDocument(Document):
+    """One recovery decision or action from the audit trail (newest first)."""
+
+    ts: IsoTime
+    actor: str = Field(description="recovery, fleetd, or the person (api, cli)")
+    action: str = Field(
+        description="stop_and_latch, restart_after, hold, start, refuse, advise_inspection, "
+        "probe, reboot, clear_latch or bring_up"
+    )
+    reason: str | None
+    outcome: str
+    dry_run: bool
+
+
+class BringUpDocument(Document):
+    """What the last post-reboot bring-up did (caps, checks, probe, engine)."""
+
+    ts: IsoTime
+    boot_id: str
+    engine_started: bool
+    summary: str = Field(description="each step, and exactly why the engine did not start")
+
+
 class RecoveryDocument(Document):
-    """The ``recovery`` block: the reboot-required latch."""
+    """The ``recovery`` block: the reboot-required latch, plus the last decisions."""
 
     reboot_required: bool
     reason: str | None
     since: IsoTime | None
-    advice: str | None
+    advice: str | None = Field(description="the exact next step for a person")
+    dry_run: bool | None = None
+    decisions: list[RecoveryDecisionDocument] | None = None
+    bring_up: BringUpDocument | None = None
+
+
+class RebootRequest(BaseModel):
+    """``POST /api/v1/recovery/reboot`` body: without ``confirm`` it only explains."""
+
+    model_config = ConfigDict(extra="forbid")
+    confirm: bool = False
+
+
+class ClearLatchRequest(BaseModel):
+    """``POST /api/v1/recovery/clear`` body: why a person clears the latch (recorded)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: Annotated[str, Field(min_length=1, max_length=1000)]
+
+
+class RebootDocument(Document):
+    """``POST /api/v1/recovery/reboot``: what would happen, or what was done."""
+
+    confirmed: bool
+    done: bool
+    message: str
+
+
+class ClearLatchDocument(Document):
+    """``POST /api/v1/recovery/clear``: whether a latch was cleared."""
+
+    cleared: bool
+    message: str
 
 
 class RigInfoDocument(Document):

@@ -92,6 +92,17 @@ class WebServices(Protocol):
         """The spec the daemon would launch, and its diff to the last ready launch."""
         ...
 
+    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+        """Explain the reboot (no ``confirm``), or stop cleanly then reboot.
+
+        ``Refused`` when the engine would not stop or the reboot command failed.
+        """
+        ...
+
+    def recovery_clear(self, reason: str) -> dict[str, Any]:
+        """Clear the reboot-required latch as a recorded operator override."""
+        ...
+
     def history(self, span: str) -> dict[str, Any]:
         """Charts over ``span`` (``1h``/``24h``): one time grid, one list per series."""
         ...

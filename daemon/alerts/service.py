@@ -21,7 +21,7 @@ from daemon.alerts.sinks import Sink, build_sinks, display_url
 from daemon.config import AlertSettings
 from daemon.store import Store
 from daemon.store.alerts import AlertPolicy, AlertRow, NotificationRow
-from serving.errors import NotFound, Unavailable
+from serving.errors import Conflict, NotFound
 
 SENDER_STOP_S = 2.0
 ENGINE_STOP_S = 5.0
@@ -126,7 +126,9 @@ class AlertService:
         """Queue a test alert for ``sink`` (default: every sink), whatever its min_severity."""
         names = [s.name for s in self.sinks]
         if not names:
-            raise Unavailable("no webhooks configured: add [[alerts.webhooks]] to fleet.toml")
+            raise Conflict(
+                "no webhooks configured: add [[alerts.webhooks]] to fleet.toml", "no_webhooks"
+            )
         if sink is not None and sink not in names:
             raise NotFound(f"no sink named {sink!r}: configured are {', '.join(names)}")
         alert, notes = self._store.queue_test_alert(names if sink is None else [sink], TEST_SUMMARY)

@@ -19,6 +19,7 @@ from daemon.cli import (
     cmd_daemon,
     cmd_fleet,
     cmd_init,
+    cmd_recovery,
     cmd_serving,
     cmd_top,
     cmd_xid,
@@ -265,6 +266,32 @@ def restart(
 ) -> None:
     """Stop, then start the engine and wait until it is ready (exit 4 when refused)."""
     _engine_action(ctx, "restart", no_wait, timeout_s, json_mode)
+
+
+@app.command("reboot")
+def reboot(
+    ctx: typer.Context,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Do it (without: only explain what would happen).")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the engine cleanly, then reboot the host (the configured reboot_command)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm))
+
+
+@app.command("clear-reboot-latch")
+def clear_reboot_latch(
+    ctx: typer.Context,
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit trail).")],
+    json_mode: JsonFlag = False,
+) -> None:
+    """Clear the reboot-required latch by hand (a recorded operator override)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_recovery.clear_latch(out, opts.client(out), reason))
 
 
 @app.command("logs")

@@ -46,6 +46,8 @@ class XidFollower:
         self._wait_s = wait_s
         self._last_cursor = cursor
         self.gpu_uuids: dict[str, str] = {}
+        self._passes = 0
+        self._passed = threading.Condition()
 
     @property
     def last_cursor(self) -> KernelLogCursor | None:
@@ -89,7 +91,20 @@ class XidFollower:
             classified = self._handle(record)
             if classified is not None:
                 found.append(classified)
+        with self._passed:
+            self._passes += 1
+            self._passed.notify_all()
         return found
+
+    def wait_caught_up(self, timeout_s: float) -> bool:
+        """Wait until a pass begun after this call has finished; False after ``timeout_s``.
+
+        The log is then read up to the moment of the call. For a thread other than the one
+        running ``run``.
+        """
+        with self._passed:
+            target = self._passes + 2  # the pass under way may have begun before the call
+            return self._passed.wait_for(lambda: self._passes >= target, timeout_s)
 
     def run(self) -> None:
         """Drain, then wait for more (at most ``wait_s`` at a time) until ``stop`` is set."""

@@ -31,6 +31,7 @@ from hwcheck.kernellog.kmsg_format import format_xid_text
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
 from hwcheck.model import NVIDIA_VENDOR_ID, ClockEventReason, DeviceHolder, GpuSnapshot, PciDevice
 from hwcheck.sim.backend import SimulatedBackend
+from hwcheck.sim.cuda import SimulatedCudaProber
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
 from hwcheck.sim.scenario import (
     CMP170HX_DEFAULTS,
@@ -105,6 +106,7 @@ class SimulatedRig:
         self._writer: KmsgFileWriter
         self._started_mono_s = 0.0
         self._uptime_at_start_s = 0.0
+        self.rebooted = False  # a simulated reboot happened in this process (wedges cleared)
         boot_id = self._files.read_boot_id()
         if boot_id is None:
             self._boot(reset_power_limits=False)
@@ -167,6 +169,7 @@ class SimulatedRig:
         """
         with self._lock:
             self._boot(reset_power_limits=True)
+            self.rebooted = True
             return self._state.boot_id
 
     def boot_id(self) -> str:
@@ -431,4 +434,5 @@ class SimulatedRig:
             kernel_log_history=self.kernel_log_history,
             simulated=True,
             kernel_module_version=self.kernel_module_version,
+            cuda_prober=SimulatedCudaProber(self.scenario, lambda: self.rebooted),
         )

@@ -101,6 +101,10 @@ class HostScenario:
     # simulated boot until ``nvml_back_after_s`` seconds after it (None: never back).
     nvml_unavailable: NvmlDown | None = None
     nvml_back_after_s: float | None = None
+    # The CUDA probe's answer per card index ("ok", "failed", "timed_out", "unavailable"):
+    # the "nvidia-smi looks fine but cuInit fails" wedge. Cards not named answer ok; a
+    # simulated reboot clears every wedge, as a real one does.
+    cuda_probe: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +408,7 @@ def _build_host(table: dict[str, object]) -> HostScenario:
                 "kernel_module_version",
                 "nvml_unavailable",
                 "nvml_back_after_s",
+                "cuda_probe",
             }
         ),
     )
@@ -457,7 +462,25 @@ def _build_host(table: dict[str, object]) -> HostScenario:
         nvml_back_after_s=_optional_seconds(
             "host.nvml_back_after_s", table.get("nvml_back_after_s")
         ),
+        cuda_probe=_cuda_probe(_table("host.cuda_probe", table.get("cuda_probe", {}))),
     )
+
+
+PROBE_OUTCOMES = ("ok", "failed", "timed_out", "unavailable")
+
+
+def _cuda_probe(table: dict[str, object]) -> tuple[tuple[int, str], ...]:
+    """``{"1" = "failed"}``: card index (a TOML key) to the probe's outcome."""
+    answers: list[tuple[int, str]] = []
+    for key, value in table.items():
+        path = f"host.cuda_probe.{key}"
+        if not key.isdigit():
+            raise FieldError(path, 'the key must be a card index, e.g. 1 = "failed"')
+        outcome = expect_str(path, value)
+        if outcome not in PROBE_OUTCOMES:
+            raise FieldError(path, f"one of {', '.join(PROBE_OUTCOMES)}, got {outcome!r}")
+        answers.append((int(key), outcome))
+    return tuple(sorted(answers))
 
 
 def _nvml_down(value: object | None) -> NvmlDown | None:

@@ -22,6 +22,7 @@ from hwcheck.model import Severity
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.classify import CrashClass
 from serving.runtime.commands import Request
+from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.health_watch import HealthWatch
 from serving.runtime.launchers import EngineHandle, Launcher
 from serving.runtime.logcapture import LogCapture
@@ -65,6 +66,7 @@ class MachineCore:
         tuning: SupervisorTuning,
         preflight: Preflight,
         on_event: EventSink,
+        advise: ExitAdvisor,
         enqueue: Callable[[Request], None],
         closed: threading.Event,
         clock: Callable[[], float] = time.monotonic,
@@ -75,6 +77,7 @@ class MachineCore:
         self._serving = serving
         self._tuning = tuning
         self._on_event = on_event
+        self._advise = advise
         self._enqueue = enqueue
         self._closed = closed
         self._clock = clock

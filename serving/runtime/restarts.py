@@ -1,32 +1,18 @@
-"""Backoff and breaker bookkeeping: what an engine failure leads to.
+"""Restart bookkeeping: the running total, the failure streak, recent restart times.
 
-``RestartBook`` counts automatic restarts (saved by the supervisor), failures in a row (the backoff
-exponent, forgiven after ``backoff_reset_after_s`` of uninterrupted readiness) and the
-restarts inside the breaker window. ``after_failure`` answers with a typed decision the
-supervisor carries out: back off for so long, or hold for a person.
+Mechanics only: ``RestartBook`` counts automatic restarts (saved by the supervisor),
+failures in a row (the backoff exponent, forgiven after ``backoff_reset_after_s`` of
+uninterrupted readiness) and the restarts inside the breaker window. Whether an ended
+run is restarted and after how long is the recovery policy's decision: ``report`` builds
+what the policy is told, ``note_verdict`` records what it answered.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
+from serving.runtime.exit_advice import ExitReport, ExitVerdict, RestartIn
 from serving.settings import RecoverySettings
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Restart after ``delay_s``; this is failure ``streak`` in a row."""
-
-    delay_s: float
-    streak: int
-
-
-@dataclass(frozen=True)
-class Hold:
-    """The breaker trips: ``restarts_in_window`` restarts happened within the window."""
-
-    restarts_in_window: int
 
 
 class RestartBook:
@@ -37,11 +23,6 @@ class RestartBook:
         self.restarts = 0
         self.failures_in_a_row = 0
         self._recent: deque[float] = deque()
-
-    @property
-    def breaker_window_s(self) -> float:
-        """The breaker's window, for messages."""
-        return self._recovery.breaker_window_s
 
     def clear_streak(self) -> None:
         """A person acted (start, clear hold): backoff and breaker start over."""
@@ -59,13 +40,29 @@ class RestartBook:
         if self.failures_in_a_row and now - ready_since >= self._recovery.backoff_reset_after_s:
             self.failures_in_a_row = 0
 
-    def after_failure(self, now: float) -> Backoff | Hold:
-        """Count one failure and decide: back off, or hold once the breaker trips."""
-        recovery = self._recovery
-        self.failures_in_a_row += 1
-        while self._recent and now - self._recent[0] > recovery.breaker_window_s:
+    def report(
+        self,
+        now: float,
+        description: str,
+        *,
+        crash_class: str | None = None,
+        exit_code: int | None = None,
+        signal: int | None = None,
+    ) -> ExitReport:
+        """What the policy is told about one ended run (restarts outside the window dropped)."""
+        while self._recent and now - self._recent[0] > self._recovery.breaker_window_s:
             self._recent.popleft()
-        if len(self._recent) >= recovery.breaker_max_restarts:
-            return Hold(len(self._recent))
-        delay_s = recovery.backoff_delay_s(self.failures_in_a_row)
-        return Backoff(delay_s, self.failures_in_a_row)
+        return ExitReport(
+            description=description,
+            crash_class=crash_class,
+            exit_code=exit_code,
+            signal=signal,
+            failures_in_a_row=self.failures_in_a_row,
+            restart_times_s=tuple(self._recent),
+            now_s=now,
+        )
+
+    def note_verdict(self, verdict: ExitVerdict) -> None:
+        """A restart was decided: the streak is now the failure it counted."""
+        if isinstance(verdict, RestartIn):
+            self.failures_in_a_row = verdict.failure_in_a_row

@@ -14,9 +14,9 @@ from typing import Any
 
 from hwcheck.model import Severity
 from serving.runtime.classify import CrashClass, explain_exit, split_returncode
+from serving.runtime.exit_advice import ExitVerdict, HoldEngine, LeaveStopped, RestartIn
 from serving.runtime.launchers import LauncherError
 from serving.runtime.machine_core import LOG, MachineCore, utcnow
-from serving.runtime.restarts import Backoff, Hold
 from serving.runtime.states import ServingChange, ServingState, StartRefused, StartResult
 from serving.runtime.stopping import (
     AfterStop,
@@ -132,7 +132,12 @@ class RunEnding(MachineCore):
             advice=verdict.advice,
             launch=self._launch_record,
         )
-        self._schedule_restart(f"engine {how}: {verdict.crash_class}")
+        self._schedule_restart(
+            f"engine {how}: {verdict.crash_class}",
+            crash_class=str(verdict.crash_class),
+            exit_code=exit_code,
+            signal=signal,
+        )
 
     def _end_launch(
         self, exit_code: int | None, signal: int | None, crash: CrashClass | None, reason: str
@@ -154,25 +159,35 @@ class RunEnding(MachineCore):
             launch=self._launch_record,
         )
 
-    def _schedule_restart(self, reason: str) -> None:
-        if not self._tuning.restart_on_failure:
-            self._set_state(ServingState.STOPPED, f"{reason}; automatic restart is off")
-            return
+    def _schedule_restart(
+        self,
+        reason: str,
+        *,
+        crash_class: str | None = None,
+        exit_code: int | None = None,
+        signal: int | None = None,
+    ) -> None:
+        """Ask the recovery policy what follows an ended run, and do it."""
         now = self._clock()
-        match self.book.after_failure(now):
-            case Hold(restarts_in_window=count):
-                held = (
-                    f"{reason}; {count} restarts within "
-                    f"{self.book.breaker_window_s:g} s: held until a person starts it"
-                )
+        report = self.book.report(
+            now, reason, crash_class=crash_class, exit_code=exit_code, signal=signal
+        )
+        try:
+            verdict: ExitVerdict = self._advise(report)
+        except Exception as exc:  # no answer is no licence to restart: stay down, say why
+            LOG.exception("the recovery policy failed on an engine exit")
+            verdict = LeaveStopped(f"{reason}; not restarted: the recovery policy failed ({exc})")
+        self.book.note_verdict(verdict)
+        match verdict:
+            case HoldEngine(reason=held):
                 self._set_state(ServingState.HELD, held, severity=Severity.CRITICAL)
                 self._emit(ServingChange.BREAKER, Severity.CRITICAL, held)
-            case Backoff(delay_s=delay_s, streak=streak):
+            case RestartIn(delay_s=delay_s, reason=why):
                 self._backoff_until = now + delay_s
-                self._set_state(
-                    ServingState.BACKOFF,
-                    f"{reason}; restarting in {delay_s:g} s (failure {streak} in a row)",
-                )
+                self._set_state(ServingState.BACKOFF, why)
+            case LeaveStopped(reason=why):
+                self._backoff_until = None
+                self._set_state(ServingState.STOPPED, why)
 
 
 def _describe_exit(exit_code: int | None, signal: int | None) -> str:

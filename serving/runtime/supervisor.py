@@ -38,6 +38,7 @@ from serving.runtime.commands import (
     Start,
     Stop,
 )
+from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.launchers import Launcher
 from serving.runtime.logcapture import LogCapture
 from serving.runtime.machine import ServingMachine
@@ -54,7 +55,9 @@ class Supervisor:
     ``spec_factory`` builds the launch spec at each start (so a changed recipe applies at
     the next start); ``preflight`` returns reasons that block a start and warnings;
     ``on_event`` receives every :class:`ServingEvent` on the loop thread (keep it quick; a
-    callback may enqueue commands, which then do not wait for their result).
+    callback may enqueue commands, which then do not wait for their result). ``advise``
+    is the recovery policy's answer to a run that ended on its own (restart after a
+    backoff, hold, or leave stopped): the supervisor never decides that itself.
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class Supervisor:
         tuning: SupervisorTuning | None = None,
         preflight: Preflight,
         on_event: EventSink,
+        advise: ExitAdvisor,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         tuning = tuning or SupervisorTuning()
@@ -95,6 +99,7 @@ class Supervisor:
             tuning=tuning,
             preflight=preflight,
             on_event=on_event,
+            advise=advise,
             enqueue=self._requests.put,
             closed=self._closed,
             clock=clock,

@@ -20,6 +20,7 @@ EXPECTED_EXIT = {
     "xid31": 0,  # the Xid fires ~20 s after the simulated boot; a 2-s check sees a healthy rig
     "engine-corrupt": 0,
     "serving-persistenced": 0,  # persistenced and fleetd hold /dev/nvidia*: never foreign
+    "cuda-wedge": 0,  # NVML sees healthy cards: the wedge shows only to the CUDA probe
 }
 CONTRACT_CARD_KEYS = {
     "index",

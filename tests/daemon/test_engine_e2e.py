@@ -246,7 +246,7 @@ def test_an_operator_stop_survives_a_fleetd_restart(tmp_path: Path, daemons: lis
     second = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
     daemons.append(second)
     assert serving(second)["state"] == "stopped"
-    assert "not autostarting the engine: a person stopped it" in second.log()
+    assert "not autostarting the engine: not started: a person stopped the engine" in second.log()
     assert fleetctl(second, "start").returncode == 0
     assert serving(second)["state"] == "ready"
 
@@ -262,15 +262,11 @@ def test_abandoned_log_followers_never_starve_the_api(
     codes: list[int] = []
 
     def abandon() -> None:
-        try:
-            with httpx.stream(
-                "GET", url, headers=auth, timeout=httpx.Timeout(5, read=0.5)
-            ) as response:
-                codes.append(response.status_code)
-                for _ in response.iter_lines():
-                    pass
-        except httpx.ReadTimeout:
-            pass  # the reader gives up and goes away, as curl -m 1 does
+        # The status line is waited for as long as a loaded machine needs (a short read
+        # timeout here lost the 200s under load); then the reader goes away mid-stream
+        # without a word, as a killed `curl` does: the response is closed unread.
+        with httpx.stream("GET", url, headers=auth, timeout=httpx.Timeout(20)) as response:
+            codes.append(response.status_code)
 
     threads = [threading.Thread(target=abandon) for _ in range(45)]
     for thread in threads:

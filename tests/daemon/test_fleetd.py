@@ -29,6 +29,16 @@ def daemons() -> Iterator[list[Fleetd]]:
     stop_all(started)
 
 
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
+    """One healthy simulated fleetd for the tests that only need one running (one start
+    instead of three): the status test changes its rig, the others only need it alive."""
+    tmp = tmp_path_factory.mktemp("shared-fleetd")
+    daemon = start_fleetd(tmp, tmp / "state")
+    yield daemon
+    stop_all([daemon])
+
+
 def xid_lines(state_dir: Path) -> list[str]:
     log = state_dir / "sim-kmsg.log"
     return [line for line in log.read_text().splitlines() if "NVRM: Xid (" in line]
@@ -62,62 +72,6 @@ def test_ready_watchdog_status_stopping(tmp_path: Path, daemons: list[Fleetd]) -
     assert daemon.stop(signal.SIGTERM) == 0
     daemon.peer.wait_for("STOPPING=1", 5)
     assert "shutting down" in daemon.log()
-
-
-def test_status_events_auth_and_simulation(tmp_path: Path, daemons: list[Fleetd]) -> None:
-    daemon = start_fleetd(tmp_path, tmp_path / "state")
-    daemons.append(daemon)
-    assert daemon.get("/healthz").json() == {"status": "ok"}
-    doc = daemon.get("/api/v1/status").json()
-    assert set(doc) >= CONTRACT_STATUS_KEYS
-    assert doc["overall"] == "ok"
-    assert set(doc["serving"]) >= {"state", "pid", "restarts", "since", "url"}
-    assert doc["recovery"] == {
-        "reboot_required": False,
-        "reason": None,
-        "since": None,
-        "advice": None,
-    }
-    assert (daemon.state_dir / "api-token").stat().st_mode & 0o777 == 0o600
-    # Every POST needs the token: 401 without, 403 wrong.
-    assert daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79}, token=None).status_code == 401
-    assert daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79}, token="nope").status_code == 403
-    assert daemon.post("/api/v1/sim/xid", {"card": 9, "xid": 79}).status_code == 404
-    injected = daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79})
-    assert injected.status_code == 200, injected.text
-    # The Xid is found through the normal kernel-log path, not handed over in memory.
-    wait_until(lambda: xid_events(daemon), 10, "the injected Xid in the events")
-    event = xid_events(daemon)[0]
-    assert (event["card"], event["xid"], event["severity"]) == (1, 79, "critical")
-    assert set(event) >= {"id", "ts", "kind", "card", "xid", "severity", "message"}
-    wait_until(
-        lambda: daemon.get("/api/v1/status").json()["overall"] == "critical", 10, "critical status"
-    )
-    card1 = daemon.get("/api/v1/status").json()["cards"][1]
-    assert card1["xid_since_boot"] == 1
-    # Acknowledging is a POST with the token.
-    assert daemon.post(f"/api/v1/events/{event['id']}/ack").json() == {
-        "id": event["id"],
-        "acked": True,
-    }
-    assert daemon.post("/api/v1/events/999999/ack").status_code == 404
-    lost = daemon.post("/api/v1/sim/card/2", {"lost": True})
-    assert lost.status_code == 200, lost.text
-    wait_until(
-        lambda: daemon.get("/api/v1/status").json()["cards"][2]["state"] == "lost",
-        10,
-        "card 2 lost",
-    )
-    assert daemon.post("/api/v1/sim/card/2", {"no_such_field": 1}).status_code == 400
-    cli = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
-    listed = run_fleetctl("--url", daemon.url, "events", "--kind", "xid", "--json", env=cli)
-    assert [e["xid"] for e in json.loads(listed.stdout)] == [79]
-    bad = run_fleetctl("--url", daemon.url, "events", "--since", "yesterday", env=cli)
-    assert bad.returncode == 1
-    assert bad.stderr.startswith("fleetctl: since: ")
-    assert len(bad.stderr.strip().splitlines()) == 1
-    paths = daemon.get("/openapi.json").json()["paths"]
-    assert {"/api/v1/status", "/api/v1/events", "/api/v1/sim/xid"} <= set(paths)
 
 
 def test_real_rig_without_nvml_keeps_running_and_has_no_sim_endpoints(
@@ -257,25 +211,6 @@ def test_a_notify_peer_that_never_reads_does_not_block(
         deaf.close()
 
 
-def test_listen_address_in_use_is_one_clear_line(tmp_path: Path, daemons: list[Fleetd]) -> None:
-    daemon = start_fleetd(tmp_path, tmp_path / "a")
-    daemons.append(daemon)
-    result = run_fleetd(
-        "--simulate",
-        "healthy",
-        "--state-dir",
-        str(tmp_path / "b"),
-        "--listen",
-        f"127.0.0.1:{daemon.port}",
-    )
-    assert result.returncode == 1
-    assert (
-        f"startup failed: cannot listen on 127.0.0.1:{daemon.port}: Address already in use"
-        in result.stderr
-    )
-    assert "Traceback" not in result.stderr
-
-
 def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd]) -> None:
     """Every snapshot takes 2 s (a sick driver); the API answers from memory meanwhile."""
     builtin = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
@@ -304,9 +239,81 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
     assert 1 <= polls <= (time.monotonic() - began) / 2.0 + 1, polls
 
 
-def test_one_fleetd_per_state_dir(tmp_path: Path, daemons: list[Fleetd]) -> None:
-    daemon = start_fleetd(tmp_path, tmp_path / "state")
-    daemons.append(daemon)
+def test_status_events_auth_and_simulation(shared_daemon: Fleetd) -> None:
+    daemon = shared_daemon
+    assert daemon.get("/healthz").json() == {"status": "ok"}
+    doc = daemon.get("/api/v1/status").json()
+    assert set(doc) >= CONTRACT_STATUS_KEYS
+    assert doc["overall"] == "ok"
+    assert set(doc["serving"]) >= {"state", "pid", "restarts", "since", "url"}
+    assert {k: doc["recovery"][k] for k in ("reboot_required", "reason", "since", "advice")} == {
+        "reboot_required": False,
+        "reason": None,
+        "since": None,
+        "advice": None,
+    }
+    assert (daemon.state_dir / "api-token").stat().st_mode & 0o777 == 0o600
+    # Every POST needs the token: 401 without, 403 wrong.
+    assert daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79}, token=None).status_code == 401
+    assert daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79}, token="nope").status_code == 403
+    assert daemon.post("/api/v1/sim/xid", {"card": 9, "xid": 79}).status_code == 404
+    injected = daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79})
+    assert injected.status_code == 200, injected.text
+    # The Xid is found through the normal kernel-log path, not handed over in memory.
+    wait_until(lambda: xid_events(daemon), 10, "the injected Xid in the events")
+    event = xid_events(daemon)[0]
+    assert (event["card"], event["xid"], event["severity"]) == (1, 79, "critical")
+    assert set(event) >= {"id", "ts", "kind", "card", "xid", "severity", "message"}
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["overall"] == "critical", 10, "critical status"
+    )
+    card1 = daemon.get("/api/v1/status").json()["cards"][1]
+    assert card1["xid_since_boot"] == 1
+    # Acknowledging is a POST with the token.
+    assert daemon.post(f"/api/v1/events/{event['id']}/ack").json() == {
+        "id": event["id"],
+        "acked": True,
+    }
+    assert daemon.post("/api/v1/events/999999/ack").status_code == 404
+    lost = daemon.post("/api/v1/sim/card/2", {"lost": True})
+    assert lost.status_code == 200, lost.text
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["cards"][2]["state"] == "lost",
+        10,
+        "card 2 lost",
+    )
+    assert daemon.post("/api/v1/sim/card/2", {"no_such_field": 1}).status_code == 400
+    cli = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    listed = run_fleetctl("--url", daemon.url, "events", "--kind", "xid", "--json", env=cli)
+    assert [e["xid"] for e in json.loads(listed.stdout)] == [79]
+    bad = run_fleetctl("--url", daemon.url, "events", "--since", "yesterday", env=cli)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("fleetctl: since: ")
+    assert len(bad.stderr.strip().splitlines()) == 1
+    paths = daemon.get("/openapi.json").json()["paths"]
+    assert {"/api/v1/status", "/api/v1/events", "/api/v1/sim/xid"} <= set(paths)
+
+
+def test_listen_address_in_use_is_one_clear_line(tmp_path: Path, shared_daemon: Fleetd) -> None:
+    daemon = shared_daemon
+    result = run_fleetd(
+        "--simulate",
+        "healthy",
+        "--state-dir",
+        str(tmp_path / "b"),
+        "--listen",
+        f"127.0.0.1:{daemon.port}",
+    )
+    assert result.returncode == 1
+    assert (
+        f"startup failed: cannot listen on 127.0.0.1:{daemon.port}: Address already in use"
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_one_fleetd_per_state_dir(shared_daemon: Fleetd) -> None:
+    daemon = shared_daemon
     result = run_fleetd(
         "--simulate", "healthy", "--state-dir", str(daemon.state_dir), "--listen", "127.0.0.1:1"
     )

@@ -37,11 +37,17 @@ def test_every_state_dir_file_is_private_under_umask_0(
     daemon = start_fleetd(tmp_path, state, config=config, umask=0)
     daemons.append(daemon)
     wait_until(lambda: _engine_state(daemon) == "ready", 30, "engine ready")
+    first_pid = daemon.get("/api/v1/status").json()["serving"]["pid"]
     booted = daemon.post("/api/v1/sim/reboot")
     assert booted.status_code == 200, booted.text
     files = StateDir(state)
     wait_until(files.sim_kernel_log_rotated.exists, 30, "the previous boot's kernel log")
-    wait_until(lambda: _engine_state(daemon) == "ready", 30, "engine ready after the reboot")
+
+    def new_engine_ready() -> bool:  # the reboot ended the first engine; the bring-up starts one
+        serving = daemon.get("/api/v1/status").json()["serving"]
+        return bool(serving["state"] == "ready" and serving["pid"] != first_pid)
+
+    wait_until(new_engine_ready, 30, "a new engine ready after the reboot")
 
     expected = set(files.files()) - {files.supervisor_state}  # written on crash restarts only
     missing = sorted(str(path) for path in expected if not path.exists())

@@ -50,7 +50,10 @@ def test_a_failing_write_is_critical_until_one_succeeds() -> None:
     failing = writer.health()
     assert failing.severity is Severity.CRITICAL
     assert "database or disk is full" in failing.message
-    writer.submit(lambda: None)
+    writer.submit(lambda: None)  # a read (the default): it works on a full disk too
+    assert writer.flush(5)
+    assert writer.health().severity is Severity.CRITICAL, "a read proves nothing"
+    writer.submit(lambda: None, writes=True)
     assert writer.flush(5)
     assert writer.health().severity is Severity.OK
     writer.close(1)

@@ -48,7 +48,11 @@ def test_first_start_records_the_boot_logs_xid_and_does_not_autostart(
     status = daemon.get("/api/v1/status").json()
     assert status["overall"] == "critical"
     assert status["serving"]["state"] not in {"starting", "ready"}
-    assert "xid_since_boot is critical" in daemon.log()
+    assert status["recovery"]["reboot_required"] is True
+    assert "Xid 31 on card 1" in status["recovery"]["reason"]
+    log = daemon.log()
+    assert "not autostarting the engine: reboot required: Xid 31 on card 1" in log, log
+    assert "xid_since_boot (card 1)" in log
 
 
 def test_event_severity_is_the_checks_severity(tmp_path: Path, daemons: list[Fleetd]) -> None:

@@ -71,14 +71,14 @@ def executors(rig: Rig, dry_run: bool = False) -> Executors:
 LATCH = StopAndLatch("Xid 119 on card 2: GSP RPC timeout", Advice.COLD_POWER_CYCLE, 2)
 
 
-def test_stop_and_latch_stops_first_then_latches_with_the_advice() -> None:
+def test_stop_and_latch_latches_first_then_stops_with_the_advice() -> None:
     rig = Rig()
     outcome = executors(rig).carry_out(LATCH)
     assert outcome.done
-    assert rig.calls == ["stop: Xid 119 on card 2: GSP RPC timeout", "set_latch"]
+    assert rig.calls == ["set_latch", "stop: Xid 119 on card 2: GSP RPC timeout"]
     assert rig.latch is not None
     assert "30 s" in rig.latch
-    assert rig.audit == [("recovery", "stop_and_latch", LATCH.reason, "engine stopped, latch set")]
+    assert rig.audit == [("recovery", "stop_and_latch", LATCH.reason, "latch set, engine stopped")]
 
 
 def test_an_engine_that_will_not_stop_still_latches_and_says_so() -> None:
@@ -86,7 +86,7 @@ def test_an_engine_that_will_not_stop_still_latches_and_says_so() -> None:
     outcome = executors(rig).carry_out(LATCH)
     assert not outcome.done
     assert rig.latch is not None
-    assert rig.audit[0][3] == "engine would not stop; latch set"
+    assert rig.audit[0][3] == "latch set; the engine would not stop (a person must stop it)"
 
 
 def test_dry_run_records_every_decision_and_touches_nothing() -> None:

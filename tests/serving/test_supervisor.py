@@ -15,6 +15,9 @@ import httpx
 import psutil
 import pytest
 
+from recovery.facts import PolicySettings
+from recovery.policy import backoff_delay_s
+from recovery.supervision import PolicyAdvisor, policy_settings
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.classify import CrashClass
 from serving.runtime.container_launcher import ContainerLauncher
@@ -109,6 +112,7 @@ class Harness:
         launcher: Launcher | None = None,
         open_now: bool = True,
         listener: Callable[[Supervisor, ServingEvent], None] | None = None,
+        policy: PolicySettings | None = None,
     ) -> Rig:
         state = state_dir or self.tmp_path / "state"
         events = EventLog()
@@ -131,6 +135,7 @@ class Harness:
             tuning=settings.tuning,
             preflight=preflight,
             on_event=on_event,
+            advise=PolicyAdvisor(policy or policy_settings(settings.recovery)),
         )
         holder.append(supervisor)
         rig = Rig(supervisor, events, state, chosen)
@@ -161,7 +166,11 @@ def wait_ready(rig: Rig, pid: int | None = None) -> int:
         status = rig.supervisor.status()
         return status.state is ServingState.READY and status.pid is not None and status.pid != pid
 
-    wait_until(ready, DEADLINE_S, f"ready (events: {[e.message for e in rig.events.events][-6:]})")
+    try:
+        wait_until(ready, DEADLINE_S, "ready")
+    except AssertionError as exc:  # the events at the deadline, not at the start of the wait
+        events = [e.message for e in rig.events.events][-8:]
+        raise AssertionError(f"{exc} (events: {events})") from None
     ready_pid = rig.supervisor.status().pid
     assert ready_pid is not None
     return ready_pid
@@ -585,12 +594,11 @@ def test_close_with_stop_engine_stops_it(harness: Harness) -> None:
 
 def test_crash_while_starting_is_classified(harness: Harness) -> None:
     port = free_port()
-    settings = FAST.but(restart_on_failure=False)
     rig = harness.make(
         lambda: sim_spec(
             port, "--sim-fail-start-after-s", "0.1", "--sim-crash-kind", "kv_oom", ready_after_s=5
         ),
-        settings=settings,
+        policy=policy_settings(FAST.recovery, restart_on_failure=False),
     )
     rig.supervisor.start()
     rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=1)
@@ -674,8 +682,9 @@ def test_bad_settings_name_the_key() -> None:
 
 
 def test_backoff_delay_formula() -> None:
-    settings = RecoverySettings()
-    assert [settings.backoff_delay_s(n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [
+    """The policy's backoff on the config's defaults (the supervisor only carries it out)."""
+    settings = policy_settings(RecoverySettings())
+    assert [backoff_delay_s(settings, n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [
         10,
         20,
         40,
@@ -689,8 +698,8 @@ def test_backoff_delay_formula() -> None:
 
 def test_a_backoff_max_below_the_base_means_no_growth() -> None:
     """The config file accepts it (as it always has); the delay stays at the base."""
-    settings = RecoverySettings(backoff_base_s=10, backoff_max_s=5)
-    assert [settings.backoff_delay_s(n) for n in (1, 2, 5)] == [10, 10, 10]
+    settings = policy_settings(RecoverySettings(backoff_base_s=10, backoff_max_s=5))
+    assert [backoff_delay_s(settings, n) for n in (1, 2, 5)] == [10, 10, 10]
 
 
 def test_container_mode_end_to_end_with_the_fake_runtime(

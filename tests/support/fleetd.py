@@ -161,7 +161,7 @@ def start_fleetd(
     daemon = Fleetd(state_dir=state_dir, port=port, proc=proc, peer=peer, log_path=log_path)
     try:
         if peer is not None:
-            peer.wait_for("READY=1", ready_timeout_s)
+            _wait_ready(peer, proc, ready_timeout_s)
         else:
             wait_until(lambda: _answers(daemon), ready_timeout_s, "fleetd /healthz")
     except AssertionError:
@@ -169,6 +169,18 @@ def start_fleetd(
         proc.wait()
         raise AssertionError(f"fleetd did not become ready:\n{daemon.log()}") from None
     return daemon
+
+
+def _wait_ready(peer: NotifyPeer, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """``READY=1`` within ``timeout_s``; a fleetd that exits fails at once, not at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            peer.wait_for("READY=1", min(1.0, max(deadline - time.monotonic(), 0.01)))
+            return
+        except AssertionError:
+            if proc.poll() is not None or time.monotonic() >= deadline:
+                raise
 
 
 def _answers(daemon: Fleetd) -> bool:
