@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
+from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
 from daemon.history import history_document
 from daemon.monitor import RigMonitor
@@ -22,6 +23,7 @@ from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.checks import pcie_link
 from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
+from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.canary import CanaryControl
 from web.models import (
@@ -251,7 +253,11 @@ class DaemonServices:
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
         doc["recovery"] = recovery.model_dump(exclude_unset=True)
-        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        doc["canaries"] = (
+            [not_run_entry(name, "no engine is configured") for name in CANARY_NAMES]
+            if self.canaries is None
+            else self.canaries.status_entries()
+        )
         if self.canaries is not None:
             doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {
