@@ -203,6 +203,6 @@ def test_a_hung_engine_times_out_each_canary_without_blocking_the_next_round(
         (r.name, r.message) for r in first + second
     ]
     assert all("timed out" in r.message for r in first)
-    # Bounded by the timeouts (2 rounds x 4 canaries x load check and request), not by
-    # the engine: generous for a loaded CI machine, far below "blocked".
-    assert took_s < 20
+    # Bounded by the timeouts (2 rounds x 4 canaries x load check and request, 3.2 s), not
+    # by the engine (which never answers): generous for a CI box shared with other suites.
+    assert took_s < 60, took_s
