@@ -55,7 +55,7 @@ def start(tmp: Path, scenario: str, config_text: str) -> Fleetd:
     config.write_text(config_text)
     daemon = start_fleetd(tmp, tmp / "state", simulate=scenario, config=config)
     try:
-        wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 30, "engine ready")
+        wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 60, "engine ready")
     except AssertionError:
         stop_all([daemon])
         raise
@@ -163,7 +163,7 @@ def test_a_busy_engine_skips_the_round_and_keeps_the_last_verdict(healthy: Fleet
 
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
-    assert opened.wait(10), "the long request did not start"
+    assert opened.wait(30), "the long request did not start"
     ran = fleetctl(healthy, "canary", "run", "--json")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     results = json.loads(ran.stdout)["canaries"]
