@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
+from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
 from daemon.history import history_document
 from daemon.monitor import RigMonitor
@@ -22,9 +23,16 @@ from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.checks import pcie_link
 from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
 from hwcheck.report import rig_document
+from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.canary import CanaryControl
-from web.models import EventDocument, RecipeDocument
+from web.models import (
+    BringUpDocument,
+    EventDocument,
+    RecipeDocument,
+    RecoveryDecisionDocument,
+    RecoveryDocument,
+)
 from web.services import EventQuery, SimulationControl
 
 
@@ -181,27 +189,26 @@ class DaemonServices:
             self._engine.close(stop_engine=stop_engine)
 
     # -- reads ------------------------------------------------------------------------
-    def recovery_document(self) -> dict[str, Any]:
+    def recovery_document(self) -> RecoveryDocument:
         """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
         latch = self._store.get_latch()
         if latch is None:
-            doc: dict[str, Any] = {
-                "reboot_required": False,
-                "reason": None,
-                "since": None,
-                "advice": None,
-            }
+            doc = RecoveryDocument(reboot_required=False, reason=None, since=None, advice=None)
         else:
-            doc = {
-                "reboot_required": True,
-                "reason": latch.reason,
-                "since": iso(latch.since),
-                "advice": latch.advice or ADVICE_REBOOT,
-            }
+            doc = RecoveryDocument(
+                reboot_required=True,
+                reason=latch.reason,
+                since=iso(latch.since),
+                advice=latch.advice or ADVICE_REBOOT,
+            )
         if self._recovery is not None:
-            doc["dry_run"] = self._recovery.dry_run
-            doc["decisions"] = self._recovery.last_decisions()
-            doc["bring_up"] = self._recovery.last_bring_up
+            bring_up = self._recovery.last_bring_up
+            doc.dry_run = self._recovery.dry_run
+            doc.decisions = [
+                RecoveryDecisionDocument.model_validate(decision)
+                for decision in self._recovery.last_decisions()
+            ]
+            doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
         return doc
 
     def _require_recovery(self) -> RecoveryControl:
@@ -238,15 +245,19 @@ class DaemonServices:
                 gen, width = pcie_link.baseline(self._rig, card["pci_bus_id"])
                 card["pcie_baseline_gen"], card["pcie_baseline_width"] = gen, width
             worst = worst_severity(list(view.results))
-            if recovery["reboot_required"]:
+            if recovery.reboot_required:
                 worst = Severity.CRITICAL
             elif serving["state"] in ENGINE_DOWN_STATES and worst is Severity.OK:
                 worst = Severity.WARNING
             # Judged on fresh data only: an old picture is no verdict (rig.stale_reason says why).
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
         doc["serving"] = serving
-        doc["recovery"] = recovery
-        doc["canaries"] = [] if self.canaries is None else self.canaries.status_entries()
+        doc["recovery"] = recovery.model_dump(exclude_unset=True)
+        doc["canaries"] = (
+            [not_run_entry(name, "no engine is configured") for name in CANARY_NAMES]
+            if self.canaries is None
+            else self.canaries.status_entries()
+        )
         if self.canaries is not None:
             doc["log_signatures"] = self.canaries.log_signature_entries()
         doc["rig"] = {

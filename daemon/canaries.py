@@ -17,6 +17,7 @@ from hwcheck.model import Severity
 from serving.canary.settings import CanarySettings
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
+from web.metrics_model import CanaryMetrics
 
 
 class CanaryService:
@@ -45,6 +46,13 @@ class CanaryService:
     def log_signature_entries(self) -> list[dict[str, Any]]:
         """The status document's ``log_signatures`` list."""
         return [] if self.counter is None else self.counter.entries()
+
+    def metrics(self) -> tuple[tuple[CanaryMetrics, ...], dict[str, int]]:
+        """Last verdicts and signature totals for ``/metrics`` (memory only)."""
+        canaries = tuple(
+            CanaryMetrics(row.name, row.result, row.figure) for row in self.runner.judged()
+        )
+        return canaries, ({} if self.counter is None else self.counter.totals())
 
     def canary_document(self, limit: int) -> dict[str, Any]:
         """``GET /api/v1/canary``: last results, signature counts and recent history."""

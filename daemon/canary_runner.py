@@ -186,6 +186,7 @@ class CanaryRunner:
         for name in CANARY_NAMES:
             row = judged.get(name) or latest.get(name)
             if row is None:
+                entries.append(not_run_entry(name, "runs once the engine is ready"))
                 continue
             entry = _entry(row)
             newest = latest.get(name)
@@ -195,9 +196,18 @@ class CanaryRunner:
             entries.append(entry)
         return entries
 
+    def judged(self) -> list[CanaryRow]:
+        """Each canary's last judged result, from memory (for ``/metrics``)."""
+        return [self._judged[name] for name in CANARY_NAMES if name in self._judged]
+
     def history(self, limit: int) -> list[dict[str, Any]]:
         """Stored results, newest first."""
         return [_entry(row) for row in self._store.list_canary_results(limit=limit)]
+
+
+def not_run_entry(name: str, advice: str) -> dict[str, Any]:
+    """A canary with no result yet: ``skipped``, no figure, no time (CONTRACT lists every name)."""
+    return {"name": name, "result": "skipped", "figure": None, "advice": advice, "ts": None}
 
 
 def _entry(row: CanaryRow) -> dict[str, Any]:

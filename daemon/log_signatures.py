@@ -45,6 +45,7 @@ class LogSignatureCounter:
         self._lock = threading.Lock()
         self._hour = hour_of(now())
         self._counts: Counter[str] = Counter()
+        self._totals: Counter[str] = Counter()  # since fleetd started (a Prometheus counter)
         self._dirty = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,6 +92,7 @@ class LogSignatureCounter:
         self._roll()
         with self._lock:
             self._counts.update(found)
+            self._totals.update(found)
             self._dirty = True
 
     def _roll(self) -> None:
@@ -113,6 +115,11 @@ class LogSignatureCounter:
             log.error("log-signature counts not stored: %s", exc)
             with self._lock:
                 self._dirty = True
+
+    def totals(self) -> dict[str, int]:
+        """Every signature's count since fleetd started (memory only)."""
+        with self._lock:
+            return {name: self._totals.get(name, 0) for name in self._table.names}
 
     def entries(self) -> list[dict[str, Any]]:
         """Each signature: this hour's count, the last 24 hours' and when it was last counted."""

@@ -19,7 +19,7 @@ from daemon.monitor import MonitorView, RigMonitor
 from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
 from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
 from serving.runtime.states import ServingState
-from web.metrics_model import CardMetrics, DurationHistogram, RigMetrics
+from web.metrics_model import CanaryMetrics, CardMetrics, DurationHistogram, RigMetrics
 
 
 class LatchMirror:
@@ -104,12 +104,14 @@ class DaemonMetrics:
         follower_up: Callable[[], bool],
         latch: LatchMirror,
         poll_durations: DurationHistogram,
+        canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
     ) -> None:
         self._monitor = monitor
         self._serving_document = serving_document
         self._follower_up = follower_up
         self._latch = latch
         self._poll_durations = poll_durations
+        self._canaries = canaries
 
     def metrics_state(self) -> RigMetrics:
         """The picture a scrape exports."""
@@ -117,6 +119,7 @@ class DaemonMetrics:
         serving = self._serving_document()
         engine_metrics = serving.get("metrics") or {}
         tokens = engine_metrics.get("generation_tokens_per_s")
+        canaries, signatures = self._canaries() if self._canaries is not None else ((), {})
         return RigMetrics(
             cards=card_metrics(view),
             check_severities=worst_by_check(view.results),
@@ -128,4 +131,6 @@ class DaemonMetrics:
             poll_durations=self._poll_durations.snapshot(),
             polls=view.polls,
             last_poll_age_s=view.last_poll_age_s,
+            canaries=canaries,
+            log_signature_totals=signatures,
         )

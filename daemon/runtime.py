@@ -195,6 +195,7 @@ class Daemon:
             lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
             self.latch_mirror,
             self.poll_durations,
+            canaries=None if self.canaries is None else self.canaries.metrics,
         )
 
     # -- helpers ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ from web.alerts_api import AlertControl, alerts_router
 from web.auth import bearer, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
-from web.errors import error_responses, install_error_handlers
+from web.errors import error_responses, http_error_response, install_error_handlers
 from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.logs import install_log_routes
@@ -118,7 +118,7 @@ def create_app(
             try:
                 check_token(request)
             except HTTPException as exc:
-                return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+                return http_error_response(exc)
         return await call_next(request)
 
     # Added last, so outermost: a body over the cap is refused before anything reads it.

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.errors import (
     Busy,
@@ -59,8 +60,23 @@ def _one_line(text: str) -> str:
     return line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
+HTTP_CODES = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+}
+
+
+def http_error_response(exc: StarletteHTTPException) -> JSONResponse:
+    """An ``HTTPException`` (token, unknown route, simulation off) as ``{detail, code}``."""
+    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    return JSONResponse({"detail": exc.detail, "code": code}, exc.status_code, exc.headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer every ``DomainError`` with its status, and 422s without the input."""
+    """Every error body is ``{"detail": ..., "code": ...}``; a 422 never echoes its input."""
 
     async def domain_error(_: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, DomainError):  # registered for DomainError only
@@ -78,7 +94,13 @@ def install_error_handlers(app: FastAPI) -> None:
             }
             for error in exc.errors()
         ]
-        return JSONResponse({"detail": detail}, 422)
+        return JSONResponse({"detail": detail, "code": "invalid_request"}, 422)
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, StarletteHTTPException):  # registered for it only
+            raise exc
+        return http_error_response(exc)
 
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -152,6 +152,41 @@ def _rig_metrics(state: RigMetrics) -> Iterator[Metric]:
     yield age
 
 
+CANARY_RESULT_VALUE = {"pass": 0.0, "warn": 1.0, "fail": 2.0}
+
+
+def _canary_metrics(state: RigMetrics) -> Iterator[Metric]:
+    """Engine canaries' last verdicts and figures, and the log-signature counters."""
+    results = GaugeMetricFamily(
+        "cmpfleet_canary_result",
+        "Last judged result of each engine canary: 0 pass, 1 warn, 2 fail.",
+        labels=["canary"],
+    )
+    accuracy = GaugeMetricFamily(
+        "cmpfleet_canary_copy_accuracy_ratio",
+        "Share of identifiers the engine copied back exactly (copy_fidelity canary).",
+    )
+    decode = GaugeMetricFamily(
+        "cmpfleet_engine_decode_tokens_per_second",
+        "Single-stream decode speed measured by the throughput canary.",
+    )
+    for canary in state.canaries:
+        if canary.result in CANARY_RESULT_VALUE:
+            results.add_metric([canary.name], CANARY_RESULT_VALUE[canary.result])
+        if canary.figure is not None and canary.name == "copy_fidelity":
+            accuracy.add_metric([], canary.figure)
+        if canary.figure is not None and canary.name == "throughput":
+            decode.add_metric([], canary.figure)
+    signatures = CounterMetricFamily(
+        "cmpfleet_engine_log_signature",
+        "Non-fatal engine log signatures seen since fleetd started.",
+        labels=["signature"],
+    )
+    for name, count in sorted(state.log_signature_totals.items()):
+        signatures.add_metric([name], float(count))
+    yield from (results, accuracy, decode, signatures)
+
+
 class RigCollector(Collector):
     """Reads the daemon's picture at each scrape and turns it into metric families."""
 
@@ -163,6 +198,7 @@ class RigCollector(Collector):
         state = self._source.metrics_state()
         yield from _card_gauges(state.cards)
         yield from _rig_metrics(state)
+        yield from _canary_metrics(state)
 
 
 def install_metrics(app: FastAPI, source: MetricsSource) -> None:

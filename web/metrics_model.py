@@ -83,6 +83,15 @@ class CardMetrics:
 
 
 @dataclass(frozen=True)
+class CanaryMetrics:
+    """One engine canary's last judged result (``result``: pass, warn or fail)."""
+
+    name: str
+    result: str
+    figure: float | None
+
+
+@dataclass(frozen=True)
 class RigMetrics:
     """The rig as ``/metrics`` shows it."""
 
@@ -96,6 +105,8 @@ class RigMetrics:
     poll_durations: HistogramSnapshot
     polls: int
     last_poll_age_s: float | None
+    canaries: tuple[CanaryMetrics, ...] = ()
+    log_signature_totals: Mapping[str, int] = field(default_factory=dict)  # since fleetd start
 
 
 class MetricsSource(Protocol):

@@ -216,7 +216,7 @@ class CanaryResultDocument(Document):
     result: Literal["pass", "warn", "fail", "skipped"]
     figure: Number | None = Field(description="the measure, in unit (ratio, calls, chars, tok/s)")
     advice: str | None = Field(description="one line: what to do; empty or null when nothing")
-    ts: IsoTime
+    ts: IsoTime | None = Field(description="when it ran; null when it has not run yet")
     unit: str | None = None
     message: str | None = None
     duration_s: Number | None = None

@@ -12,6 +12,7 @@ advice: the next step. Sources:
 - Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
 - Recovery events of warning or worse (a cap that could not be applied, a decision that
   stopped the engine): one-shot news.
+- Canary events: a canary's verdict turned warn or fail fires ``canary:<name>``; pass resolves.
 - State: the reboot-required latch (fires while set), and a fleetd that finds its
   previous run never stopped cleanly (one-shot).
 """
@@ -206,6 +207,28 @@ def recovery_signals(event: EventRow) -> list[AlertSignal]:
     ]
 
 
+def canary_signals(event: EventRow) -> list[AlertSignal]:
+    """An engine canary's verdict changed: warn/fail fires ``canary:<name>``, pass resolves."""
+    details = event.details or {}
+    name = str(details.get("canary", ""))
+    if not name:
+        return []
+    fingerprint = f"canary:{name}"
+    if event.severity not in _PROBLEM:
+        return [AlertSignal(fingerprint, fire=False)]
+    return [
+        AlertSignal(
+            fingerprint=fingerprint,
+            fire=True,
+            rule="canary",
+            severity=event.severity,
+            summary=f"Engine {event.message}",  # "canary <name>: fail (was pass): <what>"
+            advice=str(details.get("advice") or "See `fleetctl canary status`."),
+            labels={"alertname": f"Canary{_camel(name)}", "canary": name},
+        )
+    ]
+
+
 def event_signals(event: EventRow) -> list[AlertSignal]:
     """Every signal one stored event gives."""
     if event.kind is EventKind.XID:
@@ -216,6 +239,8 @@ def event_signals(event: EventRow) -> list[AlertSignal]:
         return serving_signals(event)
     if event.kind is EventKind.RECOVERY:
         return recovery_signals(event)
+    if event.kind is EventKind.CANARY:
+        return canary_signals(event)
     if event.kind is EventKind.REBOOT and event.message.startswith("host rebooted"):
         return [
             AlertSignal("xid:", fire=False, prefix=True),

@@ -161,6 +161,29 @@ def test_fleetctl_alerts_test(fleetd: Fleetd, receiver: WebhookReceiver) -> None
     assert fleetd.post("/api/v1/alerts/test", {}, token=None).status_code == 401
 
 
+def test_a_hardware_xid_requires_a_reboot_and_the_reboot_resolves(
+    fleetd: Fleetd, receiver: WebhookReceiver
+) -> None:
+    assert fleetd.post("/api/v1/sim/xid", {"card": 3, "xid": 79}).status_code == 200
+
+    def reboot_required(status: str) -> Any:
+        return lambda doc: doc["name"] == "RebootRequired" and doc["status"] == status
+
+    fired = matching(receiver, "/json", "RebootRequired", reboot_required("firing")).json()
+    assert fired["severity"] == "critical" and fired["summary"].startswith("Reboot required: ")
+    assert fired["advice"]
+    # The recovery decision behind the latch is not sent a second time.
+    assert not [b for b in receiver.bodies("/json") if b["name"] == "Recovery"]
+    assert fleetd.post("/api/v1/sim/reboot").status_code == 200
+    matching(receiver, "/json", "RebootRequired resolved", reboot_required("resolved"))
+    matching(
+        receiver,
+        "/json",
+        "the Xid alert resolved",
+        lambda d: d["name"] == "XidHardware" and d["status"] == "resolved",
+    )
+
+
 def test_killed_with_undelivered_alerts_delivers_after_restart(tmp_path: Path) -> None:
     receiver = WebhookReceiver()  # down while the alert is raised
     config = tmp_path / "fleet.toml"

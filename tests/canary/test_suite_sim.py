@@ -47,26 +47,27 @@ def engine(*flags: str, hung: bool = False) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the simulated engine did not get ready"
-            time.sleep(0.05)
-        while hung:  # ready first, then it stops answering
-            try:
-                httpx.get(f"{url}/health", timeout=0.2)
-            except httpx.TimeoutException:
-                break
-            assert time.monotonic() < deadline, "the simulated engine did not hang"
+        deadline = time.monotonic() + 60  # a Python start on a box shared with other suites
+        while not _state_reached(url, hung):
+            assert time.monotonic() < deadline, (
+                f"the simulated engine did not get {'hung' if hung else 'ready'}"
+            )
             time.sleep(0.05)
         yield url
     finally:
         kill_group(process.pid)
         process.wait(timeout=5)
+
+
+def _state_reached(url: str, hung: bool) -> bool:
+    """Ready: ``/health`` says 200. Hung: it no longer answers (only a ready engine hangs)."""
+    try:
+        status = httpx.get(f"{url}/health", timeout=0.3 if hung else 1.0).status_code
+    except httpx.TimeoutException:
+        return hung
+    except httpx.HTTPError:
+        return False
+    return status == 200 and not hung
 
 
 class Suites:
@@ -203,6 +204,6 @@ def test_a_hung_engine_times_out_each_canary_without_blocking_the_next_round(
         (r.name, r.message) for r in first + second
     ]
     assert all("timed out" in r.message for r in first)
-    # Bounded by the timeouts (2 rounds x 4 canaries x load check and request), not by
-    # the engine: generous for a loaded CI machine, far below "blocked".
-    assert took_s < 20
+    # Bounded by the timeouts (2 rounds x 4 canaries x load check and request, 3.2 s), not
+    # by the engine (which never answers): generous for a CI box shared with other suites.
+    assert took_s < 60, took_s

@@ -55,7 +55,7 @@ def start(tmp: Path, scenario: str, config_text: str) -> Fleetd:
     config.write_text(config_text)
     daemon = start_fleetd(tmp, tmp / "state", simulate=scenario, config=config)
     try:
-        wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 30, "engine ready")
+        wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 60, "engine ready")
     except AssertionError:
         stop_all([daemon])
         raise
@@ -98,8 +98,14 @@ def canaries(daemon: Fleetd) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in status(daemon)["canaries"]}
 
 
+def judged(daemon: Fleetd) -> bool:
+    """Every canary has a result of a round (before one, each is listed as skipped)."""
+    found = canaries(daemon)
+    return set(found) == NAMES and all(c["ts"] is not None for c in found.values())
+
+
 def test_the_round_after_ready_passes_every_canary_and_shows_in_status(healthy: Fleetd) -> None:
-    wait_until(lambda: set(canaries(healthy)) == NAMES, 60, "the after-ready round")
+    wait_until(lambda: judged(healthy), 60, "the after-ready round")
     found = canaries(healthy)
     assert {name: c["result"] for name, c in found.items()} == dict.fromkeys(NAMES, "pass"), found
     for canary in found.values():
@@ -134,10 +140,12 @@ def test_log_signatures_are_counted_per_hour(healthy: Fleetd) -> None:
     assert found["grammar_rejection"] == 0
     overview = healthy.get("/api/v1/canary").json()
     assert {s["name"]: s["last_24h"] for s in overview["log_signatures"]}["widget"] == 1
+    scraped = healthy.get("/metrics").text
+    assert 'cmpfleet_engine_log_signature_total{signature="repetition_tripwire"} 2.0' in scraped
 
 
 def test_a_busy_engine_skips_the_round_and_keeps_the_last_verdict(healthy: Fleetd) -> None:
-    wait_until(lambda: set(canaries(healthy)) == NAMES, 60, "a judged round first")
+    wait_until(lambda: judged(healthy), 60, "a judged round first")
     engine_url = status(healthy)["serving"]["url"]
     body = {
         "model": "dsv4s",
@@ -155,7 +163,7 @@ def test_a_busy_engine_skips_the_round_and_keeps_the_last_verdict(healthy: Fleet
 
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
-    assert opened.wait(10), "the long request did not start"
+    assert opened.wait(30), "the long request did not start"
     ran = fleetctl(healthy, "canary", "run", "--json")
     assert ran.returncode == 1, ran.stdout + ran.stderr
     results = json.loads(ran.stdout)["canaries"]
@@ -178,6 +186,11 @@ def test_engine_corrupt_fails_copy_fidelity_and_tool_calls_with_exit_2(corrupt: 
     human = fleetctl(corrupt, "canary", "status")
     assert human.returncode == 2
     assert "fail" in human.stdout
+    scraped = corrupt.get("/metrics").text
+    assert 'cmpfleet_canary_result{canary="copy_fidelity"} 2.0' in scraped
+    assert 'cmpfleet_canary_result{canary="reasoning_field"} 0.0' in scraped
+    assert "cmpfleet_canary_copy_accuracy_ratio 0.8" in scraped
+    assert "cmpfleet_engine_decode_tokens_per_second " in scraped
     events = fleetctl(corrupt, "events", "--kind", "canary", "--json")
     messages = [e["message"] for e in json.loads(events.stdout)]
     assert any(m.startswith("canary copy_fidelity: fail") for m in messages), messages

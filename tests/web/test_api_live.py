@@ -117,26 +117,30 @@ def test_the_log_tail_as_text(fleetd: Fleetd) -> None:
     )
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
+    as_text = answer.text.splitlines()
+    assert 0 < len(as_text) <= 3
+    # The engine may log more in between: the text tail is a run of the JSON tail after it.
     as_json = httpx.get(
-        f"{fleetd.url}/api/v1/serving/logs", params={"lines": 3}, headers=auth(fleetd)
+        f"{fleetd.url}/api/v1/serving/logs", params={"lines": 500}, headers=auth(fleetd)
     ).json()["lines"]
-    assert answer.text.splitlines() == as_json
-    assert 0 < len(as_json) <= 3
+    runs = [as_json[i : i + len(as_text)] for i in range(len(as_json))]
+    assert as_text in runs, (as_text, as_json[-10:])
     assert httpx.get(f"{fleetd.url}/api/v1/serving/logs/text").status_code == 401
 
 
 def test_the_log_as_server_sent_events(fleetd: Fleetd) -> None:
     url = f"{fleetd.url}/api/v1/serving/logs/stream"
-    tail = httpx.get(
-        f"{fleetd.url}/api/v1/serving/logs", params={"lines": 2}, headers=auth(fleetd)
-    ).json()["lines"]
     with httpx.stream("GET", url, params={"lines": 2}, headers=auth(fleetd), timeout=10) as answer:
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/event-stream")
         frames = sse_frames(answer.iter_lines(), 3, 10)
     assert frames[0] == {"retry": "2000"}
     assert [f["event"] for f in frames[1:]] == ["line", "line"]
-    assert [f["data"] for f in frames[1:]] == tail
+    streamed = [f["data"] for f in frames[1:]]
+    log = httpx.get(
+        f"{fleetd.url}/api/v1/serving/logs", params={"lines": 500}, headers=auth(fleetd)
+    ).json()["lines"]
+    assert streamed in [log[i : i + 2] for i in range(len(log))], (streamed, log[-10:])
 
 
 def test_the_status_stream_pushes_the_status_document(fleetd: Fleetd) -> None:

@@ -95,3 +95,25 @@ def test_refusals_carry_their_code() -> None:
     assert answer.json() == {"detail": "reboot required: Xid 79", "code": "reboot_latch"}
     unknown = call(StubServices(loopback_only=True), "POST", "/api/v1/serving/dance", "s3cret")
     assert unknown.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("loopback", "method", "path", "token", "status", "code"),
+    [
+        (True, "POST", "/api/v1/events/1/ack", None, 401, "unauthorized"),
+        (True, "POST", "/api/v1/events/1/ack", "wrong", 403, "forbidden"),
+        (False, "GET", "/api/v1/status", None, 401, "unauthorized"),
+        (False, "GET", "/api/v1/status", "wrong", 403, "forbidden"),
+        (True, "GET", "/api/v1/nowhere", None, 404, "not_found"),
+        (True, "POST", "/api/v1/sim/reboot", "s3cret", 404, "not_found"),
+        (True, "GET", "/api/v1/events?limit=0", None, 422, "invalid_request"),
+    ],
+)
+def test_every_error_body_has_a_detail_and_a_code(
+    loopback: bool, method: str, path: str, token: str | None, status: int, code: str
+) -> None:
+    answer = call(StubServices(loopback_only=loopback), method, path, token)
+    assert answer.status_code == status
+    body = answer.json()
+    assert body["code"] == code
+    assert body["detail"]

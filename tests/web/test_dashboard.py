@@ -39,6 +39,14 @@ CHROMIUM_ARGS = [
 DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
 FAST_S = 5  # the page polls every 2 s: anything it shows must show within this
+REBOOT_COMMAND = "/usr/sbin/rig-reboot --now"  # recorded, never run under --simulate
+RIG_CONFIG = """
+[serving]
+stop_timeout_s = 5
+metrics_interval_s = 0.5
+[recovery]
+reboot_command = ["/usr/sbin/rig-reboot", "--now"]
+"""
 
 
 @dataclass
@@ -47,6 +55,7 @@ class Rig:
 
     tmp: Path
     daemon: Fleetd
+    config: Path
     shots: Path
     requests: list[str] = field(default_factory=list)  # every URL any page asked for
 
@@ -59,8 +68,11 @@ class Rig:
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     tmp = tmp_path_factory.mktemp("dashboard")
-    daemon = start_fleetd(tmp, tmp / "state")
-    holder = Rig(tmp=tmp, daemon=daemon, shots=tmp_path_factory.mktemp("dashboard-screenshots"))
+    config = tmp / "fleet.toml"
+    config.write_text(RIG_CONFIG)
+    daemon = start_fleetd(tmp, tmp / "state", config=config)
+    shots = tmp_path_factory.mktemp("dashboard-screenshots")
+    holder = Rig(tmp=tmp, daemon=daemon, config=config, shots=shots)
     try:
         wait_until(
             lambda: holder.status()["serving"]["state"] == "ready", 30, "the simulated engine"
@@ -231,7 +243,7 @@ def test_engine_buttons_need_the_token_and_a_confirmation(page: Page, rig: Rig) 
 
 
 def test_an_event_is_acknowledged_from_the_timeline(page: Page, rig: Rig) -> None:
-    page.add_init_script(f"localStorage.setItem('cmpfleet.api-token', '{rig.daemon.token}')")
+    with_token(page, rig)
     open_dashboard(page, rig)
     page.select_option("#filter-kind", "daemon")
     first = page.locator("#event-list li[data-event]").first
@@ -255,15 +267,25 @@ def test_a_daemon_restart_shows_reconnecting_then_recovers(page: Page, rig: Rig)
         rig.daemon.peer.close()
     expect(page.locator("#reconnecting")).to_be_visible(timeout=10000)
     expect(page.locator(".tile")).to_have_count(4)  # the last picture stays on screen
-    rig.daemon = start_fleetd(rig.tmp, rig.daemon.state_dir, port=rig.daemon.port)
+    rig.daemon = start_fleetd(
+        rig.tmp, rig.daemon.state_dir, config=rig.config, port=rig.daemon.port
+    )
     assert rig.daemon.proc.pid != old_pid
     expect(page.locator("#reconnecting")).to_be_hidden(timeout=10000)
     expect(page.locator("#verdict")).not_to_have_attribute("data-overall", "unknown")
     expect(page.locator(".tile")).to_have_count(4)
 
 
-def test_an_injected_xid31_turns_the_page_critical(page: Page, rig: Rig) -> None:
+def with_token(page: Page, rig: Rig) -> None:
+    page.add_init_script(f"localStorage.setItem('cmpfleet.api-token', '{rig.daemon.token}')")
+
+
+def test_an_injected_xid31_shows_critical_then_the_confirmed_reboot_clears_it(
+    page: Page, rig: Rig
+) -> None:
+    with_token(page, rig)
     open_dashboard(page, rig)
+    boot_before = rig.status()["rig"]["boot_id"]
     answer = rig.daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 31})
     assert answer.status_code == 200, answer.text
     expect(page.locator("#verdict")).to_have_attribute("data-overall", "critical")
@@ -275,7 +297,32 @@ def test_an_injected_xid31_turns_the_page_critical(page: Page, rig: Rig) -> None
     expect(
         page.locator('#check-list li[data-check="xid_since_boot"][data-card="1"]')
     ).to_be_visible()
+    prompt = page.locator("#reboot")
+    expect(prompt).to_be_visible()
+    expect(page.locator("#reboot-reason")).to_contain_text("Xid 31 on card 1")
+    expect(page.locator("#reboot-kind")).to_have_text("Warm reboot:")
+    expect(page.locator("#engine-facts")).to_have_attribute("data-state", "stopped", timeout=20000)
     page.screenshot(path=rig.shots / "critical.png", full_page=True)
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#reboot-confirm")
+    expect(page.locator("#notice")).to_contain_text(REBOOT_COMMAND, timeout=20000)
+    expect(prompt).to_be_hidden(timeout=20000)  # the new boot cleared the latch
+    assert rig.status()["rig"]["boot_id"] != boot_before
+    expect(page.locator("#bring-up")).to_contain_text("latch cleared", timeout=20000)
+    expect(page.locator('.tile[data-card="1"] [data-metric="xids"]')).to_contain_text("0")
+
+
+def test_the_latch_can_be_cleared_from_the_prompt_with_a_reason(page: Page, rig: Rig) -> None:
+    with_token(page, rig)
+    open_dashboard(page, rig)
+    assert rig.daemon.post("/api/v1/sim/xid", {"card": 2, "xid": 31}).status_code == 200
+    prompt = page.locator("#reboot")
+    expect(prompt).to_be_visible(timeout=10000)
+    page.once("dialog", lambda dialog: dialog.accept("dashboard test: card 2 reseated"))
+    page.click("#reboot-clear")
+    expect(prompt).to_be_hidden()
+    assert rig.status()["recovery"]["reboot_required"] is False
 
 
 def test_the_page_and_its_files_come_from_the_package_with_a_self_only_policy(rig: Rig) -> None:

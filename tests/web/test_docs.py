@@ -19,6 +19,8 @@ CONTRACT_PATHS = {
     "/api/v1/events/{event_id}/ack",
     "/api/v1/serving/{action}",
     "/api/v1/serving/logs",
+    "/api/v1/recovery/reboot",
+    "/api/v1/recovery/clear",
     "/api/v1/sim/xid",
     "/api/v1/sim/card/{index}",
     "/api/v1/sim/reboot",

@@ -89,6 +89,12 @@ const ADVICE_TEXT = {
 
 export function renderReboot(status) {
   const recovery = status.recovery || {};
+  // What the daemon did after this boot's reboot (caps, checks, probe, engine), if any.
+  const bringUp = recovery.bring_up;
+  const thisBoot = bringUp && status.rig && bringUp.boot_id === status.rig.boot_id;
+  const line = document.getElementById("bring-up");
+  line.hidden = !(thisBoot && bringUp.summary && !recovery.reboot_required);
+  if (!line.hidden) line.textContent = `After the reboot: ${bringUp.summary}`;
   const box = document.getElementById("reboot");
   box.hidden = !recovery.reboot_required;
   if (!recovery.reboot_required) return;

@@ -1,0 +1,86 @@
+"""The runner's view of its stored results: every canary listed, a skipped round keeps the verdict.
+
+A real SQLite store in a temp dir and a scripted engine at the ``EngineApi`` boundary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from daemon.canary_runner import CanaryRunner
+from daemon.store import Store
+from serving.canary.settings import CanarySettings
+from serving.canary.suite import Expectations
+from serving.canary.throughput import StreamTiming
+from serving.canary.toolcall import TOOL_NAME
+
+
+class ScriptedEngine:
+    """Answers every canary request; ``running`` requests are in flight."""
+
+    def __init__(self) -> None:
+        self.running = 0
+
+    def chat(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if body.get("tools"):
+            call = {
+                "type": "function",
+                "function": {"name": TOOL_NAME, "arguments": '{"path": "/x"}'},
+            }
+            message: dict[str, Any] = {"content": None, "tool_calls": [call]}
+        elif body.get("chat_template_kwargs"):
+            message = {"content": "yes", "reasoning_content": "17 has no divisors"}
+        else:
+            prompt = body["messages"][0]["content"]
+            listed = prompt.split("BEGIN LIST\n", 1)[1].split("\nEND LIST", 1)[0]
+            message = {"content": listed}
+        return {"choices": [{"message": message}]}
+
+    def stream_timing(self, body: dict[str, Any], timeout_s: float) -> StreamTiming:
+        return StreamTiming(1000, 101, 0.2, 1.0)
+
+    def running_requests(self, timeout_s: float) -> int | None:
+        return self.running
+
+    def close(self) -> None:
+        pass
+
+
+def runner(tmp_path: Path, engine: ScriptedEngine) -> CanaryRunner:
+    store = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
+    serving = {"state": "ready", "url": "http://engine", "pid": 1, "since": "t"}
+    return CanaryRunner(
+        CanarySettings(busy_running_requests=0),
+        store,
+        lambda: serving,
+        "m",
+        Expectations(100.0, 5000.0),
+        lambda: False,
+        api_factory=lambda url, model: engine,
+    )
+
+
+def test_before_any_round_every_canary_is_listed_as_not_run(tmp_path: Path) -> None:
+    entries = runner(tmp_path, ScriptedEngine()).status_entries()
+    assert [(e["name"], e["result"], e["ts"]) for e in entries] == [
+        ("copy_fidelity", "skipped", None),
+        ("tool_calls", "skipped", None),
+        ("reasoning_field", "skipped", None),
+        ("throughput", "skipped", None),
+    ]
+
+
+def test_a_busy_round_keeps_the_last_verdict_and_says_when_it_was_skipped(tmp_path: Path) -> None:
+    engine = ScriptedEngine()
+    canaries = runner(tmp_path, engine)
+    first = canaries.run_now()
+    assert first["exit_code"] == 0, first
+    engine.running = 1
+    second = canaries.run_now()
+    assert second["exit_code"] == 1
+    assert {c["result"] for c in second["canaries"]} == {"skipped"}
+    entries = {e["name"]: e for e in canaries.status_entries()}
+    assert entries["copy_fidelity"]["result"] == "pass"
+    assert "engine busy" in entries["copy_fidelity"]["last_skipped_reason"]
+    assert [row.result for row in canaries.judged()] == ["pass"] * 4
