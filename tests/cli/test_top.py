@@ -127,7 +127,7 @@ def test_in_a_terminal_it_survives_a_daemon_restart_and_quits_on_q(
     seen = bytearray()
     try:
         read_until(master, f"fleetd pid {daemon.proc.pid}".encode(), 30, seen=seen)
-        read_until(master, b"checks: all", 10, seen=seen)  # drawn below the cards
+        read_until(master, b"last poll", 20, seen=seen)  # the footer, drawn below the cards
         assert all(pci.encode() in seen for pci in PCI_IDS)
         assert daemon.stop() == 0
         stop_all([daemon])  # its notify socket

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,11 +33,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_SUN_PATH_MAX = 107
+
+
 class NotifyPeer:
     """A datagram socket standing in for systemd's notify socket."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / f"notify-{uuid.uuid4().hex[:8]}.sock"
+        name = f"notify-{uuid.uuid4().hex[:8]}.sock"
+        # sockaddr_un holds 107 bytes of path: pytest-xdist's deep temp dirs can exceed it,
+        # so a long directory gives way to a short private one (removed on close).
+        self._own_dir: Path | None = None
+        if len(os.fsencode(directory / name)) > _SUN_PATH_MAX:
+            self._own_dir = directory = Path(tempfile.mkdtemp(prefix="cmpfleet-notify-"))
+        self.path = directory / name
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(self.path))
         self.messages: list[tuple[float, str]] = []
@@ -65,6 +75,8 @@ class NotifyPeer:
         """Close and remove the socket."""
         self.sock.close()
         self.path.unlink(missing_ok=True)
+        if self._own_dir is not None:
+            self._own_dir.rmdir()
 
 
 @dataclass
