@@ -25,7 +25,8 @@ def exit_code(canaries: list[dict[str, Any]]) -> int:
     return max((RESULT_EXIT.get(str(c.get("result")), 1) for c in canaries), default=1)
 
 
-def _figure(canary: dict[str, Any]) -> str:
+def figure_text(canary: dict[str, Any]) -> str:
+    """The figure in its unit (a ratio as a percentage; ``-`` when it has none)."""
     figure = canary.get("figure")
     if figure is None:
         return "-"
@@ -42,7 +43,7 @@ def _render(out: Output, canaries: list[dict[str, Any]], signatures: list[dict[s
         [
             str(c.get("name")),
             Text(str(c.get("result")), style=RESULT_STYLE.get(str(c.get("result")), "")),
-            _figure(c),
+            figure_text(c),
             str(c.get("message") or ""),
             str(c.get("advice") or ""),
             str(c.get("ts") or ""),

@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from daemon.cli.cmd_canary import RESULT_STYLE, figure_text
 from daemon.cli.output import SEVERITY_STYLE, severity_cell
 from daemon.cli.render import fmt
 
@@ -220,6 +221,36 @@ def checks_view(checks: list[dict[str, Any]]) -> RenderableType:
     return table
 
 
+def canaries_view(
+    canaries: list[dict[str, Any]], signatures: list[dict[str, Any]], now: datetime
+) -> RenderableType:
+    """One line of canary verdicts; each warning or failure's figure and advice below it.
+
+    The engine log signatures seen this hour follow on one line when there are any.
+    """
+    line = Text("canaries:", style="bold")
+    lines: list[RenderableType] = [line]
+    for canary in canaries:
+        result = str(canary.get("result", "skipped"))
+        shown = result.upper() if result in ("warn", "fail") else result
+        line.append(f" {canary.get('name', '?')} ")
+        line.append(shown, style=RESULT_STYLE.get(result, ""))
+        line.append(" ")
+        if result in ("warn", "fail"):
+            lines.append(
+                Text(
+                    f"  {canary.get('name', '?')} {figure_text(canary)}"
+                    f" ({_age(canary.get('ts'), now)} ago): {canary.get('advice') or ''}",
+                    style=RESULT_STYLE[result],
+                )
+            )
+    seen = [s for s in signatures if s.get("this_hour")]
+    if seen:
+        counts = "  ".join(f"{s.get('name')} {s.get('this_hour')}" for s in seen)
+        lines.append(Text(f"engine log this hour: {counts}", style="yellow"))
+    return Group(*lines)
+
+
 def header(doc: dict[str, Any] | None, source: ViewSource, now: datetime) -> Text:
     """Title, verdict, clock; "reconnecting" while the daemon does not answer."""
     overall = str((doc or {}).get("overall", "unknown"))
@@ -261,7 +292,7 @@ def rig_footer(rig: dict[str, Any]) -> Text | None:
 def rig_view(
     doc: dict[str, Any] | None, source: ViewSource, now: datetime | None = None
 ) -> RenderableType:
-    """One rig's whole picture: header, latch, cards, engine, checks, freshness."""
+    """One rig's whole picture: header, latch, cards, engine, checks, canaries, freshness."""
     now = now or datetime.now(UTC)
     parts: list[RenderableType] = [header(doc, source, now)]
     if doc is None:
@@ -276,6 +307,8 @@ def rig_view(
         Text(""),
         checks_view(doc.get("checks") or []),
     ]
+    if doc.get("canaries"):  # an older daemon has none
+        parts.append(canaries_view(doc["canaries"], doc.get("log_signatures") or [], now))
     footer = rig_footer(doc.get("rig") or {})
     if footer is not None:
         parts.append(footer)

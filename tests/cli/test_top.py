@@ -47,6 +47,7 @@ def test_piped_it_prints_one_frame_with_every_card(rig: dict[str, Any]) -> None:
     assert "180 W" in shown.stdout and "Gen2 x4" in shown.stdout
     assert "engine STOPPED" in shown.stdout
     assert "checks: all" in shown.stdout
+    assert "canaries: copy_fidelity skipped  tool_calls skipped" in shown.stdout  # no engine
     assert f"fleetd pid {daemon.proc.pid}" in shown.stdout
     assert "\x1b[" not in shown.stdout  # no cursor moves or colours into a pipe
 
@@ -107,6 +108,34 @@ def test_the_engine_line_has_uptime_load_and_restarts() -> None:
     assert "tokens/s 31.5" in text
     assert "running 1" in text
     assert "restarts 0" in text
+
+
+def test_canaries_are_one_line_with_the_failures_advice_below() -> None:
+    doc = copy.deepcopy(DOCUMENTS["status"])
+    ran = "2026-12-03T03:55:00+00:00"
+    doc["canaries"] = [
+        {"name": "copy_fidelity", "result": "fail", "figure": 0.8, "unit": "ratio",
+         "advice": "token corruption in the engine build", "ts": ran},
+        {"name": "tool_calls", "result": "pass", "figure": 1, "advice": None, "ts": ran},
+        {"name": "reasoning_field", "result": "warn", "figure": 120, "unit": "chars",
+         "advice": "reasoning only in `reasoning`", "ts": ran},
+        {"name": "throughput", "result": "skipped", "figure": None, "advice": "busy", "ts": None},
+    ]  # fmt: skip
+    doc["log_signatures"] = [
+        {"name": "traceback", "this_hour": 2, "last_24h": 3, "last_seen_hour": ran},
+        {"name": "out_of_vocab", "this_hour": 0, "last_24h": 1, "last_seen_hour": ran},
+    ]
+    text = render(doc)
+    assert (
+        "canaries: copy_fidelity FAIL  tool_calls pass  reasoning_field WARN  throughput skipped"
+        in text
+    )
+    assert "copy_fidelity 80.0% (5m00s ago): token corruption in the engine build" in text
+    assert "reasoning_field 120 chars (5m00s ago): reasoning only in `reasoning`" in text
+    assert "busy" not in text  # a skipped canary verified nothing: no advice to act on
+    assert "engine log this hour: traceback 2" in text
+    assert "out_of_vocab" not in text
+    assert "canaries:" not in render({**doc, "canaries": None})  # an older daemon
 
 
 def test_an_unanswered_refresh_keeps_the_picture_under_reconnecting() -> None:

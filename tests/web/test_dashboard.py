@@ -18,6 +18,7 @@ from playwright.sync_api import (
     BrowserContext,
     Page,
     Playwright,
+    Route,
     expect,
     sync_playwright,
 )
@@ -154,6 +155,10 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
         str(status["serving"]["restarts"])
     )
     expect(page.locator("#check-list")).to_contain_text("every check passes")
+    names = [canary["name"] for canary in status["canaries"]]
+    expect(page.locator("#canary-list li")).to_have_count(len(names))
+    for name in names:
+        expect(page.locator(f'#canary-list li[data-canary="{name}"] .name')).to_have_text(name)
     for chart in ("power", "temperature", "clock", "tokens"):
         expect(page.locator(f"#chart-{chart} canvas")).to_have_count(1)
     expect(page.locator("#chart-power")).not_to_have_attribute("data-points", "0")
@@ -163,6 +168,38 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
     # Live through the daemon's status stream: no status polling beside it.
     assert rig.daemon.url + "/api/v1/stream?interval_s=2" in rig.requests
     assert rig.requests.count(rig.daemon.url + "/api/v1/status") <= 1, rig.requests
+
+
+def test_canaries_show_their_verdicts_and_a_failures_advice(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    # The first round runs once the engine is ready; the healthy simulation passes it all.
+    for name in ("copy_fidelity", "tool_calls", "reasoning_field", "throughput"):
+        row = page.locator(f'#canary-list li[data-canary="{name}"]')
+        expect(row).to_have_attribute("data-result", "pass", timeout=30000)
+        expect(row.locator(".sev")).to_have_class("sev ok")
+        expect(row.locator(".when")).to_contain_text("ago")
+        expect(row.locator(".advice")).to_have_count(0)
+    expect(page.locator('[data-canary="copy_fidelity"] .figure')).to_have_text("100 %")
+
+    def doctored(route: Route) -> None:
+        """The real status, with a canary failing and engine log signatures counted."""
+        status = route.fetch().json()
+        status["canaries"][0].update(result="fail", figure=0.8, advice="token corruption")
+        status["log_signatures"] = [
+            {"name": "traceback", "this_hour": 2, "last_24h": 2, "last_seen_hour": None},
+            {"name": "out_of_vocab", "this_hour": 0, "last_24h": 1, "last_seen_hour": None},
+        ]
+        route.fulfill(json=status)
+
+    page.route("**/api/v1/stream*", lambda route: route.fulfill(status=404, body="{}"))
+    page.route("**/api/v1/status", doctored)
+    open_dashboard(page, rig)
+    failing = page.locator('#canary-list li[data-canary="copy_fidelity"]')
+    expect(failing).to_have_attribute("data-result", "fail")
+    expect(failing.locator(".sev")).to_have_class("sev critical")
+    expect(failing.locator(".figure")).to_have_text("80 %")
+    expect(failing.locator(".advice")).to_have_text("token corruption")
+    expect(page.locator("#log-signatures")).to_have_text("Engine log this hour: traceback 2")
 
 
 def test_without_the_stream_the_page_polls(page: Page, rig: Rig) -> None:

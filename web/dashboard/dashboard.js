@@ -6,6 +6,7 @@
 import { getJson, isUnreachable, postJson, savedToken, saveToken } from "./api.js";
 import { Charts } from "./charts.js";
 import {
+  renderCanaries,
   renderCards,
   renderChecks,
   renderEngine,
@@ -139,6 +140,7 @@ function showStatus(status) {
   renderCards(status);
   renderEngine(status.serving, Date.now());
   renderChecks(status);
+  renderCanaries(status, Date.now());
   renderRigInfo(status);
   renderCardFilter(status);
   if (wasOffline || (view.daemonPid !== null && pid !== view.daemonPid)) {
@@ -328,8 +330,12 @@ function start() {
   every("events", () => EVENTS_EVERY_MS, pollEvents);
   every("log", () => LOG_EVERY_MS, pollLog);
   every("history", () => HISTORY_EVERY_MS[view.span], pollHistory);
-  // The engine's uptime ticks between polls too.
-  window.setInterval(() => view.status && renderEngine(view.status.serving, Date.now()), 1000);
+  // The engine's uptime and the canaries' ages tick between polls too.
+  window.setInterval(() => {
+    if (!view.status) return;
+    renderEngine(view.status.serving, Date.now());
+    renderCanaries(view.status, Date.now());
+  }, 1000);
 }
 
 // uPlot is a deferred classic script: it has run before module scripts execute.

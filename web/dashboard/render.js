@@ -250,6 +250,40 @@ export function renderChecks(status) {
   );
 }
 
+// --- canaries -----------------------------------------------------------------------------
+
+// Badges take the severity colours: a failure is as loud as a critical check.
+const CANARY_LEVEL = { pass: "ok", warn: "warning", fail: "critical", skipped: "unknown" };
+
+function canaryFigure(canary) {
+  if (canary.figure === null || canary.figure === undefined) return "n/a";
+  if (canary.unit === "ratio") return `${numberFormat.format(100 * canary.figure)} %`;
+  return num(canary.figure, canary.unit);
+}
+
+export function renderCanaries(status, nowMs) {
+  const canaries = status.canaries || [];
+  document.getElementById("canaries").hidden = canaries.length === 0; // an older daemon
+  document.getElementById("canary-list").replaceChildren(
+    ...canaries.map((canary) => {
+      const age = canary.ts ? `${duration((nowMs - new Date(canary.ts).getTime()) / 1000)} ago` : "not run";
+      return el(
+        "li",
+        { dataset: { canary: canary.name, result: canary.result } },
+        el("strong", { class: "name" }, canary.name),
+        el("span", { class: `sev ${CANARY_LEVEL[canary.result] || "unknown"}` }, canary.result),
+        el("span", { class: "figure" }, canaryFigure(canary)),
+        el("span", { class: "when" }, age),
+        canary.result !== "pass" && canary.advice ? el("span", { class: "advice" }, canary.advice) : null,
+      );
+    }),
+  );
+  const seen = (status.log_signatures || []).filter((s) => s.this_hour > 0);
+  const line = document.getElementById("log-signatures");
+  line.hidden = seen.length === 0;
+  line.textContent = `Engine log this hour: ${seen.map((s) => `${s.name} ${s.this_hour}`).join(" · ")}`;
+}
+
 // --- events --------------------------------------------------------------------------------
 
 export function renderEvents(events) {
