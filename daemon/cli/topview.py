@@ -184,6 +184,8 @@ def recovery_panel(recovery: dict[str, Any]) -> RenderableType | None:
                 f"{decision.get('ts', '')}  {decision.get('action', '?')} -> "
                 f"{decision.get('outcome', '?')}{mark}: {decision.get('reason') or ''}",
                 style="dim",
+                no_wrap=True,  # one row per decision: the checks below stay on screen
+                overflow="ellipsis",
             )
         )
     bring_up = recovery.get("bring_up")

@@ -233,7 +233,9 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
         assert daemon.get("/api/v1/status").status_code == 200
         slowest_s = max(slowest_s, time.monotonic() - started)
         time.sleep(0.5)  # pacing the requests, not waiting for a condition
-    assert slowest_s < 1.0, f"a status request waited {slowest_s:.2f} s behind NVML"
+    # NVML stalls 2 s per call: an answer under 1.5 s did not wait behind it (the margin is
+    # for a loaded CI machine, where one request took 1.06 s).
+    assert slowest_s < 1.5, f"a status request waited {slowest_s:.2f} s behind NVML"
     polls = daemon.get("/api/v1/status").json()["rig"]["polls"] - polls_before
     # Polls really were slow (at most one per 2 s, not one per 0.5 s): the test tested.
     assert 1 <= polls <= (time.monotonic() - began) / 2.0 + 1, polls

@@ -34,9 +34,12 @@ def _scenario(tmp_path: Path, engine_table: str) -> Path:
     return path
 
 
-def _config(tmp_path: Path, recovery: str, serving: str = "") -> Path:
+def _config(tmp_path: Path, recovery: str, serving: str = "", *, canaries: bool = True) -> Path:
     path = tmp_path / "fleet.toml"
-    path.write_text(f"[serving]\nprobe_interval_s = 0.3\n{serving}\n[recovery]\n{recovery}\n")
+    canary = "" if canaries else "[canary]\nenabled = false\n"
+    path.write_text(
+        f"[serving]\nprobe_interval_s = 0.3\n{serving}\n[recovery]\n{recovery}\n{canary}"
+    )
     return path
 
 
@@ -105,7 +108,8 @@ def test_stop_progress_never_shows_a_line_from_before_the_stop(
 ) -> None:
     # The engine ignores SIGINT, so the stop lasts until SIGTERM: progress lines get printed.
     scenario = _scenario(tmp_path, "ready_after_s = 0.3\nignore_sigint = true\n")
-    config = _config(tmp_path, "", serving="stop_timeout_s = 3\n")
+    # No canary round: its requests would log engine lines between the two reads below.
+    config = _config(tmp_path, "", serving="stop_timeout_s = 3\n", canaries=False)
     daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=config)
     daemons.append(daemon)
     wait_until(lambda: _serving(daemon)["state"] == "ready", 30, "the engine ready")
