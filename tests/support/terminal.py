@@ -18,7 +18,9 @@ def spawn_in_pty(
     """Start ``argv`` on a fresh pseudo-terminal (``TERM=xterm-256color``); (process, master)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    # LINES/COLUMNS (pytest-xdist workers carry 24x80) would override the pty's own size.
+    dropped = ("NO_COLOR", "TERM", "LINES", "COLUMNS")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     proc = subprocess.Popen(
         argv, stdin=slave, stdout=slave, stderr=slave, env=env | {"TERM": "xterm-256color"}
     )
