@@ -18,7 +18,6 @@ Everything the query modules share and nothing about any one record:
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 import sqlite3
@@ -32,11 +31,8 @@ from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    BigInteger,
     Dialect,
     Engine,
-    String,
     Table,
     create_engine,
     event,
@@ -44,7 +40,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -55,7 +50,6 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
-from sqlalchemy.types import TypeDecorator, TypeEngine
 
 # -- errors -------------------------------------------------------------------------
 
@@ -123,56 +117,6 @@ def require_aware(value: datetime, what: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise StoreInputError(f"{what} {value.isoformat()} has no timezone: pass an aware UTC time")
     return value.astimezone(UTC)
-
-
-class UtcTimestamp(TypeDecorator[datetime]):
-    """An aware UTC datetime stored as BIGINT microseconds since the epoch."""
-
-    impl = BigInteger
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | int | None, dialect: Dialect) -> int | None:
-        """Aware datetime -> integer microseconds (naive datetimes are refused).
-
-        An ``int`` is taken as already being epoch microseconds: the store's bulk paths
-        convert once per poll instead of once per row.
-        """
-        if value is None:
-            return None
-        if isinstance(value, int):
-            return value
-        return to_epoch_us(value)
-
-    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
-        """Integer microseconds -> aware UTC datetime."""
-        if value is None:
-            return None
-        return from_epoch_us(int(value))
-
-
-class EnumText(TypeDecorator[Any]):
-    """A StrEnum stored as its value in a VARCHAR; read back as the enum member."""
-
-    impl = String
-    cache_ok = True
-
-    def __init__(self, enum_type: type[enum.StrEnum], length: int) -> None:
-        """Values of ``enum_type`` in a ``VARCHAR(length)``."""
-        super().__init__(length)
-        self.enum_type = enum_type
-
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        """A member (or its value) -> the value; anything else is refused."""
-        return None if value is None else self.enum_type(value).value
-
-    def process_result_value(self, value: Any | None, dialect: Dialect) -> enum.StrEnum | None:
-        """The stored value -> the member."""
-        return None if value is None else self.enum_type(value)
-
-
-def json_type() -> TypeEngine[Any]:
-    """JSON everywhere, JSONB on PostgreSQL (indexable, compact)."""
-    return JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
 # Deterministic constraint and index names, identical in the models and the migrations

@@ -40,7 +40,8 @@ from sqlalchemy import (
     text,
 )
 
-from daemon.store.db import NAMING_CONVENTION, StoreError, UtcTimestamp, json_type
+from daemon.store.coltypes import UtcTimestamp, json_type
+from daemon.store.db import NAMING_CONVENTION, StoreError
 
 # Any constant works: it only has to be the same for every cmpfleet process.
 _PG_MIGRATION_LOCK_KEY = 0x636D70666C74  # "cmpflt"

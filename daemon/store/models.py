@@ -37,7 +37,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from daemon.store.db import NAMING_CONVENTION, EnumText, UtcTimestamp, json_type
+from daemon.store.coltypes import EnumText, UtcTimestamp, json_type
+from daemon.store.db import NAMING_CONVENTION
 from hwcheck.model import EventKind, Severity
 
 
