@@ -154,3 +154,35 @@ def check_card_field(path: str, name: str, value: object) -> CardValue:
 def check_card_fields(path: str, fields: typing.Mapping[str, object]) -> dict[str, CardValue]:
     """Check every entry of ``fields`` (see ``check_card_field``)."""
     return {name: check_card_field(path, name, value) for name, value in fields.items()}
+
+
+def expect_table(path: str, value: object) -> dict[str, object]:
+    """A TOML table (a dict) or a ``FieldError``."""
+    if not isinstance(value, dict):
+        raise FieldError(path, f"expected a table, got {describe_value(value)}")
+    return value
+
+
+def expect_list(path: str, value: object) -> list[object]:
+    """A TOML array (a list) or a ``FieldError``."""
+    if not isinstance(value, list):
+        raise FieldError(path, f"expected a list, got {describe_value(value)}")
+    return value
+
+
+def reject_unknown(path: str, table: typing.Mapping[str, object], known: frozenset[str]) -> None:
+    """A key outside ``known`` is a mistake (a typo must not be silently ignored)."""
+    for key in table:
+        if key not in known:
+            where = f"{path}.{key}" if path else key
+            raise FieldError(where, f"unknown key (known: {', '.join(sorted(known))})")
+
+
+def card_index(path: str, value: object, count: int) -> int:
+    """A card position that exists in a scenario of ``count`` cards."""
+    index = expect_int(path, value)
+    if not 0 <= index < count:
+        raise FieldError(
+            path, f"card {index} does not exist (the scenario has {count} cards: 0 to {count - 1})"
+        )
+    return index

@@ -1,9 +1,9 @@
 """Scenario files: a whole simulated rig described in TOML, loaded into frozen dataclasses.
 
 A scenario says what every card reads (``[rig]`` defaults, ``[[cards]]`` overrides by
-position), what happens when (``[[timeline]]``), what else the host shows (``[host]``)
-and how the simulated engine behaves (``[engine]``, kept as the raw table: hwcheck never
-reads it; ``serving.sim.scenario`` parses it). Built-ins ship as package data in
+position), what happens when (``[[timeline]]``), what else the host shows (``[host]``, parsed
+by ``scenario_host``) and how the simulated engine behaves (``[engine]``, kept as the raw
+table: hwcheck never reads it; ``serving.sim.scenario`` parses it). Built-ins ship as package data in
 ``hwcheck/sim/scenarios/``. Any mistake in a file is a ``ScenarioError`` whose message is
 one line naming the file, the key path and the problem, so ``fleetd --simulate`` can
 print it and exit instead of showing a traceback.
@@ -21,19 +21,22 @@ from importlib import resources
 from pathlib import Path
 from typing import ClassVar, Final
 
-from hwcheck.model import NVIDIA_VENDOR_ID, DeviceHolder, GpuSnapshot, PciDevice
-from hwcheck.nvml_errors import NvmlDown
+from hwcheck.model import GpuSnapshot
 from hwcheck.sim.fields import (
     CardValue,
     FieldError,
-    check_card_field,
+    card_index,
     check_card_fields,
     describe_value,
     expect_bool,
     expect_int,
+    expect_list,
     expect_number,
     expect_str,
+    expect_table,
+    reject_unknown,
 )
+from hwcheck.sim.scenario_host import HostScenario, build_host
 
 # What one unlocked, capped CMP 170HX reads when idle (DOMAIN.md's recorded card).
 # ``[rig]`` and ``[[cards]]`` override any of it.
@@ -77,34 +80,6 @@ _ACTIONS = ("xid", "lose_card", "set", "brake")
 
 class ScenarioError(ValueError):
     """A scenario that cannot be loaded; the message is one line naming file and key."""
-
-
-@dataclass(frozen=True, slots=True)
-class HostScenario:
-    """What the simulated host shows besides NVML.
-
-    ``extra_pci_devices`` are cards on the PCI bus that NVML does not list (a card the
-    driver failed to bring up); ``boot_log`` lines are written to the simulated kernel
-    log at every simulated boot.
-    """
-
-    foreign_processes: tuple[DeviceHolder, ...] = ()
-    extra_pci_devices: tuple[PciDevice, ...] = ()
-    boot_log: tuple[str, ...] = ()
-    # Every snapshot's NVML reads take this long (a sick GPU's slow driver); beyond the
-    # NVML call timeout ([poll] nvml_timeout_s) every card is reported lost.
-    nvml_delay_s: float = 0.0
-    # The loaded kernel module's version (None: the cards' driver version, as on a
-    # consistent host); set it apart from the cards' to simulate a half-done upgrade.
-    kernel_module_version: str | None = None
-    # NVML cannot start (as after a kernel upgrade): an ``NvmlDown`` value, from the
-    # simulated boot until ``nvml_back_after_s`` seconds after it (None: never back).
-    nvml_unavailable: NvmlDown | None = None
-    nvml_back_after_s: float | None = None
-    # The CUDA probe's answer per card index ("ok", "failed", "timed_out", "unavailable"):
-    # the "nvidia-smi looks fine but cuInit fails" wedge. Cards not named answer ok; a
-    # simulated reboot clears every wedge, as a real one does.
-    cuda_probe: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,32 +197,13 @@ def parse_scenario(text: str, label: str, name: str) -> Scenario:
         raise ScenarioError(f"scenario {label}: {exc}") from None
 
 
-def _table(path: str, value: object) -> dict[str, object]:
-    if not isinstance(value, dict):
-        raise FieldError(path, f"expected a table, got {describe_value(value)}")
-    return value
-
-
-def _list(path: str, value: object) -> list[object]:
-    if not isinstance(value, list):
-        raise FieldError(path, f"expected a list, got {describe_value(value)}")
-    return value
-
-
-def _reject_unknown(path: str, table: Mapping[str, object], known: frozenset[str]) -> None:
-    for key in table:
-        if key not in known:
-            where = f"{path}.{key}" if path else key
-            raise FieldError(where, f"unknown key (known: {', '.join(sorted(known))})")
-
-
 def _build(document: dict[str, object], label: str, name: str) -> Scenario:
-    _reject_unknown("", document, _TOP_LEVEL_KEYS)
+    reject_unknown("", document, _TOP_LEVEL_KEYS)
     description = expect_str("description", document.get("description", ""))
-    rig = check_card_fields("rig", _table("rig", document.get("rig", {})))
+    rig = check_card_fields("rig", expect_table("rig", document.get("rig", {})))
     card_tables = [
-        _table(f"cards[{i}]", entry)
-        for i, entry in enumerate(_list("cards", document.get("cards", [])))
+        expect_table(f"cards[{i}]", entry)
+        for i, entry in enumerate(expect_list("cards", document.get("cards", [])))
     ]
     count = len(card_tables)
     if "card_count" in document:
@@ -262,8 +218,8 @@ def _build(document: dict[str, object], label: str, name: str) -> Scenario:
         raise FieldError("cards", "the scenario has no cards: give card_count or [[cards]]")
     cards = _build_cards(rig, card_tables, count)
     timeline = tuple(
-        _build_step(f"timeline[{i}]", _table(f"timeline[{i}]", entry), count)
-        for i, entry in enumerate(_list("timeline", document.get("timeline", [])))
+        _build_step(f"timeline[{i}]", expect_table(f"timeline[{i}]", entry), count)
+        for i, entry in enumerate(expect_list("timeline", document.get("timeline", [])))
     )
     return Scenario(
         name=name,
@@ -271,8 +227,8 @@ def _build(document: dict[str, object], label: str, name: str) -> Scenario:
         description=description,
         cards=cards,
         timeline=timeline,
-        host=_build_host(_table("host", document.get("host", {})), count),
-        engine=types.MappingProxyType(_table("engine", document.get("engine", {}))),
+        host=build_host(expect_table("host", document.get("host", {})), count),
+        engine=types.MappingProxyType(expect_table("engine", document.get("engine", {}))),
     )
 
 
@@ -325,15 +281,6 @@ def _build_cards(
     return tuple(cards)
 
 
-def _card_index(path: str, value: object, count: int) -> int:
-    index = expect_int(path, value)
-    if not 0 <= index < count:
-        raise FieldError(
-            path, f"card {index} does not exist (the scenario has {count} cards: 0 to {count - 1})"
-        )
-    return index
-
-
 def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep:
     action = expect_str(f"{path}.action", table.get("action", ""))
     if action not in _ACTIONS:
@@ -350,10 +297,10 @@ def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep
     def card() -> int:
         if "card" not in table:
             raise FieldError(f"{path}.card", f"missing (action {action} needs a card)")
-        return _card_index(f"{path}.card", table["card"], count)
+        return card_index(f"{path}.card", table["card"], count)
 
     if action == "xid":
-        _reject_unknown(
+        reject_unknown(
             path, table, frozenset({"at_s", "action", "card", "xid", "message", "pid", "process"})
         )
         if "xid" not in table:
@@ -373,7 +320,7 @@ def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep
             process=None if process is None else expect_str(f"{path}.process", process),
         )
     if action == "lose_card":
-        _reject_unknown(path, table, frozenset({"at_s", "action", "card", "reason"}))
+        reject_unknown(path, table, frozenset({"at_s", "action", "card", "reason"}))
         reason = table.get("reason")
         return LoseCardStep(
             at_s=at_s,
@@ -381,124 +328,17 @@ def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep
             reason=None if reason is None else expect_str(f"{path}.reason", reason),
         )
     if action == "set":
-        _reject_unknown(path, table, frozenset({"at_s", "action", "card", "fields"}))
+        reject_unknown(path, table, frozenset({"at_s", "action", "card", "fields"}))
         if "fields" not in table:
             raise FieldError(f"{path}.fields", "missing (a table of card fields to change)")
-        fields = check_card_fields(f"{path}.fields", _table(f"{path}.fields", table["fields"]))
+        fields = check_card_fields(
+            f"{path}.fields", expect_table(f"{path}.fields", table["fields"])
+        )
         if "pci_bus_id" in fields or "uuid" in fields:
             raise FieldError(f"{path}.fields", "a card's pci_bus_id and uuid cannot change")
         return SetCardStep(at_s=at_s, card=card(), fields=tuple(fields.items()))
-    _reject_unknown(path, table, frozenset({"at_s", "action", "card", "on"}))
+    reject_unknown(path, table, frozenset({"at_s", "action", "card", "on"}))
     if "on" not in table:
         raise FieldError(f"{path}.on", "missing (true to assert the brake, false to release it)")
     brake_card = None if "card" not in table else card()
     return BrakeStep(at_s=at_s, on=expect_bool(f"{path}.on", table["on"]), card=brake_card)
-
-
-def _build_host(table: dict[str, object], count: int) -> HostScenario:
-    _reject_unknown(
-        "host",
-        table,
-        frozenset(
-            {
-                "foreign_processes",
-                "extra_pci_devices",
-                "boot_log",
-                "nvml_delay_s",
-                "kernel_module_version",
-                "nvml_unavailable",
-                "nvml_back_after_s",
-                "cuda_probe",
-            }
-        ),
-    )
-    holders: list[DeviceHolder] = []
-    for i, entry in enumerate(_list("host.foreign_processes", table.get("foreign_processes", []))):
-        path = f"host.foreign_processes[{i}]"
-        item = _table(path, entry)
-        _reject_unknown(path, item, frozenset({"pid", "name", "device", "cmdline"}))
-        for required in ("pid", "name", "device"):
-            if required not in item:
-                raise FieldError(f"{path}.{required}", "missing")
-        holders.append(
-            DeviceHolder(
-                pid=expect_int(f"{path}.pid", item["pid"]),
-                name=expect_str(f"{path}.name", item["name"]),
-                device=expect_str(f"{path}.device", item["device"]),
-                cmdline=expect_str(f"{path}.cmdline", item.get("cmdline", "")),
-            )
-        )
-    devices: list[PciDevice] = []
-    for i, entry in enumerate(_list("host.extra_pci_devices", table.get("extra_pci_devices", []))):
-        path = f"host.extra_pci_devices[{i}]"
-        item = _table(path, entry)
-        _reject_unknown(path, item, frozenset({"pci_bus_id", "device_id", "vendor_id"}))
-        if "pci_bus_id" not in item:
-            raise FieldError(f"{path}.pci_bus_id", "missing")
-        address = check_card_field(path, "pci_bus_id", item["pci_bus_id"])
-        devices.append(
-            PciDevice(
-                pci_bus_id=str(address),
-                vendor_id=expect_int(f"{path}.vendor_id", item.get("vendor_id", NVIDIA_VENDOR_ID)),
-                device_id=expect_int(f"{path}.device_id", item.get("device_id", 0x20C2)),
-            )
-        )
-    lines = tuple(
-        expect_str(f"host.boot_log[{i}]", line)
-        for i, line in enumerate(_list("host.boot_log", table.get("boot_log", [])))
-    )
-    delay_s = _optional_seconds("host.nvml_delay_s", table.get("nvml_delay_s")) or 0.0
-    return HostScenario(
-        foreign_processes=tuple(holders),
-        extra_pci_devices=tuple(devices),
-        boot_log=lines,
-        nvml_delay_s=delay_s,
-        kernel_module_version=(
-            None
-            if "kernel_module_version" not in table
-            else expect_str("host.kernel_module_version", table["kernel_module_version"])
-        ),
-        nvml_unavailable=_nvml_down(table.get("nvml_unavailable")),
-        nvml_back_after_s=_optional_seconds(
-            "host.nvml_back_after_s", table.get("nvml_back_after_s")
-        ),
-        cuda_probe=_cuda_probe(_table("host.cuda_probe", table.get("cuda_probe", {})), count),
-    )
-
-
-PROBE_OUTCOMES = ("ok", "failed", "timed_out", "unavailable")
-
-
-def _cuda_probe(table: dict[str, object], count: int) -> tuple[tuple[int, str], ...]:
-    """``{"1" = "failed"}``: card index (a TOML key) to the probe's outcome."""
-    answers: list[tuple[int, str]] = []
-    for key, value in table.items():
-        path = f"host.cuda_probe.{key}"
-        if not key.isdigit():
-            raise FieldError(path, 'the key must be a card index, e.g. 1 = "failed"')
-        _card_index(path, int(key), count)
-        outcome = expect_str(path, value)
-        if outcome not in PROBE_OUTCOMES:
-            raise FieldError(path, f"one of {', '.join(PROBE_OUTCOMES)}, got {outcome!r}")
-        answers.append((int(key), outcome))
-    return tuple(sorted(answers))
-
-
-def _nvml_down(value: object | None) -> NvmlDown | None:
-    if value is None:
-        return None
-    text = expect_str("host.nvml_unavailable", value)
-    try:
-        return NvmlDown(text)
-    except ValueError:
-        choices = ", ".join(kind.value for kind in NvmlDown)
-        raise FieldError("host.nvml_unavailable", f"one of {choices}, got {text!r}") from None
-
-
-def _optional_seconds(path: str, value: object | None) -> float | None:
-    if value is None:
-        return None
-    seconds = expect_number(path, value)
-    if seconds < 0:
-        raise FieldError(path, f"must not be negative, got {seconds:g}")
-    return seconds
