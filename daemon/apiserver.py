@@ -14,6 +14,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from web.rendered import invalidate_rendered
 from web.streams import close_streams
 
 READY_TIMEOUT_S = 60.0
@@ -72,6 +73,11 @@ class ApiServer:
             target=lambda: server.run(sockets=[sock]), name="api", daemon=True
         )
         self._thread.start()
+
+    def state_changed(self) -> None:
+        """The daemon's picture changed (a poll ended): the status and /metrics are re-rendered."""
+        if self._app is not None:
+            invalidate_rendered(self._app)
 
     def alive(self) -> bool:
         """True while the server thread runs."""

@@ -9,6 +9,7 @@ shuts down gracefully; a second exits at once. Neither stops the engine unless
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -136,6 +137,10 @@ def main(argv: list[str] | None = None) -> None:
         log.error("startup failed: %s", exc)
         daemon.shutdown()
         sys.exit(EXIT_STARTUP)
+    # Everything built so far (modules, the app, the scenario) lives as long as fleetd:
+    # out of the collector's sight, a full collection walks only what came after it
+    # (without this one took about 100 ms, a pause every API reader and the poll felt).
+    gc.freeze()
     try:
         daemon.run()
     finally:

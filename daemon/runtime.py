@@ -120,6 +120,8 @@ class Daemon:
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.api = ApiServer(settings.web.listen)
+        # A stored event or latch change re-renders the status at once, not at the next poll.
+        self.store.add_news_listener(self.api.state_changed)
         self.alerts = AlertService(
             settings.alerts,
             self.store,
@@ -215,13 +217,17 @@ class Daemon:
     def _kernel_log_changed(self) -> None:
         """The follower went down or came back: status says so now, not at the next poll."""
         self.monitor.put_result(self.follower.health.result())
+        self.api.state_changed()
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
         """One poll (``daemon.poller``), timed for /metrics; then the latch mirror's refresh."""
         began_s = time.monotonic()
-        self.poller.poll()
-        self.poll_durations.observe(time.monotonic() - began_s)
+        try:
+            self.poller.poll()
+            self.poll_durations.observe(time.monotonic() - began_s)
+        finally:
+            self.api.state_changed()  # a failed poll changes the picture too (stale, errors)
         self.writer.submit(self._mirror_latch)
 
     def _mirror_latch(self) -> None:

@@ -16,16 +16,17 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import ResponseValidationError
 from fastapi.responses import Response
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwcheck.model import EventKind
 from web.alerts_api import AlertControl, alerts_router
-from web.auth import bearer, token_matches
+from web.auth import RemoteToken, bearer, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
-from web.errors import error_responses, http_error_response, install_error_handlers
+from web.errors import error_responses, install_error_handlers
 from web.history import history_router
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.logs import install_log_routes
@@ -48,6 +49,7 @@ from web.models import (
     XidInjectedDocument,
 )
 from web.params import BeforeId, CardFilter, RowId
+from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
 from web.streams import StreamGate, install_status_stream
 
@@ -62,6 +64,19 @@ class XidInjection(BaseModel):
 
 
 DOCS_ASSETS_URL = "/docs-assets"
+
+
+def render_status(services: WebServices) -> bytes:
+    """The status document as ``GET /api/v1/status`` sends it (validated, unset fields out).
+
+    A document breaking its model fails as FastAPI's own response check would (a 500 and
+    ``ResponseValidationError`` in the log), never reaching a client half right.
+    """
+    try:
+        document = StatusDocument.model_validate(services.status_document())
+    except ValidationError as exc:
+        raise ResponseValidationError(exc.errors(include_url=False)) from None
+    return document.model_dump_json(exclude_unset=True).encode()
 
 
 def package_version() -> str:
@@ -112,14 +127,10 @@ def create_app(
             raise HTTPException(404, "not simulating: start fleetd with --simulate")
         return sim
 
-    @app.middleware("http")
-    async def remote_needs_token(request: Request, call_next: Any) -> Any:
-        if not services.loopback_only and request.url.path != "/healthz":
-            try:
-                check_token(request)
-            except HTTPException as exc:
-                return http_error_response(exc)
-        return await call_next(request)
+    documents = rendered_documents(app)
+    status_document = documents.add("status", lambda: render_status(services))
+    app.add_middleware(InvalidateOnMutation, invalidate=documents.invalidate)
+    app.add_middleware(RemoteToken, token=None if services.loopback_only else services.token)
 
     # Added last, so outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
@@ -129,7 +140,7 @@ def create_app(
     # Routes are added to the app itself, not through include_router: FastAPI keeps an
     # included router's routes out of app.routes, where tests and tools list them.
     gate = app.state.stream_gate = StreamGate()  # web.streams.close_streams ends them
-    install_status_stream(app, services, gate)
+    install_status_stream(app, status_document, gate)
     install_log_routes(app, services, gate, require_token)
 
     install_dashboard(app)
@@ -141,9 +152,13 @@ def create_app(
         return {"status": "ok"}
 
     @app.get("/api/v1/status", response_model=StatusDocument, response_model_exclude_unset=True)
-    def status() -> dict[str, Any]:
-        """The rig overview (same document as ``fleetctl status --json``)."""
-        return services.status_document()
+    async def status() -> Response:
+        """The rig overview (same document as ``fleetctl status --json``).
+
+        Rendered at most a few times a second and shared by every reader (``web.rendered``);
+        never older than 0.2 s, and never from before the last poll or API change.
+        """
+        return Response(await status_document.get(), media_type="application/json")
 
     @app.get(
         "/api/v1/events",

@@ -17,10 +17,8 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
-from web.models import StatusDocument
-from web.services import WebServices
+from web.rendered import RenderedDocument
 
 RETRY_MS = 2000
 SSE_MEDIA_TYPE = "text/event-stream"
@@ -75,18 +73,20 @@ def line_frames(lines: Iterator[str | None], gate: StreamGate) -> Iterator[str]:
         yield ": quiet\n\n" if line is None else sse_frame("line", line.replace("\r", ""))
 
 
-def install_status_stream(app: FastAPI, services: WebServices, gate: StreamGate) -> None:
-    """``GET /api/v1/stream``: the status document, pushed every ``interval_s``."""
+def install_status_stream(app: FastAPI, status: RenderedDocument, gate: StreamGate) -> None:
+    """``GET /api/v1/stream``: the status document, pushed every ``interval_s``.
+
+    Frames carry the same shared render as ``GET /api/v1/status`` (``web.rendered``).
+    """
     router = app.router
 
     async def status_frames(request: Request, interval_s: float) -> AsyncIterator[str]:
         yield f"retry: {RETRY_MS}\n\n"
         frame_id = 0
         while not gate.closing and not await request.is_disconnected():
-            document = await run_in_threadpool(services.status_document)
-            body = StatusDocument.model_validate(document).model_dump_json(exclude_unset=True)
+            body = await status.get()
             frame_id += 1
-            yield sse_frame("status", body, frame_id)
+            yield sse_frame("status", body.decode(), frame_id)
             await asyncio.sleep(interval_s)
 
     @router.get(

@@ -92,11 +92,13 @@ class SimulatedBackend:
         with self._lock:
             sample = self._samples
             self._samples += 1
+        # Stamped before the cards are read, as the NVML backend stamps its snapshots.
+        taken_at, monotonic_s = self._rig.wall_now(), self._rig.monotonic_s()
         cards = self._read_cards(sample)
         driver = next((card.driver_version for card in cards if card.driver_version), None)
         return RigSnapshot(
-            taken_at=self._rig.wall_now(),
-            monotonic_s=self._rig.monotonic_s(),
+            taken_at=taken_at,
+            monotonic_s=monotonic_s,
             cards=cards,
             driver_version=driver,
             # NVML's version is the CUDA major in front of the driver version.

@@ -134,6 +134,9 @@ def wait_until(predicate: object, timeout_s: float, what: str, interval_s: float
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+PORT_TRIES = 3
+
+
 def start_fleetd(
     tmp: Path,
     state_dir: Path,
@@ -150,8 +153,46 @@ def start_fleetd(
     """Start fleetd and wait for ``READY=1`` (or for /healthz when ``notify`` is off).
 
     ``umask`` (when not -1) is the child's, e.g. 0 to show modes do not depend on it.
+    A port this helper picked can be taken by another process (another xdist worker's
+    daemon or engine) between the pick and fleetd's bind: then it tries a fresh port.
     """
-    port = port or free_port()
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            return _start_once(
+                tmp,
+                state_dir,
+                simulate=simulate,
+                config=config,
+                env=env,
+                notify=notify,
+                port=port or free_port(),
+                ready_timeout_s=ready_timeout_s,
+                extra_args=extra_args,
+                umask=umask,
+            )
+        except PortTaken:
+            if port is not None or attempt == PORT_TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(AssertionError):
+    """fleetd could not bind the port it was given."""
+
+
+def _start_once(
+    tmp: Path,
+    state_dir: Path,
+    *,
+    simulate: str | None,
+    config: Path | None,
+    env: dict[str, str] | None,
+    notify: bool,
+    port: int,
+    ready_timeout_s: float,
+    extra_args: list[str] | None,
+    umask: int,
+) -> Fleetd:
     peer = NotifyPeer(tmp) if notify else None
     argv = [sys.executable, "-m", "daemon.fleetd", "--state-dir", str(state_dir)]
     argv += ["--listen", f"127.0.0.1:{port}"]
@@ -179,7 +220,11 @@ def start_fleetd(
     except AssertionError:
         proc.kill()
         proc.wait()
-        raise AssertionError(f"fleetd did not become ready:\n{daemon.log()}") from None
+        if peer is not None:
+            peer.close()
+        log = daemon.log()
+        failure = PortTaken if f":{port}: Address already in use" in log else AssertionError
+        raise failure(f"fleetd did not become ready:\n{log}") from None
     return daemon
 
 
