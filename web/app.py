@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwcheck.model import EventKind
 from web.alerts_api import AlertControl, alerts_router
-from web.auth import RemoteToken, bearer, token_matches
+from web.auth import RemoteToken, request_token, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
 from web.errors import error_responses, install_error_handlers
@@ -112,7 +112,7 @@ def create_app(
     )
 
     def check_token(request: Request) -> None:
-        given = bearer(request)
+        given = request_token(request)
         if given is None:
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
         if not token_matches(services.token, given):

@@ -2,10 +2,20 @@
 
 The daemon owns the token file (creates it, reads it) and hands the token to the app;
 the web layer only compares what a request carries against it.
+
+A browser opening the dashboard of a rig listening beyond loopback cannot add a bearer
+header to a page load (nor to an ``EventSource``), so on such a listener reads also take
+the token as the password of HTTP Basic (any user name): a page load without it is
+answered with a Basic challenge, the browser asks once and then sends it with every
+request of the page. Writes never take Basic: a browser attaches a saved login to any
+site's cross-site form post, so POSTs keep needing the bearer header (which the
+dashboard's scripts send, and another site cannot).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 
 from fastapi import HTTPException, Request
@@ -23,6 +33,37 @@ def bearer(request: Request) -> str | None:
     return value.strip()
 
 
+def basic_password(request: Request) -> str | None:
+    """The password of an ``Authorization: Basic`` header (the user name is ignored)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic" or not value.strip():
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    _, colon, password = decoded.partition(":")
+    return password if colon and password else None
+
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+BASIC_CHALLENGE = 'Basic realm="cmpfleet", charset="UTF-8"'
+
+
+def request_token(request: Request) -> str | None:
+    """The token a request carries: a bearer header, or for a read HTTP Basic's password."""
+    given = bearer(request)
+    if given is None and request.method in READ_METHODS:
+        given = basic_password(request)
+    return given
+
+
+def wants_a_page(request: Request) -> bool:
+    """A browser loading a page (it lists HTML first among what it accepts)."""
+    return request.method in READ_METHODS and "text/html" in request.headers.get("accept", "")
+
+
 def token_matches(expected: str, given: str) -> bool:
     """Constant-time comparison (no timing hint about how much of the token matched)."""
     return hmac.compare_digest(expected.encode(), given.encode())
@@ -31,7 +72,9 @@ def token_matches(expected: str, given: str) -> bool:
 class RemoteToken:
     """On a non-loopback listener every route but ``/healthz`` needs the token (plain ASGI).
 
-    ``token`` is ``None`` on a loopback listener: requests pass straight through. Plain
+    Reads take it as a bearer header or as HTTP Basic's password; writes as a bearer header
+    only (the module's docstring says why). ``token`` is ``None`` on a loopback listener:
+    requests pass straight through. Plain
     ASGI rather than ``@app.middleware``: that wrapper costs a task and a copy per request.
     """
 
@@ -44,9 +87,12 @@ class RemoteToken:
         if self.token is None or scope["type"] != "http" or scope["path"] == "/healthz":
             await self.app(scope, receive, send)
             return
-        given = bearer(Request(scope))
+        request = Request(scope)
+        given = request_token(request)
         if given is None:
-            refusal = HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
+            # A page load gets the Basic challenge, so the browser asks for the token.
+            challenge = BASIC_CHALLENGE if wants_a_page(request) else "Bearer"
+            refusal = HTTPException(401, "missing bearer token", {"WWW-Authenticate": challenge})
         elif not token_matches(self.token, given):
             refusal = HTTPException(403, "wrong token")
         else:

@@ -4,6 +4,7 @@ non-loopback listener every endpoint but /healthz does."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import httpx
@@ -117,3 +118,68 @@ def test_every_error_body_has_a_detail_and_a_code(
     body = answer.json()
     assert body["code"] == code
     assert body["detail"]
+
+
+def basic(password: str, user: str = "rig") -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def raw_call(
+    services: StubServices, method: str, path: str, headers: dict[str, str]
+) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=create_app(services))
+        async with httpx.AsyncClient(transport=transport, base_url="http://rig") as client:
+            return await client.request(method, path, headers=headers)
+
+    return asyncio.run(go())
+
+
+def test_beyond_loopback_a_browser_page_load_is_challenged_for_basic() -> None:
+    services = StubServices(loopback_only=False)
+    page = raw_call(services, "GET", "/", {"Accept": "text/html,application/xhtml+xml"})
+    assert page.status_code == 401
+    assert page.headers["www-authenticate"].startswith('Basic realm="cmpfleet"')
+    # A script's request is told about the bearer token instead (no browser dialog).
+    api = raw_call(services, "GET", "/api/v1/status", {"Accept": "application/json"})
+    assert api.status_code == 401
+    assert api.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("path", ["/", "/api/v1/status", "/api/v1/events", "/openapi.json"])
+def test_beyond_loopback_reads_take_the_token_as_the_basic_password(path: str) -> None:
+    services = StubServices(loopback_only=False)
+    right = raw_call(services, "GET", path, {"Authorization": basic("s3cret")})
+    assert right.status_code == 200
+    assert raw_call(services, "GET", path, {"Authorization": basic("nope")}).status_code == 403
+    assert raw_call(services, "GET", path, {}).status_code == 401
+
+
+def test_the_engine_log_takes_a_basic_login_even_on_loopback() -> None:
+    services = StubServices(loopback_only=True)
+    path = "/api/v1/serving/logs?lines=1"
+    assert raw_call(services, "GET", path, {}).status_code == 401
+    assert raw_call(services, "GET", path, {"Authorization": basic("s3cret")}).status_code == 200
+
+
+@pytest.mark.parametrize("loopback", [True, False])
+def test_writes_never_take_a_basic_login(loopback: bool) -> None:
+    """A browser attaches a saved Basic login to another site's form post: not enough."""
+    services = StubServices(loopback_only=loopback)
+    answer = raw_call(services, "POST", "/api/v1/events/1/ack", {"Authorization": basic("s3cret")})
+    assert answer.status_code == 401
+    assert services.acked == []
+    posted = raw_call(services, "POST", "/api/v1/events/1/ack", {"Authorization": "Bearer s3cret"})
+    assert posted.status_code == 200
+    assert services.acked == [1]
+
+
+@pytest.mark.parametrize(
+    "header", ["Basic", "Basic !!!notbase64", "Basic " + base64.b64encode(b"no-colon").decode()]
+)
+def test_a_malformed_basic_header_is_no_token(header: str) -> None:
+    answer = raw_call(
+        StubServices(loopback_only=False), "GET", "/api/v1/status", {"Authorization": header}
+    )
+    assert answer.status_code == 401
+    assert answer.json()["code"] == "unauthorized"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
@@ -25,7 +26,7 @@ from playwright.sync_api import (
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.support.external import require_program
-from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
 pytestmark = [pytest.mark.external, pytest.mark.slow]
 
@@ -163,6 +164,8 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
         expect(page.locator(f"#chart-{chart} canvas")).to_have_count(1)
     expect(page.locator("#chart-power")).not_to_have_attribute("data-points", "0")
     assert int(page.get_attribute("#chart-power", "data-points") or 0) > 0
+    # A young daemon has a few points: the axis still spans the hour, not years.
+    expect(page.locator("#chart-power")).to_have_attribute("data-span-s", "3600")
     expect(page.locator("#event-list li[data-event]").first).to_be_visible()
     page.screenshot(path=rig.shots / "desktop.png", full_page=True)
     # Live through the daemon's status stream: no status polling beside it.
@@ -225,6 +228,7 @@ def test_the_24h_span_draws_from_rollups(page: Page, rig: Rig) -> None:
     assert answer.value.json()["resolution"] == "1m"
     expect(page.locator('[data-span="24h"]')).to_have_attribute("aria-pressed", "true")
     expect(page.locator("#chart-power")).not_to_have_attribute("data-points", "0")
+    expect(page.locator("#chart-power")).to_have_attribute("data-span-s", "86400")
 
 
 def test_phone_width_has_no_horizontal_overflow(browser: Browser, rig: Rig) -> None:
@@ -394,6 +398,44 @@ def test_history_lays_every_series_on_one_grid(rig: Rig) -> None:
     assert refused.status_code == 422
     assert "1h" in refused.text
     assert "/api/v1/history" in rig.daemon.get("/openapi.json").json()["paths"]
+
+
+def test_beyond_loopback_the_browser_logs_in_with_the_token(browser: Browser, rig: Rig) -> None:
+    """A rig listening on all addresses: the page load is challenged for HTTP Basic, and with
+    the token as the password the whole page works (the stream and the engine log included)."""
+    port = free_port()
+    wide = start_fleetd(
+        rig.tmp,
+        rig.tmp / "wide-state",
+        config=rig.config,
+        port=port,
+        extra_args=["--listen", f"0.0.0.0:{port}"],
+    )
+    requests: list[str] = []
+    try:
+        refused = httpx.get(wide.url + "/", headers={"Accept": "text/html"}, timeout=10)
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("Basic ")
+        login = {"username": "owner", "password": wide.token}
+        context = browser.new_context(viewport=DESKTOP, http_credentials=login)  # type: ignore[arg-type]
+        context.set_default_timeout(FAST_S * 1000)
+        context.on("request", lambda request: requests.append(request.url))
+        try:
+            page = context.new_page()
+            page.goto(wide.url + "/")
+            expect(page.locator(".tile")).to_have_count(4)
+            expect(page.locator("#engine-facts")).to_have_attribute(
+                "data-state", "ready", timeout=30_000
+            )
+            expect(page.locator("#engine-log")).not_to_contain_text("enter the API token")
+            expect(page.locator("#engine-log")).not_to_have_text("")
+            assert wide.url + "/api/v1/stream?interval_s=2" in requests
+            page.screenshot(path=rig.shots / "beyond-loopback.png", full_page=True)
+        finally:
+            context.close()
+    finally:
+        stop_all([wide])
+    assert [url for url in requests if not url.startswith(wide.url + "/")] == []
 
 
 def test_no_request_left_the_daemon(rig: Rig) -> None:

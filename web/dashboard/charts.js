@@ -19,6 +19,12 @@ function widthOf(node) {
   return Math.max(200, Math.floor(node.getBoundingClientRect().width));
 }
 
+// The x axis always spans the asked window (1 h or 24 h), however few points it holds:
+// left to itself, uPlot stretched one fresh point over years.
+function timeWindow(history) {
+  return [Date.parse(history.since) / 1000, Date.parse(history.until) / 1000];
+}
+
 function options(chart, history, width) {
   const series = [{}];
   if (chart.engine) {
@@ -42,6 +48,14 @@ function options(chart, history, width) {
     axes: [{ ...axis }, { ...axis, size: 55 }],
     scales: { x: { time: true }, y: { range: chart.range } },
     legend: { live: true },
+    // What the x axis spans, in seconds, as uPlot applied it: tests read it here.
+    hooks: {
+      setScale: [
+        (u, key) => {
+          if (key === "x") u.root.parentElement.dataset.spanS = String(Math.round(u.scales.x.max - u.scales.x.min));
+        },
+      ],
+    },
     cursor: { drag: { x: false, y: false } },
   };
 }
@@ -56,11 +70,13 @@ export class Charts {
   constructor() {
     this.plots = new Map();
     this.layout = "";
+    this.window = [0, 1];
     this.observer = new ResizeObserver(() => this.resize());
   }
 
   draw(history) {
     if (typeof window.uPlot !== "function") return;
+    this.window = timeWindow(history);
     const layout = `${history.span}:${history.cards.map((c) => c.card).join(",")}`;
     if (layout !== this.layout) this.rebuild(history, layout);
     for (const chart of CHARTS) {
@@ -68,7 +84,10 @@ export class Charts {
       const points = data[0].length;
       const node = document.getElementById(chart.id);
       node.dataset.points = String(points);
-      this.plots.get(chart.id).setData(data);
+      const plot = this.plots.get(chart.id);
+      plot.setData(data);
+      const [from, to] = this.window;
+      plot.setScale("x", { min: from, max: to });
     }
   }
 
@@ -79,7 +98,11 @@ export class Charts {
     for (const chart of CHARTS) {
       const node = document.getElementById(chart.id);
       node.replaceChildren();
-      const plot = new window.uPlot(options(chart, history, widthOf(node)), dataOf(chart, history), node);
+      const plot = new window.uPlot(
+        options(chart, history, widthOf(node)),
+        dataOf(chart, history),
+        node,
+      );
       this.plots.set(chart.id, plot);
       this.observer.observe(node);
     }

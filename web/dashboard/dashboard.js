@@ -123,6 +123,12 @@ async function pollStatus() {
       return;
     }
     setOffline(false);
+    if (error.status === 401 || error.status === 403) {
+      // A listener beyond loopback wants the token for reads too.
+      $("token-form").hidden = false;
+      notify(`${error.message}: enter the API token (it is in <state-dir>/api-token).`, true);
+      return;
+    }
     notify(error.message, true);
     return;
   }
@@ -197,17 +203,19 @@ async function pollEvents() {
 
 async function pollLog() {
   const box = $("engine-log");
-  if (!savedToken()) {
-    box.textContent = "enter the API token to see the engine log (it can hold users' prompts)";
-    return;
-  }
+  // Without a saved token the log still answers to a browser login (HTTP Basic with the
+  // token, on a listener beyond loopback); on loopback it refuses, and the box says why.
   try {
     const body = await getJson("/api/v1/serving/logs?lines=80");
     const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 20;
     box.textContent = body.lines.length ? body.lines.join("\n") : "(the log is empty)";
     if (atBottom) box.scrollTop = box.scrollHeight;
   } catch (error) {
-    if (!isUnreachable(error)) box.textContent = `log: ${error.message}`;
+    if (error.status === 401 || error.status === 403) {
+      box.textContent = "enter the API token to see the engine log (it can hold users' prompts)";
+    } else if (!isUnreachable(error)) {
+      box.textContent = `log: ${error.message}`;
+    }
   }
 }
 
