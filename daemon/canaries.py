@@ -13,7 +13,7 @@ from daemon.engine_service import EngineService
 from daemon.log_signatures import LogSignatureCounter
 from daemon.monitor import RigMonitor
 from daemon.store import Store
-from hwcheck.model import Severity
+from hwcheck.model import CheckResult, Severity
 from serving.canary.settings import CanarySettings
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
@@ -42,6 +42,10 @@ class CanaryService:
     def status_entries(self) -> list[dict[str, Any]]:
         """The status document's ``canaries`` list."""
         return self.runner.status_entries()
+
+    def check_result(self) -> CheckResult:
+        """The ``engine_output`` check (``daemon.canary_check``) for each poll."""
+        return self.runner.check_result()
 
     def log_signature_entries(self) -> list[dict[str, Any]]:
         """The status document's ``log_signatures`` list."""

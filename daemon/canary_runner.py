@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from daemon.canary_check import engine_output_check
 from daemon.store import CanaryRow, Store, StoreError
-from hwcheck.model import EventKind, Severity
+from hwcheck.model import CheckResult, EventKind, Severity
 from serving.canary.client import EngineApi, HttpEngineApi
 from serving.canary.model import CANARY_NAMES, CanaryResult, Outcome, worst_exit_code
 from serving.canary.settings import CanarySettings
@@ -195,6 +196,10 @@ class CanaryRunner:
                 entry["last_skipped_reason"] = newest.message
             entries.append(entry)
         return entries
+
+    def check_result(self) -> CheckResult:
+        """The ``engine_output`` check: the verdicts on the engine run serving now."""
+        return engine_output_check(list(self._judged.values()), self._serving_status())
 
     def judged(self) -> list[CanaryRow]:
         """Each canary's last judged result, from memory (for ``/metrics``)."""

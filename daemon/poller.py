@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from daemon.caps import CapKeeper
@@ -57,6 +57,7 @@ class RigPoller:
         on_new_boot: Callable[[str], None],
         on_polled: Callable[[], None],
         record_metrics: Callable[[], None] | None = None,
+        extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
     ) -> None:
         self._settings = settings
         self._host = host
@@ -69,6 +70,7 @@ class RigPoller:
         self._on_new_boot = on_new_boot
         self._on_polled = on_polled
         self._record_metrics = record_metrics
+        self._extra_checks = extra_checks
         self._listeners: list[SnapshotListener] = []
         self._store_severity = Severity.OK
         self._error_logged: str | None = None
@@ -137,6 +139,7 @@ class RigPoller:
         )
         results.append(self._follower.health.result())  # the daemon's own kernel_log check
         results.append(self._store_check())
+        results.extend(self._extra_results())
         self._monitor.set_results(results)  # the live picture first: it never waits on the store
         self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
         for listener in self._listeners:
@@ -145,6 +148,16 @@ class RigPoller:
             except Exception:
                 log.exception("a snapshot listener failed")
         self._on_polled()
+
+    def _extra_results(self) -> list[CheckResult]:
+        """The daemon's own checks beside the hardware's (the canaries' ``engine_output``)."""
+        if self._extra_checks is None:
+            return []
+        try:
+            return list(self._extra_checks())
+        except Exception:  # one broken extra check must not cost the hardware picture
+            log.exception("an extra check failed; the poll goes on without it")
+            return []
 
     def _store_poll(self, snapshot: RigSnapshot, results: list[CheckResult]) -> None:
         """One poll's writes, on the store writer's thread."""

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from daemon.canary_check import CHECK_ID as ENGINE_OUTPUT_CHECK
 from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS, EngineDriver, StoreAudit, StoreLatch
 from daemon.store import Store
@@ -51,6 +52,8 @@ CATCH_UP_S = 1.5
 # A start this soon after a passed probe (the bring-up's) does not probe again.
 PROBE_FRESH_S = 30.0
 LAST_DECISIONS = 10
+# Checks that never block an engine start (``critical_checks``).
+NOT_GATING_CHECKS = frozenset({ENGINE_OUTPUT_CHECK})
 _RUNNING_STATES = frozenset(
     {ServingState.STARTING, ServingState.READY, ServingState.UNHEALTHY, ServingState.STOPPING}
 )
@@ -163,11 +166,15 @@ class RecoveryService:
         return EngineCondition.RUNNING if running else EngineCondition.STOPPED
 
     def critical_checks(self) -> tuple[CriticalCheck, ...]:
-        """The checks critical now (they block starts)."""
+        """The checks critical now (they block starts), but the engine's own output check.
+
+        A failed canary judges the engine, not the cards: restarting it is how a person
+        tests a fix, so it must not be refused.
+        """
         return tuple(
             CriticalCheck(result.id, result.message, result.card)
             for result in self._monitor.view().results
-            if result.severity is Severity.CRITICAL
+            if result.severity is Severity.CRITICAL and result.id not in NOT_GATING_CHECKS
         )
 
     def facts(self, trigger: Trigger, **more: Any) -> Facts:

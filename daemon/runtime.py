@@ -42,7 +42,7 @@ from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
-from hwcheck.model import EventKind, Severity, worst_severity
+from hwcheck.model import CheckResult, EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from recovery.decisions import Start
 from recovery.executors import describe
@@ -187,6 +187,7 @@ class Daemon:
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
+            extra_checks=None if self.canaries is None else self._canary_checks,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()
@@ -213,6 +214,10 @@ class Daemon:
     def _polled(self) -> None:
         """After each poll: one ``STATUS=`` line for systemd."""
         self.notifier.status(self.summary())
+
+    def _canary_checks(self) -> list[CheckResult]:
+        """Each poll's ``engine_output`` check (only built with an engine)."""
+        return [] if self.canaries is None else [self.canaries.check_result()]
 
     def _kernel_log_changed(self) -> None:
         """The follower went down or came back: status says so now, not at the next poll."""

@@ -58,7 +58,8 @@ CHECK_TITLES = {
     "foreign_gpu_processes": ("ForeignGpuProcess", "Foreign process on the GPUs"),
     "store": ("StoreUnwritable", "History cannot be written"),
 }
-SKIPPED_CHECKS = frozenset({"xid_since_boot"})
+# Left to their own events: Xids alert per Xid, the canaries per canary (``canary:<name>``).
+SKIPPED_CHECKS = frozenset({"xid_since_boot", "engine_output"})
 ENGINE_ADVICE = {
     "crash": "fleetd restarts it with backoff; if it keeps crashing read `fleetctl logs`.",
     "held": "Restarts are on hold: read `fleetctl logs`, fix the cause, then `fleetctl start`.",

@@ -195,3 +195,36 @@ def test_engine_corrupt_fails_copy_fidelity_and_tool_calls_with_exit_2(corrupt: 
     messages = [e["message"] for e in json.loads(events.stdout)]
     assert any(m.startswith("canary copy_fidelity: fail") for m in messages), messages
     assert any(m.startswith("canary tool_calls: fail") for m in messages), messages
+
+
+def engine_output(daemon: Fleetd) -> dict[str, Any]:
+    document = status(daemon)
+    found = [c for c in document["checks"] if c["id"] == "engine_output"]
+    assert len(found) == 1, document["checks"]
+    return {**found[0], "overall": document["overall"]}
+
+
+def test_failed_canaries_make_the_rig_critical_without_blocking_a_restart(corrupt: Fleetd) -> None:
+    """The silent failure made loud: status, its exit code and the checks list say it."""
+    wait_until(lambda: engine_output(corrupt)["severity"] == "critical", 60, "engine_output")
+    check = engine_output(corrupt)
+    assert check["overall"] == "critical"
+    assert check["card"] is None
+    assert "copy_fidelity fail (80%)" in check["message"]
+    assert "tool_calls fail" in check["message"]
+    assert "token corruption" in check["remedy"]
+    assert fleetctl(corrupt, "status").returncode == 2
+    # A person restarts the engine to test a fix: the engine's own verdict never refuses it.
+    restarted = fleetctl(corrupt, "restart")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    # The new run is not blamed for the old one's verdict until its own round judges it.
+    wait_until(lambda: status(corrupt)["serving"]["state"] == "ready", 60, "engine ready again")
+    wait_until(lambda: engine_output(corrupt)["severity"] == "critical", 60, "judged again")
+
+
+def test_passing_canaries_leave_the_rig_ok(healthy: Fleetd) -> None:
+    wait_until(lambda: judged(healthy), 60, "the after-ready round")
+    wait_until(lambda: engine_output(healthy)["severity"] == "ok", 30, "engine_output ok")
+    check = engine_output(healthy)
+    assert check["overall"] == "ok"
+    assert check["message"] == "4 canaries pass on the serving engine"

@@ -1,0 +1,71 @@
+"""The ``engine_output`` check from canary verdicts: worst wins, only the serving run counts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from daemon.canary_check import engine_output_check
+from daemon.store import CanaryRow
+from hwcheck.model import Severity
+
+READY = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
+SERVING = {"state": "ready", "since": READY.isoformat(), "pid": 7, "url": "http://127.0.0.1:1"}
+
+
+def row(name: str, result: str, *, after_s: float = 60, **more: Any) -> CanaryRow:
+    fields: dict[str, Any] = {
+        "id": 1,
+        "ts": READY + timedelta(seconds=after_s),
+        "name": name,
+        "result": result,
+        "figure": None,
+        "unit": "",
+        "message": f"{name} said {result}",
+        "advice": f"fix {name}",
+        "duration_s": 1.0,
+    }
+    fields.update(more)
+    return CanaryRow(**fields)
+
+
+def test_all_passing_is_ok() -> None:
+    check = engine_output_check([row("copy_fidelity", "pass"), row("tool_calls", "pass")], SERVING)
+    assert check.severity is Severity.OK
+    assert check.id == "engine_output" and check.card is None
+    assert check.message == "2 canaries pass on the serving engine"
+
+
+def test_the_worst_verdict_wins_and_its_advice_is_the_remedy() -> None:
+    judged = [
+        row("reasoning_field", "warn"),
+        row("copy_fidelity", "fail", figure=0.78, unit="ratio"),
+        row("throughput", "pass", figure=98.1, unit="tok/s"),
+    ]
+    check = engine_output_check(judged, SERVING)
+    assert check.severity is Severity.CRITICAL
+    assert check.message == (
+        "copy_fidelity fail (78%): copy_fidelity said fail; "
+        "reasoning_field warn: reasoning_field said warn"
+    )
+    assert check.remedy == "fix copy_fidelity"
+
+
+def test_a_warning_alone_is_a_warning() -> None:
+    judged = [row("throughput", "warn", figure=24.5, unit="tok/s")]
+    check = engine_output_check(judged, SERVING)
+    assert check.severity is Severity.WARNING
+    assert check.message.startswith("throughput warn (24.5 tok/s): ")
+
+
+def test_verdicts_from_before_this_engine_run_do_not_count() -> None:
+    check = engine_output_check([row("copy_fidelity", "fail", after_s=-5)], SERVING)
+    assert check.severity is Severity.OK
+    assert check.message == "no canary round has judged this engine run yet"
+
+
+def test_an_engine_not_serving_is_not_judged_by_its_canaries() -> None:
+    for state in ("stopped", "starting", "backoff", "held"):
+        check = engine_output_check([row("copy_fidelity", "fail")], {**SERVING, "state": state})
+        assert check.severity is Severity.OK, state
+        assert "not serving" in check.message
