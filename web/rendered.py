@@ -25,9 +25,13 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# Readers see a document at most this old (plus one render): well under the 1 s poll
-# interval and the dashboard's 1 s stream, and it bounds renders to a few per second.
+# A render this young is served as it is: well under the 1 s poll interval and the
+# dashboard's 1 s stream, and it bounds renders to a few per second.
 MAX_AGE_S = 0.2
+# Up to this age it is still served while one fresh render runs in the background, so
+# readers arriving in a steady stream never wait on the clock (only after a change);
+# an older one (a reader after a quiet spell) makes the reader wait for a fresh render.
+STALE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +46,12 @@ class Rendered:
 class RenderedDocument:
     """The latest render of one document, refreshed on demand, one render at a time."""
 
-    def __init__(self, render: Callable[[], bytes], max_age_s: float = MAX_AGE_S) -> None:
+    def __init__(
+        self, render: Callable[[], bytes], max_age_s: float = MAX_AGE_S, stale_s: float = STALE_S
+    ) -> None:
         self._render = render
         self._max_age_s = max_age_s
+        self._stale_s = max(stale_s, max_age_s)
         self._generation = 0
         self._generation_lock = threading.Lock()  # invalidate() comes from daemon threads
         self._latest: Rendered | None = None
@@ -57,21 +64,28 @@ class RenderedDocument:
         with self._generation_lock:
             self._generation += 1
 
-    def _fresh(self, rendered: Rendered | None, generation: int) -> bool:
-        return (
-            rendered is not None
-            and rendered.generation == generation
-            and time.monotonic() - rendered.began_s < self._max_age_s
-        )
-
     async def get(self) -> bytes:
-        """The current bytes: the cached render when fresh, else the one in flight or a new one."""
+        """The current bytes: the cached render when fresh, else the one in flight or a new one.
+
+        Never a render begun before the last ``invalidate``; one between ``max_age_s`` and
+        ``stale_s`` old is served while a fresh one is started for the next readers.
+        """
         generation = self._generation
         latest = self._latest
-        if latest is not None and self._fresh(latest, generation):
-            return latest.body
-        flight = self._in_flight
         loop = asyncio.get_running_loop()
+        if latest is not None and latest.generation == generation:
+            age_s = time.monotonic() - latest.began_s
+            if age_s < self._max_age_s:
+                return latest.body
+            if age_s < self._stale_s:
+                self._flight(generation, loop)
+                return latest.body
+        # shield: a reader that goes away must not cancel the render others await.
+        return (await asyncio.shield(self._flight(generation, loop))).body
+
+    def _flight(self, generation: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Rendered]:
+        """The render in flight for ``generation`` on this loop, started when there is none."""
+        flight = self._in_flight
         # A flight of another loop (a test client's, now closed) is never awaited here.
         if (
             flight is None
@@ -79,9 +93,9 @@ class RenderedDocument:
             or self._in_flight_loop is not loop
         ):
             flight = self._in_flight = loop.create_task(self._render_now(generation))
+            flight.add_done_callback(_retrieve)  # a background render's failure is not news
             self._in_flight_generation, self._in_flight_loop = generation, loop
-        # shield: a reader that goes away must not cancel the render others await.
-        return (await asyncio.shield(flight)).body
+        return flight
 
     async def _render_now(self, generation: int) -> Rendered:
         began_s = time.monotonic()
@@ -94,6 +108,12 @@ class RenderedDocument:
         if self._latest is None or self._latest.began_s <= began_s:
             self._latest = rendered
         return rendered
+
+
+def _retrieve(task: asyncio.Future[Rendered]) -> None:
+    """Mark a render's exception as seen: its readers got it; a background one had none."""
+    if not task.cancelled():
+        task.exception()
 
 
 class RenderedDocuments:

@@ -60,7 +60,7 @@ def test_concurrent_readers_share_one_render() -> None:
 
 def test_a_render_is_reused_until_it_ages_out() -> None:
     renders = Renders()
-    document = RenderedDocument(renders, max_age_s=0.2)
+    document = RenderedDocument(renders, max_age_s=0.2, stale_s=0.2)
 
     async def go() -> list[bytes]:
         first = await document.get()
@@ -69,6 +69,37 @@ def test_a_render_is_reused_until_it_ages_out() -> None:
         return [first, second, await document.get()]
 
     assert asyncio.run(go()) == [b"render 1", b"render 1", b"render 2"]
+
+
+def test_a_slightly_stale_render_is_served_while_a_fresh_one_runs() -> None:
+    """Readers in a steady stream never wait on the clock: the refresh runs behind them."""
+    renders = Renders()
+    document = RenderedDocument(renders, max_age_s=0.1, stale_s=5)
+
+    async def go() -> list[bytes]:
+        first = await document.get()
+        await asyncio.sleep(0.15)
+        renders.release.clear()
+        stale = await asyncio.wait_for(document.get(), 1)  # no wait on the held render
+        also_stale = await asyncio.wait_for(document.get(), 1)
+        renders.release.set()
+        await asyncio.sleep(0.1)
+        return [first, stale, also_stale, await document.get()]
+
+    assert asyncio.run(go()) == [b"render 1", b"render 1", b"render 1", b"render 2"]
+    assert renders.calls == 2  # one background refresh for both stale reads
+
+
+def test_a_render_older_than_the_stale_window_makes_the_reader_wait() -> None:
+    renders = Renders()
+    document = RenderedDocument(renders, max_age_s=0.05, stale_s=0.1)
+
+    async def go() -> list[bytes]:
+        first = await document.get()
+        await asyncio.sleep(0.2)
+        return [first, await document.get()]
+
+    assert asyncio.run(go()) == [b"render 1", b"render 2"]
 
 
 def test_invalidate_makes_the_next_reader_wait_for_a_new_render() -> None:
