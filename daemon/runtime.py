@@ -21,13 +21,14 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
-from daemon.apiserver import ApiServer, is_loopback, url_host
+from daemon.apiserver import ApiServer, url_host
 from daemon.boot import track_boot
 from daemon.bringup import BringUp
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
+from daemon.loopback import is_loopback
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
