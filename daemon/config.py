@@ -290,16 +290,6 @@ def _blame(
     return file_source
 
 
-def config_is_world_readable_with_secrets(path: Path, settings: Settings) -> bool:
-    """True when ``path`` holds a webhook secret and others may read it (warn, not refuse)."""
-    has_secret = any(hook.secret for hook in settings.alerts.webhooks)
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return has_secret and bool(mode & 0o044)
-
-
 def xid_catalogue(settings: Settings) -> XidCatalogue:
     """The Xid catalogue with this config's ``[xid.N]`` overrides applied."""
     return XidCatalogue(overrides_by_xid(settings.xid))

@@ -26,9 +26,9 @@ from daemon.config import (
     DEFAULT_STATE_DIR,
     ConfigError,
     Settings,
-    config_is_world_readable_with_secrets,
     load_settings,
 )
+from daemon.config_secrets import readable_secret_keys
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2
@@ -113,8 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)
-    if config_path is not None and config_is_world_readable_with_secrets(config_path, settings):
-        log.warning("%s holds webhook secrets and others can read it: chmod 600 it", config_path)
+    exposed = [] if config_path is None else readable_secret_keys(config_path)
+    if exposed:
+        log.warning(
+            "%s holds secrets (%s) and others can read it: chmod 600 it",
+            config_path,
+            ", ".join(exposed),
+        )
     state_dir = args.state_dir or Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     from daemon.startup import StartupError, build_daemon
 
