@@ -164,3 +164,12 @@ def test_masking_rules() -> None:
         "URL": "redis://:***@h",
         "PLAIN": "x",
     }
+    # a password with an unescaped slash, and passwords/tokens given as query parameters
+    assert mask_argv(["--db", "postgresql://u:ab/cd@h/db"]) == ["--db", "postgresql://u:***@h/db"]
+    assert mask_env({"DB": "postgresql://h/db?sslmode=require&password=pw1"}) == {
+        "DB": "postgresql://h/db?sslmode=require&password=***"
+    }
+    assert mask_argv(["--url", "https://h/v1?token=t0&x=1"]) == [
+        "--url",
+        "https://h/v1?token=***&x=1",
+    ]
