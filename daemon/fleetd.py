@@ -22,6 +22,7 @@ from typing import Any
 from daemon.alerts.sinks import build_sinks
 from daemon.config import (
     DEFAULT_CONFIG_PATH,
+    DEFAULT_LISTEN,
     DEFAULT_STATE_DIR,
     ConfigError,
     Settings,
@@ -47,7 +48,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--state-dir", type=Path, help=f"state directory (default {DEFAULT_STATE_DIR})"
     )
-    parser.add_argument("--listen", metavar="HOST:PORT", help="API/dashboard address")
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help=f"API/dashboard address (default [web] listen, else {DEFAULT_LISTEN})",
+    )
     parser.add_argument(
         "--log-level",
         default=os.environ.get("CMPFLEET_LOG_LEVEL", "info"),

@@ -10,6 +10,7 @@ latch, critical check, lint error, port taken) exits 4 with the reason.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -171,7 +172,9 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             if response.status_code != 200:
                 out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
             for line in response.iter_lines():
-                sys.stdout.write(line + "\n")
+                # --json: JSON Lines, one JSON string per log line (a stream that never
+                # ends cannot be one document; each line parses on its own, as jq reads it).
+                sys.stdout.write((json.dumps(line) if out.json_mode else line) + "\n")
                 sys.stdout.flush()
     except httpx.HTTPError as exc:
         out.fail(f"lost fleetd at {client.url}: {exc.__class__.__name__}")

@@ -164,3 +164,14 @@ def test_fleetd_refuses_a_bad_config_before_starting(
     assert lines[0].startswith(f"fleetd: {path}: ")
     assert needle in lines[0]
     assert not state.exists(), "nothing may start (not even the state dir) on a bad config"
+
+
+def test_the_defaults_are_the_contracts_and_help_names_them() -> None:
+    """Config /etc/cmpfleet/fleet.toml, state dir /var/lib/cmpfleet, listen 127.0.0.1:8170."""
+    assert Settings().web.listen == "127.0.0.1:8170"
+    shown = run_fleetd("--help")
+    assert shown.returncode == 0, shown.stderr
+    words = " ".join(shown.stdout.split())  # argparse wraps the help to the terminal
+    assert "config file (default /etc/cmpfleet/fleet.toml)" in words
+    assert "state directory (default /var/lib/cmpfleet)" in words
+    assert "(default [web] listen, else 127.0.0.1:8170)" in words
