@@ -25,6 +25,7 @@ from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
 from serving.recipe.lint import lint_path, lint_recipe
+from serving.recipe.masking import mask_spec
 from serving.recipe.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 
@@ -220,8 +221,13 @@ def lint(out: Output, file: Path | None, config: Path | None) -> int:
 
 
 def _local_spec(out: Output, file: Path) -> LaunchSpec:
+    """The file's launch, secrets masked as the daemon masks its own and its stored launches.
+
+    Unmasked, a token would reach the terminal (and the pastes made of it), and a diff
+    against the last ready launch (stored masked) would flag every secret as changed.
+    """
     try:
-        return build_launch(load_recipe(file))
+        return mask_spec(build_launch(load_recipe(file)))
     except RecipeError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
 

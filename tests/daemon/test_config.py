@@ -107,6 +107,16 @@ def test_each_class_of_mistake_is_one_line(tmp_path: Path, text: str, expected: 
     assert expected in message
 
 
+def test_a_bad_webhook_url_is_named_never_echoed(tmp_path: Path) -> None:
+    """A webhook URL is a credential (Slack's key is its path): the error names the key only."""
+    text = '[[alerts.webhooks]]\nurl = "hooks.slack.com/services/T0/B0/K3Y-SLACK"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text), environ={})
+    message = str(caught.value)
+    assert "alerts.webhooks[0].url: " in message and "http://" in message
+    assert "K3Y-SLACK" not in message and "hooks.slack.com" not in message
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.toml: no such file"):
         load_settings(tmp_path / "nope.toml", environ={})
