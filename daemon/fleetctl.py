@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from types import ModuleType
 
@@ -17,6 +18,16 @@ EXIT_INTERRUPTED = 130
 def _usage_exit_code(argv: list[str]) -> int:
     """2 for a usage error; 3 (UNKNOWN) for the monitoring commands, where 2 is CRITICAL."""
     return EXIT_UNKNOWN if MONITORING_COMMANDS & set(argv) else EXIT_USAGE
+
+
+def _usage_document(argv: list[str], message: str, code: int) -> None:
+    """Under ``--json`` a usage error still prints its one document, as every failure does."""
+    if "--json" not in argv:
+        return
+    from daemon.cli.output import error_document, unknown_document
+
+    document = unknown_document(message) if code == EXIT_UNKNOWN else error_document(message, code)
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
 
 
 def _click_exceptions() -> ModuleType:
@@ -42,8 +53,10 @@ def _run() -> int:
             if exc.ctx and " " in exc.ctx.command_path
             else " (see fleetctl --help)"
         )
+        code = _usage_exit_code(sys.argv[1:])
+        _usage_document(sys.argv[1:], exc.format_message(), code)
         sys.stderr.write(f"fleetctl: {exc.format_message()}{hint}\n")
-        return _usage_exit_code(sys.argv[1:])
+        return code
     except click.ClickException as exc:
         sys.stderr.write(f"fleetctl: {exc.format_message()}\n")
         return int(exc.exit_code)
