@@ -28,7 +28,7 @@ from daemon.config import (
     Settings,
     load_settings,
 )
-from daemon.config_secrets import readable_secret_keys
+from daemon.config_secrets import exposed_secrets
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2
@@ -113,12 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)
-    exposed = [] if config_path is None else readable_secret_keys(config_path)
-    if exposed:
+    exposed = [] if config_path is None else exposed_secrets(config_path, settings.serving.recipe)
+    for path, keys in exposed:
         log.warning(
-            "%s holds secrets (%s) and others can read it: chmod 600 it",
-            config_path,
-            ", ".join(exposed),
+            "%s holds secrets (%s) and others can read it: chmod 600 it", path, ", ".join(keys)
         )
     state_dir = args.state_dir or Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     from daemon.startup import StartupError, build_daemon
