@@ -165,44 +165,14 @@ def test_the_status_document_has_every_listed_key(rig: Fleetd) -> None:
         assert check["severity"] in {"ok", "warning", "critical"}
     assert set(doc["serving"]) >= {"state", "pid", "restarts", "since", "url"}
     assert doc["serving"]["state"] in CONTRACT_SERVING_STATES
+    assert datetime.fromisoformat(doc["serving"]["since"]).utcoffset() is not None
+    assert isinstance(doc["serving"]["restarts"], int)
     assert set(doc["recovery"]) >= {"reboot_required", "reason", "since", "advice"}
     assert {c["name"] for c in doc["canaries"]} >= CONTRACT_CANARY_NAMES
     for canary in doc["canaries"]:
         assert set(canary) >= {"name", "result", "figure", "advice", "ts"}
         assert canary["result"] in {"pass", "warn", "fail", "skipped"}
     assert rig.get("/api/v1/status").json().keys() == doc.keys()
-
-
-@pytest.mark.root
-def test_events_filters_and_a_real_kmsg_record_never_reaches_the_simulation(rig: Fleetd) -> None:
-    """An Xid line a process writes to the host's /dev/kmsg is not seen; the simulated
-    kernel log's next one is (so the daemon was reading when the real one was there)."""
-    require_root("writes a user-facility record to /dev/kmsg")
-    card0 = status(rig)["cards"][0]["pci_bus_id"]
-    before = datetime.now(UTC) - timedelta(seconds=1)
-    tag = f"cmpfleet-contract-{uuid.uuid4().hex[:8]}"
-    real = f"NVRM: Xid (PCI:{card0[:-2]}): 43, pid=1, name={tag}, Ch 00000008"
-    fd = os.open("/dev/kmsg", os.O_WRONLY)
-    try:
-        os.write(fd, f"<14>{real}\n".encode())
-    finally:
-        os.close(fd)
-    # Xid 13 is application-class: it sets no latch, the other tests keep a healthy rig.
-    assert rig.post("/api/v1/sim/xid", {"card": 0, "xid": 13}).status_code == 200
-    since = before.isoformat()
-    wait_until(lambda: events(rig, "--kind", "xid", "--since", since), 10, "the simulated Xid")
-    found = events(rig, "--kind", "xid", "--since", since, "--limit", "10")
-    assert [(e["card"], e["xid"]) for e in found] == [(0, 13)]
-    (event,) = found
-    assert set(event) >= CONTRACT_EVENT_KEYS
-    assert datetime.fromisoformat(event["ts"]).utcoffset() is not None
-    assert event["kind"] == "xid" and event["severity"] in {"info", "warning", "critical"}
-    later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
-    assert events(rig, "--kind", "xid", "--since", later) == []
-    assert len(events(rig, "--limit", "2")) == 2
-    assert all(e["kind"] == "xid" for e in events(rig, "--kind", "xid"))
-    acked = cli(rig, "ack", str(event["id"]))
-    assert acked.returncode == 0, acked.stderr
 
 
 def test_token_from_the_flag_then_the_environment_then_the_state_dir(
@@ -254,3 +224,56 @@ def test_every_listed_route_answers_over_http(rig: Fleetd) -> None:
     listed |= {"/api/v1/serving/logs", "/api/v1/recovery/reboot", "/api/v1/recovery/clear"}
     assert listed <= paths, listed - paths
     assert rig.get("/docs").status_code == 200 and rig.get("/").status_code == 200
+
+
+def test_status_exits_like_a_monitoring_plugin_on_a_changing_rig(rig: Fleetd) -> None:
+    """0 OK, 1 WARNING (a warm card), 2 CRITICAL (a locked card), 0 again once fixed."""
+
+    def exits(code: int) -> bool:
+        return bool(cli(rig, "status").returncode == code)
+
+    assert exits(0)
+    try:
+        assert rig.post("/api/v1/sim/card/1", {"temperature_c": 82.0}).status_code == 200
+        wait_until(lambda: exits(1), 10, "WARNING for card 1 at 82 C")
+        assert rig.post("/api/v1/sim/card/2", {"memory_total_mib": 8192}).status_code == 200
+        wait_until(lambda: exits(2), 10, "CRITICAL for the locked card 2")
+        locked = [c for c in status(rig)["checks"] if c["severity"] == "critical"]
+        assert [(c["id"], c["card"]) for c in locked] == [("vram_unlocked", 2)]
+    finally:
+        rig.post("/api/v1/sim/card/1", {"temperature_c": 50.0})
+        rig.post("/api/v1/sim/card/2", {"memory_total_mib": 65536})
+    wait_until(lambda: exits(0), 10, "OK once both are put back")
+
+
+# Last in the file: the Xid it injects stays in this boot's picture (xid_since_boot).
+@pytest.mark.root
+def test_events_filters_and_a_real_kmsg_record_never_reaches_the_simulation(rig: Fleetd) -> None:
+    """An Xid line a process writes to the host's /dev/kmsg is not seen; the simulated
+    kernel log's next one is (so the daemon was reading when the real one was there)."""
+    require_root("writes a user-facility record to /dev/kmsg")
+    card0 = status(rig)["cards"][0]["pci_bus_id"]
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    tag = f"cmpfleet-contract-{uuid.uuid4().hex[:8]}"
+    real = f"NVRM: Xid (PCI:{card0[:-2]}): 43, pid=1, name={tag}, Ch 00000008"
+    fd = os.open("/dev/kmsg", os.O_WRONLY)
+    try:
+        os.write(fd, f"<14>{real}\n".encode())
+    finally:
+        os.close(fd)
+    # Xid 13 is application-class: it sets no latch, the other tests keep a healthy rig.
+    assert rig.post("/api/v1/sim/xid", {"card": 0, "xid": 13}).status_code == 200
+    since = before.isoformat()
+    wait_until(lambda: events(rig, "--kind", "xid", "--since", since), 10, "the simulated Xid")
+    found = events(rig, "--kind", "xid", "--since", since, "--limit", "10")
+    assert [(e["card"], e["xid"]) for e in found] == [(0, 13)]
+    (event,) = found
+    assert set(event) >= CONTRACT_EVENT_KEYS
+    assert datetime.fromisoformat(event["ts"]).utcoffset() is not None
+    assert event["kind"] == "xid" and event["severity"] in {"info", "warning", "critical"}
+    later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
+    assert events(rig, "--kind", "xid", "--since", later) == []
+    assert len(events(rig, "--limit", "2")) == 2
+    assert all(e["kind"] == "xid" for e in events(rig, "--kind", "xid"))
+    acked = cli(rig, "ack", str(event["id"]))
+    assert acked.returncode == 0, acked.stderr

@@ -9,6 +9,7 @@ import pytest
 
 from daemon.config import ConfigError, Settings, WebhookSettings, load_settings
 from hwcheck.kernellog.catalogue import XidOverride
+from tests.support.cli import run_fleetctl
 from tests.support.fleetd import run_fleetd
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "daemon" / "examples" / "fleet.toml"
@@ -167,8 +168,12 @@ def test_fleetd_refuses_a_bad_config_before_starting(
 
 
 def test_the_defaults_are_the_contracts_and_help_names_them() -> None:
-    """Config /etc/cmpfleet/fleet.toml, state dir /var/lib/cmpfleet, listen 127.0.0.1:8170."""
+    """Config /etc/cmpfleet/fleet.toml, state dir /var/lib/cmpfleet, listen 127.0.0.1:8170;
+    fleetctl's URL http://127.0.0.1:8170; alert retries back off to at most 30 s."""
     assert Settings().web.listen == "127.0.0.1:8170"
+    assert Settings().alerts.retry_max_s == 30.0
+    client_help = run_fleetctl("--help", env={"FLEETCTL_URL": ""})
+    assert "default: http://127.0.0.1:8170" in " ".join(client_help.stdout.split())
     shown = run_fleetd("--help")
     assert shown.returncode == 0, shown.stderr
     words = " ".join(shown.stdout.split())  # argparse wraps the help to the terminal
