@@ -7,12 +7,14 @@ import json
 import signal
 import socket
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from daemon.store import Store
@@ -256,6 +258,20 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
 def test_status_events_auth_and_simulation(shared_daemon: Fleetd) -> None:
     daemon = shared_daemon
     assert daemon.get("/healthz").json() == {"status": "ok"}
+    # Unless the config names a recipe: the simulated engine, autostarted as a child
+    # ``sys.executable -m ...`` on a loopback port of its own, ready in about 5 s.
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["serving"]["state"] == "ready",
+        15,
+        "the autostarted simulated engine ready",
+    )
+    engine = daemon.get("/api/v1/status").json()["serving"]
+    assert psutil.Process(engine["pid"]).cmdline()[:3] == [
+        sys.executable,
+        "-m",
+        "serving.sim.engine",
+    ]
+    assert httpx.URL(engine["url"]).host == "127.0.0.1" and httpx.URL(engine["url"]).port
     doc = daemon.get("/api/v1/status").json()
     assert set(doc) >= CONTRACT_STATUS_KEYS
     assert doc["overall"] == "ok"
