@@ -27,11 +27,6 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost."""
-    return host in {"localhost", "::1"} or host.startswith("127.")
-
-
 def url_host(host: str) -> str:
     """The host part of a URL that reaches a server listening on ``host``."""
     if host in {"0.0.0.0", ""}:  # noqa: S104 - only turning a wildcard into a probe address

@@ -197,7 +197,14 @@ def _one_line(source: str, exc: ValidationError) -> str:
         from daemon.store.db import mask_url
 
         got = mask_url(got)  # a database or webhook URL may carry a password
-    hidden = isinstance(got, dict | list) or key.endswith("secret") or repr(got) in err["msg"]
+    # A webhook URL is itself a credential (Slack and Discord keep the key in its path).
+    webhook_url = key.startswith("alerts.webhooks") and key.endswith("url")
+    hidden = (
+        isinstance(got, dict | list)
+        or key.endswith("secret")
+        or webhook_url
+        or repr(got) in err["msg"]
+    )
     shown = "" if hidden else f" (got {got!r})"  # a webhook secret is never echoed
     return f"{source}: {key}: {err['msg']}{shown}{suffix}"
 
@@ -288,16 +295,6 @@ def _blame(
         if key in env.get(section, {}):
             return f"environment {ENV_PREFIX}{section.upper()}_{key.upper()}"
     return file_source
-
-
-def config_is_world_readable_with_secrets(path: Path, settings: Settings) -> bool:
-    """True when ``path`` holds a webhook secret and others may read it (warn, not refuse)."""
-    has_secret = any(hook.secret for hook in settings.alerts.webhooks)
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return has_secret and bool(mode & 0o044)
 
 
 def xid_catalogue(settings: Settings) -> XidCatalogue:

@@ -53,6 +53,7 @@ from web.models import LastReadyLaunchDocument, LaunchSpecDocument, RecipeDocume
 log = logging.getLogger("fleetd.engine")
 
 SIM_PRESET = "sim-engine"
+SIM_ENGINE_MODULE = "serving.sim.engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
 
@@ -78,6 +79,11 @@ def resolve_recipe(
     return recipe.model_copy(
         update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
     )
+
+
+def is_simulated_engine(recipe: Recipe) -> bool:
+    """A process-mode recipe running ``{python} -m serving.sim.engine``: no GPU behind it."""
+    return recipe.mode == "process" and tuple(recipe.command[1:3]) == ("-m", SIM_ENGINE_MODULE)
 
 
 def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:
@@ -222,6 +228,11 @@ class EngineService:
             exit_code=launch.exit_code,
             crash_class=None if launch.crash_class is None else str(launch.crash_class),
         )
+
+    @property
+    def runs_simulated_engine(self) -> bool:
+        """True when the recipe runs the simulated engine (``serving.sim.engine``)."""
+        return is_simulated_engine(self.recipe)
 
     def engine_pids(self) -> set[int]:
         """The engine's process and all its descendants (its GPU workers are not foreign)."""

@@ -22,12 +22,13 @@ from typing import Any
 from daemon.alerts.sinks import build_sinks
 from daemon.config import (
     DEFAULT_CONFIG_PATH,
+    DEFAULT_LISTEN,
     DEFAULT_STATE_DIR,
     ConfigError,
     Settings,
-    config_is_world_readable_with_secrets,
     load_settings,
 )
+from daemon.config_secrets import exposed_secrets
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2
@@ -47,7 +48,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--state-dir", type=Path, help=f"state directory (default {DEFAULT_STATE_DIR})"
     )
-    parser.add_argument("--listen", metavar="HOST:PORT", help="API/dashboard address")
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help=f"API/dashboard address (default [web] listen, else {DEFAULT_LISTEN})",
+    )
     parser.add_argument(
         "--log-level",
         default=os.environ.get("CMPFLEET_LOG_LEVEL", "info"),
@@ -108,8 +113,11 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)
-    if config_path is not None and config_is_world_readable_with_secrets(config_path, settings):
-        log.warning("%s holds webhook secrets and others can read it: chmod 600 it", config_path)
+    exposed = [] if config_path is None else exposed_secrets(config_path, settings.serving.recipe)
+    for path, keys in exposed:
+        log.warning(
+            "%s holds secrets (%s) and others can read it: chmod 600 it", path, ", ".join(keys)
+        )
     state_dir = args.state_dir or Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     from daemon.startup import StartupError, build_daemon
 

@@ -21,13 +21,14 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from daemon.alerts.service import AlertService
 from daemon.api_services import DaemonServices
-from daemon.apiserver import ApiServer, is_loopback, url_host
+from daemon.apiserver import ApiServer, url_host
 from daemon.boot import track_boot
 from daemon.bringup import BringUp
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
+from daemon.loopback import is_loopback
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -263,16 +264,16 @@ class Daemon:
     def simulate_reboot(self) -> str:
         """``POST /api/v1/sim/reboot`` (and a confirmed reboot under ``--simulate``).
 
-        A reboot ends every process: the simulated engine is ended first (the policy is
-        told the host is rebooting, so its exit is no crash to restart). The follower is
-        stopped so no record of the new boot is read under the old boot id; the new boot
-        is then handled at once, not at the next poll.
+        A reboot ends every process: the simulated engine is ended first, a real one
+        stopped cleanly (the policy is told the host is rebooting, so its exit is no crash
+        to restart). The follower is stopped so no record of the new boot is read under
+        the old boot id; the new boot is then handled at once, not at the next poll.
         """
         if self.sim is None:
             raise RuntimeError("not simulating")
         self.recovery.rebooting.set()
         if self.engine is not None:
-            end_as_a_reboot_does(self.engine.engine_pids())
+            end_as_a_reboot_does(self.engine)
         with self.poller.lock:
             self.follower.stop()
             boot_id = self.sim.reboot()

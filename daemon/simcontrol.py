@@ -7,15 +7,19 @@ then finds them through its normal follower, exactly as on a real rig.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import signal
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.sim.scenario import ScenarioError
 from serving.errors import InvalidInput, NotFound
+from serving.runtime.states import ServingState
+
+log = logging.getLogger("fleetd.sim")
 
 
 class SimControl:
@@ -59,12 +63,44 @@ class SimControl:
         return {"boot_id": self._reboot()}
 
 
-def end_as_a_reboot_does(pids: Iterable[int]) -> None:
-    """End the simulated engine's processes the way a host reboot ends every process.
+class RebootedEngine(Protocol):
+    """The engine as a simulated reboot ends it (``daemon.engine_service.EngineService``)."""
 
-    Only the simulated reboot calls this: it stands for the power going away, not for a
-    move fleetd makes on a real engine (which it never SIGKILLs unless ``allow_kill``).
+    @property
+    def runs_simulated_engine(self) -> bool:
+        """True when the recipe runs the simulated engine, not a real one."""
+        ...
+
+    def engine_pids(self) -> set[int]:
+        """The engine's process tree."""
+        ...
+
+    def stop_for_recovery(self, reason: str) -> ServingState:
+        """A graceful stop (the engine's own signals); the state it ended in."""
+        ...
+
+
+REAL_ENGINE_STOP_REASON = "the simulated host reboots: a real engine is stopped cleanly"
+
+
+def end_as_a_reboot_does(engine: RebootedEngine) -> None:
+    """End the engine the way a host reboot ends every process, where that is safe.
+
+    The simulated engine is SIGKILLed: that stands for the power going away, not for a
+    move fleetd makes on a real engine. A real engine (a config naming its own recipe
+    under ``--simulate``) holds real CUDA contexts, which a SIGKILL strands until the real
+    host reboots (recovery rule 2): it gets the clean stop instead, and one that will not
+    stop is left running and said so.
     """
-    for pid in pids:
+    if not engine.runs_simulated_engine:
+        state = engine.stop_for_recovery(REAL_ENGINE_STOP_REASON)
+        if state is not ServingState.STOPPED:
+            log.warning(
+                "the engine is not the simulated one and did not stop (%s): it keeps "
+                "running through the simulated reboot, never killed",
+                state.value,
+            )
+        return
+    for pid in engine.engine_pids():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -76,7 +77,9 @@ class SinkSender:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"alerts-{sink.name}", daemon=True)
-        self._failing_since: datetime | None = None
+        # When this sink began failing (monotonic: a wall-clock step must not bend the
+        # "delivering again after N s" figure).
+        self._failing_since_s: float | None = None
 
     def start(self) -> None:
         """Start delivering."""
@@ -134,8 +137,8 @@ class SinkSender:
         except StoreError as exc:
             log.warning("alerts %s: cannot record a delivery: %s", self.sink.name, exc)
             return False
-        if self._failing_since is None:
-            self._failing_since = now
+        if self._failing_since_s is None:
+            self._failing_since_s = time.monotonic()
             log.warning(
                 "alerts %s (%s): delivery failed: %s; retrying with backoff up to %.0f s",
                 self.sink.name,
@@ -146,10 +149,10 @@ class SinkSender:
         return False
 
     def _recovered(self) -> None:
-        if self._failing_since is not None:
-            down_s = (datetime.now(UTC) - self._failing_since).total_seconds()
+        if self._failing_since_s is not None:
+            down_s = time.monotonic() - self._failing_since_s
             log.warning("alerts %s: delivering again after %.0f s", self.sink.name, down_s)
-            self._failing_since = None
+            self._failing_since_s = None
 
     def _send(self, client: httpx.Client, note: NotificationRow) -> str | None:
         """POST the notification; ``None`` on a 2xx, else one line saying what went wrong."""

@@ -55,6 +55,24 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, "/..." if parts.path.strip("/") else "", "", ""))
 
 
+# Webhook services whose URL is itself the credential (the key sits in the path).
+_KEY_IN_PATH_FORMATS = frozenset({"slack", "discord"})
+_KEY_IN_PATH_HOSTS = frozenset({"hooks.slack.com", "discord.com", "discordapp.com"})
+
+
+def url_holds_secret(url: str, fmt: str) -> bool:
+    """Whether ``url`` is a credential: a password or query in it, or a Slack/Discord key path.
+
+    A plain receiver path (``https://alerts.example.org/cmpfleet``) is not: a config with
+    only such URLs and a ``secret_file`` may stay readable by everyone.
+    """
+    parts = urlsplit(url)
+    if parts.password or parts.query:
+        return True
+    keyed = fmt in _KEY_IN_PATH_FORMATS or (parts.hostname or "") in _KEY_IN_PATH_HOSTS
+    return keyed and bool(parts.path.strip("/"))
+
+
 def _target_url(hook: WebhookSettings) -> str:
     """The URL to POST to: an Alertmanager base URL gets ``/api/v2/alerts`` appended."""
     if hook.format != "alertmanager_api":

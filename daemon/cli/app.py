@@ -168,10 +168,11 @@ def top(
     interval_s: Annotated[
         float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
     ] = 1.0,
+    json_mode: JsonFlag = False,
 ) -> None:
     """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
     opts: GlobalOptions = ctx.obj
-    out = opts.output(False)
+    out = opts.output(json_mode)
     raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s))
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from daemon.config import DEFAULT_STATE_DIR
+from daemon.loopback import is_loopback
 from daemon.statedir import StateDir
 
 
@@ -33,8 +34,7 @@ class ClientError(Exception):
 
 def is_local_url(url: str) -> bool:
     """True when ``url`` points at this machine (loopback)."""
-    host = httpx.URL(url).host
-    return host in {"localhost", "::1"} or host.startswith("127.")
+    return is_loopback(httpx.URL(url).host)
 
 
 PORT_LIMIT = 65536

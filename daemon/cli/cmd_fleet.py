@@ -18,6 +18,7 @@ from daemon.cli.fleetfile import FleetFileError, Rig, load_fleet
 from daemon.cli.fleetquery import (
     DEFAULT_TIMEOUT_S,
     OVERALL_EXIT,
+    RigReading,
     RigSummary,
     poll_fleet,
     worst,
@@ -69,15 +70,7 @@ def status(
     summaries = [RigSummary.of(reading) for reading in readings]
     overall = worst([s.overall for s in summaries])
     if out.json_mode:
-        out.emit_json(
-            {
-                "overall": overall,
-                "rigs": [
-                    {**_summary_json(s), "status": r.status}
-                    for s, r in zip(summaries, readings, strict=True)
-                ],
-            }
-        )
+        out.emit_json(fleet_document(readings))
     else:
         render_fleet(out, summaries, overall)
     raise typer.Exit(OVERALL_EXIT.get(overall, EXIT_UNKNOWN))
@@ -92,11 +85,28 @@ def top(
         float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
     ] = 1.0,
     timeout_s: TimeoutOption = 2.0,
+    json_mode: JsonFlag = False,
 ) -> None:
     """Live view of every rig, refreshed every second; q quits (one frame when piped)."""
-    out = Output.create(json_mode=False)
+    out = Output.create(getattr(ctx.obj, "json_mode", False) or json_mode)
     rigs = fleet_rigs(out, ctx, fleet_file)
+    if out.json_mode:  # one frame as data: fleet status's document (exit 0, as top's frame)
+        readings = poll_fleet(rigs, timeout_s)
+        out.emit_json(fleet_document(readings))
+        return
     run_live(out.console, lambda: fleet_frame(rigs, timeout_s, cards), interval_s)
+
+
+def fleet_document(readings: list[RigReading]) -> dict[str, Any]:
+    """``fleet status --json``: the worst overall and one entry per rig with its status."""
+    summaries = [RigSummary.of(reading) for reading in readings]
+    return {
+        "overall": worst([s.overall for s in summaries]),
+        "rigs": [
+            {**_summary_json(s), "status": r.status}
+            for s, r in zip(summaries, readings, strict=True)
+        ],
+    }
 
 
 def _summary_json(summary: RigSummary) -> dict[str, Any]:

@@ -10,6 +10,7 @@ latch, critical check, lint error, port taken) exits 4 with the reason.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
 from serving.recipe.lint import lint_path, lint_recipe
+from serving.recipe.masking import mask_spec
 from serving.recipe.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 
@@ -200,7 +202,9 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             if response.status_code != 200:
                 out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
             for line in response.iter_lines():
-                sys.stdout.write(line + "\n")
+                # --json: JSON Lines, one JSON string per log line (a stream that never
+                # ends cannot be one document; each line parses on its own, as jq reads it).
+                sys.stdout.write((json.dumps(line) if out.json_mode else line) + "\n")
                 sys.stdout.flush()
     except httpx.HTTPError as exc:
         out.fail(f"lost fleetd at {client.url}: {exc.__class__.__name__}")
@@ -247,8 +251,13 @@ def lint(out: Output, file: Path | None, config: Path | None) -> int:
 
 
 def _local_spec(out: Output, file: Path) -> LaunchSpec:
+    """The file's launch, secrets masked as the daemon masks its own and its stored launches.
+
+    Unmasked, a token would reach the terminal (and the pastes made of it), and a diff
+    against the last ready launch (stored masked) would flag every secret as changed.
+    """
     try:
-        return build_launch(load_recipe(file))
+        return mask_spec(build_launch(load_recipe(file)))
     except RecipeError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
 

@@ -3,7 +3,8 @@
 Each refresh is one ``GET /api/v1/status`` with a short timeout. When the daemon does not
 answer (restarting, upgrading) the last picture stays on screen under a "reconnecting"
 line and the next refresh tries again, so ``top`` outlives a daemon restart. With stdout
-not a terminal it prints one frame and exits (3 when the daemon cannot be reached).
+not a terminal it prints one frame and exits (3 when the daemon cannot be reached);
+``--json`` prints that one frame as the status document (``status --json``'s) and exits.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ class TopSession:
 def top(out: Output, client: FleetClient, interval_s: float) -> int:
     """Run the live view (one frame when stdout is not a terminal); the exit code."""
     session = TopSession(client)
+    if out.json_mode:  # one frame as data: the status document, even in a terminal
+        session.refresh()
+        if session.doc is None:
+            out.fail_unknown(session.error or "no answer from fleetd")
+        out.emit_json(session.doc)
+        return 0
     if not out.console.is_terminal:
         session.refresh()
         if session.doc is None:

@@ -19,7 +19,6 @@ Everything the query modules share and nothing about any one record:
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,9 +50,9 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-# -- errors -------------------------------------------------------------------------
+from serving.recipe.masking import mask_url_passwords
 
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
+# -- errors -------------------------------------------------------------------------
 
 
 class StoreError(Exception):
@@ -74,11 +73,16 @@ def check_list_limit(limit: int) -> None:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (also for URLs that do not parse)."""
+    """``url`` with its password replaced by ``***`` (also for URLs that do not parse).
+
+    SQLAlchemy hides only the ``user:PASSWORD@`` form; libpq also takes ``?password=``,
+    which the recipe masking's rules cover with every other URL secret.
+    """
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        shown = make_url(url).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):
-        return _PASSWORD_IN_URL.sub(r"\1***@", url)
+        shown = url
+    return mask_url_passwords(shown)
 
 
 def one_line_cause(exc: BaseException) -> str:

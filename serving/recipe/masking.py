@@ -10,8 +10,9 @@ them. Three rules, judged generously (a false positive only hides a harmless val
   written ``--flag VALUE`` or ``--flag=VALUE``;
 - an environment variable whose name looks secret (``HF_TOKEN``), in ``env`` or passed to
   a container as ``-e``/``--env NAME=VALUE``;
-- the password of a URL (``scheme://user:PASSWORD@host``) in any value or argument,
-  whatever its name (``DATABASE_URL``, ``--redis-url``).
+- the password of a URL (``scheme://user:PASSWORD@host``, or a ``password=``/``token=``
+  query parameter) in any value or argument, whatever its name (``DATABASE_URL``,
+  ``--redis-url``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,14 @@ _SECRET_FLAG_WORDS = frozenset({"token", "key", "secret", "password", "passwd", 
 # Container runtime options whose value is ``NAME=VALUE`` (judged by NAME).
 _ENV_OPTIONS = frozenset({"-e", "--env"})
 # scheme://user:PASSWORD@host: the password runs up to the last "@" before the path.
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]*(?=@)")
+# Up to the last ``@`` before a blank: a password with an unescaped ``/`` is still hidden.
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@]*(?=@)")
+# libpq and most clients also take a password (or token) as a query parameter.
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;](?:password|passwd|pwd|sslpassword|secret|token|access_token|api_?key)=)"
+    r"[^&#\s]*",
+    re.IGNORECASE,
+)
 
 
 def is_secret_name(name: str) -> bool:
@@ -61,8 +69,11 @@ def is_secret_flag(flag: str) -> bool:
 
 
 def mask_url_passwords(text: str) -> str:
-    """``text`` with every ``scheme://user:PASSWORD@`` password replaced by ``***``."""
-    return _URL_PASSWORD.sub(lambda match: match.group("head") + MASK, text)
+    """``text`` with every URL password (``scheme://user:PASSWORD@``, ``?password=``) masked."""
+    masked = _URL_PASSWORD.sub(lambda match: match.group("head") + MASK, text)
+    if "://" not in masked:
+        return masked
+    return _QUERY_SECRET.sub(lambda match: match.group("head") + MASK, masked)
 
 
 def _mask_assignment(assignment: str) -> str:

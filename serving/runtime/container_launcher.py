@@ -177,7 +177,9 @@ class ContainerLauncher:
                     f"launching it: stop it (`{self.runtime} stop {name}`) or let fleetd adopt it"
                 )
             if state is not None:
-                removed = self._cli(["rm", "--force", name])
+                # Never ``rm --force``: that SIGKILLs a container that started running again
+                # since the inspect (a restart policy), and rule 2 forbids killing an engine.
+                removed = self._cli(["rm", name])
                 if removed.returncode != 0:
                     raise LaunchError(
                         f"cannot remove the stopped container {name}: {last_line(removed.stderr)}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -43,7 +45,10 @@ def sender_for(
     return SinkSender(sink, store, RenderContext("all", "rig"), timing)
 
 
-def test_a_receiver_down_for_a_while_gets_everything_once_in_order(store: Store) -> None:
+def test_a_receiver_down_for_a_while_gets_everything_once_in_order(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="fleetd.alerts")
     receiver = WebhookReceiver()  # not listening yet: connection refused
     policy = AlertPolicy(group_window_s=0)
     for n in range(6):
@@ -71,6 +76,11 @@ def test_a_receiver_down_for_a_while_gets_everything_once_in_order(store: Store)
     assert len(ids) == len(expected)  # nothing was even sent twice
     assert all(verify(b"k", r.body, r.headers["X-Cmpfleet-Signature"]) for r in got)
     assert store.outbox_pending() == {}
+    # one line when it began failing and one when it answered again, never one per try
+    lines = [r.getMessage() for r in caplog.records if r.name == "fleetd.alerts"]
+    assert len([line for line in lines if "delivery failed" in line]) == 1
+    (again,) = [line for line in lines if "delivering again after" in line]
+    assert re.search(r"after \d+ s$", again)
 
 
 def test_a_refusing_receiver_is_retried_with_the_reason_recorded(store: Store) -> None:

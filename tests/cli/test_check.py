@@ -9,7 +9,7 @@ import pytest
 
 from hwcheck.sim.scenario import builtin_scenario_names
 from tests.support.cli import run_fleetctl as fleetctl
-from tests.support.contract import CONTRACT_CHECK_IDS
+from tests.support.contract import CONTRACT_CARD_KEYS, CONTRACT_CHECK_IDS
 
 EXPECTED_EXIT = {
     "healthy": 0,
@@ -21,21 +21,6 @@ EXPECTED_EXIT = {
     "engine-corrupt": 0,
     "serving-persistenced": 0,  # persistenced and fleetd hold /dev/nvidia*: never foreign
     "cuda-wedge": 0,  # NVML sees healthy cards: the wedge shows only to the CUDA probe
-}
-CONTRACT_CARD_KEYS = {
-    "index",
-    "pci_bus_id",
-    "uuid",
-    "name",
-    "memory_total_mib",
-    "power_limit_w",
-    "power_draw_w",
-    "power_brake_active",
-    "temperature_c",
-    "pcie_gen",
-    "pcie_width",
-    "xid_since_boot",
-    "state",
 }
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,40 @@ def test_package_metadata_builds_without_deprecation_warnings() -> None:
         line for line in (result.stdout + result.stderr).splitlines() if "deprecat" in line.lower()
     ]
     assert noted == [], "\n".join(noted)
+
+
+def test_every_data_file_of_the_packages_ships() -> None:
+    """CONTRACT: the example config, built-in scenarios, presets (and the dashboard's
+    assets) ship as package data: every non-Python file in a package matches a pattern."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["*"]
+    left_out = [
+        str(path.relative_to(ROOT))
+        for package in ("daemon", "hwcheck", "serving", "recovery", "web")
+        for path in (ROOT / package).rglob("*")
+        if path.is_file()
+        and path.suffix not in (".py", ".pyc")
+        and not any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns)
+    ]
+    assert left_out == []
+    shipped = {"daemon/examples/fleet.toml", "hwcheck/sim/scenarios/healthy.toml"}
+    shipped.add("serving/recipe/presets/dsv4-flash-pp4-dspark.toml")
+    assert all((ROOT / name).is_file() for name in shipped), "the walk above saw them"
+
+
+def test_nothing_imports_the_optional_vllm_extra() -> None:
+    """CONTRACT: ``vllm`` is an optional extra for bare-process launches; nothing imports it
+    (fleetd runs the engine as a separate program, never in-process)."""
+    importers = []
+    for package in ("daemon", "hwcheck", "serving", "recovery", "web", "tests"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                if any(name.split(".")[0] == "vllm" for name in names):
+                    importers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert importers == []
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(req.startswith("vllm") for req in extras["optional-dependencies"]["vllm"])
+    assert not any(req.startswith("vllm") for req in extras["dependencies"])

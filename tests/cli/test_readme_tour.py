@@ -70,6 +70,19 @@ def test_the_setup_commands_stay_first_in_one_block() -> None:
     assert commands == ["scripts/dev run", "scripts/dev test"]
 
 
+def test_ci_runs_the_readmes_test_command_after_installing_the_outside_programs() -> None:
+    """CONTRACT: ``.ci/run`` runs that same test command, under ``CI=true`` (where a missing
+    outside program fails instead of skipping), after installing them."""
+    ci = ROOT / ".ci" / "run"
+    assert os.access(ci, os.X_OK)
+    lines = [line.strip() for line in ci.read_text().splitlines() if line.strip()]
+    assert lines[-1] == "scripts/dev test"
+    assert any(re.match(r"export CI=true\b", line) for line in lines)
+    installs = " ".join(line for line in lines if "apt-get install" in line).split()
+    for package in ("postgresql", "systemd", "chromium", "prometheus", "prometheus-alertmanager"):
+        assert package in installs, package
+
+
 def test_every_tour_command_is_run_as_written(dev_run: Fleetd) -> None:
     steps = tour_steps()
     assert len(steps) >= 5

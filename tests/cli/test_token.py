@@ -91,6 +91,9 @@ def test_the_local_token_never_goes_to_another_rig(
     assert find_token(None, "http://[::1]:8170") == "local-secret"
     assert find_token(None, "http://rig2.lan:8170") is None
     assert find_token(None, "http://10.1.2.3:8170") is None
+    # a name that merely starts like a loopback address is someone else's machine
+    assert find_token(None, "http://127.example.org:8170") is None
+    assert find_token(None, "http://127.0.0.1.nip.io:8170") is None
     other = tmp_path / "rig2-token"
     other.write_text("rig2-secret\n")
     assert find_token(other, "http://rig2.lan:8170") == "rig2-secret"

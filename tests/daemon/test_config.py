@@ -9,6 +9,7 @@ import pytest
 
 from daemon.config import ConfigError, Settings, WebhookSettings, load_settings
 from hwcheck.kernellog.catalogue import XidOverride
+from tests.support.cli import run_fleetctl
 from tests.support.fleetd import run_fleetd
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "daemon" / "examples" / "fleet.toml"
@@ -106,6 +107,16 @@ def test_each_class_of_mistake_is_one_line(tmp_path: Path, text: str, expected: 
     assert expected in message
 
 
+def test_a_bad_webhook_url_is_named_never_echoed(tmp_path: Path) -> None:
+    """A webhook URL is a credential (Slack's key is its path): the error names the key only."""
+    text = '[[alerts.webhooks]]\nurl = "hooks.slack.com/services/T0/B0/K3Y-SLACK"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text), environ={})
+    message = str(caught.value)
+    assert "alerts.webhooks[0].url: " in message and "http://" in message
+    assert "K3Y-SLACK" not in message and "hooks.slack.com" not in message
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.toml: no such file"):
         load_settings(tmp_path / "nope.toml", environ={})
@@ -154,3 +165,18 @@ def test_fleetd_refuses_a_bad_config_before_starting(
     assert lines[0].startswith(f"fleetd: {path}: ")
     assert needle in lines[0]
     assert not state.exists(), "nothing may start (not even the state dir) on a bad config"
+
+
+def test_the_defaults_are_the_contracts_and_help_names_them() -> None:
+    """Config /etc/cmpfleet/fleet.toml, state dir /var/lib/cmpfleet, listen 127.0.0.1:8170;
+    fleetctl's URL http://127.0.0.1:8170; alert retries back off to at most 30 s."""
+    assert Settings().web.listen == "127.0.0.1:8170"
+    assert Settings().alerts.retry_max_s == 30.0
+    client_help = run_fleetctl("--help", env={"FLEETCTL_URL": ""})
+    assert "default: http://127.0.0.1:8170" in " ".join(client_help.stdout.split())
+    shown = run_fleetd("--help")
+    assert shown.returncode == 0, shown.stderr
+    words = " ".join(shown.stdout.split())  # argparse wraps the help to the terminal
+    assert "config file (default /etc/cmpfleet/fleet.toml)" in words
+    assert "state directory (default /var/lib/cmpfleet)" in words
+    assert "(default [web] listen, else 127.0.0.1:8170)" in words

@@ -7,12 +7,14 @@ import json
 import signal
 import socket
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from daemon.store import Store
@@ -61,6 +63,7 @@ def test_ready_watchdog_status_stopping(tmp_path: Path, daemons: list[Fleetd]) -
     # READY comes only after the first poll is stored and the API answers.
     doc = daemon.get("/api/v1/status").json()
     assert doc["rig"]["polls"] >= 1
+    seen_at_ready = len(daemon.peer.messages)
     pings: list[float] = []
     while len(pings) < 6:
         message = daemon.peer.receive(5)
@@ -69,6 +72,10 @@ def test_ready_watchdog_status_stopping(tmp_path: Path, daemons: list[Fleetd]) -
             pings.append(daemon.peer.messages[-1][0])
     gaps = [b - a for a, b in itertools.pairwise(pings)]
     assert 0.3 < statistics.median(gaps) < 1.0, gaps
+    # STATUS= lines: one after each poll at most (polls every 0.5 s here), never a flood.
+    polls = daemon.get("/api/v1/status").json()["rig"]["polls"] - doc["rig"]["polls"]
+    statuses = [m for _, m in daemon.peer.messages[seen_at_ready:] if m.startswith("STATUS=")]
+    assert 1 <= len(statuses) <= polls + 1, (len(statuses), polls)
     assert daemon.stop(signal.SIGTERM) == 0
     daemon.peer.wait_for("STOPPING=1", 5)
     assert "shutting down" in daemon.log()
@@ -221,10 +228,17 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
     scenario.write_text(text + "\nnvml_delay_s = 2.0\n")
     config = tmp_path / "fleet.toml"
     config.write_text("[serving]\nautostart = false\n")
+    # Started as soon as /healthz answers: the API is up before the first (2-s) poll ends.
     daemon = start_fleetd(
-        tmp_path, tmp_path / "state", simulate=str(scenario), config=config, ready_timeout_s=60
+        tmp_path, tmp_path / "state", simulate=str(scenario), config=config, notify=False
     )
     daemons.append(daemon)
+    no_data_yet = run_fleetctl("--url", daemon.url, "status", "--json")
+    assert no_data_yet.returncode == 3, no_data_yet.stdout
+    assert json.loads(no_data_yet.stdout)["overall"] == "unknown"
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["overall"] != "unknown", 60, "a first poll"
+    )
     polls_before = daemon.get("/api/v1/status").json()["rig"]["polls"]
     began = time.monotonic()
     slowest_s = 0.0
@@ -244,6 +258,20 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
 def test_status_events_auth_and_simulation(shared_daemon: Fleetd) -> None:
     daemon = shared_daemon
     assert daemon.get("/healthz").json() == {"status": "ok"}
+    # Unless the config names a recipe: the simulated engine, autostarted as a child
+    # ``sys.executable -m ...`` on a loopback port of its own, ready in about 5 s.
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["serving"]["state"] == "ready",
+        15,
+        "the autostarted simulated engine ready",
+    )
+    engine = daemon.get("/api/v1/status").json()["serving"]
+    assert psutil.Process(engine["pid"]).cmdline()[:3] == [
+        sys.executable,
+        "-m",
+        "serving.sim.engine",
+    ]
+    assert httpx.URL(engine["url"]).host == "127.0.0.1" and httpx.URL(engine["url"]).port
     doc = daemon.get("/api/v1/status").json()
     assert set(doc) >= CONTRACT_STATUS_KEYS
     assert doc["overall"] == "ok"
@@ -312,6 +340,26 @@ def test_listen_address_in_use_is_one_clear_line(tmp_path: Path, shared_daemon: 
         in result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def test_a_config_with_secrets_others_can_read_is_a_warning_not_a_refusal(
+    tmp_path: Path, shared_daemon: Fleetd
+) -> None:
+    """It gets past the config to the next refusal (the shared daemon's state dir)."""
+    config = tmp_path / "fleet.toml"
+    config.write_text('[[alerts.webhooks]]\nurl = "http://127.0.0.1:1/hook"\nsecret = "s3cret"\n')
+    argv = ["--config", str(config), "--simulate", "healthy"]
+    argv += ["--state-dir", str(shared_daemon.state_dir), "--listen", "127.0.0.1:1"]
+    config.chmod(0o644)
+    readable = run_fleetd(*argv)
+    assert "one fleetd per state dir" in readable.stderr, readable.stderr
+    (warning,) = [line for line in readable.stderr.splitlines() if "others can read" in line]
+    assert f"{config} holds secrets (alerts.webhooks[0].secret" in warning
+    assert warning.endswith("and others can read it: chmod 600 it")
+    config.chmod(0o600)
+    private = run_fleetd(*argv)
+    assert "one fleetd per state dir" in private.stderr
+    assert "others can read it" not in private.stderr
 
 
 def test_one_fleetd_per_state_dir(shared_daemon: Fleetd) -> None:

@@ -66,3 +66,21 @@ def test_every_state_dir_file_is_private_under_umask_0(
     assert modes["."] == 0o700
     assert modes[files.token.name] == 0o600
     assert modes[files.db.name] == 0o600
+
+
+def test_a_token_file_others_can_read_is_narrowed_and_kept(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    """A token restored from a backup as 0644: fleetd keeps it, makes it 0600 and says so."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    token = StateDir(state).token
+    token.write_text("restored-token\n")
+    token.chmod(0o644)
+    config = tmp_path / "fleet.toml"
+    config.write_text("[serving]\nautostart = false\n")
+    daemon = start_fleetd(tmp_path, state, config=config)
+    daemons.append(daemon)
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert "mode 0644 (others could read the API token): now 0600" in daemon.log()
+    assert daemon.post("/api/v1/events/999999/ack", token="restored-token").status_code == 404

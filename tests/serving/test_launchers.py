@@ -418,8 +418,9 @@ def test_container_stale_stopped_one_is_removed_first(
     second = launcher.start(container_spec(free_port()))
     try:
         calls = fake_docker.calls()
-        assert ["rm", "--force", "vllm-test"] in calls
-        assert calls.index(["rm", "--force", "vllm-test"]) < max(
+        # plain rm: removes a stopped container, refuses a running one (no SIGKILL)
+        assert ["rm", "vllm-test"] in calls and not any("--force" in c for c in calls)
+        assert calls.index(["rm", "vllm-test"]) < max(
             i for i, c in enumerate(calls) if c[0] == "run"
         )
     finally:

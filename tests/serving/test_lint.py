@@ -6,6 +6,7 @@ fires; host checks use this host for real (a bound loopback socket, missing path
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from serving.recipe.lint import exit_code, lint_path, lint_recipe
 from serving.recipe.presets import preset_names
 from serving.recipe.recipe import preset_recipe
 from serving.runtime import ports
+from tests.support.cli import run_fleetctl
 
 SIM = "sim-engine"
 PP4 = "dsv4-flash-pp4-dspark"
@@ -474,3 +476,47 @@ def test_free_port_is_bindable_and_reported_free() -> None:
 def test_port_probe_raises_for_a_foreign_address() -> None:
     with pytest.raises(OSError, match="assign"):
         ports.port_in_use("192.0.2.1", 8098)
+
+
+LINT_CASES = {
+    "clean": ('preset = "sim-engine"\n', 0, []),
+    # Host-dependent findings only: warnings, exit 1.
+    "host": (
+        'preset = "sim-engine"\nmodel = "/nonexistent/model"\ncommand = ["no-such-cmd-xyz"]\n',
+        1,
+        [("command-not-found", "warning", "command"), ("model-path", "warning", "model")],
+    ),
+    "errors": (
+        'preset = "sim-engine"\nlayer_partition = [10, 10, 10]\nbogus_key = 1\n'
+        '[speculative]\nnum_speculative_tokens = 7\n[env]\nDSV4_LOGITS_ROW_CHUNK = "abc"\n',
+        2,
+        [
+            ("unknown-key", "error", "bogus_key"),
+            ("partition-count", "error", "layer_partition"),
+            ("partition-sum", "error", "layer_partition"),
+            ("speculative-tokens", "error", "speculative.num_speculative_tokens"),
+            ("invalid-value", "error", "env.DSV4_LOGITS_ROW_CHUNK"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINT_CASES))
+def test_fleetctl_recipe_lint_exit_codes_and_findings(case: str, tmp_path: Path) -> None:
+    """CONTRACT: exit 0 clean, 1 warnings only, 2 errors; each finding names its rule,
+    the recipe key, the offending value and why; --json (either place) lists them."""
+    text, code, expected = LINT_CASES[case]
+    path = tmp_path / "recipe.toml"
+    path.write_text(text)
+    first = run_fleetctl("--json", "recipe", "lint", str(path))
+    assert first.returncode == code, first.stdout + first.stderr
+    findings = json.loads(first.stdout)
+    assert [(f["rule"], f["severity"], f["key"]) for f in findings] == expected
+    for finding in findings:
+        assert finding["value"] and finding["reason"]
+    last = run_fleetctl("recipe", "lint", str(path), "--json")
+    assert (last.returncode, json.loads(last.stdout)) == (code, findings)
+    human = run_fleetctl("recipe", "lint", str(path))
+    assert human.returncode == code
+    for rule, severity, key in expected:
+        assert f"{severity} [{rule}] {key}" in human.stdout, human.stdout

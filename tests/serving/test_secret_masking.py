@@ -164,3 +164,27 @@ def test_masking_rules() -> None:
         "URL": "redis://:***@h",
         "PLAIN": "x",
     }
+    # a password with an unescaped slash, and passwords/tokens given as query parameters
+    assert mask_argv(["--db", "postgresql://u:ab/cd@h/db"]) == ["--db", "postgresql://u:***@h/db"]
+    assert mask_env({"DB": "postgresql://h/db?sslmode=require&password=pw1"}) == {
+        "DB": "postgresql://h/db?sslmode=require&password=***"
+    }
+    assert mask_argv(["--url", "https://h/v1?token=t0&x=1"]) == [
+        "--url",
+        "https://h/v1?token=***&x=1",
+    ]
+
+
+def test_recipe_show_of_a_local_file_masks_its_secrets(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(
+        'preset = "dsv4-flash-pp4-dspark"\nextra_args = ["--api-key", "sk-live-APIKEY1234"]\n'
+        '[env]\nHF_TOKEN = "hf_ENVTOKEN77"\n'
+    )
+    human = run_fleetctl("recipe", "show", str(recipe))
+    as_json = run_fleetctl("recipe", "show", str(recipe), "--json")
+    assert human.returncode == 0 and as_json.returncode == 0, human.stderr + as_json.stderr
+    assert _leaks(human.stdout + as_json.stdout) == []
+    spec = json.loads(as_json.stdout)
+    assert spec["env"]["HF_TOKEN"] == "***" and "sk-live-APIKEY1234" not in spec["argv"]
+    assert spec["argv"][spec["argv"].index("--api-key") + 1] == "***"

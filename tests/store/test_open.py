@@ -35,6 +35,14 @@ def test_unreachable_postgresql_names_the_url_without_the_password() -> None:
     assert "refused" in message.lower() or "connect" in message.lower()
 
 
+def test_a_password_given_as_a_query_parameter_is_masked_too() -> None:
+    port = _refused_port()
+    url = f"postgresql+psycopg://fleet@127.0.0.1:{port}/fleet?password=hunter2&sslmode=disable"
+    message = _open_error(url)
+    assert "hunter2" not in message
+    assert "password=***" in message and "sslmode=disable" in message
+
+
 def test_garbage_url() -> None:
     message = _open_error("not a url at all")
     assert message.startswith("store not a url at all: not a database URL")

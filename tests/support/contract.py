@@ -16,3 +16,26 @@ CONTRACT_CHECK_IDS = frozenset(
         "foreign_gpu_processes",
     }
 )
+
+CONTRACT_CARD_KEYS = frozenset(
+    {
+        "index",
+        "pci_bus_id",
+        "uuid",
+        "name",
+        "memory_total_mib",
+        "power_limit_w",
+        "power_draw_w",
+        "power_brake_active",
+        "temperature_c",
+        "pcie_gen",
+        "pcie_width",
+        "xid_since_boot",
+        "state",
+    }
+)
+CONTRACT_SERVING_STATES = frozenset(
+    {"stopped", "starting", "ready", "unhealthy", "stopping", "backoff", "held", "failed"}
+)
+CONTRACT_CANARY_NAMES = frozenset({"copy_fidelity", "tool_calls", "reasoning_field", "throughput"})
+CONTRACT_EVENT_KEYS = frozenset({"id", "ts", "kind", "card", "xid", "severity", "message"})

@@ -1,0 +1,197 @@
+"""Known secrets never reach fleetd's log, the API's documents, fleetctl or alert payloads.
+
+One fleetd holds every kind of secret the product knows: the API token, a webhook's
+signing secret, webhook URLs with credentials, a query token and a key in the path
+(Slack, Discord), and a recipe's API key and ``HF_TOKEN``. An Xid and a test alert make it
+deliver (two webhooks answer, one is down so failures are logged), then everything a
+person or a script can read is searched for each secret. The config is left readable by
+others, so fleetd must also warn, naming the keys but not the values.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from daemon.config_secrets import exposed_secrets, readable_secret_keys
+from tests.support.cli import run_fleetctl
+from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
+from tests.support.webhook import WebhookReceiver
+
+HOOK_SECRET = "HMACSECRET-H5"
+HOOK_PASSWORD = "HOOKPASS-P1"
+QUERY_TOKEN = "QUERYTOKEN-Q7"
+SLACK_KEY = "SLACKKEY-S3"
+DISCORD_KEY = "DISCORDKEY-D9"
+API_KEY = "sk-APIKEY-A2"
+HF_TOKEN = "hf_ENVTOKEN-E4"
+CONFIG_SECRETS = (
+    HOOK_SECRET,
+    HOOK_PASSWORD,
+    QUERY_TOKEN,
+    SLACK_KEY,
+    DISCORD_KEY,
+    API_KEY,
+    HF_TOKEN,
+)
+# Streams never end and the engine's log holds what the engine prints (its own argv):
+# that is why the log needs the token; fleetd's own launch header there is tested elsewhere.
+UNREADABLE_HERE = ("/api/v1/stream", "/api/v1/serving/logs")
+
+
+def config_text(receiver: WebhookReceiver, down_port: int) -> str:
+    with_credentials = receiver.url.replace("http://", f"http://hookuser:{HOOK_PASSWORD}@")
+    return f"""
+[serving]
+probe_interval_s = 0.3
+
+[serving.recipe]
+preset = "sim-engine"
+extra_args = ["--api-key", "{API_KEY}", "--sim-ready-after-s", "0.3"]
+
+[serving.recipe.env]
+HF_TOKEN = "{HF_TOKEN}"
+
+[alerts]
+retry_min_s = 0.05
+retry_max_s = 0.2
+group_window_s = 0
+
+[[alerts.webhooks]]
+url = "{with_credentials}/hook?token={QUERY_TOKEN}"
+secret = "{HOOK_SECRET}"
+min_severity = "info"
+
+[[alerts.webhooks]]
+url = "{receiver.url}/services/T000/B000/{SLACK_KEY}"
+format = "slack"
+
+[[alerts.webhooks]]
+url = "http://127.0.0.1:{down_port}/api/webhooks/1/{DISCORD_KEY}"
+format = "discord"
+"""
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[WebhookReceiver]:
+    server = WebhookReceiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory, receiver: WebhookReceiver) -> Iterator[Fleetd]:
+    tmp = tmp_path_factory.mktemp("secrets")
+    config = tmp / "fleet.toml"
+    config.write_text(config_text(receiver, free_port()))
+    config.chmod(0o644)
+    started = start_fleetd(tmp, tmp / "state", config=config)
+    try:
+        yield started
+    finally:
+        stop_all([started])
+
+
+def _auth(daemon: Fleetd) -> dict[str, str]:
+    return {"Authorization": f"Bearer {daemon.token}"}
+
+
+def _deliveries(daemon: Fleetd) -> list[dict[str, Any]]:
+    alerts = httpx.get(daemon.url + "/api/v1/alerts", headers=_auth(daemon), timeout=10).json()
+    return [note for alert in alerts["alerts"] for note in alert.get("notifications", [])]
+
+
+@pytest.fixture(scope="module")
+def delivered(daemon: Fleetd, receiver: WebhookReceiver) -> Fleetd:
+    """An Xid and a test alert sent: two webhooks got them, the down one failed."""
+    assert daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 31}).status_code == 200
+    assert daemon.post("/api/v1/alerts/test", {}).status_code == 200
+    receiver.wait_for(lambda got: len(got) >= 4, 20, "the Xid and the test at two webhooks")
+    wait_until(lambda: "delivery failed" in daemon.log(), 20, "a logged delivery failure")
+    return daemon
+
+
+def _leaks(text: str, secrets: tuple[str, ...]) -> list[str]:
+    return [secret for secret in secrets if secret in text]
+
+
+def test_nothing_readable_holds_a_secret(delivered: Fleetd, receiver: WebhookReceiver) -> None:
+    daemon = delivered
+    secrets = (*CONFIG_SECRETS, daemon.token)
+    seen: dict[str, str] = {"fleetd log": daemon.log()}
+    paths = httpx.get(daemon.url + "/openapi.json", timeout=10).json()["paths"]
+    readable = [
+        path
+        for path, methods in paths.items()
+        if "get" in methods and "{" not in path and not path.startswith(UNREADABLE_HERE)
+    ]
+    assert {"/api/v1/status", "/api/v1/alerts", "/api/v1/serving/recipe"} <= set(readable)
+    for path in [*readable, "/metrics", "/openapi.json", "/api/v1/events?limit=1000"]:
+        answer = httpx.get(daemon.url + path, headers=_auth(daemon), timeout=10)
+        assert answer.status_code == 200, path
+        seen[path] = answer.text
+    as_owner = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    for command in (["status"], ["events"], ["alerts"], ["recipe", "show"], ["canary", "status"]):
+        shown = run_fleetctl("--url", daemon.url, "--json", *command, env=as_owner)
+        assert shown.stdout.strip(), (command, shown.stderr)
+        seen["fleetctl " + " ".join(command)] = shown.stdout + shown.stderr
+    for got in receiver.requests:
+        seen[f"payload to {got.path.split('?')[0]}"] = got.body.decode()
+    # the secrets were really in play: the engine got its key, the hooks their credentials
+    assert API_KEY in (daemon.state_dir / "engine.log").read_text()
+    hook = next(got for got in receiver.requests if got.path.startswith("/hook"))
+    basic = base64.b64encode(f"hookuser:{HOOK_PASSWORD}".encode()).decode()
+    assert hook.headers.get("Authorization") == f"Basic {basic}"
+    assert hook.headers.get("X-Cmpfleet-Signature", "").startswith("sha256=")
+    leaks = {where: _leaks(text, secrets) for where, text in seen.items()}
+    assert {where: found for where, found in leaks.items() if found} == {}
+    # the failures the down webhook logged name it without its key
+    assert "http://127.0.0.1:" in daemon.log() and "/..." in daemon.log()
+
+
+def test_a_config_with_secrets_readable_by_others_is_warned_about(delivered: Fleetd) -> None:
+    warning = next(line for line in delivered.log().splitlines() if "others can read" in line)
+    for key in (
+        "alerts.webhooks[0].secret",
+        "alerts.webhooks[0].url",
+        "alerts.webhooks[1].url",
+        "alerts.webhooks[2].url",
+        "serving.recipe.env",
+        "serving.recipe.extra_args",
+    ):
+        assert key in warning
+    assert _leaks(warning, CONFIG_SECRETS) == []
+
+
+def test_which_files_warn(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    plain_hook = '[[alerts.webhooks]]\nurl = "https://alerts.example.org/cmpfleet"\n'
+    config.write_text(plain_hook + 'secret_file = "/etc/cmpfleet/webhook.secret"\n')
+    config.chmod(0o644)
+    assert readable_secret_keys(config) == []  # README: such a config may stay readable
+    config.write_text('[store]\nurl = "postgresql+psycopg://fleet:DBPASS@db/fleet"\n')
+    assert readable_secret_keys(config) == ["store.url"]
+    config.chmod(0o640)
+    assert readable_secret_keys(config) == ["store.url"]  # the group is other people too
+    config.chmod(0o600)
+    assert readable_secret_keys(config) == []
+    config.write_text('[store]\nurl = "sqlite:////var/lib/cmpfleet/fleet.db"\n')
+    config.chmod(0o644)
+    assert readable_secret_keys(config) == []
+
+
+def test_a_recipe_file_the_config_names_is_judged_too(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text('[serving]\nrecipe = "recipe.toml"\n')
+    config.chmod(0o644)
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(f'preset = "dsv4-flash-pp4-dspark"\n[env]\nHF_TOKEN = "{HF_TOKEN}"\n')
+    recipe.chmod(0o644)
+    assert exposed_secrets(config, "recipe.toml") == [(recipe, ["env"])]
+    recipe.chmod(0o600)
+    assert exposed_secrets(config, "recipe.toml") == []
