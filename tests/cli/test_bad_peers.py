@@ -23,7 +23,7 @@ from typing import IO
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import one_clean_line, run_fleetctl
 
 EXIT_INTERRUPTED = 130
 REBOOT_DELAY_S = 3.0
@@ -130,14 +130,6 @@ def silent_url() -> Iterator[str]:
     listener.listen(16)
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     listener.close()
-
-
-def one_clean_line(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("fleetctl: "), lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize(

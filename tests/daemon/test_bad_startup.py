@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import one_clean_line
 from tests.support.fleetd import kill_engine, run_fleetd
 
 EXIT_CONFIG, EXIT_STARTUP = 2, 1
-
-
-def one_clean_line(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("fleetd: "), lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -58,7 +51,7 @@ def test_a_bad_config_is_one_line_naming_file_and_key(
     state_dir = tmp_path / "state"
     result = run_fleetd("--config", str(config), "--state-dir", str(state_dir))
     assert result.returncode == EXIT_CONFIG, result.stderr
-    line = one_clean_line(result.stderr)
+    line = one_clean_line(result.stderr, "fleetd")
     assert line.startswith(f"fleetd: {config}: "), line
     assert words in line
     assert "Value error" not in line and "RigProfile" not in line  # pydantic's internals
@@ -76,7 +69,7 @@ def test_a_bad_config_is_one_line_naming_file_and_key(
 def test_a_usage_error_is_one_line_with_a_hint(args: list[str], words: str) -> None:
     result = run_fleetd(*args)
     assert result.returncode == EXIT_CONFIG
-    assert words in one_clean_line(result.stderr)
+    assert words in one_clean_line(result.stderr, "fleetd")
 
 
 def test_a_state_dir_that_is_a_file_is_named(tmp_path: Path) -> None:
@@ -84,7 +77,7 @@ def test_a_state_dir_that_is_a_file_is_named(tmp_path: Path) -> None:
     a_file.write_text("not a directory\n")
     result = run_fleetd("--simulate", "healthy", "--state-dir", str(a_file))
     assert result.returncode == EXIT_STARTUP
-    assert one_clean_line(result.stderr) == (
+    assert one_clean_line(result.stderr, "fleetd") == (
         f"fleetd: state dir {a_file} is a file, not a directory: see --state-dir"
     )
     assert a_file.read_text() == "not a directory\n"
@@ -97,7 +90,7 @@ def test_a_damaged_database_is_left_alone_and_the_way_out_is_said(tmp_path: Path
     (state_dir / "fleet.db").write_bytes(garbage)
     result = run_fleetd("--simulate", "healthy", "--state-dir", str(state_dir))
     assert result.returncode == EXIT_STARTUP
-    line = one_clean_line(result.stderr)
+    line = one_clean_line(result.stderr, "fleetd")
     db = state_dir / "fleet.db"
     assert "file is not a database" in line
     assert f"move it aside, e.g. mv {db} {db}.bad, and fleetd starts a fresh history" in line
