@@ -4,31 +4,121 @@
 stops the engine cleanly and only then runs the configured reboot command (under
 ``--simulate``: the simulated reboot); an engine that will not stop means no reboot
 (exit 4, with the reason). ``clear-reboot-latch --reason TEXT`` is the recorded override.
+
+The confirmed reboot's request lasts as long as the clean stop (up to twice
+``[serving] stop_timeout_s``: minutes for a real engine), so it is not bound by the
+client's usual 10 s: it runs in a thread while the main one shows the engine's state, and
+Ctrl-C stops only the waiting (fleetd carries on, as it must: the stop is under way).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import sys
+import threading
+import time
+from typing import Any, NoReturn
 
 from daemon.cli.client import ClientError, FleetClient
-from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
+from daemon.cli.cmd_serving import PIPE_PROGRESS_S, POLL_S, end_progress, show_progress
+from daemon.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    Output,
+)
+
+PROGRESS_TIMEOUT_S = 2.0
 
 
 def _post(out: Output, client: FleetClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
         result: dict[str, Any] = client.post(path, body)
     except ClientError as exc:
-        if exc.status == 409:
-            out.fail(f"refused: {exc}", EXIT_REFUSED)
-        if exc.status in (400, 422):
-            out.fail(str(exc), EXIT_BAD_INPUT)
-        out.fail(str(exc), EXIT_FAILED)
+        _fail_on(out, exc)
     return result
 
 
-def reboot(out: Output, client: FleetClient, confirm: bool) -> int:
-    """``fleetctl reboot [--confirm]``."""
-    result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": confirm})
+def _fail_on(out: Output, exc: ClientError) -> NoReturn:
+    """The exit for a refused or failed request: 4 refused, 2 bad input, else 1."""
+    if exc.status == 409:
+        out.fail(f"refused: {exc}", EXIT_REFUSED)
+    if exc.status in (400, 422):
+        out.fail(str(exc), EXIT_BAD_INPUT)
+    out.fail(str(exc), EXIT_FAILED)
+
+
+class _Request(threading.Thread):
+    """One POST in the background; ``done`` is set when it answered or failed."""
+
+    def __init__(self, client: FleetClient, path: str, body: dict[str, Any]) -> None:
+        super().__init__(name="fleetctl-request", daemon=True)  # Ctrl-C must not wait for it
+        self._client, self._path, self._body = client, path, body
+        self.done = threading.Event()
+        self.result: dict[str, Any] | None = None
+        self.error: ClientError | None = None
+
+    def run(self) -> None:
+        """Send the request and keep its answer."""
+        try:
+            self.result = self._client.post(self._path, self._body)
+        except ClientError as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dict[str, Any]:
+    """POST the confirmed reboot and show the engine's state until fleetd answers."""
+    request = _Request(
+        dataclasses.replace(client, timeout_s=timeout_s),
+        "/api/v1/recovery/reboot",
+        {"confirm": True},
+    )
+    watcher = dataclasses.replace(client, timeout_s=PROGRESS_TIMEOUT_S)
+    try:
+        watcher.status()  # a fleetd that is not there fails here, not "during the reboot"
+    except ClientError as exc:
+        out.fail(str(exc))
+    request.start()
+    started_s, printed_s, last_state = time.monotonic(), float("-inf"), None
+    try:
+        while not request.done.wait(POLL_S):
+            try:
+                serving = watcher.status()["serving"]
+            except (ClientError, KeyError, TypeError):
+                continue  # the progress line is a courtesy; the request's answer decides
+            now_s, state = time.monotonic(), serving.get("state")
+            if sys.stderr.isatty() or state != last_state or now_s - printed_s >= PIPE_PROGRESS_S:
+                show_progress(out, serving, started_s, serving.get("last_log_line"))
+                printed_s, last_state = now_s, state
+    except KeyboardInterrupt:
+        end_progress()
+        out.fail(
+            "stopped waiting: fleetd carries on with the reboot (the clean stop, then the "
+            "reboot command); see fleetctl status",
+            EXIT_INTERRUPTED,
+        )
+    if last_state is not None:
+        end_progress()
+    if request.error is not None:
+        if request.error.unreachable:
+            out.fail(
+                f"fleetd at {client.url} during the confirmed reboot: {request.error.reason}; "
+                "it may still be stopping the engine or rebooting (see fleetctl status, "
+                "fleetctl events)"
+            )
+        _fail_on(out, request.error)
+    return request.result or {}
+
+
+def reboot(out: Output, client: FleetClient, confirm: bool, timeout_s: float) -> int:
+    """``fleetctl reboot [--confirm] [--timeout S]``."""
+    if confirm:
+        result = _confirmed_reboot(out, client, timeout_s)
+    else:
+        result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": False})
     if out.json_mode:
         out.emit_json(result)
     elif confirm:
