@@ -4,7 +4,8 @@ A config readable by every local user hands its secrets to all of them: fleetd w
 (CONTRACT: a warning, not a refusal) and names the keys, never their values. Secrets are
 not only ``[[alerts.webhooks]] secret``: a database password in ``[store] url``, a webhook
 URL's credentials or query, a Slack or Discord webhook URL (its key is its path), and a
-recipe's secret environment or flags (an ``HF_TOKEN``, ``--api-key``) count as well.
+recipe's secret environment or flags (an ``HF_TOKEN``, ``--api-key``) count as well, in
+the config's ``[serving.recipe]`` table or in the recipe file ``[serving] recipe`` names.
 The file's own table is judged, not the merged settings: a password given through a
 ``CMPFLEET_*`` variable is not in the file.
 """
@@ -12,6 +13,7 @@ The file's own table is judged, not the merged settings: a password given throug
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,24 +45,48 @@ def secret_keys(table: dict[str, Any]) -> list[str]:
     serving = table.get("serving")
     recipe = serving.get("recipe") if isinstance(serving, dict) else None
     if isinstance(recipe, dict):
-        env = recipe.get("env")
-        if isinstance(env, dict):
-            plain = {str(name): str(value) for name, value in env.items()}
-            if mask_env(plain) != plain:
-                found.append("serving.recipe.env")
-        args = recipe.get("extra_args")
-        if isinstance(args, list):
-            words = [str(arg) for arg in args]
-            if mask_argv(words) != words:
-                found.append("serving.recipe.extra_args")
+        found.extend(f"serving.recipe.{key}" for key in recipe_secret_keys(recipe))
     return found
 
 
-def readable_secret_keys(path: Path) -> list[str]:
-    """Secret-holding keys of ``path`` when group or others may read it; else empty."""
+def recipe_secret_keys(recipe: dict[str, Any]) -> list[str]:
+    """The keys of a recipe table (inline or a recipe file) that hold a secret."""
+    found: list[str] = []
+    env = recipe.get("env")
+    if isinstance(env, dict):
+        plain = {str(name): str(value) for name, value in env.items()}
+        if mask_env(plain) != plain:
+            found.append("env")
+    args = recipe.get("extra_args")
+    if isinstance(args, list):
+        words = [str(arg) for arg in args]
+        if mask_argv(words) != words:
+            found.append("extra_args")
+    return found
+
+
+def exposed_secrets(config_path: Path, recipe: object) -> list[tuple[Path, list[str]]]:
+    """Each file others can read that holds secrets: the config, and a recipe file it names.
+
+    ``recipe`` is ``[serving] recipe`` as configured (a path, relative to the config's
+    folder, is a file of its own whose mode matters as much).
+    """
+    found = [(config_path, readable_secret_keys(config_path))]
+    if isinstance(recipe, str):
+        path = Path(recipe) if Path(recipe).is_absolute() else config_path.parent / recipe
+        found.append((path, _readable(path, recipe_secret_keys)))
+    return [(path, keys) for path, keys in found if keys]
+
+
+def _readable(path: Path, judge: Callable[[dict[str, Any]], list[str]]) -> list[str]:
     try:
         if not path.stat().st_mode & OTHERS_READ:
             return []
-        return secret_keys(read_toml(path))
+        return judge(read_toml(path))
     except (OSError, ConfigError):
         return []  # fleetd has already read it; a file gone since has nothing to warn about
+
+
+def readable_secret_keys(path: Path) -> list[str]:
+    """Secret-holding keys of the config ``path`` when group or others may read it."""
+    return _readable(path, secret_keys)

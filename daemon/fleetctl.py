@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from types import ModuleType
 
@@ -12,6 +13,7 @@ import typer
 MONITORING_COMMANDS = frozenset({"status", "check"})
 EXIT_USAGE = 2
 EXIT_UNKNOWN = 3
+EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
@@ -20,14 +22,32 @@ def _usage_exit_code(argv: list[str]) -> int:
     return EXIT_UNKNOWN if MONITORING_COMMANDS & set(argv) else EXIT_USAGE
 
 
-def _usage_document(argv: list[str], message: str, code: int) -> None:
-    """Under ``--json`` a usage error still prints its one document, as every failure does."""
+def _failure_document(argv: list[str], message: str, code: int) -> None:
+    """Under ``--json`` a failure still prints its one document, as every command's does."""
     if "--json" not in argv:
         return
     from daemon.cli.output import error_document, unknown_document
 
     document = unknown_document(message) if code == EXIT_UNKNOWN else error_document(message, code)
     sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
+def _unexpected(exc: Exception, argv: list[str]) -> int:
+    """The last resort for an error no command foresaw: one line (a document under --json).
+
+    Most often a daemon of another version (or another program on fleetd's port) answered
+    JSON of another shape. ``FLEETCTL_DEBUG=1`` lets the traceback through for a bug report.
+    """
+    monitoring = bool(MONITORING_COMMANDS & set(argv))
+    code = EXIT_UNKNOWN if monitoring else EXIT_FAILED
+    message = (
+        f"unexpected {exc.__class__.__name__}: {exc} (an answer this fleetctl cannot read, "
+        "from another fleetd version or not fleetd at all, or a bug: FLEETCTL_DEBUG=1 shows "
+        "the traceback)"
+    )
+    _failure_document(argv, message, code)
+    sys.stderr.write(f"fleetctl: {message}\n")
+    return code
 
 
 def _click_exceptions() -> ModuleType:
@@ -41,6 +61,7 @@ def _click_exceptions() -> ModuleType:
 def _run() -> int:
     """Run the CLI and return its exit code; usage errors are one line on stderr."""
     from daemon.cli.app import app
+    from daemon.cli.pipes import OutputClosed
 
     click = _click_exceptions()
     try:
@@ -54,7 +75,7 @@ def _run() -> int:
             else " (see fleetctl --help)"
         )
         code = _usage_exit_code(sys.argv[1:])
-        _usage_document(sys.argv[1:], exc.format_message(), code)
+        _failure_document(sys.argv[1:], exc.format_message(), code)
         sys.stderr.write(f"fleetctl: {exc.format_message()}{hint}\n")
         return code
     except click.ClickException as exc:
@@ -63,6 +84,10 @@ def _run() -> int:
     except (KeyboardInterrupt, typer.Abort):
         sys.stderr.write("fleetctl: interrupted\n")
         return EXIT_INTERRUPTED
+    except Exception as exc:  # the one place every error no command foresaw ends
+        if isinstance(exc, OutputClosed | BrokenPipeError) or os.environ.get("FLEETCTL_DEBUG"):
+            raise  # a reader that left early: main() ends quietly
+        return _unexpected(exc, sys.argv[1:])
     sys.stdout.flush()  # a reader that left early must be met here, not at interpreter exit
     return code if isinstance(code, int) else 0
 

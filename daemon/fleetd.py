@@ -17,7 +17,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from daemon.alerts.sinks import build_sinks
 from daemon.config import (
@@ -28,7 +28,7 @@ from daemon.config import (
     Settings,
     load_settings,
 )
-from daemon.config_secrets import readable_secret_keys
+from daemon.config_secrets import exposed_secrets
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2
@@ -40,9 +40,17 @@ def example_config_path() -> Path:
     return Path(str(resources.files("daemon") / "examples" / "fleet.toml"))
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line with a hint, not the usage block above the error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``fleetd: MESSAGE (see fleetd --help)`` and exit 2, as argparse does."""
+        self.exit(EXIT_CONFIG, f"fleetd: {message} (see fleetd --help)\n")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """fleetd's flags (CONTRACT)."""
-    parser = argparse.ArgumentParser(prog="fleetd", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(prog="fleetd", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help=f"config file (default {DEFAULT_CONFIG_PATH})")
     parser.add_argument("--simulate", metavar="SCENARIO", help="built-in scenario or file")
     parser.add_argument(
@@ -113,12 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)
-    exposed = [] if config_path is None else readable_secret_keys(config_path)
-    if exposed:
+    exposed = [] if config_path is None else exposed_secrets(config_path, settings.serving.recipe)
+    for path, keys in exposed:
         log.warning(
-            "%s holds secrets (%s) and others can read it: chmod 600 it",
-            config_path,
-            ", ".join(exposed),
+            "%s holds secrets (%s) and others can read it: chmod 600 it", path, ", ".join(keys)
         )
     state_dir = args.state_dir or Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     from daemon.startup import StartupError, build_daemon

@@ -107,7 +107,7 @@ class EngineDriver:
     last_start_error: str | None = None
 
     def stop_cleanly(self, reason: str) -> bool:
-        """Graceful stop (the engine's own signals, never SIGKILL); True when it stopped."""
+        """Graceful stop (SIGKILL only with ``allow_kill``); True when it stopped."""
         if self.stop is None:
             return True
         try:

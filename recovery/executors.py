@@ -29,7 +29,7 @@ class EngineControl(Protocol):
     """The engine as recovery may drive it: a clean stop and a start, nothing else."""
 
     def stop_cleanly(self, reason: str) -> bool:
-        """Stop with the engine's graceful signals; True when it stopped (never SIGKILL)."""
+        """Graceful signals (SIGKILL only with ``[serving] allow_kill``); True when it stopped."""
         ...
 
     def start(self, reason: str) -> None:
@@ -141,7 +141,7 @@ class Executors:
         """What ``reboot --confirm`` would do, without doing it."""
         return (
             "fleetctl reboot --confirm stops the engine cleanly (its graceful signals, never "
-            f"SIGKILL), then runs {self._reboot_runner.describe()}; if the engine will not stop "
+            f"SIGKILL unless [serving] allow_kill), then runs {self._reboot_runner.describe()}; if the engine will not stop "
             "it does not reboot"
         )
 

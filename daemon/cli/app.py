@@ -24,9 +24,9 @@ from daemon.cli import (
     cmd_top,
     cmd_xid,
 )
-from daemon.cli.client import ClientError, FleetClient, find_token
+from daemon.cli.client import ClientError, FleetClient, find_token, url_problem
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
-from daemon.cli.output import Output
+from daemon.cli.output import EXIT_BAD_INPUT, EXIT_UNKNOWN, Output
 from daemon.cli.pipes import PipeSafeGroup
 from daemon.config import DEFAULT_CONFIG_PATH
 
@@ -84,6 +84,10 @@ class GlobalOptions:
             if self.rig is not None:
                 picked = resolve_rig(self.rig, self.fleet_file)
                 url, token_file = picked.url, token_file or picked.token_file
+            elif (problem := url_problem(url)) is not None:
+                # 2 is CRITICAL for the monitoring commands: a usage error there is UNKNOWN.
+                code = EXIT_UNKNOWN if unreachable_code == EXIT_UNKNOWN else EXIT_BAD_INPUT
+                out.fail(f"--url (or $FLEETCTL_URL): {problem}", code)
             return FleetClient(url=url, token=find_token(token_file, url))
         except (ClientError, FleetFileError) as exc:
             out.fail(str(exc), unreachable_code)
@@ -275,12 +279,16 @@ def reboot(
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Do it (without: only explain what would happen).")
     ] = False,
+    timeout_s: Annotated[
+        float,
+        typer.Option("--timeout", min=1, help="Seconds to wait for the clean stop and the reboot."),
+    ] = 900,
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop the engine cleanly, then reboot the host (the configured reboot_command)."""
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm))
+    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s))
 
 
 @app.command("clear-reboot-latch")

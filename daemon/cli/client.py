@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,18 @@ from daemon.statedir import StateDir
 class ClientError(Exception):
     """A request failed; ``unreachable`` tells "no daemon" from "daemon said no"."""
 
-    def __init__(self, message: str, *, unreachable: bool = False, status: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        unreachable: bool = False,
+        status: int | None = None,
+        reason: str | None = None,
+    ):
         super().__init__(message)
         self.unreachable = unreachable
         self.status = status
+        self.reason = reason or message  # without the "cannot reach" wrapping
 
 
 def is_local_url(url: str) -> bool:
@@ -28,27 +37,93 @@ def is_local_url(url: str) -> bool:
     return is_loopback(httpx.URL(url).host)
 
 
+PORT_LIMIT = 65536
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not fleetd's ``http(s)://HOST[:PORT]`` URL, or None when it is one.
+
+    Checked before any request, so ``--url 127.0.0.1:8170`` gets this one line instead
+    of an "UnsupportedProtocol" from the HTTP library.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"{url!r} is not a URL: {exc}"
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return f"{url!r} is not an http(s)://HOST[:PORT] URL"
+    if parsed.port is not None and not 0 < parsed.port < PORT_LIMIT:
+        return f"{url!r}: port {parsed.port} is out of range (1-65535)"
+    return None
+
+
+# What a header value may hold: printable ASCII without spaces (the daemon's tokens are
+# URL-safe base64). Anything else is the wrong file, and would fail inside the HTTP library.
+_TOKEN_SHAPE = re.compile(r"[!-~]+")
+
+
+def _checked_token(raw: str, source: str) -> str:
+    """The token from ``raw`` (outer whitespace and newlines dropped), or a one-line error."""
+    token = raw.strip()
+    if not token:
+        raise ClientError(f"{source} is empty: it should hold fleetd's <state-dir>/api-token")
+    if not _TOKEN_SHAPE.fullmatch(token):
+        raise ClientError(
+            f"{source} does not hold a token (one line of printable ASCII, no spaces): "
+            "is it fleetd's <state-dir>/api-token?"
+        )
+    return token
+
+
 def find_token(token_file: Path | None, url: str | None = None) -> str | None:
     """``--token-file``, else ``$FLEETCTL_TOKEN``, else the local daemon's token file.
 
     The local state dir's token is only offered to a daemon on this machine: it must never
-    travel to another rig's URL.
+    travel to another rig's URL. A token given on purpose (file or variable) that cannot be
+    one is an error naming where it came from; the state dir's is only a guess, so a bad
+    one there is skipped.
     """
     if token_file is not None:
         try:
-            return token_file.read_text(encoding="utf-8").strip()
+            raw = token_file.read_bytes()
         except OSError as exc:
             raise ClientError(f"cannot read token file {token_file}: {exc.strerror}") from None
+        return _checked_token(raw.decode("utf-8", "replace"), f"token file {token_file}")
     env = os.environ.get("FLEETCTL_TOKEN")
-    if env:
-        return env.strip()
+    if env is not None and env.strip():
+        return _checked_token(env, "$FLEETCTL_TOKEN")
     if url is not None and not is_local_url(url):
         return None
     state_dir = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
     try:
-        return StateDir(state_dir).token.read_text(encoding="utf-8").strip()
-    except OSError:
+        token = StateDir(state_dir).token.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
         return None
+    return token if _TOKEN_SHAPE.fullmatch(token) else None
+
+
+def unreachable_reason(exc: httpx.HTTPError, timeout_s: float) -> str:
+    """Why a request got no answer, in words (not the HTTP library's class name)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection within {timeout_s:g} s"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"connected, but no answer within {timeout_s:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        # "[Errno 111] Connection refused" -> "connection refused"
+        text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc)).strip() or "connection failed"
+        return text[0].lower() + text[1:]
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"the peer broke off the HTTP exchange ({exc})"
+    return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+
+
+def not_fleetd(url: str, response: httpx.Response) -> str:
+    """The line for an answer that is not fleetd's JSON API (a web server, a proxy)."""
+    kind = response.headers.get("content-type", "no content type").split(";")[0]
+    return (
+        f"{url} answered HTTP {response.status_code} ({kind}), not fleetd's JSON API: "
+        "is --url (or the rig's url) the fleetd listener?"
+    )
 
 
 @dataclass
@@ -81,16 +156,23 @@ class FleetClient:
         try:
             response = self.send(method, path, needs_token=needs_token, **kwargs)
         except httpx.HTTPError as exc:
+            reason = unreachable_reason(exc, self.timeout_s)
             raise ClientError(
-                f"cannot reach fleetd at {self.url}: {exc.__class__.__name__} "
-                "(is fleetd running? see --url)",
+                f"cannot reach fleetd at {self.url}: {reason} (is fleetd running? see --url)",
                 unreachable=True,
+                reason=reason,
             ) from None
         if response.status_code in (401, 403):
             raise ClientError(token_refusal(response.status_code), status=response.status_code)
+        try:
+            document = response.json()
+        except ValueError:
+            raise ClientError(not_fleetd(self.url, response), unreachable=True) from None
         if response.status_code >= 400:
-            raise ClientError(_detail(response), status=response.status_code)
-        return response.json()
+            raise ClientError(_detail(response.status_code, document), status=response.status_code)
+        if not isinstance(document, dict | list):
+            raise ClientError(not_fleetd(self.url, response), unreachable=True)
+        return document
 
     def get(
         self, path: str, params: dict[str, Any] | None = None, *, needs_token: bool = False
@@ -98,6 +180,21 @@ class FleetClient:
         """GET a JSON document (``needs_token``: send the token at once, not after a 401)."""
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         return self._request("GET", path, needs_token=needs_token, params=clean)
+
+    def status(self) -> dict[str, Any]:
+        """``GET /api/v1/status``, checked to be fleetd's status document before any use.
+
+        A JSON answer of another shape (another program on the port) is refused here, so
+        ``status --json`` never prints a foreign document before failing on it.
+        """
+        doc = self.get("/api/v1/status")
+        if not isinstance(doc, dict) or not isinstance(doc.get("serving"), dict):
+            raise ClientError(
+                f"{self.url} did not answer a fleetd status document: is --url (or the "
+                "rig's url) the fleetd listener?",
+                unreachable=True,
+            )
+        return doc
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """POST (with the bearer token) and return the JSON answer."""
@@ -116,16 +213,15 @@ def token_refusal(status: int) -> str:
     )
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(status: int, document: Any) -> str:
     """The daemon's reason in one line (FastAPI validation errors name the parameter)."""
-    try:
-        detail = response.json().get("detail", response.text)
-    except ValueError:
-        return f"HTTP {response.status_code}: {response.text.strip()[:200]}"
+    detail = document.get("detail") if isinstance(document, dict) else None
+    if detail is None:
+        return f"HTTP {status}: {str(document)[:200]}"
     if isinstance(detail, list):
         parts = []
         for item in detail:
             where = ".".join(str(p) for p in item.get("loc", []) if p not in ("query", "body"))
             parts.append(f"{where}: {item.get('msg', 'invalid')}")
-        return "; ".join(parts) or f"HTTP {response.status_code}"
+        return "; ".join(parts) or f"HTTP {status}"
     return str(detail)

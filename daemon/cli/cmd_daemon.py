@@ -37,7 +37,7 @@ def render_status(out: Output, doc: dict[str, Any]) -> None:
 def status(out: Output, client: FleetClient) -> int:
     """``fleetctl status``: plugin exit codes; 3 when fleetd cannot be reached."""
     try:
-        doc = client.get("/api/v1/status")
+        doc = client.status()
     except ClientError as exc:
         out.fail_unknown(str(exc))
     if out.json_mode:

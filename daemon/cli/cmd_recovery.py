@@ -4,31 +4,99 @@
 stops the engine cleanly and only then runs the configured reboot command (under
 ``--simulate``: the simulated reboot); an engine that will not stop means no reboot
 (exit 4, with the reason). ``clear-reboot-latch --reason TEXT`` is the recorded override.
+
+The confirmed reboot's request lasts as long as the clean stop (up to twice
+``[serving] stop_timeout_s``: minutes for a real engine), so it is not bound by the
+client's usual 10 s: it runs in a thread while the main one shows the engine's state, and
+Ctrl-C stops only the waiting (fleetd carries on, as it must: the stop is under way).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from daemon.cli.client import ClientError, FleetClient
+from daemon.cli.cmd_serving import PIPE_PROGRESS_S, show_progress
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
+from daemon.cli.waiting import answer_while_waiting
+
+PROGRESS_TIMEOUT_S = 2.0
 
 
 def _post(out: Output, client: FleetClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
         result: dict[str, Any] = client.post(path, body)
     except ClientError as exc:
-        if exc.status == 409:
-            out.fail(f"refused: {exc}", EXIT_REFUSED)
-        if exc.status in (400, 422):
-            out.fail(str(exc), EXIT_BAD_INPUT)
-        out.fail(str(exc), EXIT_FAILED)
+        _fail_on(out, exc)
     return result
 
 
-def reboot(out: Output, client: FleetClient, confirm: bool) -> int:
-    """``fleetctl reboot [--confirm]``."""
-    result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": confirm})
+def _fail_on(out: Output, exc: ClientError) -> NoReturn:
+    """The exit for a refused or failed request: 4 refused, 2 bad input, else 1."""
+    if exc.status == 409:
+        out.fail(f"refused: {exc}", EXIT_REFUSED)
+    if exc.status in (400, 422):
+        out.fail(str(exc), EXIT_BAD_INPUT)
+    out.fail(str(exc), EXIT_FAILED)
+
+
+def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dict[str, Any]:
+    """POST the confirmed reboot and show the engine's state until fleetd answers."""
+    watcher = dataclasses.replace(client, timeout_s=PROGRESS_TIMEOUT_S)
+    try:
+        watcher.status()  # a fleetd that is not there fails here, not "during the reboot"
+    except ClientError as exc:
+        out.fail(str(exc))
+    shown = _Shown()
+
+    def tick(started_s: float) -> None:
+        try:
+            serving = watcher.status()["serving"]
+        except (ClientError, KeyError, TypeError):
+            return  # the progress line is a courtesy; the request's answer decides
+        now_s, state = time.monotonic(), serving.get("state")
+        if sys.stderr.isatty() or state != shown.state or now_s - shown.at_s >= PIPE_PROGRESS_S:
+            show_progress(out, serving, started_s, serving.get("last_log_line"))
+            shown.state, shown.at_s = state, now_s
+
+    long_client = dataclasses.replace(client, timeout_s=timeout_s)
+    try:
+        result: dict[str, Any] = answer_while_waiting(
+            out,
+            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True}),
+            tick,
+            "fleetd carries on with the reboot (the clean stop, then the reboot command); "
+            "see fleetctl status",
+        )
+    except ClientError as exc:
+        if exc.unreachable:
+            out.fail(
+                f"fleetd at {client.url} during the confirmed reboot: {exc.reason}; "
+                "it may still be stopping the engine or rebooting (see fleetctl status, "
+                "fleetctl events)"
+            )
+        _fail_on(out, exc)
+    return result
+
+
+@dataclass
+class _Shown:
+    """The progress line last printed into a pipe: its engine state and when."""
+
+    state: str | None = None
+    at_s: float = float("-inf")
+
+
+def reboot(out: Output, client: FleetClient, confirm: bool, timeout_s: float) -> int:
+    """``fleetctl reboot [--confirm] [--timeout S]``."""
+    if confirm:
+        result = _confirmed_reboot(out, client, timeout_s)
+    else:
+        result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": False})
     if out.json_mode:
         out.emit_json(result)
     elif confirm:

@@ -20,7 +20,14 @@ from typing import Any
 import httpx
 
 from daemon.cli.client import ClientError, FleetClient, token_refusal
-from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
+from daemon.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    Output,
+)
+from daemon.cli.waiting import end_progress
 from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
@@ -50,13 +57,14 @@ def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any
 def _last_log_line(client: FleetClient) -> str | None:
     """The engine's last log line now (before a request), or None when it cannot be read."""
     try:
-        line = client.get("/api/v1/status")["serving"].get("last_log_line")
+        line = client.status()["serving"].get("last_log_line")
     except (ClientError, KeyError, TypeError):
         return None
     return line if isinstance(line, str) else None
 
 
-def _progress(out: Output, serving: dict[str, Any], started_s: float, line: str | None) -> None:
+def show_progress(out: Output, serving: dict[str, Any], started_s: float, line: str | None) -> None:
+    """One progress line: rewritten in place on a terminal, a plain line into a pipe."""
     elapsed = int(time.monotonic() - started_s)
     text = f"[{elapsed // 60:d}:{elapsed % 60:02d}] engine {serving['state']}"
     text += f": {line}" if line else "..."
@@ -81,6 +89,24 @@ def wait_for(
     ``stale_line`` is the engine's last log line before the request: it is not shown
     until the engine has written another one.
     """
+    try:
+        return _wait(out, client, action, timeout_s, sleep, stale_line)
+    except KeyboardInterrupt:
+        end_progress()
+        out.fail(
+            f"stopped waiting: fleetd carries on with the {action} (see fleetctl status)",
+            EXIT_INTERRUPTED,
+        )
+
+
+def _wait(
+    out: Output,
+    client: FleetClient,
+    action: str,
+    timeout_s: float,
+    sleep: Callable[[float], None],
+    stale_line: str | None,
+) -> dict[str, Any]:
     started_s = time.monotonic()
     fresh_log = stale_line is None
     seen_transition = action == "stop"
@@ -89,7 +115,7 @@ def wait_for(
     printed_s = float("-inf")
     while True:
         try:
-            serving: dict[str, Any] = client.get("/api/v1/status")["serving"]
+            serving: dict[str, Any] = client.status()["serving"]
         except ClientError as exc:
             out.fail(str(exc), EXIT_FAILED)
         state = serving["state"]
@@ -100,12 +126,10 @@ def wait_for(
             # The start failed or was stopped (a recovery stop, a refused relaunch).
             out.fail(f"engine stopped: {serving.get('reason') or 'see fleetctl logs'}")
         if seen_transition and state in DONE_STATES[action]:
-            if sys.stderr.isatty():
-                out.err.file.write("\n")
+            end_progress()
             return serving
         if seen_transition and state in BAD_STATES:
-            if sys.stderr.isatty():
-                out.err.file.write("\n")
+            end_progress()
             out.fail(f"engine is {state}: {serving.get('reason') or 'see fleetctl logs'}")
         # A terminal gets a live line; a pipe a line per state change or per half minute
         # (a 45-minute cold start must not write thousands of lines into a log).
@@ -113,7 +137,7 @@ def wait_for(
         line = serving.get("last_log_line") or None
         fresh_log = fresh_log or line != stale_line
         if sys.stderr.isatty() or state != last_state or now_s - printed_s >= PIPE_PROGRESS_S:
-            _progress(out, serving, started_s, line if fresh_log else None)
+            show_progress(out, serving, started_s, line if fresh_log else None)
             last_state, printed_s = state, now_s
         if time.monotonic() - started_s > timeout_s:
             out.fail(

@@ -35,7 +35,7 @@ class TopSession:
     def refresh(self) -> None:
         """Fetch the status once; on failure keep the last picture and remember why."""
         try:
-            doc = self._client.get("/api/v1/status")
+            doc = self._client.status()
         except ClientError as exc:
             self.error = str(exc)
             return

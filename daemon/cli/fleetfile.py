@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from daemon.cli.client import url_problem
 
 RIG_KEYS = frozenset({"url", "token_file"})
 
@@ -83,12 +83,9 @@ def _rig(path: Path, name: str, entry: object) -> Rig:
 
 def _check_url(where: str, url: str) -> None:
     """An ``http(s)://host[:port]`` URL, or a one-line error saying what is off."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise FleetFileError(f"{where}: {url!r} is not a URL: {exc}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise FleetFileError(f"{where}: {url!r} is not an http(s)://HOST[:PORT] URL")
+    problem = url_problem(url)
+    if problem is not None:
+        raise FleetFileError(f"{where}: {problem}")
 
 
 def resolve_rig(name: str, path: Path | None = None) -> Rig:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from daemon.cli.client import ClientError, find_token
+from daemon.cli.client import ClientError, find_token, unreachable_reason
 from daemon.cli.fleetfile import Rig
 
 STATUS_PATH = "/api/v1/status"
@@ -147,9 +147,8 @@ async def _status(client: httpx.AsyncClient, rig: Rig) -> dict[str, Any]:
         if response.status_code == 401 and token:
             response = await client.get(url, headers={"Authorization": f"Bearer {token}"})
     except httpx.HTTPError as exc:
-        raise ClientError(
-            f"cannot reach fleetd at {rig.url}: {exc.__class__.__name__}", unreachable=True
-        ) from None
+        reason = unreachable_reason(exc, client.timeout.read or 0.0)
+        raise ClientError(f"cannot reach fleetd at {rig.url}: {reason}", unreachable=True) from None
     if response.status_code == 401:
         raise ClientError(f"fleetd wants a token: set rigs.{rig.name}.token_file", status=401)
     if response.status_code == 403:

@@ -126,9 +126,23 @@ _NOT_FOR_THE_ENGINE = (
 )
 
 
+# fleetd's and fleetctl's own settings: ``CMPFLEET_STORE_URL`` can carry the database
+# password and ``FLEETCTL_TOKEN`` the API token; an engine running a model's remote code
+# (``--trust-remote-code``) must see neither.
+_FLEET_PREFIXES = ("CMPFLEET_", "FLEETCTL_")
+
+
 def engine_environment(spec: LaunchSpec) -> dict[str, str]:
-    """fleetd's environment minus its systemd plumbing, plus the recipe's variables."""
-    base = {k: v for k, v in os.environ.items() if k not in _NOT_FOR_THE_ENGINE}
+    """fleetd's environment minus its systemd plumbing and its own settings, plus the recipe's.
+
+    The recipe's ``env`` is added last, so a variable a recipe names on purpose still
+    reaches the engine, whatever its name.
+    """
+    base = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in _NOT_FOR_THE_ENGINE and not name.startswith(_FLEET_PREFIXES)
+    }
     return {**base, **spec.env}
 
 

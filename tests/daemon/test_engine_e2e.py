@@ -78,10 +78,12 @@ def test_autostart_then_kill9_of_fleetd_adopts_the_running_engine(
     serving_before = serving(first)
     engine_pid = serving_before["pid"]
     assert isinstance(engine_pid, int)
-    # fleetd's systemd plumbing does not leak into the engine (it must not ping the watchdog).
+    # fleetd's systemd plumbing does not leak into the engine (it must not ping the watchdog),
+    # nor do its own settings (CMPFLEET_*: a store URL can carry a password); the rest does.
     environ = Path(f"/proc/{engine_pid}/environ").read_bytes().split(b"\0")
     assert not any(v.startswith(b"NOTIFY_SOCKET=") for v in environ)
-    assert any(v.startswith(b"CMPFLEET_POLL_INTERVAL_S=") for v in environ)
+    assert not any(v.startswith(b"CMPFLEET_POLL_INTERVAL_S=") for v in environ)
+    assert any(v.startswith(b"PATH=") for v in environ)
     first.proc.kill()  # kill -9 of fleetd: the engine must survive
     first.proc.wait()
     assert psutil.Process(engine_pid).is_running()

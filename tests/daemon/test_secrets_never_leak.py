@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.config_secrets import readable_secret_keys
+from daemon.config_secrets import exposed_secrets, readable_secret_keys
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.webhook import WebhookReceiver
@@ -183,3 +183,15 @@ def test_which_files_warn(tmp_path: Path) -> None:
     config.write_text('[store]\nurl = "sqlite:////var/lib/cmpfleet/fleet.db"\n')
     config.chmod(0o644)
     assert readable_secret_keys(config) == []
+
+
+def test_a_recipe_file_the_config_names_is_judged_too(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text('[serving]\nrecipe = "recipe.toml"\n')
+    config.chmod(0o644)
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(f'preset = "dsv4-flash-pp4-dspark"\n[env]\nHF_TOKEN = "{HF_TOKEN}"\n')
+    recipe.chmod(0o644)
+    assert exposed_secrets(config, "recipe.toml") == [(recipe, ["env"])]
+    recipe.chmod(0o600)
+    assert exposed_secrets(config, "recipe.toml") == []

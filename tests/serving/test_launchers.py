@@ -111,6 +111,26 @@ def test_start_writes_the_adoption_record_and_logs_to_the_file(
     assert "CMPFLEET_TEST_ENGINE" in json.dumps(spec.env)
 
 
+def test_the_engine_gets_none_of_fleetds_own_settings_or_secrets(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CMPFLEET_STORE_URL", "postgresql://fleet:DBPASS@db/fleet")
+    monkeypatch.setenv("FLEETCTL_TOKEN", "api-token-value")
+    monkeypatch.setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+    monkeypatch.setenv("HF_HOME", "/models/hf")
+    show = "import os; print(sorted(n for n in os.environ if n.isupper()))"
+    spec = replace(exit_spec(0), argv=(sys.executable, "-c", show))
+    launcher = ProcessLauncher(state_dir)
+    handle = launcher.start(spec)
+    assert launcher.wait(handle, timeout_s=10)
+    launcher.release(handle)
+    names = launcher.log_path.read_text().splitlines()[-1]
+    assert "'HF_HOME'" in names  # the host's own environment still reaches the engine
+    assert "'CMPFLEET_TEST_ENGINE'" in names  # and so does every variable the recipe names
+    for hidden in ("CMPFLEET_STORE_URL", "FLEETCTL_TOKEN", "NOTIFY_SOCKET"):
+        assert f"'{hidden}'" not in names
+
+
 def test_exit_code_of_a_child_is_known(state_dir: Path) -> None:
     launcher = ProcessLauncher(state_dir)
     handle = launcher.start(exit_spec(3))
