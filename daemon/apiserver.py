@@ -6,6 +6,7 @@ fleetd with a clear line instead of a dead server thread behind a ``READY=1``.
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -36,6 +37,14 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+# What a person does about the two usual bind failures.
+LISTEN_HINTS = {
+    errno.EADDRINUSE: " (another fleetd or program holds it: stop it, or pick another "
+    "address with --listen or [web] listen)",
+    errno.EADDRNOTAVAIL: " (no interface of this machine has that address: see --listen)",
+}
+
+
 class ApiServer:
     """uvicorn serving one app on ``listen`` (``HOST:PORT``) from a daemon thread."""
 
@@ -59,7 +68,8 @@ class ApiServer:
             sock.bind((self.host, self.port))
         except OSError as exc:
             sock.close()
-            raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}") from None
+            hint = LISTEN_HINTS.get(exc.errno or 0, "")
+            raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}{hint}") from None
         sock.listen(128)
         sock.set_inheritable(False)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")

@@ -8,11 +8,12 @@ start before touching anything. Settings are passed explicitly; there is no glob
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -185,11 +186,46 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds (itself, or inside ``list[...]``/``... | None``)."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """`` (did you mean 'power_cap_w'?)`` for a misspelt key, from the section's own fields."""
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue  # an item of a list of tables: same model
+        field = model.model_fields.get(part) if model is not None else None
+        model = _model_in(field.annotation) if field is not None else None
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _plain(msg: str) -> str:
+    """Pydantic's wording without its internals: no "Value error, ", no model class names."""
+    msg = msg.removeprefix("Value error, ")
+    if msg.startswith("Input should be a valid dictionary"):
+        return "expected a table"
+    return msg
+
+
+def _first_error(exc: ValidationError) -> Any:
+    """The problem to name: an unknown key first (a misspelt key also makes one "missing")."""
+    return min(exc.errors(), key=lambda err: err["type"] != "extra_forbidden")
+
+
 def _one_line(source: str, exc: ValidationError) -> str:
-    err = exc.errors()[0]
+    err = _first_error(exc)
     key = _location(tuple(err["loc"]))
     if err["type"] == "extra_forbidden":
-        return f"{source}: unknown key '{key}'"
+        return f"{source}: unknown key '{key}'{_did_you_mean(tuple(err['loc']))}"
     more = len(exc.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     got = err.get("input")
@@ -206,7 +242,7 @@ def _one_line(source: str, exc: ValidationError) -> str:
         or repr(got) in err["msg"]
     )
     shown = "" if hidden else f" (got {got!r})"  # a webhook secret is never echoed
-    return f"{source}: {key}: {err['msg']}{shown}{suffix}"
+    return f"{source}: {key}: {_plain(err['msg'])}{shown}{suffix}"
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -215,8 +251,15 @@ def read_toml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8-sig")  # editors on Windows add a BOM
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
-    except (PermissionError, IsADirectoryError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.__class__.__name__}") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{path}: is a directory, not a config file") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"{path}: cannot read: permission denied") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
+            "is it the config file?"
+        ) from exc
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -280,7 +323,7 @@ def load_settings(
     try:
         return Settings.model_validate(table)
     except ValidationError as exc:
-        loc = tuple(str(part) for part in exc.errors()[0]["loc"][:2])
+        loc = tuple(str(part) for part in _first_error(exc)["loc"][:2])
         raise ConfigError(_one_line(_blame(loc, source, env, overrides or {}), exc)) from None
 
 

@@ -17,7 +17,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from daemon.alerts.sinks import build_sinks
 from daemon.config import (
@@ -40,9 +40,17 @@ def example_config_path() -> Path:
     return Path(str(resources.files("daemon") / "examples" / "fleet.toml"))
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line with a hint, not the usage block above the error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``fleetd: MESSAGE (see fleetd --help)`` and exit 2, as argparse does."""
+        self.exit(EXIT_CONFIG, f"fleetd: {message} (see fleetd --help)\n")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """fleetd's flags (CONTRACT)."""
-    parser = argparse.ArgumentParser(prog="fleetd", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(prog="fleetd", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help=f"config file (default {DEFAULT_CONFIG_PATH})")
     parser.add_argument("--simulate", metavar="SCENARIO", help="built-in scenario or file")
     parser.add_argument(

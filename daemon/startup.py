@@ -29,12 +29,29 @@ class StartupError(Exception):
 
 def prepare_state_dir(state_dir: Path) -> None:
     """Create the state dir (0700: it holds the API token) or explain why not."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise StartupError(f"state dir {state_dir} is a file, not a directory: see --state-dir")
     try:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         raise StartupError(f"cannot create state dir {state_dir}: {exc.strerror}") from None
     if not os.access(state_dir, os.W_OK):
         raise StartupError(f"state dir {state_dir} is not writable (run as root or --state-dir)")
+
+
+# What SQLite says about a file that is not (or no longer) a database.
+DAMAGED_DB_WORDS = ("file is not a database", "database disk image is malformed")
+
+
+def _damaged_hint(message: str, state_dir: Path) -> str:
+    """The way out when ``fleet.db`` is damaged; fleetd itself never moves or rewrites it."""
+    if not any(words in message for words in DAMAGED_DB_WORDS):
+        return ""
+    db = StateDir(state_dir).db
+    return (
+        f" ({db} is damaged or not cmpfleet's; it was left untouched: move it aside, "
+        f"e.g. mv {db} {db}.bad, and fleetd starts a fresh history)"
+    )
 
 
 def lock_state_dir(state_dir: Path) -> int:
@@ -113,7 +130,7 @@ def build_daemon(
     except StoreError as exc:
         host.close()
         if settings.store.url is None:  # the default file in the state dir, named by exc
-            raise StartupError(str(exc)) from None
+            raise StartupError(f"{exc}{_damaged_hint(str(exc), state_dir)}") from None
         source = store_url_source(config_path, os.environ if environ is None else environ)
         raise StartupError(f"{source}: {exc}") from None
     except RecipeError as exc:

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_UNKNOWN, Output
+from daemon.cli.waiting import answer_while_waiting, show_elapsed
 
 RESULT_EXIT = {"pass": 0, "warn": 1, "skipped": 1, "fail": 2}
 RESULT_STYLE = {"pass": "green", "warn": "yellow", "skipped": "magenta", "fail": "bold red"}
@@ -65,7 +66,12 @@ def run(out: Output, client: FleetClient, force: bool) -> int:
     """Run every canary now and print this round's results."""
     client = dataclasses.replace(client, timeout_s=max(client.timeout_s, RUN_TIMEOUT_S))
     try:
-        document = client.post("/api/v1/canary/run", {"force": force})
+        document: dict[str, Any] = answer_while_waiting(
+            out,
+            lambda: client.post("/api/v1/canary/run", {"force": force}),
+            lambda started_s: show_elapsed(out, started_s, "canaries running on the engine..."),
+            "fleetd finishes the canary round (fleetctl canary status shows it)",
+        )
     except ClientError as exc:
         out.fail(str(exc), EXIT_UNKNOWN)
     return _show(out, document)

@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
 import time
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from daemon.cli.client import ClientError, FleetClient
-from daemon.cli.cmd_serving import PIPE_PROGRESS_S, POLL_S, end_progress, show_progress
-from daemon.cli.output import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_REFUSED,
-    Output,
-)
+from daemon.cli.cmd_serving import PIPE_PROGRESS_S, show_progress
+from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
+from daemon.cli.waiting import answer_while_waiting
 
 PROGRESS_TIMEOUT_S = 2.0
 
@@ -49,68 +44,51 @@ def _fail_on(out: Output, exc: ClientError) -> NoReturn:
     out.fail(str(exc), EXIT_FAILED)
 
 
-class _Request(threading.Thread):
-    """One POST in the background; ``done`` is set when it answered or failed."""
-
-    def __init__(self, client: FleetClient, path: str, body: dict[str, Any]) -> None:
-        super().__init__(name="fleetctl-request", daemon=True)  # Ctrl-C must not wait for it
-        self._client, self._path, self._body = client, path, body
-        self.done = threading.Event()
-        self.result: dict[str, Any] | None = None
-        self.error: ClientError | None = None
-
-    def run(self) -> None:
-        """Send the request and keep its answer."""
-        try:
-            self.result = self._client.post(self._path, self._body)
-        except ClientError as exc:
-            self.error = exc
-        finally:
-            self.done.set()
-
-
 def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dict[str, Any]:
     """POST the confirmed reboot and show the engine's state until fleetd answers."""
-    request = _Request(
-        dataclasses.replace(client, timeout_s=timeout_s),
-        "/api/v1/recovery/reboot",
-        {"confirm": True},
-    )
     watcher = dataclasses.replace(client, timeout_s=PROGRESS_TIMEOUT_S)
     try:
         watcher.status()  # a fleetd that is not there fails here, not "during the reboot"
     except ClientError as exc:
         out.fail(str(exc))
-    request.start()
-    started_s, printed_s, last_state = time.monotonic(), float("-inf"), None
+    shown = _Shown()
+
+    def tick(started_s: float) -> None:
+        try:
+            serving = watcher.status()["serving"]
+        except (ClientError, KeyError, TypeError):
+            return  # the progress line is a courtesy; the request's answer decides
+        now_s, state = time.monotonic(), serving.get("state")
+        if sys.stderr.isatty() or state != shown.state or now_s - shown.at_s >= PIPE_PROGRESS_S:
+            show_progress(out, serving, started_s, serving.get("last_log_line"))
+            shown.state, shown.at_s = state, now_s
+
+    long_client = dataclasses.replace(client, timeout_s=timeout_s)
     try:
-        while not request.done.wait(POLL_S):
-            try:
-                serving = watcher.status()["serving"]
-            except (ClientError, KeyError, TypeError):
-                continue  # the progress line is a courtesy; the request's answer decides
-            now_s, state = time.monotonic(), serving.get("state")
-            if sys.stderr.isatty() or state != last_state or now_s - printed_s >= PIPE_PROGRESS_S:
-                show_progress(out, serving, started_s, serving.get("last_log_line"))
-                printed_s, last_state = now_s, state
-    except KeyboardInterrupt:
-        end_progress()
-        out.fail(
-            "stopped waiting: fleetd carries on with the reboot (the clean stop, then the "
-            "reboot command); see fleetctl status",
-            EXIT_INTERRUPTED,
+        result: dict[str, Any] = answer_while_waiting(
+            out,
+            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True}),
+            tick,
+            "fleetd carries on with the reboot (the clean stop, then the reboot command); "
+            "see fleetctl status",
         )
-    if last_state is not None:
-        end_progress()
-    if request.error is not None:
-        if request.error.unreachable:
+    except ClientError as exc:
+        if exc.unreachable:
             out.fail(
-                f"fleetd at {client.url} during the confirmed reboot: {request.error.reason}; "
+                f"fleetd at {client.url} during the confirmed reboot: {exc.reason}; "
                 "it may still be stopping the engine or rebooting (see fleetctl status, "
                 "fleetctl events)"
             )
-        _fail_on(out, request.error)
-    return request.result or {}
+        _fail_on(out, exc)
+    return result
+
+
+@dataclass
+class _Shown:
+    """The progress line last printed into a pipe: its engine state and when."""
+
+    state: str | None = None
+    at_s: float = float("-inf")
 
 
 def reboot(out: Output, client: FleetClient, confirm: bool, timeout_s: float) -> int:

@@ -27,6 +27,7 @@ from daemon.cli.output import (
     EXIT_REFUSED,
     Output,
 )
+from daemon.cli.waiting import end_progress
 from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
@@ -96,13 +97,6 @@ def wait_for(
             f"stopped waiting: fleetd carries on with the {action} (see fleetctl status)",
             EXIT_INTERRUPTED,
         )
-
-
-def end_progress() -> None:
-    """End a live progress line on a terminal, so the next line starts on its own."""
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _wait(

@@ -174,11 +174,9 @@ def test_webhook_config_mistakes_are_one_line(tmp_path: Any) -> None:
         return str(caught.value).replace(str(config), "FILE")
 
     both = '[[alerts.webhooks]]\nurl = "http://x/"\nsecret = "a"\nsecret_file = "/f"\n'
-    assert (
-        error(both) == "FILE: alerts.webhooks[0]: Value error, give secret or secret_file, not both"
-    )
+    assert error(both) == "FILE: alerts.webhooks[0]: give secret or secret_file, not both"
     assert "expected an http:// or https:// URL" in error('[[alerts.webhooks]]\nurl = "ftp://x"\n')
     twice = '[[alerts.webhooks]]\nurl = "http://a/"\nname = "ops"\n' * 2
-    assert error(twice) == "FILE: alerts: Value error, webhook name 'ops' is used twice"
+    assert error(twice) == "FILE: alerts: webhook name 'ops' is used twice"
     hidden = error('[[alerts.webhooks]]\nurl = "http://a/"\nsecret = 12345678\n')
     assert "12345678" not in hidden and "secret" in hidden

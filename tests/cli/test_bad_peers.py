@@ -23,7 +23,7 @@ from typing import IO
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import one_clean_line, run_fleetctl
 
 EXIT_INTERRUPTED = 130
 REBOOT_DELAY_S = 3.0
@@ -40,6 +40,7 @@ class Peer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.server.mode = self.mode  # type: ignore[attr-defined]
+        self.server.asked = []  # type: ignore[attr-defined]  # every request's path, in order
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
@@ -63,7 +64,8 @@ FAKE_STATUS = {
 class Handler(BaseHTTPRequestHandler):
     """``html``/``html404``: a web server; ``jsonlist``: JSON of another shape;
     ``slow-fleetd``: a fleetd whose engine never finishes starting or stopping, whose
-    confirmed reboot takes ``REBOOT_DELAY_S`` and whose engine log never ends."""
+    confirmed reboot and canary round take ``REBOOT_DELAY_S`` and whose engine log never
+    ends."""
 
     def _send(self, code: int, body: bytes, ctype: str) -> None:
         self.send_response(code)
@@ -74,6 +76,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         mode = self.server.mode  # type: ignore[attr-defined]
+        self.server.asked.append(self.path)  # type: ignore[attr-defined]
         if self.command == "POST":
             self.rfile.read(int(self.headers.get("content-length", 0)))
         if mode in ("html", "html404"):
@@ -83,6 +86,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"[1, 2]", "application/json")
         elif self.path.startswith("/api/v1/serving/logs/follow"):
             self._follow()
+        elif self.path.startswith("/api/v1/canary/run"):
+            time.sleep(REBOOT_DELAY_S)
+            self._send(200, b'{"canaries": []}', "application/json")
         elif self.path.startswith("/api/v1/recovery/reboot"):
             time.sleep(REBOOT_DELAY_S)
             self._send(
@@ -130,14 +136,6 @@ def silent_url() -> Iterator[str]:
     listener.listen(16)
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     listener.close()
-
-
-def one_clean_line(stderr: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("fleetctl: "), lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -288,19 +286,24 @@ def _wait_for_output(stream: IO[bytes], needle: bytes, timeout_s: float) -> None
         (["start"], "stderr", "stopped waiting: fleetd carries on with the start"),
         (["stop", "--json"], "stderr", "stopped waiting: fleetd carries on with the stop"),
         (["reboot", "--confirm"], "stderr", "stopped waiting: fleetd carries on with the reboot"),
+        (["canary", "run"], "/api/v1/canary/run", "stopped waiting: fleetd finishes the canary"),
     ],
-    ids=["logs-follow", "start", "stop-json", "reboot"],
+    ids=["logs-follow", "start", "stop-json", "reboot", "canary-run"],
 )
 def test_ctrl_c_while_waiting_exits_130_without_a_traceback(
     peers: dict[str, Peer], args: list[str], waiting_on: str, words: str | None
 ) -> None:
-    argv = [sys.executable, "-m", "daemon.fleetctl", "--url", peers["slow-fleetd"].url, *args]
+    """SIGINT once the command waits: on its output, or (silent into a pipe) on its request."""
+    peer = peers["slow-fleetd"]
+    argv = [sys.executable, "-m", "daemon.fleetctl", "--url", peer.url, *args]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         assert process.stdout is not None and process.stderr is not None
         try:
-            _wait_for_output(
-                process.stdout if waiting_on == "stdout" else process.stderr, b"engine", 20
-            )
+            if waiting_on.startswith("/"):
+                _wait_for_request(peer, waiting_on, 20)
+            else:
+                stream = process.stdout if waiting_on == "stdout" else process.stderr
+                _wait_for_output(stream, b"engine", 20)
             process.send_signal(signal.SIGINT)
             process.wait(timeout=10)
         finally:
@@ -315,3 +318,12 @@ def test_ctrl_c_while_waiting_exits_130_without_a_traceback(
         assert words in stderr
     if "--json" in args:
         assert json.loads(stdout)["exit_code"] == EXIT_INTERRUPTED
+
+
+def _wait_for_request(peer: Peer, path: str, timeout_s: float) -> None:
+    """Poll the peer's record until ``path`` was asked for (the command now waits on it)."""
+    deadline = time.monotonic() + timeout_s
+    asked: list[str] = peer.server.asked  # type: ignore[attr-defined]
+    while not any(seen.startswith(path) for seen in list(asked)):
+        assert time.monotonic() < deadline, f"no request for {path} within {timeout_s} s"
+        time.sleep(0.05)

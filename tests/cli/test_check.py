@@ -71,7 +71,10 @@ def test_bad_scenario_and_bad_config_are_one_line_unknown(tmp_path: Path) -> Non
     config.write_text("[rig]\npower_cap = 180\n")
     bad = fleetctl("check", "--simulate", "healthy", "--config", str(config))
     assert bad.returncode == 3
-    assert bad.stderr.strip() == f"fleetctl: {config}: unknown key 'rig.power_cap'"
+    assert (
+        bad.stderr.strip()
+        == f"fleetctl: {config}: unknown key 'rig.power_cap' (did you mean 'power_cap_w'?)"
+    )
 
 
 def test_config_profile_changes_the_verdict(tmp_path: Path) -> None:

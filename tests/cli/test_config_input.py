@@ -18,7 +18,9 @@ EXIT_CONFIG = 2
 
 
 def write_config(path: Path, text: str, *, bom: bool = False) -> Path:
+    """The config as a rig keeps it: mode 0600 (a password in it is then no warning)."""
     path.write_bytes((BOM if bom else b"") + text.encode())
+    path.chmod(0o600)
     return path
 
 
@@ -33,7 +35,10 @@ def test_a_bom_file_is_still_validated(tmp_path: Path) -> None:
     config = write_config(tmp_path / "fleet.toml", "[rig]\npower_cap = 180\n", bom=True)
     result = run_fleetctl("check", "--simulate", "healthy", "--config", str(config))
     assert result.returncode == 3
-    assert result.stderr == f"fleetctl: {config}: unknown key 'rig.power_cap'\n"
+    assert (
+        result.stderr
+        == f"fleetctl: {config}: unknown key 'rig.power_cap' (did you mean 'power_cap_w'?)\n"
+    )
 
 
 @pytest.mark.parametrize(

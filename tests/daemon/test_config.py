@@ -77,12 +77,12 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
             "[rig]\npower_cap_w = 900\n",
             "rig.power_cap_w: Input should be less than or equal to 400",
         ),
-        ('[web]\nlisten = "8170"\n', "web.listen: Value error, expected HOST:PORT"),
+        ('[web]\nlisten = "8170"\n', "web.listen: expected HOST:PORT"),
         (
             '[[alerts.webhooks]]\nurl = "http://x"\nformat = "teams"\n',
             "alerts.webhooks[0].format: Input should be",
         ),
-        ('[xid.abc]\nclass = "hardware"\n', "xid: Value error, xid.abc: not an Xid number"),
+        ('[xid.abc]\nclass = "hardware"\n', "xid: xid.abc: not an Xid number"),
         ("[poll\n", "not valid TOML"),
     ],
     ids=[

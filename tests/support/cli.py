@@ -42,3 +42,12 @@ def fleetctl_into_closed_pipe(
         )
     finally:
         os.close(write_end)
+
+
+def one_clean_line(stderr: str, program: str = "fleetctl") -> str:
+    """The single ``PROGRAM: ...`` line a failure must print (never a traceback); returns it."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(f"{program}: "), lines[0]
+    return lines[0]
