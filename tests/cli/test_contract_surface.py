@@ -58,7 +58,10 @@ def one_document(result: subprocess.CompletedProcess[str]) -> Any:
     try:
         return json.loads(result.stdout)
     except ValueError:
-        raise AssertionError(f"not one JSON document: {result.stdout[:300]!r}") from None
+        raise AssertionError(
+            f"not one JSON document (exit {result.returncode}): {result.stdout[:300]!r}; "
+            f"stderr {result.stderr[-300:]!r}"
+        ) from None
 
 
 def shape(document: Any) -> object:
@@ -107,16 +110,18 @@ def test_json_in_either_place_for_the_engine_and_latch_commands(rig: Fleetd) -> 
     """The commands that change something, one place each (the engine's cycles are the
     slow part), in an order that leaves the engine ready."""
     stopped = one_document(cli(rig, "--json", "stop"))
-    assert stopped["serving"]["state"] == "stopped"
+    assert stopped["serving"]["state"] == "stopped", stopped
     started = one_document(cli(rig, "start", "--json"))
-    assert started["serving"]["state"] == "ready"
+    assert started["serving"]["state"] == "ready", started
     restarted = one_document(cli(rig, "--json", "restart"))
-    assert restarted["serving"]["state"] == "ready"
-    both_positions(rig, ("clear-reboot-latch", "--reason", "contract test: latch not set"))
+    assert restarted["serving"]["state"] == "ready", restarted
+    both_positions(
+        rig, ("clear-reboot-latch", "--reason", "contract test: latch not set"), at_once=False
+    )
     event_id = str(events(rig, "--limit", "1")[0]["id"])
-    acked, _ = both_positions(rig, ("ack", event_id))
+    acked, _ = both_positions(rig, ("ack", event_id), at_once=False)
     assert acked["acked"] is True
-    both_positions(rig, ("caps", "apply"))
+    both_positions(rig, ("caps", "apply"), at_once=False)
 
 
 def test_top_and_fleet_top_json_is_one_frame_as_data(rig: Fleetd, tmp_path: Path) -> None:
