@@ -65,6 +65,17 @@ class WebSettings(_Section):
     """The HTTP listener (API, dashboard, metrics)."""
 
     listen: str = DEFAULT_LISTEN
+    # On a loopback listener only requests addressed to loopback names or this machine's
+    # name are served (DNS rebinding); a reverse proxy keeping the client's Host adds it here.
+    allowed_hosts: list[str] = []
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name.strip() or any(c.isspace() or c in "/:@" for c in name.strip()):
+                raise ValueError(f"expected host names without port or scheme, got {name!r}")
+        return [name.strip().lower() for name in value]
 
     @field_validator("listen")
     @classmethod

@@ -22,6 +22,16 @@ def _usage_exit_code(argv: list[str]) -> int:
     return EXIT_UNKNOWN if MONITORING_COMMANDS & set(argv) else EXIT_USAGE
 
 
+def _failure_document(argv: list[str], message: str, code: int) -> None:
+    """Under ``--json`` a failure still prints its one document, as every command's does."""
+    if "--json" not in argv:
+        return
+    from daemon.cli.output import error_document, unknown_document
+
+    document = unknown_document(message) if code == EXIT_UNKNOWN else error_document(message, code)
+    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+
 def _unexpected(exc: Exception, argv: list[str]) -> int:
     """The last resort for an error no command foresaw: one line (a document under --json).
 
@@ -35,11 +45,7 @@ def _unexpected(exc: Exception, argv: list[str]) -> int:
         "from another fleetd version or not fleetd at all, or a bug: FLEETCTL_DEBUG=1 shows "
         "the traceback)"
     )
-    if "--json" in argv:
-        document: dict[str, object] = {"error": message, "exit_code": code}
-        if monitoring:
-            document = {"overall": "unknown", "error": message, "cards": [], "checks": []}
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    _failure_document(argv, message, code)
     sys.stderr.write(f"fleetctl: {message}\n")
     return code
 
@@ -68,8 +74,10 @@ def _run() -> int:
             if exc.ctx and " " in exc.ctx.command_path
             else " (see fleetctl --help)"
         )
+        code = _usage_exit_code(sys.argv[1:])
+        _failure_document(sys.argv[1:], exc.format_message(), code)
         sys.stderr.write(f"fleetctl: {exc.format_message()}{hint}\n")
-        return _usage_exit_code(sys.argv[1:])
+        return code
     except click.ClickException as exc:
         sys.stderr.write(f"fleetctl: {exc.format_message()}\n")
         return int(exc.exit_code)

@@ -216,6 +216,12 @@ class Daemon:
         """After each poll: one ``STATUS=`` line for systemd."""
         self.notifier.status(self.summary())
 
+    def _allowed_hosts(self) -> list[str] | None:
+        """A loopback listener's ``Host`` names beside loopback's: this machine's, the config's."""
+        if not is_loopback(self.api.host):
+            return None  # every request needs the token there: no rebinding to fear
+        return [socket.gethostname(), *self.settings.web.allowed_hosts]
+
     def _canary_checks(self) -> list[CheckResult]:
         """Each poll's ``engine_output`` check (only built with an engine)."""
         return [] if self.canaries is None else [self.canaries.check_result()]
@@ -307,7 +313,11 @@ class Daemon:
         self.alerts.start()
         self.api.start(
             create_app(
-                self.services, metrics=self.metrics, alerts=self.alerts, canary=self.canaries
+                self.services,
+                metrics=self.metrics,
+                alerts=self.alerts,
+                canary=self.canaries,
+                allowed_hosts=self._allowed_hosts(),
             )
         )
         rebooted = track_boot(self.store, self.monitor.view().boot_id)

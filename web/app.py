@@ -10,7 +10,7 @@ every body; request bodies are capped (``web.limits``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
@@ -28,6 +28,7 @@ from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
 from web.errors import error_responses, install_error_handlers
 from web.history import history_router
+from web.hosts import LoopbackHosts
 from web.limits import MAX_BODY_BYTES, BodyLimit
 from web.logs import install_log_routes
 from web.metrics import install_metrics
@@ -94,12 +95,15 @@ def create_app(
     metrics: MetricsSource | None = None,
     alerts: AlertControl | None = None,
     canary: CanaryControl | None = None,
+    allowed_hosts: Collection[str] | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
     ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
     may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
     stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
+    ``allowed_hosts`` (a loopback listener's): besides loopback names, the ``Host`` names
+    served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -134,6 +138,8 @@ def create_app(
 
     # Added last, so outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    if allowed_hosts is not None:  # outermost: a rebound name is refused before anything runs
+        app.add_middleware(LoopbackHosts, allowed=allowed_hosts)
     install_error_handlers(app)
     if metrics is not None:
         install_metrics(app, metrics)

@@ -74,7 +74,7 @@ class Output:
         Scripts reading the JSON get a document when it matters most; people get one line.
         """
         if self.json_mode:
-            self.emit_json({"overall": "unknown", "error": message, "cards": [], "checks": []})
+            self.emit_json(unknown_document(message))
         self.fail(message, EXIT_UNKNOWN, document=False)
 
     def fail(self, message: str, code: int = EXIT_FAILED, document: bool = True) -> NoReturn:
@@ -85,9 +85,19 @@ class Output:
         """
         first = message.strip().splitlines()[0] if message.strip() else "failed"
         if self.json_mode and document:
-            self.emit_json({"error": first, "exit_code": code})
+            self.emit_json(error_document(first, code))
         self.err.print(f"fleetctl: {first}", markup=False)
         raise typer.Exit(code)
+
+
+def unknown_document(message: str) -> dict[str, Any]:
+    """What ``--json`` prints when a monitoring command ends UNKNOWN (3)."""
+    return {"overall": "unknown", "error": message, "cards": [], "checks": []}
+
+
+def error_document(message: str, code: int) -> dict[str, Any]:
+    """What ``--json`` prints when any other command fails."""
+    return {"error": message, "exit_code": code}
 
 
 def severity_cell(severity: str) -> Text:

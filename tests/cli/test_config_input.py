@@ -88,6 +88,7 @@ def test_a_store_url_that_parses_but_cannot_connect_names_where_it_was_set(
     config = write_config(
         tmp_path / "fleet.toml", f'[store]\nurl = "{url}"\n' if in_file else "[rig]\n"
     )
+    config.chmod(0o600)  # it holds a password: readable by others it would also get a warning
     env = {key: value for key, value in os.environ.items() if key != "CMPFLEET_STORE_URL"}
     if not in_file:
         env["CMPFLEET_STORE_URL"] = url

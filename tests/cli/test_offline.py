@@ -40,3 +40,15 @@ def test_usage_errors_are_one_line_and_unknown_for_monitoring_commands() -> None
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("fleetctl: ")
+
+
+def test_usage_errors_under_json_still_print_one_document() -> None:
+    for args in (["--json", "status", "--bogus"], ["check", "--bogus", "--json"]):
+        result = run_fleetctl(*args)
+        assert result.returncode == 3, args
+        assert json.loads(result.stdout)["overall"] == "unknown"
+        assert "No such option: --bogus" in json.loads(result.stdout)["error"]
+    result = run_fleetctl("events", "--limit", "0", "--json")
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["exit_code"] == 2
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -79,6 +79,10 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         ),
         ('[web]\nlisten = "8170"\n', "web.listen: expected HOST:PORT"),
         (
+            '[web]\nallowed_hosts = ["rig.example:443"]\n',
+            "web.allowed_hosts: expected host names without port or scheme, got 'rig.example:443'",
+        ),
+        (
             '[[alerts.webhooks]]\nurl = "http://x"\nformat = "teams"\n',
             "alerts.webhooks[0].format: Input should be",
         ),
@@ -93,6 +97,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         "interval-too-short",
         "out-of-range",
         "bad-listen",
+        "bad-allowed-host",
         "bad-enum-in-list",
         "bad-xid-key",
         "syntax",

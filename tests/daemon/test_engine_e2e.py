@@ -218,6 +218,21 @@ def test_stop_on_exit_and_a_second_signal_exits_at_once(
     assert psutil.pid_exists(int(engine_pid))  # type: ignore[call-overload]
 
 
+def test_stop_on_exit_stops_a_willing_engine_before_fleetd_exits(
+    tmp_path: Path, daemons: list[Fleetd]
+) -> None:
+    scenario = healthy_with_engine(tmp_path / "quick.toml", "\n[engine]\nready_after_s = 0.5\n")
+    config = fast_config(tmp_path)
+    config.write_text(config.read_text().replace("[serving]\n", "[serving]\nstop_on_exit = true\n"))
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=str(scenario), config=config)
+    daemons.append(daemon)
+    wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
+    engine = psutil.Process(int(serving(daemon)["pid"]))  # type: ignore[call-overload]
+    assert daemon.stop(signal.SIGTERM) == 0
+    assert not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE
+    assert "fleetd is shutting down (stop_on_exit)" in daemon.log()
+
+
 def test_a_stop_that_does_not_take_is_failed_and_kills_nothing(
     tmp_path: Path, daemons: list[Fleetd]
 ) -> None:

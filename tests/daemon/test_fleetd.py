@@ -189,9 +189,13 @@ def test_simulated_reboot_is_a_new_boot_and_clears_the_latch(
         10,
         "caps re-applied",
     )
-    assert any(
-        "power cap 180 W applied" in e["message"]
-        for e in daemon.get("/api/v1/events?limit=100").json()
+    wait_until(  # the event reaches the store through the writer's queue, a moment later
+        lambda: any(
+            "power cap 180 W applied" in e["message"]
+            for e in daemon.get("/api/v1/events?limit=100").json()
+        ),
+        10,
+        "the cap event",
     )
 
 
@@ -233,9 +237,9 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
         tmp_path, tmp_path / "state", simulate=str(scenario), config=config, notify=False
     )
     daemons.append(daemon)
-    no_data_yet = run_fleetctl("--url", daemon.url, "status", "--json")
-    assert no_data_yet.returncode == 3, no_data_yet.stdout
-    assert json.loads(no_data_yet.stdout)["overall"] == "unknown"
+    # No data yet: overall unknown (fleetctl maps it to exit 3, see test_store_health; its
+    # start-up is too slow on a loaded machine to be sure of landing in this window).
+    assert daemon.get("/api/v1/status").json()["overall"] == "unknown"
     wait_until(
         lambda: daemon.get("/api/v1/status").json()["overall"] != "unknown", 60, "a first poll"
     )

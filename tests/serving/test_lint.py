@@ -509,7 +509,7 @@ def test_fleetctl_recipe_lint_exit_codes_and_findings(case: str, tmp_path: Path)
     path = tmp_path / "recipe.toml"
     path.write_text(text)
     first = run_fleetctl("--json", "recipe", "lint", str(path))
-    assert first.returncode == code, first.stdout + first.stderr
+    assert (first.returncode, first.stderr) == (code, ""), first.stdout
     findings = json.loads(first.stdout)
     assert [(f["rule"], f["severity"], f["key"]) for f in findings] == expected
     for finding in findings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -175,3 +176,14 @@ def test_fleetd_stops_promptly_with_a_stream_open(tmp_path: Path) -> None:
             assert time.monotonic() - began < 5, "fleetd waited on the open stream"
     finally:
         stop_all([daemon])
+
+
+def test_a_rebound_host_name_is_refused_on_loopback(fleetd: Fleetd) -> None:
+    """DNS rebinding: a page on evil.example re-pointed at 127.0.0.1 gets nothing."""
+    rebound = httpx.get(fleetd.url + "/api/v1/status", headers={"Host": "evil.example:8170"})
+    assert rebound.status_code == 403
+    assert rebound.json()["code"] == "host_not_allowed"
+    own = httpx.get(fleetd.url + "/api/v1/status", headers={"Host": socket.gethostname()})
+    assert own.status_code == 200
+    local = httpx.get(fleetd.url + "/healthz", headers={"Host": "localhost:8170"})
+    assert local.status_code == 200
