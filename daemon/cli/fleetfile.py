@@ -7,6 +7,7 @@ person fixing a fleet of twenty rigs sees at once which entry is wrong. A relati
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -90,8 +91,11 @@ def _check_url(where: str, url: str) -> None:
 
 def resolve_rig(name: str, path: Path | None = None) -> Rig:
     """One rig of the fleet file, by name."""
+    path = path or default_fleet_file()
     rigs = {rig.name: rig for rig in load_fleet(path)}
     if name not in rigs:
         known = ", ".join(sorted(rigs)) or "none"
-        raise FleetFileError(f"no rig {name!r} in the fleet file (known: {known})")
+        close = difflib.get_close_matches(name, list(rigs), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise FleetFileError(f"{path}: no rig {name!r} ({hint}known: {known})")
     return rigs[name]

@@ -33,12 +33,20 @@ def run_live(console: Console, frame: Callable[[], RenderableType], interval_s: 
         console.print(frame())
         return
     quit_event = threading.Event()
-    with (
-        _keys_quit(quit_event),
-        Live(frame(), console=console, screen=True, auto_refresh=False) as live,
-    ):
-        while not quit_event.wait(interval_s):
-            live.update(frame(), refresh=True)
+    try:
+        with (
+            _keys_quit(quit_event),
+            Live(frame(), console=console, screen=True, auto_refresh=False) as live,
+        ):
+            while not quit_event.wait(interval_s):
+                live.update(frame(), refresh=True)
+    finally:
+        # Ctrl-C can land inside Live's __enter__, after it switched to the alternate screen
+        # and hid the cursor but before the with block owned it: then no __exit__ undoes that,
+        # and the shell would come back on a blank screen with no cursor.
+        if console.is_alt_screen:
+            console.set_alt_screen(False)
+            console.show_cursor(True)
 
 
 @contextlib.contextmanager

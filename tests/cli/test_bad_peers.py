@@ -7,6 +7,7 @@ still one JSON document on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from typing import IO
 import pytest
 
 from tests.support.cli import one_clean_line, run_fleetctl
+from tests.support.terminal import read_until, spawn_in_pty
 
 EXIT_INTERRUPTED = 130
 REBOOT_DELAY_S = 3.0
@@ -327,3 +329,35 @@ def _wait_for_request(peer: Peer, path: str, timeout_s: float) -> None:
     while not any(seen.startswith(path) for seen in list(asked)):
         assert time.monotonic() < deadline, f"no request for {path} within {timeout_s} s"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("args", "drawn"),
+    [(["top"], b"engine"), (["canary", "run"], b"canaries running on the engine")],
+    ids=["top", "canary-run-progress"],
+)
+def test_ctrl_c_in_a_terminal_leaves_it_clean(
+    peers: dict[str, Peer], args: list[str], drawn: bytes
+) -> None:
+    """Full screen or a live progress line: Ctrl-C gives 130, no traceback, the screen back."""
+    argv = [sys.executable, "-m", "daemon.fleetctl", "--url", peers["slow-fleetd"].url, *args]
+    process, master = spawn_in_pty(argv)
+    seen = bytearray()
+    try:
+        read_until(master, drawn, 20, seen=seen)
+        process.send_signal(signal.SIGINT)
+        # Keep reading while it exits: a full terminal buffer would block its last writes.
+        with contextlib.suppress(AssertionError):  # ends when the terminal closes
+            read_until(master, b"\x00never drawn\x00", 10, seen=seen)
+        assert process.wait(5) == EXIT_INTERRUPTED
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(master)
+    assert b"Traceback" not in seen
+    if args == ["top"]:
+        assert b"\x1b[?1049l" in seen  # the alternate screen was left
+        assert b"\x1b[?25h" in seen  # and the cursor shown again
+    else:
+        assert b"stopped waiting: fleetd finishes the canary round" in seen

@@ -112,7 +112,13 @@ def test_rig_picks_one_rig_of_the_fleet_file(two_rigs: TwoRigs, tmp_path: Path) 
     assert json.loads(bravo.stdout)["overall"] == "critical"
     nosuch = run_fleetctl("--fleet", str(fleet), "--rig", "charlie", "status")
     assert nosuch.returncode == 3
-    assert nosuch.stderr == "fleetctl: no rig 'charlie' in the fleet file (known: alpha, bravo)\n"
+    assert nosuch.stderr == f"fleetctl: {fleet}: no rig 'charlie' (known: alpha, bravo)\n"
+    typo = run_fleetctl("--fleet", str(fleet), "--rig", "bravoo", "status")
+    assert typo.returncode == 3
+    assert (
+        typo.stderr
+        == f"fleetctl: {fleet}: no rig 'bravoo' (did you mean 'bravo'? known: alpha, bravo)\n"
+    )
 
 
 # test_token's loopback peer, here always wanting a token (401 until a request has one).
