@@ -146,7 +146,7 @@ def invalidate_rendered(app: FastAPI) -> None:
     rendered_documents(app).invalidate()
 
 
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+NON_MUTATING_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class InvalidateOnMutation:
@@ -162,7 +162,7 @@ class InvalidateOnMutation:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on; invalidate when a non-read request's response starts."""
-        if scope["type"] != "http" or scope["method"] in READ_METHODS:
+        if scope["type"] != "http" or scope["method"] in NON_MUTATING_METHODS:
             await self.app(scope, receive, send)
             return
 
