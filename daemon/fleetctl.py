@@ -65,9 +65,17 @@ def _run() -> int:
 
     click = _click_exceptions()
     try:
-        code = app(standalone_mode=False)
-    except click.NoArgsIsHelpError:
-        return EXIT_USAGE  # the help was printed; a script still sees a usage error
+        code = app(standalone_mode=False, prog_name="fleetctl")
+    except click.NoArgsIsHelpError as exc:
+        # A person gets the help (on stderr: it is no answer); a script (--json) its document.
+        if "--json" not in sys.argv[1:]:
+            exc.show()
+            return EXIT_USAGE
+        path = exc.ctx.command_path if exc.ctx else "fleetctl"
+        message = f"{path} needs a command (see {path} --help)"
+        _failure_document(sys.argv[1:], message, EXIT_USAGE)
+        sys.stderr.write(f"fleetctl: {message}\n")
+        return EXIT_USAGE
     except click.UsageError as exc:
         hint = (
             f" (see fleetctl {exc.ctx.command_path.split(' ', 1)[1]} --help)"

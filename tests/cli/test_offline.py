@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from tests.support.cli import run_fleetctl
 
 
@@ -52,3 +54,17 @@ def test_usage_errors_under_json_still_print_one_document() -> None:
     assert result.returncode == 2
     assert json.loads(result.stdout)["exit_code"] == 2
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("group", [[], ["canary"], ["xid"], ["recipe"], ["fleet"], ["caps"]])
+def test_a_group_without_its_command_shows_its_help_and_exits_2(group: list[str]) -> None:
+    shown = run_fleetctl(*group)
+    assert shown.returncode == 2
+    assert shown.stdout == ""
+    assert shown.stderr.startswith(f"Usage: {' '.join(['fleetctl', *group])} [OPTIONS] COMMAND")
+    scripted = run_fleetctl("--json", *group)
+    assert scripted.returncode == 2
+    document = json.loads(scripted.stdout)
+    assert document["exit_code"] == 2
+    assert "command" in document["error"].lower()  # "needs a command" / "Missing command."
+    assert len(scripted.stderr.strip().splitlines()) == 1
