@@ -28,7 +28,6 @@ from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
-from daemon.loopback import is_loopback
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -49,6 +48,7 @@ from recovery.decisions import Start
 from recovery.executors import describe
 from serving.recipe.recipe import Recipe
 from web.app import create_app
+from web.loopback import is_loopback
 from web.metrics_model import DurationHistogram
 
 log = logging.getLogger("fleetd")

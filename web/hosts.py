@@ -11,11 +11,12 @@ A request without ``Host`` (an HTTP/1.0 tool) is no browser and passes.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Collection
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from web.loopback import is_loopback
 
 
 def host_name(header: str) -> str:
@@ -24,16 +25,6 @@ def host_name(header: str) -> str:
     if value.startswith("["):
         return value[1 : value.find("]")] if "]" in value else value[1:]
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-def is_loopback_name(name: str) -> bool:
-    """``localhost`` (and its subdomains, RFC 6761) or a loopback address."""
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 class LoopbackHosts:
@@ -46,7 +37,7 @@ class LoopbackHosts:
     def allows(self, header: str) -> bool:
         """True for loopback names, this machine's own and the allowed ones."""
         name = host_name(header)
-        return is_loopback_name(name) or name in self.allowed
+        return is_loopback(name) or name in self.allowed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass requests addressed to this machine; refuse the rest before any route runs."""

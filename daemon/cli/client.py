@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 
 from daemon.config import DEFAULT_STATE_DIR
-from daemon.loopback import is_loopback
 from daemon.statedir import StateDir
+from web.loopback import is_loopback
 
 
 class ClientError(Exception):

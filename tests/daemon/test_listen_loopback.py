@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from daemon.apiserver import split_listen
-from daemon.loopback import is_loopback
+from web.loopback import is_loopback
 
 
 @pytest.mark.parametrize(

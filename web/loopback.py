@@ -1,7 +1,9 @@
-"""Is a host this machine? One answer for the listener and for fleetctl's token.
+"""Is a host this machine? One answer for the listener, its Host check and fleetctl's token.
 
-Both sides trust loopback: fleetd serves reads without the token only on a loopback
-listener, and fleetctl offers the local state dir's token only to a loopback URL. A wrong
+All three trust loopback: fleetd serves reads without the token only on a loopback
+listener, which answers only to loopback ``Host`` names (``web.hosts``), and fleetctl
+offers the local state dir's token only to a loopback URL. It lives in ``web`` (the lower
+layer) so the daemon and the web app share it. A wrong
 "yes" opens the API to the network or sends the token to another machine, so the address
 is parsed, never judged by how its text starts.
 """
