@@ -16,6 +16,7 @@ from typing import Any, Protocol, overload
 from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
 from daemon.history import history_document
+from daemon.host_watch import HostWatch
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from daemon.xidpath import FollowerThread
@@ -131,6 +132,7 @@ class DaemonServices:
         canaries: CanaryControl | None = None,
         recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
+        host_watch: HostWatch | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -144,6 +146,7 @@ class DaemonServices:
         self.canaries = canaries
         self._recovery = recovery
         self._rig = rig or RigProfile()
+        self._host_watch = host_watch
         self._started_at = datetime.now(UTC)
 
     @property
@@ -251,6 +254,8 @@ class DaemonServices:
                 worst = Severity.WARNING
             # Judged on fresh data only: an old picture is no verdict (rig.stale_reason says why).
             doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
+        if self._host_watch is not None:  # the host truth: boot chain, module, bus, P2P
+            self._host_watch.add_to_status(doc)
         doc["serving"] = serving
         doc["recovery"] = recovery.model_dump(exclude_unset=True)
         doc["canaries"] = (

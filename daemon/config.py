@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
 from serving.canary.settings import CanarySettings
@@ -179,6 +180,8 @@ class Settings(_Section):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     canary: CanarySettings = Field(default_factory=CanarySettings)
     xid: dict[str, XidOverride] = Field(default_factory=dict)
+    # The host baseline's pins (any key wins over the recorded baseline) and its knob.
+    host: HostBaseline = Field(default_factory=HostBaseline)
 
     @field_validator("xid")
     @classmethod
@@ -287,7 +290,7 @@ def _env_value(raw: str) -> Any:
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``CMPFLEET_POLL_INTERVAL_S=1`` -> ``{"poll": {"interval_s": 1}}``."""
-    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary")
+    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary", "host")
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX):

@@ -120,6 +120,8 @@ class EngineService:
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
         self._gate = gate
+        # Other users of the cards that bar a start while they run (the memory test).
+        self.start_blockers: list[Callable[[], Refusal | None]] = []
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
@@ -162,6 +164,7 @@ class EngineService:
         """Why the engine must not start now (blocking) and what to warn about."""
         # The recovery policy's start gate: the latch, critical checks, the CUDA probe.
         refusals = [Refusal(code, message) for code, message in self._gate(True)]
+        refusals += [r for blocker in self.start_blockers if (r := blocker()) is not None]
         for finding in lint_recipe(self.recipe, host_checks=False):
             if finding.severity == "error":
                 refusals.append(Refusal("lint", finding.line()))

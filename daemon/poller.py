@@ -16,6 +16,7 @@ from functools import partial
 
 from daemon.caps import CapKeeper
 from daemon.config import Settings
+from daemon.host_watch import HostWatch
 from daemon.monitor import RigMonitor
 from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter
@@ -58,6 +59,7 @@ class RigPoller:
         on_polled: Callable[[], None],
         record_metrics: Callable[[], None] | None = None,
         extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
+        host_watch: HostWatch | None = None,
     ) -> None:
         self._settings = settings
         self._host = host
@@ -71,6 +73,7 @@ class RigPoller:
         self._on_polled = on_polled
         self._record_metrics = record_metrics
         self._extra_checks = extra_checks
+        self._host_watch = host_watch
         self._listeners: list[SnapshotListener] = []
         self._store_severity = Severity.OK
         self._error_logged: str | None = None
@@ -127,6 +130,7 @@ class RigPoller:
             own_pids = self._own_gpu_pids()
             self._holders = [h for h in self._host.device_holders() if h.pid not in own_pids]
             self._holders_at_s = now_s
+        host = None if self._host_watch is None else self._host_watch.on_poll(snapshot)
         results = run_checks(
             CheckInput(
                 samples=window,
@@ -135,6 +139,7 @@ class RigPoller:
                 xids=self._monitor.xids(),
                 holders=self._holders,
                 kernel_module_version=self._kernel_module_version,
+                **({} if host is None else host.check_fields()),
             )
         )
         results.append(self._follower.health.result())  # the daemon's own kernel_log check

@@ -27,7 +27,9 @@ from daemon.bringup import BringUp
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
+from daemon.diag_service import build_diag
 from daemon.engine_service import EngineService
+from daemon.host_watch import build_host_watch
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -162,6 +164,10 @@ class Daemon:
         self.canaries: CanaryService | None = None
         if self.engine is not None:
             self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
+        self.host_watch = build_host_watch(
+            host, settings, state_dir, self.writer, self.store, recipe
+        )
+        self.diag = build_diag(self.store, self.monitor, host, self.engine)
         self.services = DaemonServices(
             self.store,
             self.monitor,
@@ -175,6 +181,7 @@ class Daemon:
             recovery=self.recovery,
             canaries=self.canaries,
             rig=self.settings.rig,
+            host_watch=self.host_watch,
         )
         self.poller = RigPoller(
             settings,
@@ -188,7 +195,8 @@ class Daemon:
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
-            extra_checks=None if self.canaries is None else self._canary_checks,
+            extra_checks=self._daemon_checks,
+            host_watch=self.host_watch,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()
@@ -222,9 +230,10 @@ class Daemon:
             return None  # every request needs the token there: no rebinding to fear
         return [socket.gethostname(), *self.settings.web.allowed_hosts]
 
-    def _canary_checks(self) -> list[CheckResult]:
-        """Each poll's ``engine_output`` check (only built with an engine)."""
-        return [] if self.canaries is None else [self.canaries.check_result()]
+    def _daemon_checks(self) -> list[CheckResult]:
+        """Each poll's ``engine_output`` (with an engine) and ``memtest`` checks."""
+        canaries = [] if self.canaries is None else [self.canaries.check_result()]
+        return [*canaries, *self.diag.check_results()]
 
     def _kernel_log_changed(self) -> None:
         """The follower went down or came back: status says so now, not at the next poll."""
@@ -259,6 +268,7 @@ class Daemon:
         """
         track_boot(self.store, boot_id)
         self.monitor.new_boot(boot_id)
+        self.host_watch.new_boot()
         self.recovery.new_boot()
         self.follower.start()
         self.recovery.submit(lambda: self._bring_up_now(boot_id))
@@ -318,6 +328,7 @@ class Daemon:
                 alerts=self.alerts,
                 canary=self.canaries,
                 allowed_hosts=self._allowed_hosts(),
+                diag=self.diag,
             )
         )
         rebooted = track_boot(self.store, self.monitor.view().boot_id)

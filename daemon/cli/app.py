@@ -17,6 +17,7 @@ from daemon.cli import (
     cmd_canary,
     cmd_check,
     cmd_daemon,
+    cmd_diag,
     cmd_fleet,
     cmd_init,
     cmd_recovery,
@@ -56,6 +57,7 @@ canary_app = typer.Typer(
 )
 app.add_typer(canary_app, name="canary")
 app.add_typer(cmd_fleet.fleet_app, name="fleet")
+app.add_typer(cmd_diag.diag_app, name="diag")
 alerts_app = typer.Typer(
     help="Recent alerts and their delivery; `alerts test` sends a test alert.",
     rich_markup_mode=HELP_MARKUP,

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from hwcheck.checks import CheckInput, run_checks
+from hwcheck.hostfacts.baseline import HostBaseline
+from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
 from hwcheck.model import (
     NVIDIA_VENDOR_ID,
     CheckResult,
@@ -73,6 +75,10 @@ def make_card(index: int = 0, **overrides: Any) -> GpuSnapshot:
         persistence_mode=True,
         fan_speed_pct=None,
         recovery_action=0,
+        bar1_total_mib=65_536,
+        sm_clock_max_mhz=1_410,
+        memory_clock_max_mhz=1_728,
+        pcie_replay_count=0,
     )
     return replace(card, **overrides)
 
@@ -152,18 +158,31 @@ def make_input(
     pci_devices: Sequence[PciDevice] | None = None,
     xids: Sequence[ClassifiedXid] = (),
     holders: Sequence[DeviceHolder] = (),
+    host: HostFacts | Literal["healthy"] | None = "healthy",
+    baseline: HostBaseline | None = None,
+    pcie_counters: Sequence[PcieCounterSample] = (),
+    tensor_parallel_size: int = 1,
 ) -> CheckInput:
-    """A CheckInput over a healthy 4-card rig unless told otherwise.
+    """A CheckInput over a healthy 4-card rig on a healthy patched host unless told otherwise.
 
-    ``pci_devices`` defaults to the cards of the last sample (all on the bus).
+    ``pci_devices`` defaults to the cards of the last sample (all on the bus); ``host``
+    and ``baseline`` to the healthy host of ``tests.hwcheck.hosts`` for that many cards
+    (``host=None``: host facts not read).
     """
+    from tests.hwcheck.hosts import make_baseline, make_host
+
     chosen = list(samples) if samples is not None else [make_rig()]
+    count = max(len(chosen[-1].cards), 1)
     return CheckInput(
         samples=chosen,
         profile=profile if profile is not None else RigProfile(card_count=4),
         pci_devices=pci_devices if pci_devices is not None else pci_for(chosen[-1].cards),
         xids=xids,
         holders=holders,
+        host=make_host(count) if host == "healthy" else host,
+        baseline=baseline if baseline is not None else make_baseline(count),
+        pcie_counters=pcie_counters,
+        tensor_parallel_size=tensor_parallel_size,
     )
 
 

@@ -14,6 +14,15 @@ CONTRACT_CHECK_IDS = frozenset(
         "persistence_mode",
         "driver_version",
         "foreign_gpu_processes",
+        # host truth, judged against the baseline fleetctl init records
+        "host_kernel",
+        "kernel_cmdline",
+        "driver_module",
+        "bar1",
+        "p2p",
+        "vbios",
+        "clocks",
+        "pcie_errors",
     }
 )
 
