@@ -13,7 +13,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -211,11 +211,14 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 def _did_you_mean(loc: tuple[int | str, ...]) -> str:
     """`` (did you mean 'power_cap_w'?)`` for a misspelt key, from the section's own fields."""
     model: type[BaseModel] | None = Settings
+    keyed = False  # the part after a table of tables ([host.cards."<address>"]) is its key
     for part in loc[:-1]:
-        if isinstance(part, int):
-            continue  # an item of a list of tables: same model
+        if isinstance(part, int) or keyed:
+            keyed = False
+            continue  # an item of a list of tables, or a key of a table of tables: same model
         field = model.model_fields.get(part) if model is not None else None
         model = _model_in(field.annotation) if field is not None else None
+        keyed = field is not None and get_origin(field.annotation) is dict
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)

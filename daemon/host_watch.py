@@ -40,7 +40,7 @@ from hwcheck.hostfacts.baseline import (
 )
 from hwcheck.hostfacts.counters import counter_sample
 from hwcheck.hostfacts.document import add_card_bus_fields, host_document
-from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
+from hwcheck.hostfacts.model import DeviceAer, HostFacts, PcieCounterSample
 from hwcheck.model import EventKind, RigSnapshot, Severity
 from serving.recipe.parallel import tensor_parallel_size
 from serving.recipe.recipe import Recipe
@@ -138,6 +138,11 @@ class HostWatch:
         with self._lock:
             recorded = self._state.recorded
         return merge_baseline(recorded, self._pins)
+
+    def aer_counters(self) -> tuple[DeviceAer, ...]:
+        """The AER counters last read (cards and the ports above them), for ``/metrics``."""
+        with self._lock:
+            return () if self._state.facts is None else self._state.facts.aer
 
     def add_to_status(self, document: dict[str, Any]) -> None:
         """The status document's ``host`` section and each card's bus facts."""

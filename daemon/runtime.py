@@ -208,6 +208,7 @@ class Daemon:
             self.latch_mirror,
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
+            pcie_aer=self.host_watch.aer_counters,
         )
 
     # -- helpers ----------------------------------------------------------------------

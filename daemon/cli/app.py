@@ -24,9 +24,11 @@ from daemon.cli import (
     cmd_serving,
     cmd_top,
     cmd_xid,
+    host_baseline,
 )
 from daemon.cli.client import ClientError, FleetClient, find_token, url_problem
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
+from daemon.cli.host_judging import local_state_dir
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_UNKNOWN, Output
 from daemon.cli.pipes import PipeSafeGroup
 from daemon.config import DEFAULT_CONFIG_PATH
@@ -213,10 +215,17 @@ def init(
         float, typer.Option("--power-cap-w", min=50, max=400, help="Cap to enforce.")
     ] = 180.0,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    show: Annotated[
+        bool, typer.Option("--show", help="Print the host baseline in force; write nothing.")
+    ] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Detect the cards and write a config recording today's baseline."""
+    """Detect the cards and write a config recording today's baseline (--show: print it)."""
     opts: GlobalOptions = ctx.obj
+    if show:
+        out = opts.output(json_mode)
+        raise typer.Exit(host_baseline.show(out, config, simulate, local_state_dir()))
     raise typer.Exit(cmd_init.run(opts.output(json_mode), output, simulate, power_cap_w, force))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from daemon.cli.host_baseline import host_table_text, record
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.config import DEFAULT_CONFIG_PATH
 from hwcheck.atomic import atomic_write
@@ -85,6 +86,7 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             with tempfile.TemporaryDirectory(prefix="cmpfleet-init-") as state_dir:
                 host = SimulatedRig(load_scenario(simulate), Path(state_dir)).host_sources()
                 snapshot = host.gpu.snapshot()
+                host_baseline = record(host, snapshot)
                 host.close()
         else:
             from hwcheck.realhost import real_host_sources
@@ -92,6 +94,7 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             host = real_host_sources()
             try:
                 snapshot = host.gpu.snapshot()
+                host_baseline = record(host, snapshot)
             finally:
                 host.close()
     except (BackendError, ScenarioError, SimStateError) as exc:
@@ -110,6 +113,8 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             EXIT_FAILED,
         )
     text = baseline_toml(snapshot, power_cap_w)
+    if host_baseline is not None:  # the host truth: boot chain, module, bus, P2P
+        text += "\n" + host_table_text(host_baseline)
     try:
         write_config(output, text)
     except OSError as exc:

@@ -48,12 +48,14 @@ def recorded_baseline(state_dir: Path) -> HostBaseline | None:
         return None
 
 
+def local_state_dir() -> Path:
+    """This machine's fleetd state dir (``$CMPFLEET_STATE_DIR``, else the default)."""
+    return Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
+
+
 def host_judging(settings: Settings, config: Path | None, *, simulated: bool) -> HostJudging:
     """The pins, the recorded baseline (real rigs only) and the TP size for one check."""
-    recorded = None
-    if not simulated:
-        state_dir = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
-        recorded = recorded_baseline(state_dir)
+    recorded = None if simulated else recorded_baseline(local_state_dir())
     return HostJudging(
         pins=settings.host,
         recorded=recorded,
