@@ -9,10 +9,12 @@ a CUDA context is exactly what must not be killed -9 (it can take the driver wit
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _LOG = logging.getLogger(__name__)
 TERM_GRACE_S = 2.0
@@ -47,3 +49,14 @@ def run_child(argv: Sequence[str], env: dict[str, str], timeout_s: float, what: 
             _LOG.warning("%s pid %d hangs in the driver; abandoned (never killed)", what, child.pid)
             out = ""
         return ChildRun(out or "", timed_out=True)
+
+
+def json_records(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects a child printed, one per line (anything else is skipped)."""
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            yield record

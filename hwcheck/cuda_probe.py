@@ -10,12 +10,11 @@ engine: the caller's job (the recovery executors run it only while the engine is
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
 
-from hwcheck.child_run import run_child
+from hwcheck.child_run import json_records, run_child
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 
 DEFAULT_TIMEOUT_S = 20.0
@@ -42,13 +41,7 @@ class SubprocessCudaProber:
 def parse_probe_output(text: str, cards: Sequence[int], timed_out: bool) -> tuple[CardProbe, ...]:
     """The child's JSON lines as results; cards it never reported are timed out or failed."""
     found: dict[int, CardProbe] = {}
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text):
         if "unavailable" in record:
             why = str(record["unavailable"])
             return tuple(CardProbe(card, ProbeOutcome.UNAVAILABLE, why) for card in cards)

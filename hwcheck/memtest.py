@@ -12,11 +12,10 @@ is the caller's to refuse (fleetd does, with exit 4 in fleetctl).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-from hwcheck.child_run import run_child
+from hwcheck.child_run import json_records, run_child
 from hwcheck.memtest_results import CardMemtest, MemtestOutcome
 
 BASE_TIMEOUT_S = 60.0  # context, allocation and teardown
@@ -30,13 +29,7 @@ def timeout_s(mib: int, base_s: float = BASE_TIMEOUT_S) -> float:
 
 def parse_child_output(text: str, card: int, timed_out: bool) -> CardMemtest:
     """The child's JSON line as a result; no line is a timeout or a failure to run."""
-    for line in reversed(text.splitlines()):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text):
         if "unavailable" in record:
             return CardMemtest(card, MemtestOutcome.UNAVAILABLE, error=str(record["unavailable"]))
         if record.get("card") == card:

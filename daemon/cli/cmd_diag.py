@@ -16,9 +16,10 @@ from rich.text import Text
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_FAILED, EXIT_REFUSED, Output
 from daemon.cli.waiting import answer_while_waiting, show_elapsed
+from hwcheck.memtest import timeout_s
 
-# Long enough for 8 cards of 64 GiB on Gen2 x4 (the daemon bounds each card itself).
-RUN_TIMEOUT_S = 4 * 3600.0
+# fleetd bounds each card's test itself; fleetctl waits for the most cards a rig has.
+MAX_CARDS = 16
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "timed_out": "bold red"}
 
 diag_app = typer.Typer(
@@ -50,7 +51,8 @@ def _row(card: dict[str, Any]) -> list[str | Text]:
 
 def run_memtest(out: Output, client: FleetClient, card: int | None, gib: float) -> int:
     """Ask fleetd to run the memory test, wait for it, print each card's result."""
-    client = dataclasses.replace(client, timeout_s=max(client.timeout_s, RUN_TIMEOUT_S))
+    wait_s = MAX_CARDS * timeout_s(int(gib * 1024)) + 60
+    client = dataclasses.replace(client, timeout_s=max(client.timeout_s, wait_s))
     body: dict[str, Any] = {"gib": gib} if card is None else {"gib": gib, "card": card}
     try:
         document: dict[str, Any] = answer_while_waiting(

@@ -8,8 +8,10 @@ critical; a card the driver does not report BAR1 for is not judged.
 
 from __future__ import annotations
 
-from hwcheck.checks.base import CheckInput, card_label, fmt_num
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.base import CheckInput, fmt_num
+from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.hostfacts.baseline import CardBaseline
+from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "bar1"
 REMEDY = (
@@ -19,33 +21,20 @@ REMEDY = (
 )
 
 
+def _judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
+    have, want = card.bar1_total_mib, base.bar1_mib
+    if have is None:
+        return ok("BAR1 n/a")
+    if want is not None and have < want:
+        return (
+            Severity.CRITICAL,
+            f"BAR1 {fmt_num(have, 'MiB')}, baseline {fmt_num(want, 'MiB')}: the 64 GB BAR1 is "
+            "gone: the bridge-window patch or kernel arguments are missing",
+            REMEDY,
+        )
+    return ok(f"BAR1 {fmt_num(have, 'MiB')}")
+
+
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
-    if inp.host is None:
-        return []
-    results: list[CheckResult] = []
-    for card in inp.live_cards():
-        label = card_label(card)
-        have = card.bar1_total_mib
-        want = inp.baseline.card(card.pci_bus_id).bar1_mib
-        if have is None:
-            results.append(CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: BAR1 n/a"))
-        elif want is not None and have < want:
-            results.append(
-                CheckResult(
-                    CHECK_ID,
-                    card.index,
-                    Severity.CRITICAL,
-                    f"{label}: BAR1 {fmt_num(have, 'MiB')}, baseline {fmt_num(want, 'MiB')}: "
-                    "the 64 GB BAR1 is gone: the bridge-window patch or kernel arguments "
-                    "are missing",
-                    REMEDY,
-                )
-            )
-        else:
-            results.append(
-                CheckResult(
-                    CHECK_ID, card.index, Severity.OK, f"{label}: BAR1 {fmt_num(have, 'MiB')}"
-                )
-            )
-    return results
+    return judge_cards(inp, CHECK_ID, _judge)

@@ -7,8 +7,10 @@ baseline is a warning that says what it costs; never critical (the card works, s
 
 from __future__ import annotations
 
-from hwcheck.checks.base import CheckInput, card_label, fmt_num
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.base import CheckInput, fmt_num
+from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.hostfacts.baseline import CardBaseline
+from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "clocks"
 REMEDY = (
@@ -32,36 +34,23 @@ def bandwidth_cost(have_mhz: int | None, want_mhz: int | None) -> str | None:
     return _cost("memory", "memory bandwidth", have_mhz, want_mhz)
 
 
+def _judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
+    costs = [
+        cost
+        for cost in (
+            bandwidth_cost(card.memory_clock_max_mhz, base.memory_clock_max_mhz),
+            _cost("SM", "compute", card.sm_clock_max_mhz, base.sm_clock_max_mhz),
+        )
+        if cost
+    ]
+    if costs:
+        return Severity.WARNING, "; ".join(costs), REMEDY
+    return ok(
+        f"max clocks SM {fmt_num(card.sm_clock_max_mhz, 'MHz')}, "
+        f"memory {fmt_num(card.memory_clock_max_mhz, 'MHz')}"
+    )
+
+
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
-    if inp.host is None:
-        return []
-    results: list[CheckResult] = []
-    for card in inp.live_cards():
-        label = card_label(card)
-        base = inp.baseline.card(card.pci_bus_id)
-        costs = [
-            cost
-            for cost in (
-                bandwidth_cost(card.memory_clock_max_mhz, base.memory_clock_max_mhz),
-                _cost("SM", "compute", card.sm_clock_max_mhz, base.sm_clock_max_mhz),
-            )
-            if cost
-        ]
-        if costs:
-            results.append(
-                CheckResult(
-                    CHECK_ID, card.index, Severity.WARNING, f"{label}: {'; '.join(costs)}", REMEDY
-                )
-            )
-            continue
-        results.append(
-            CheckResult(
-                CHECK_ID,
-                card.index,
-                Severity.OK,
-                f"{label}: max clocks SM {fmt_num(card.sm_clock_max_mhz, 'MHz')}, "
-                f"memory {fmt_num(card.memory_clock_max_mhz, 'MHz')}",
-            )
-        )
-    return results
+    return judge_cards(inp, CHECK_ID, _judge)

@@ -9,9 +9,11 @@ pair is a warning; under tensor parallel (size above 1) it is critical.
 
 from __future__ import annotations
 
-from hwcheck.checks.base import CheckInput, card_label
-from hwcheck.hostfacts.model import P2pStatus
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.base import CheckInput
+from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.hostfacts.baseline import CardBaseline
+from hwcheck.hostfacts.model import HostFacts, P2pStatus
+from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "p2p"
 REMEDY = (
@@ -20,49 +22,40 @@ REMEDY = (
 )
 
 
+def _lost_peers(host: HostFacts, card: GpuSnapshot, was_ok: tuple[str, ...]) -> str:
+    """``not supported with 0000:21:00.0, ...``: the recorded peers P2P no longer reaches."""
+    lost: dict[P2pStatus, list[str]] = {}
+    for peer in was_ok:
+        status = host.p2p_status(card.pci_bus_id, peer)
+        if status is not None and status not in (P2pStatus.OK, P2pStatus.UNKNOWN):
+            lost.setdefault(status, []).append(peer)
+    return "; ".join(
+        f"{status.value.replace('_', ' ')} with {', '.join(peers)}"
+        for status, peers in lost.items()
+    )
+
+
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
     host = inp.host
     if host is None:
         return []
-    tensor_parallel = inp.tensor_parallel_size > 1
-    severity = Severity.CRITICAL if tensor_parallel else Severity.WARNING
-    results: list[CheckResult] = []
-    for card in inp.live_cards():
-        label = card_label(card)
-        was_ok = inp.baseline.card(card.pci_bus_id).p2p_ok
-        if was_ok is None:
-            results.append(
-                CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: no P2P baseline")
-            )
-            continue
-        lost: dict[P2pStatus, list[str]] = {}
-        for peer in was_ok:
-            status = host.p2p_status(card.pci_bus_id, peer)
-            if status is not None and status not in (P2pStatus.OK, P2pStatus.UNKNOWN):
-                lost.setdefault(status, []).append(peer)
-        if not lost:
-            ok = f"P2P read OK with {len(was_ok)} peers" if was_ok else "no P2P peers recorded"
-            results.append(CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: {ok}"))
-            continue
-        impact = (
-            f"the engine runs tensor parallel {inp.tensor_parallel_size}: its start would hang "
-            "at NCCL init"
-            if tensor_parallel
-            else "pipeline parallel copes through the host, tensor parallel would hang"
+    size = inp.tensor_parallel_size
+    severity = Severity.CRITICAL if size > 1 else Severity.WARNING
+    impact = (
+        f"the engine runs tensor parallel {size}: its start would hang at NCCL init"
+        if size > 1
+        else "pipeline parallel copes through the host, tensor parallel would hang"
+    )
+
+    def judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
+        if base.p2p_ok is None:
+            return ok("no P2P baseline")
+        lost = _lost_peers(host, card, base.p2p_ok)
+        if lost:
+            return severity, f"P2P read {lost} (OK at the baseline); {impact}", REMEDY
+        return ok(
+            f"P2P read OK with {len(base.p2p_ok)} peers" if base.p2p_ok else "no P2P peers recorded"
         )
-        results.append(
-            CheckResult(
-                CHECK_ID,
-                card.index,
-                severity,
-                f"{label}: P2P read "
-                + "; ".join(
-                    f"{status.value.replace('_', ' ')} with {', '.join(peers)}"
-                    for status, peers in lost.items()
-                )
-                + f" (OK at the baseline); {impact}",
-                REMEDY,
-            )
-        )
-    return results
+
+    return judge_cards(inp, CHECK_ID, judge)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hwcheck.checks.base import CheckInput, card_label, fmt_num
+from hwcheck.checks.base import CheckInput, fmt_num
+from hwcheck.checks.host_cards import Verdict, judge_cards, ok
 from hwcheck.hostfacts.counters import (
     CounterRate,
     aer_points,
@@ -47,8 +48,7 @@ def _climb(what: str, rate: CounterRate) -> str:
     )
 
 
-def _judge_card(inp: CheckInput, host: HostFacts, card: GpuSnapshot) -> CheckResult:
-    label = card_label(card)
+def _judge_card(inp: CheckInput, host: HostFacts, card: GpuSnapshot) -> Verdict:
     samples = inp.pcie_counters
     limit = inp.baseline.pcie_errors_warn_per_min
     bus = host.card(card.pci_bus_id)
@@ -68,34 +68,22 @@ def _judge_card(inp: CheckInput, host: HostFacts, card: GpuSnapshot) -> CheckRes
         if counts is not None and counts.fatal:
             plural = "s" if counts.fatal != 1 else ""
             fatal.append(f"{where}{fmt_num(counts.fatal)} fatal AER error{plural} since boot")
+    where = f"card {card.index}"
     if fatal:
-        return CheckResult(
-            CHECK_ID,
-            card.index,
-            Severity.CRITICAL,
-            f"{label}: {'; '.join(fatal + climbing)}",
-            REMEDY_FATAL.format(where=f"card {card.index}"),
-        )
+        return Severity.CRITICAL, "; ".join(fatal + climbing), REMEDY_FATAL.format(where=where)
     if climbing:
-        return CheckResult(
-            CHECK_ID,
-            card.index,
-            Severity.WARNING,
-            f"{label}: {'; '.join(climbing)}",
-            REMEDY_RATE.format(where=f"card {card.index}"),
-        )
+        return Severity.WARNING, "; ".join(climbing), REMEDY_RATE.format(where=where)
     since_boot = (
         ""
         if card.pcie_replay_count is None
         else f" ({card.pcie_replay_count:,} replays since boot)"
     )
-    return CheckResult(
-        CHECK_ID, card.index, Severity.OK, f"{label}: no PCIe errors climbing{since_boot}"
-    )
+    return ok(f"no PCIe errors climbing{since_boot}")
 
 
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
-    if inp.host is None:
+    host = inp.host
+    if host is None:
         return []
-    return [_judge_card(inp, inp.host, card) for card in inp.live_cards()]
+    return judge_cards(inp, CHECK_ID, lambda card, _base: _judge_card(inp, host, card))

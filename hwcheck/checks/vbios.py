@@ -8,37 +8,28 @@ clocks show it; it is never critical (the card works, slower).
 
 from __future__ import annotations
 
-from hwcheck.checks.base import CheckInput, card_label
+from hwcheck.checks.base import CheckInput
 from hwcheck.checks.clocks import bandwidth_cost
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.hostfacts.baseline import CardBaseline
+from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "vbios"
 
 
+def _judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
+    have, want = card.vbios_version, base.vbios
+    if have is None or want is None or have == want:
+        return ok(f"VBIOS {have or 'n/a'}")
+    cost = bandwidth_cost(card.memory_clock_max_mhz, base.memory_clock_max_mhz)
+    return (
+        Severity.WARNING,
+        f"VBIOS {have}, not the baseline {want}" + (f"; {cost}" if cost else ""),
+        f"flash the baseline VBIOS {want} back (nvflash), or if {have} is meant record it: "
+        f'[host.cards."{card.pci_bus_id}"] vbios = "{have}"',
+    )
+
+
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
-    if inp.host is None:
-        return []
-    results: list[CheckResult] = []
-    for card in inp.live_cards():
-        label = card_label(card)
-        base = inp.baseline.card(card.pci_bus_id)
-        have, want = card.vbios_version, base.vbios
-        if have is None or want is None or have == want:
-            shown = have or "n/a"
-            results.append(
-                CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: VBIOS {shown}")
-            )
-            continue
-        cost = bandwidth_cost(card.memory_clock_max_mhz, base.memory_clock_max_mhz)
-        results.append(
-            CheckResult(
-                CHECK_ID,
-                card.index,
-                Severity.WARNING,
-                f"{label}: VBIOS {have}, not the baseline {want}" + (f"; {cost}" if cost else ""),
-                f"flash the baseline VBIOS {want} back (nvflash), or if {have} is meant record "
-                f'it: [host.cards."{card.pci_bus_id}"] vbios = "{have}"',
-            )
-        )
-    return results
+    return judge_cards(inp, CHECK_ID, _judge)

@@ -19,15 +19,13 @@ reader takes ``root`` so tests point it at a recorded tree.
 from __future__ import annotations
 
 import fnmatch
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hwcheck.hostfacts.cmdline import split_cmdline, without_bootloader_args
 from hwcheck.hostfacts.model import BootEntry
-
-_LOG = logging.getLogger(__name__)
+from hwcheck.textfile import read_text
 
 GRUBENV_PATHS = ("boot/grub2/grubenv", "boot/grub/grubenv")
 GRUB_CFG_PATHS = ("boot/grub/grub.cfg", "boot/grub2/grub.cfg")
@@ -38,17 +36,6 @@ LOADER_CONF_PATHS = (
     "efi/loader/loader.conf",
 )
 _KERNEL_PREFIXES = ("vmlinuz-", "vmlinux-", "bzImage-", "kernel-")
-
-
-def read_text(path: Path) -> str | None:
-    """A file's text, None when absent or unreadable (logged once per call, not raised)."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        _LOG.warning("cannot read %s: %s", path, exc.strerror or exc)
-        return None
 
 
 def kernel_release(image_path: str) -> str | None:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 _LOG = logging.getLogger(__name__)
-GRUBBY_TIMEOUT_S = 10.0
+GRUBBY_TIMEOUT_S = 5.0  # it runs on fleetd's poll thread, once a minute
 
 
 def grubby_default_info(timeout_s: float = GRUBBY_TIMEOUT_S) -> str | None:

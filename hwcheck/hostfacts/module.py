@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hwcheck.hostfacts.bootloader import read_text
+from hwcheck.textfile import read_text
 
 MODULE_NAME = "nvidia"
 _MODULE_FILE = re.compile(rf"^{MODULE_NAME}\.ko(\.(xz|zst|gz))?$")

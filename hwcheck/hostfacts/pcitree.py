@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from hwcheck.hostfacts.bootloader import read_text
 from hwcheck.hostfacts.model import AerCounts, CardBus, DeviceAer, PciLink
 from hwcheck.model import normalize_pci_bus_id
+from hwcheck.textfile import read_text
 
 _PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 # ``current_link_speed``: "5.0 GT/s PCIe" (newer kernels), "5 GT/s" or "5.0 GT/s" (older).

@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hwcheck.hostfacts import module, pcitree
-from hwcheck.hostfacts.bootloader import default_boot_entry, read_text
+from hwcheck.hostfacts.bootloader import default_boot_entry
 from hwcheck.hostfacts.cmdline import split_cmdline
 from hwcheck.hostfacts.model import HostFacts, P2pPair
+from hwcheck.textfile import read_text
 
 P2pReader = Callable[[], tuple[P2pPair, ...]]
 

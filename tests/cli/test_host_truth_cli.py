@@ -9,17 +9,9 @@ from typing import Any
 
 from daemon.config import load_settings
 from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.contract import CONTRACT_HOST_CHECK_IDS
 
-HOST_CHECKS = {
-    "host_kernel",
-    "kernel_cmdline",
-    "driver_module",
-    "bar1",
-    "p2p",
-    "vbios",
-    "clocks",
-    "pcie_errors",
-}
+HOST_CHECKS = CONTRACT_HOST_CHECK_IDS
 
 
 def check(scenario: str, *args: str) -> tuple[int, dict[str, Any]]:

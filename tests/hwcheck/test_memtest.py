@@ -8,8 +8,6 @@ boundary is the production path: the child, its patterns and compare, the time l
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,20 +17,6 @@ from hwcheck import memtest_child
 from hwcheck.memtest import SubprocessMemtester, parse_child_output, timeout_s
 from hwcheck.memtest_child import Found, compare, pattern_value
 from hwcheck.memtest_results import CardMemtest, MemtestOutcome, run_on_cards
-
-SOURCE = Path(__file__).with_name("fake_libcuda.c")
-
-
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("cc")
-    if compiler is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("cc (Debian package gcc) is needed to build the fake libcuda")
-        pytest.skip("cc (Debian package gcc) is needed to build the fake libcuda")
-    library = tmp_path_factory.mktemp("cuda") / "libcuda.so.1"
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(SOURCE)], check=True)
-    return library
 
 
 def memtester(library: Path | str, mode: str, base_timeout_s: float = 60.0) -> SubprocessMemtester:
