@@ -62,6 +62,10 @@ class HostBaseline(_Table):
 
     recorded_at: str | None = None
     kernel_release: str | None = None
+    # The default boot entry when recorded (shown; host_kernel judges the entry against the
+    # running kernel, and kernel_cmdline its arguments against required_cmdline).
+    default_boot_kernel: str | None = None
+    boot_args: tuple[str, ...] | None = None
     required_cmdline: tuple[str, ...] | None = None
     module_path: str | None = None
     module_srcversion: str | None = None
@@ -115,9 +119,12 @@ def record_baseline(snapshot: RigSnapshot, facts: HostFacts, now: datetime) -> H
             uplink_width=None if bus is None or bus.uplink is None else bus.uplink.width,
             p2p_ok=tuple(sorted(peers)) if facts.p2p else None,
         )
+    boot = facts.default_boot
     return HostBaseline(
         recorded_at=now.isoformat(timespec="seconds"),
         kernel_release=facts.running_kernel,
+        default_boot_kernel=None if boot is None else boot.kernel,
+        boot_args=None if boot is None else boot.args,
         required_cmdline=None if facts.cmdline is None else required_args(facts.cmdline),
         module_path=facts.module_path,
         module_srcversion=facts.module_srcversion,

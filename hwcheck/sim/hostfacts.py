@@ -147,6 +147,12 @@ class SimulatedHostFacts:
         facts = HostFacts(
             running_kernel=healthy.kernel_release,
             cmdline=healthy.cmdline,
+            default_boot=BootEntry(
+                healthy.kernel_release,
+                without_bootloader_args(healthy.cmdline),
+                f"Simulated Linux {healthy.kernel_release}",
+                "simulated",
+            ),
             module_path=sim_module_path(healthy.kernel_release),
             module_srcversion=healthy.module_srcversion,
             registry_dwords=healthy.registry_dwords,

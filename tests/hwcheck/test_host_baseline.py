@@ -38,6 +38,9 @@ def test_recording_keeps_the_facts_a_rig_depends_on() -> None:
 
     assert baseline.recorded
     assert (baseline.kernel_release, baseline.required_cmdline) == (KERNEL, REQUIRED)
+    assert baseline.default_boot_kernel == KERNEL
+    assert baseline.boot_args is not None
+    assert "iommu=pt" in baseline.boot_args
     assert baseline.recorded_at == "2026-12-03T09:00:00+00:00"
     assert sorted(baseline.cards) == [bus_id(0), bus_id(1), bus_id(2)]  # a lost card: nothing
     card = baseline.card(bus_id(0))
