@@ -76,7 +76,8 @@ class HostInputs:
 class _State:
     facts: HostFacts | None = None
     facts_at_s: float = float("-inf")
-    recorded: HostBaseline | None = None
+    baseline: HostBaseline | None = None  # recorded with the pins (None: before loading)
+    facts_document: dict[str, Any] | None = None  # the status form of ``facts``
     counters: deque[PcieCounterSample] = field(default_factory=deque)
     baseline_checked: bool = False
 
@@ -119,6 +120,7 @@ class HostWatch:
         with self._lock:
             if due:
                 state.facts, state.facts_at_s = facts, now_s
+                state.facts_document = None
             replay = [(c.pci_bus_id, c.pcie_replay_count) for c in snapshot.cards if not c.lost]
             aer = () if facts is None else facts.aer
             state.counters.append(counter_sample(snapshot.monotonic_s, replay, aer))
@@ -136,8 +138,7 @@ class HostWatch:
     def baseline(self) -> HostBaseline:
         """The baseline in force: the recorded one with the config's pins winning."""
         with self._lock:
-            recorded = self._state.recorded
-        return merge_baseline(recorded, self._pins)
+            return self._state.baseline or self._pins
 
     def aer_counters(self) -> tuple[DeviceAer, ...]:
         """The AER counters last read (cards and the ports above them), for ``/metrics``."""
@@ -148,8 +149,12 @@ class HostWatch:
         """The status document's ``host`` section and each card's bus facts."""
         with self._lock:
             facts = self._state.facts
+            host = self._state.facts_document
+            if host is None:  # built once per read of the facts, not at every render
+                host = host_document(facts, self._state.baseline or self._pins, 1)
+                self._state.facts_document = host
         add_card_bus_fields(document.get("cards", []), facts)
-        document["host"] = host_document(facts, self.baseline(), self._tensor_parallel_size())
+        document["host"] = {**host, "tensor_parallel_size": self._tensor_parallel_size()}
 
     # -- reading and recording ----------------------------------------------------------
 
@@ -175,8 +180,10 @@ class HostWatch:
             return
         if recorded is None and not self._pins.recorded and snapshot.cards:
             recorded = self._record(snapshot, facts)
+        baseline = merge_baseline(recorded, self._pins)
         with self._lock:
-            self._state.recorded = recorded
+            self._state.baseline = baseline
+            self._state.facts_document = None
 
     def _record(self, snapshot: RigSnapshot, facts: HostFacts) -> HostBaseline | None:
         known_good = self._host.known_good_baseline
