@@ -173,9 +173,12 @@ def _patterns(lib: ctypes.CDLL, blocks: list[tuple[int, int]]) -> Found:
             _call(lib, lib.cuMemsetD32_v2(pointer, pattern_value(pattern, number), size // 4))
         _call(lib, lib.cuCtxSynchronize())
         base = 0
+        expected = b""
         for number, (pointer, size) in enumerate(blocks):
             _call(lib, lib.cuMemcpyDtoH_v2(view, pointer, size))
-            expected = struct.pack("<I", pattern_value(pattern, number)) * (size // 4)
+            word = struct.pack("<I", pattern_value(pattern, number))
+            if len(expected) != size or expected[:4] != word:  # built once per value and size
+                expected = word * (size // 4)
             compare(host if size == BLOCK_BYTES else host[:size], expected, base, pattern, found)
             base += size
     del view  # release the export before the bytearray goes

@@ -1,7 +1,7 @@
 """The NVML readings the readers may ask the gateway for, by name (no ``pynvml`` here).
 
-Split from ``hwcheck.nvml_gateway`` (which binds each to its ``pynvml`` function) so the
-list can grow without the gateway growing past one screenful of plumbing.
+Split from ``hwcheck.nvml_gateway``, which binds each to its ``pynvml`` function: the names
+need no NVML, and the gateway stays one module's worth of plumbing as calls are added.
 """
 
 from __future__ import annotations
