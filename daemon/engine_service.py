@@ -29,7 +29,7 @@ from hwcheck.model import EventKind, Severity
 from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.lint import lint_recipe
-from serving.recipe.masking import mask_argv, mask_spec
+from serving.recipe.masking import KnownSecrets, mask_argv, mask_spec
 from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.container_launcher import ContainerLauncher
@@ -108,6 +108,7 @@ class EngineService:
         advise: ExitAdvisor,
         gate: Callable[[bool], list[tuple[str, str]]],
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
+        known_secrets: KnownSecrets | None = None,
     ) -> None:
         self.recipe = recipe
         self._settings = settings
@@ -132,6 +133,7 @@ class EngineService:
             preflight=self.preflight,
             on_event=self._on_event,
             advise=advise,
+            known_secrets=known_secrets,
         )
 
     # -- the supervisor's hooks ---------------------------------------------------------

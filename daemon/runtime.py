@@ -27,6 +27,7 @@ from daemon.bringup import BringUp
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
+from daemon.config_secrets import config_secret_values
 from daemon.engine_service import EngineService
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
@@ -46,6 +47,7 @@ from hwcheck.model import CheckResult, EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from recovery.decisions import Start
 from recovery.executors import describe
+from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
 from web.app import create_app
 from web.loopback import is_loopback
@@ -150,6 +152,10 @@ class Daemon:
                 host,
                 advise=self.recovery.advise_exit,
                 gate=self.recovery.gate,
+                # Masked in every engine log line fleetd serves (each launch adds its own).
+                known_secrets=KnownSecrets(
+                    {self.token, *config_secret_values(settings, self.alerts.sinks)}
+                ),
             )
             self.recovery.attach_engine(self.engine)
         self.bring_up = BringUp(
