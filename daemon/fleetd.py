@@ -19,7 +19,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
-from daemon.alerts.sinks import build_sinks
 from daemon.config import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_LISTEN,
@@ -28,11 +27,11 @@ from daemon.config import (
     Settings,
     load_settings,
 )
-from daemon.config_secrets import exposed_secrets
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2
 EXIT_STARTUP = 1
+INSTALL_COMMANDS = ("install", "uninstall")
 
 
 def example_config_path() -> Path:
@@ -50,7 +49,12 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """fleetd's flags (CONTRACT)."""
-    parser = _OneLineParser(prog="fleetd", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(
+        prog="fleetd",
+        description=__doc__.splitlines()[0],
+        epilog="fleetd install [--root DIR] [--dry-run] sets up the system service (the unit, "
+        "the example config, the state dir); fleetd uninstall [--root DIR] removes the unit.",
+    )
     parser.add_argument("--config", type=Path, help=f"config file (default {DEFAULT_CONFIG_PATH})")
     parser.add_argument("--simulate", metavar="SCENARIO", help="built-in scenario or file")
     parser.add_argument(
@@ -111,9 +115,18 @@ def setup_logging(level: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run fleetd until a signal stops it."""
+    """Run fleetd until a signal stops it (``fleetd install|uninstall``: the system service)."""
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in INSTALL_COMMANDS:
+        from daemon.install.installer import main as install_main
+
+        sys.exit(install_main(words))
     args = parse_args(argv)
     setup_logging(args.log_level)
+    # Imported here, not at the top: `fleetd install` needs neither (nor the store below).
+    from daemon.alerts.sinks import build_sinks
+    from daemon.config_secrets import exposed_secrets
+
     try:
         settings, config_path = resolve_settings(args)
         check_configured_recipe(settings, config_path)

@@ -1,8 +1,7 @@
-"""``fleetctl init`` (baseline config) and ``scripts/install.sh`` (the system install)."""
+"""``fleetctl init``: the baseline written into the config (``fleetd install``: tests/daemon)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from daemon.config import load_settings
@@ -55,22 +54,3 @@ def test_init_never_writes_a_simulated_baseline_to_the_system_config() -> None:
     result = fleetctl("init", "--simulate", "healthy")
     assert result.returncode == 2
     assert "pass --output FILE" in result.stderr
-
-
-def test_install_script_lays_out_the_system_and_keeps_a_config(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    run = [str(ROOT / "scripts" / "install.sh"), "--root", str(root), "--skip-venv"]
-    first = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
-    assert first.returncode == 0, first.stderr
-    unit = root / "etc/systemd/system/fleetd.service"
-    config = root / "etc/cmpfleet/fleet.toml"
-    assert unit.read_text() == (ROOT / "systemd/fleetd.service").read_text()
-    assert config.read_text() == (ROOT / "daemon/examples/fleet.toml").read_text()
-    assert config.stat().st_mode & 0o777 == 0o640
-    config.write_text("[rig]\ncard_count = 3\n")
-    second = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
-    assert second.returncode == 0
-    assert "keeping existing" in second.stdout
-    assert config.read_text() == "[rig]\ncard_count = 3\n"
-    bad = subprocess.run([*run, "--bogus"], capture_output=True, text=True, timeout=60, check=False)
-    assert bad.returncode == 2 and "unknown option --bogus" in bad.stderr
