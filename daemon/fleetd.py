@@ -1,7 +1,8 @@
 """``fleetd``: the cmpfleet daemon (foreground; systemd ``Type=notify``).
 
 Flags override ``CMPFLEET_*`` environment variables, which override the config file.
-A bad config exits 2 with one line before anything starts. The first SIGTERM/SIGINT
+A bad config exits 2 with one line before anything starts; so does a start-up failure a
+person must fix (``daemon.startup``: a state dir in use, the listen address taken). The first SIGTERM/SIGINT
 shuts down gracefully; a second exits at once. Neither stops the engine unless
 ``[serving] stop_on_exit = true``.
 """
@@ -29,8 +30,8 @@ from daemon.config import (
 )
 
 log = logging.getLogger("fleetd")
-EXIT_CONFIG = 2
-EXIT_STARTUP = 1
+EXIT_CONFIG = 2  # a bad config or flag: the unit's RestartPreventExitStatus
+EXIT_STARTUP = 1  # an unforeseen failure once everything was built: systemd retries it
 INSTALL_COMMANDS = ("install", "uninstall")
 
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         daemon = build_daemon(settings, state_dir, args.simulate, config_path)
     except StartupError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
-        sys.exit(EXIT_STARTUP)
+        sys.exit(exc.exit_code)
 
     signals_seen = 0
 
@@ -162,9 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, on_signal)
     try:
         daemon.start()
-    except Exception as exc:
-        log.error("startup failed: %s", exc)
-        daemon.shutdown()
+    except Exception as exc:  # one line, not a traceback: what failed and nothing else
+        sys.stderr.write(f"fleetd: start-up failed: {exc}\n")
+        daemon.shutdown(announce=False)
         sys.exit(EXIT_STARTUP)
     # Everything built so far (modules, the app, the scenario) lives as long as fleetd:
     # out of the collector's sight, a full collection walks only what came after it

@@ -85,6 +85,7 @@ class Daemon:
         sim: SimulatedRig | None,
         notifier: Notifier,
         recipe: Recipe | None = None,
+        api: ApiServer | None = None,
     ) -> None:
         self.settings = settings
         self.state_dir = state_dir
@@ -122,7 +123,7 @@ class Daemon:
             on_health_change=self._kernel_log_changed,
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
-        self.api = ApiServer(settings.web.listen)
+        self.api = api or ApiServer(settings.web.listen)  # build_daemon binds it first
         # A stored event or latch change re-renders the status at once, not at the next poll.
         self.store.add_news_listener(self.api.state_changed)
         self.alerts = AlertService(
@@ -464,10 +465,14 @@ class Daemon:
         """Ask the main loop to end (safe from a signal handler)."""
         self._stop.set()
 
-    def shutdown(self) -> None:
-        """Graceful stop: jobs, follower, API; flush the store. The engine keeps running."""
+    def shutdown(self, announce: bool = True) -> None:
+        """Graceful stop: jobs, follower, API; flush the store. The engine keeps running.
+
+        ``announce=False`` after a failed start: its one line has said it all.
+        """
         self.notifier.stopping()
-        log.info("shutting down")
+        if announce:
+            log.info("shutting down")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         if self.canaries is not None:
