@@ -40,7 +40,7 @@ from serving.runtime.commands import (
     Stop,
 )
 from serving.runtime.exit_advice import ExitAdvisor
-from serving.runtime.launchers import Launcher, launch_secrets
+from serving.runtime.launchers import Launcher
 from serving.runtime.logcapture import LogCapture
 from serving.runtime.machine import ServingMachine
 from serving.runtime.machine_core import LOG, EventSink
@@ -60,7 +60,8 @@ class Supervisor:
     is the recovery policy's answer to a run that ended on its own (restart after a
     backoff, hold, or leave stopped): the supervisor never decides that itself.
     ``known_secrets`` are masked in every line of the engine's log the supervisor hands
-    out (the daemon's own secrets; each launch's are added as it starts).
+    out (give the current recipe's before ``open`` loads the log's history; each launch
+    adds its own as it starts).
     """
 
     def __init__(
@@ -80,7 +81,6 @@ class Supervisor:
     ) -> None:
         tuning = tuning or SupervisorTuning()
         self._clock = clock
-        self._spec_factory = spec_factory
         self._capture = LogCapture(
             launcher.log_path,
             max_bytes=tuning.log_max_bytes,
@@ -118,7 +118,6 @@ class Supervisor:
         if self._thread is not None:
             raise RuntimeError("supervisor is already open")
         self._machine.restore()
-        self._know_current_secrets()
         self._capture.open()
         self._thread = threading.Thread(target=self._run, name="serving-supervisor", daemon=True)
         self._thread.start()
@@ -126,18 +125,6 @@ class Supervisor:
             self._machine.publish()
             return False
         return bool(self._submit(Adopt(), wait=True, timeout_s=timeout_s))
-
-    def _know_current_secrets(self) -> None:
-        """Before the log's history is loaded: the current recipe's secrets are masked in it.
-
-        The engine running now (to be adopted) was most likely launched from this recipe;
-        a recipe that cannot be built now is refused at its start, not here.
-        """
-        try:
-            spec = self._spec_factory()
-        except Exception:  # the start that needs it reports why
-            return
-        self._capture.secrets.add(launch_secrets(spec))
 
     def start(self, timeout_s: float | None = 60.0) -> StartResult:
         """Start the engine by a person's request; raises :class:`StartRefused`.
