@@ -214,14 +214,19 @@ def init(
     power_cap_w: Annotated[
         float, typer.Option("--power-cap-w", min=50, max=400, help="Cap to enforce.")
     ] = 180.0,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Write the baseline keys into an existing config (all else kept)."
+        ),
+    ] = False,
     show: Annotated[
         bool, typer.Option("--show", help="Print the host baseline in force; write nothing.")
     ] = False,
     config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Detect the cards and write a config recording today's baseline (--show: print it)."""
+    """Detect the cards and record today's baseline in the config (--show: print the host's)."""
     opts: GlobalOptions = ctx.obj
     if show:
         out = opts.output(json_mode)

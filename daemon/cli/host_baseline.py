@@ -13,13 +13,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from daemon.cli.config_edit import TableUpdate
 from daemon.cli.host_judging import recorded_baseline
 from daemon.cli.output import EXIT_FAILED, Output
 from daemon.config import ConfigError, load_cli_settings
 from daemon.statedir import StateDir
 from hwcheck.backend import BackendError
 from hwcheck.host import HostSources
-from hwcheck.hostfacts.baseline import HostBaseline, baseline_toml, merge_baseline, record_baseline
+from hwcheck.hostfacts.baseline import (
+    HostBaseline,
+    baseline_table,
+    baseline_toml,
+    merge_baseline,
+    record_baseline,
+)
 from hwcheck.hostfacts.document import facts_document
 from hwcheck.model import RigSnapshot
 from hwcheck.sim.scenario import ScenarioError, load_scenario
@@ -34,18 +41,39 @@ def record(host: HostSources, snapshot: RigSnapshot) -> HostBaseline | None:
     return record_baseline(snapshot, host.host_facts(snapshot), snapshot.taken_at)
 
 
-def host_table_text(baseline: HostBaseline) -> str:
-    """The ``[host]`` table ``init`` writes, warning first when today is no good baseline."""
-    small = [
-        a for a, card in baseline.cards.items() if (card.bar1_mib or 1 << 20) < STOCK_BAR1_MAX_MIB
-    ]
-    warning = (
-        f"# WARNING: BAR1 below 1 GiB on {', '.join(small)}: this host lacks the 64 GB BAR1 "
-        "(bridge-window patch, kernel arguments); record the baseline on the patched kernel.\n"
-        if small
-        else ""
-    )
-    return warning + baseline_toml(baseline)
+def host_baseline_updates(host: HostSources, snapshot: RigSnapshot) -> list[TableUpdate]:
+    """What ``init`` writes for the host: ``[host]`` and one ``[host.cards."<address>"]`` per card.
+
+    A card without the 64 GB BAR1 gets a warning comment on its ``bar1_mib``: this host is
+    no good baseline for it (the bridge-window patch or kernel arguments are missing).
+    """
+    baseline = record(host, snapshot)
+    if baseline is None:
+        return []
+    table = baseline_table(baseline)
+    cards: dict[str, dict[str, Any]] = table.pop("cards", {})
+    # When, as a comment (as the cards' baseline does): re-running init on an unchanged
+    # host then changes nothing.
+    stamp = f"recorded by fleetctl init on {table.pop('recorded_at', 'an unknown date')}"
+    first = next(iter(table), None)
+    comments = {} if first is None else {first: stamp}
+    updates = [TableUpdate(("host",), _lists(table), comments=comments)]
+    for address, card in cards.items():
+        bar1 = card.get("bar1_mib")
+        warning = (
+            {"bar1_mib": "WARNING: no 64 GB BAR1 here: record the baseline on the patched kernel"}
+            if isinstance(bar1, int) and bar1 < STOCK_BAR1_MAX_MIB
+            else {}
+        )
+        updates.append(
+            TableUpdate(("host", "cards", address), _lists(card), replace=True, comments=warning)
+        )
+    return updates
+
+
+def _lists(values: dict[str, Any]) -> dict[str, Any]:
+    """Tuples as lists (TOML arrays)."""
+    return {key: list(v) if isinstance(v, tuple) else v for key, v in values.items()}
 
 
 def _in_force(

@@ -90,6 +90,9 @@ def test_init_records_the_host_baseline_and_show_prints_it(tmp_path: Path) -> No
     config = tmp_path / "fleet.toml"
     written = fleetctl("init", "--simulate", "riser-errors", "--output", str(config))
     assert written.returncode == 0, written.stderr
+    assert '+[host.cards."0000:41:00.0"]' in written.stdout  # in the diff init shows
+    again = fleetctl("init", "--simulate", "riser-errors", "--output", str(config), "--force")
+    assert "already records this baseline" in again.stdout  # when is a comment, not a change
 
     host = load_settings(config, environ={}).host
     assert host.kernel_release == "6.8.12-cmp-bar1"
@@ -114,7 +117,7 @@ def test_init_on_a_host_without_the_64gb_bar1_warns_in_the_config(tmp_path: Path
     assert fleetctl("init", "--simulate", "stock-kernel", "--output", str(config)).returncode == 0
 
     text = config.read_text()
-    assert "# WARNING: BAR1 below 1 GiB on 0000:01:00.0" in text
+    assert text.count("bar1_mib = 256  # WARNING: no 64 GB BAR1 here") == 4
     assert load_settings(config, environ={}).host.card("0000:01:00.0").bar1_mib == 256
 
 
