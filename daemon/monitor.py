@@ -78,6 +78,11 @@ class RigMonitor:
         with self._lock:
             self._verdict = verdict
 
+    def replace_results(self, results: Sequence[CheckResult]) -> None:
+        """The checks judged again on the same readings (not a poll: nothing is counted)."""
+        with self._lock:
+            self._results = tuple(results)
+
     def put_result(self, result: CheckResult) -> None:
         """Replace one result between polls (the kernel-log follower's, the moment it changes)."""
         with self._lock:

@@ -133,6 +133,18 @@ class RigPoller:
             own_pids = self._own_gpu_pids()
             self._holders = [h for h in self._host.device_holders() if h.pid not in own_pids]
             self._holders_at_s = now_s
+        results = self._judge(window)
+        self._monitor.set_results(results)  # the live picture first: it never waits on the store
+        self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
+        for listener in self._listeners:
+            try:
+                listener(snapshot)
+            except Exception:
+                log.exception("a snapshot listener failed")
+        self._on_polled()
+
+    def _judge(self, window: Sequence[RigSnapshot]) -> list[CheckResult]:
+        """Every check on ``window`` (the last polls), with the daemon's own beside them."""
         probes, waiver = self._recovery_inputs()
         results = run_checks(
             CheckInput(
@@ -149,13 +161,21 @@ class RigPoller:
         results.append(self._follower.health.result())  # the daemon's own kernel_log check
         results.append(self._store_check())
         results.extend(self._extra_results())
-        self._monitor.set_results(results)  # the live picture first: it never waits on the store
-        self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
-        for listener in self._listeners:
-            try:
-                listener(snapshot)
-            except Exception:
-                log.exception("a snapshot listener failed")
+        return results
+
+    def rejudge(self) -> None:
+        """The checks again on the readings already taken (no NVML call), now.
+
+        Recovery asks for it when what the checks read changed between polls: a person's
+        clear of the latch (what it waives), a probe round.
+        """
+        with self.lock:
+            view = self._monitor.view()
+            if not view.samples or view.nvml_down is not None:
+                return
+            results = self._judge(view.samples)
+            self._monitor.replace_results(results)
+            self._writer.submit(partial(self._store.record_check_transitions, results), writes=True)
         self._on_polled()
 
     def _extra_results(self) -> list[CheckResult]:

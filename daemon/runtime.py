@@ -28,12 +28,13 @@ from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.engine_service import EngineService
-from daemon.metrics_source import DaemonMetrics, LatchMirror
+from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
 from daemon.reboot_command import host_commands
 from daemon.recovery_engine import ReportsToRecovery, SupervisedEngine
 from daemon.recovery_parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
+from daemon.rig_judge import RigJudge
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl, end_as_a_reboot_does
 from daemon.statedir import StateDir
@@ -47,7 +48,6 @@ from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
-from hwcheck.verdict import judge
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
 from serving.recipe.recipe import Recipe
@@ -133,9 +133,14 @@ class Daemon:
             rig=socket.gethostname(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
         )
-        self.latch_mirror = LatchMirror()
+        self.judge = RigJudge(
+            self.monitor,
+            self.store,
+            lambda: None if self.engine is None else self.engine.state()[0].value,
+            self.api.state_changed,
+        )
         self.recovery_memory = RecoveryMemory(self.store)
-        rig_view = MonitorRig(self.monitor, self.recovery_memory, self.poll)
+        rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
@@ -144,7 +149,7 @@ class Daemon:
                 self.store,
                 self.recovery_memory,
                 lambda: self.monitor.view().boot_id,
-                self._latch_changed,
+                self.judge.latch_changed,
             ),
             audit=StoreAudit(self.store, settings.recovery.dry_run),
             prober=host.cuda_prober or SubprocessCudaProber(),
@@ -205,7 +210,7 @@ class Daemon:
             self.monitor,
             lambda: None if self.engine is None else self.engine.supervisor.status(),
             lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
-            self.latch_mirror,
+            self.judge.latch,
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
         )
@@ -222,19 +227,13 @@ class Daemon:
 
     def _polled(self) -> None:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
-        self.rejudge()
+        self.judge.rejudge()
         self.notifier.status(self.summary())
 
-    def rejudge(self) -> None:
-        """The rig's one verdict (``hwcheck.verdict``) on the last results, latch and engine."""
-        view = self.monitor.view()
-        latch = self.store_latch_reason()
-        engine = None if self.engine is None else self.engine.state()[0].value
-        self.monitor.set_verdict(judge(view.results, latch_reason=latch, engine_state=engine))
-
-    def store_latch_reason(self) -> str | None:
-        """Why the latch is set, from memory (the mirror), never waiting on the store."""
-        return self.latch_mirror.reason
+    def _rejudge_checks(self) -> None:
+        """Recovery changed what the checks read (a clear, a probe): judge again now."""
+        self.poller.rejudge()
+        self.api.state_changed()
 
     def _allowed_hosts(self) -> list[str] | None:
         """A loopback listener's ``Host`` names beside loopback's: this machine's, the config's."""
@@ -260,17 +259,7 @@ class Daemon:
             self.poll_durations.observe(time.monotonic() - began_s)
         finally:
             self.api.state_changed()  # a failed poll changes the picture too (stale, errors)
-        self.writer.submit(self._mirror_latch)
-
-    def _mirror_latch(self) -> None:
-        """On the store writer's thread: /metrics reads the latch from memory, never the store."""
-        self.latch_mirror.set(self.store.get_latch())
-
-    def _latch_changed(self, required: bool) -> None:
-        """Recovery's executors set or cleared the latch: the picture says so now."""
-        self.latch_mirror.set(self.store.get_latch() if required else None)
-        self.rejudge()
-        self.api.state_changed()
+        self.writer.submit(self.judge.mirror_latch)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
