@@ -48,6 +48,12 @@ class LatchMirror:
         with self._lock:
             return None if self._latch is None else self._latch.reason
 
+    @property
+    def latch(self) -> Latch | None:
+        """The latch as last read."""
+        with self._lock:
+            return self._latch
+
 
 def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:
     """The worst severity of each check id (a per-card check folds into one series)."""

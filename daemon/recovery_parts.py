@@ -14,8 +14,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from daemon.metrics_source import LatchMirror
 from daemon.monitor import RigMonitor
-from daemon.store import Store
+from daemon.store import Store, StoreError
 from daemon.store.keyvalue import LATCH_WAIVER
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.model import (
@@ -126,7 +127,12 @@ class RecoveryMemory:
 
 
 class StoreLatch:
-    """``LatchPort`` on the store's durable latch; ``changed`` re-judges the rig at once."""
+    """``LatchPort`` on the store's durable latch; ``changed`` re-judges the rig at once.
+
+    ``mirror`` is the latch as last read: when the store cannot be read (locked, its disk
+    gone) a decision goes on from it rather than failing (a sick store must not blind
+    recovery).
+    """
 
     def __init__(
         self,
@@ -134,15 +140,21 @@ class StoreLatch:
         memory: RecoveryMemory,
         boot_id: Callable[[], str],
         changed: Callable[[bool], None],
+        mirror: LatchMirror,
     ) -> None:
         self._store = store
         self._memory = memory
         self._boot_id = boot_id
         self._changed = changed
+        self._mirror = mirror
 
     def latch(self) -> LatchFact | None:
         """The latch in force (the store's: another process may have set it)."""
-        latch = self._store.get_latch()
+        try:
+            latch = self._store.get_latch()
+        except StoreError as exc:
+            log.warning("the latch could not be read (%s): deciding on the last one read", exc)
+            latch = self._mirror.latch
         return None if latch is None else LatchFact(latch.reason, latch.advice)
 
     def set_latch(self, reason: str, advice: Advice) -> None:

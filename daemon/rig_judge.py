@@ -9,12 +9,15 @@ at once when recovery's executors set or clear the latch: no reader waits on the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from daemon.metrics_source import LatchMirror
 from daemon.monitor import RigMonitor
-from daemon.store import Store
+from daemon.store import Store, StoreError
 from hwcheck.verdict import judge
+
+log = logging.getLogger("fleetd")
 
 
 class RigJudge:
@@ -45,6 +48,9 @@ class RigJudge:
 
     def latch_changed(self, required: bool) -> None:
         """Recovery's executors set or cleared the latch: the picture says so now."""
-        self.latch.set(self._store.get_latch() if required else None)
+        try:
+            self.latch.set(self._store.get_latch() if required else None)
+        except StoreError as exc:  # the next poll's mirror tries again
+            log.warning("the latch could not be read back: %s", exc)
         self.rejudge()
         self._changed()

@@ -150,6 +150,7 @@ class Daemon:
                 self.recovery_memory,
                 lambda: self.monitor.view().boot_id,
                 self.judge.latch_changed,
+                self.judge.latch,
             ),
             audit=StoreAudit(self.store, settings.recovery.dry_run),
             prober=host.cuda_prober or SubprocessCudaProber(),

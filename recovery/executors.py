@@ -10,6 +10,7 @@ kill a worker: such moves are not expressible here.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -30,6 +31,7 @@ from recovery.history import FaultHistory
 from recovery.ports import AuditTrail, EnginePort, HostCommands, LatchPort, Launched, StartKind
 from serving.errors import Refused
 
+LOG = logging.getLogger("fleetd.recovery")
 ACTOR = "recovery"
 # A decision on these triggers answers the supervisor, which waits for what follows.
 _ANSWERS_ENGINE = frozenset({Trigger.ENGINE_EXIT, Trigger.BACKOFF_DUE})
@@ -96,11 +98,16 @@ class Executors:
         """Set the latch at once and note the card's fault in its history.
 
         The latch blocks every start and shows in the status at once; False in dry run
-        (nothing is written).
+        (nothing is written) or when the latch could not be written: the stop that
+        follows must not depend on the store (a full disk must not blind recovery).
         """
         if self.dry_run:
             return False
-        self._latch.set_latch(decision.reason, decision.advice)
+        try:
+            self._latch.set_latch(decision.reason, decision.advice)
+        except Exception:
+            LOG.exception("the reboot latch could not be written; the engine is stopped anyway")
+            return False
         if decision.card is not None:
             what = decision.reason.split(": ", 1)[0]
             self._history.record(decision.card, what, _now())

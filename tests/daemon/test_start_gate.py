@@ -22,12 +22,16 @@ def eight_cards_card_7_locked(path: Path) -> Path:
     return path
 
 
-def config_with_gpus(path: Path, gpus: str) -> Path:
-    path.write_text(
+def rig_with_gpus(tmp_path: Path, scenario: Path, gpus: str) -> Fleetd:
+    """A fleetd on ``scenario`` whose configured recipe (the sim engine's) uses ``gpus``."""
+    home = tmp_path / gpus.replace(",", "")
+    home.mkdir()
+    config = home / "fleet.toml"
+    config.write_text(
         "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\n"
         f'[serving.recipe]\npreset = "sim-engine"\ngpus = "{gpus}"\n'
     )
-    return path
+    return start_fleetd(home, home / "state", simulate=str(scenario), config=config)
 
 
 def test_a_locked_card_outside_the_recipes_cards_does_not_refuse_its_start(
@@ -36,14 +40,7 @@ def test_a_locked_card_outside_the_recipes_cards_does_not_refuse_its_start(
     scenario = eight_cards_card_7_locked(tmp_path / "rig8.toml")
     daemons: list[Fleetd] = []
     try:
-        six = tmp_path / "six"
-        six.mkdir()
-        on_six = start_fleetd(
-            six,
-            six / "state",
-            simulate=str(scenario),
-            config=config_with_gpus(six / "fleet.toml", "0,1,2,3,4,5"),
-        )
+        on_six = rig_with_gpus(tmp_path, scenario, "0,1,2,3,4,5")
         daemons.append(on_six)
         wait_until(lambda: serving(on_six)["state"] == "ready", 60, "the 6-card recipe ready")
         doc = on_six.get("/api/v1/status").json()
@@ -52,14 +49,7 @@ def test_a_locked_card_outside_the_recipes_cards_does_not_refuse_its_start(
         probed = [d for d in doc["recovery"]["decisions"] if d["action"] == "probe"]
         assert probed and "card 6" not in probed[0]["outcome"] and "card 5" in probed[0]["outcome"]
         assert fleetctl(on_six, "restart").returncode == 0
-        everything = tmp_path / "all"
-        everything.mkdir()
-        on_all = start_fleetd(
-            everything,
-            everything / "state",
-            simulate=str(scenario),
-            config=config_with_gpus(everything / "fleet.toml", "all"),
-        )
+        on_all = rig_with_gpus(tmp_path, scenario, "all")
         daemons.append(on_all)
         assert serving(on_all)["state"] == "stopped"
         assert "not autostarting the engine: vram_unlocked (card 7)" in on_all.log()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -28,18 +27,16 @@ from recovery.facts import EngineCondition, LatchFact, Trigger
 from recovery.history import FaultHistory
 from recovery.ports import Launched, StartKind
 from serving.errors import Refused
+from tests.support.recovery_ports import MemoryPorts
 
 
 @dataclass
-class Rig:
+class Rig(MemoryPorts):
     """Records every call; ``stops`` says whether the engine agrees to stop."""
 
     stops: bool = True
     refuse_start: str | None = None
     calls: list[str] = field(default_factory=list)
-    audit: list[tuple[str, str, str, str]] = field(default_factory=list)
-    latched: LatchFact | None = None
-    document: dict[str, Any] | None = None
     power_cycle: str | None = None
 
     # EnginePort
@@ -91,12 +88,6 @@ class Rig:
         self.calls.append(f"clear_latch by {by}")
         return was_set
 
-    # AuditTrail
-    def record(
-        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
-    ) -> None:
-        self.audit.append((actor, action, reason, result))
-
     # HostCommands
     def describe(self, cold: bool) -> str | None:
         return self.power_cycle if cold else "systemctl reboot"
@@ -104,13 +95,6 @@ class Rig:
     def run(self, cold: bool) -> str:
         self.calls.append("power_cycle" if cold else "reboot")
         return str(self.describe(cold))
-
-    # DocumentStore
-    def load(self) -> dict[str, Any] | None:
-        return self.document
-
-    def save(self, document: dict[str, Any]) -> None:
-        self.document = document
 
 
 def executors(rig: Rig, dry_run: bool = False) -> Executors:
@@ -270,3 +254,16 @@ def test_clearing_the_latch_needs_a_reason_and_is_recorded() -> None:
     assert rig.audit[-1][:3] == ("alice", "clear_latch", "card replaced")
     assert rig.audit[-1][3].startswith("latch cleared")
     assert not runner.clear_latch("again", "alice", waiver).done
+
+
+class BrokenStore(Rig):
+    """A latch that cannot be written (a full disk, a locked database)."""
+
+    def set_latch(self, reason: str, advice: Advice) -> None:
+        raise OSError("No space left on device")
+
+
+def test_a_latch_that_cannot_be_written_does_not_keep_the_engine_running() -> None:
+    rig = BrokenStore()
+    executors(rig).carry_out(LATCH, ON_XID)
+    assert rig.calls == ["stop: Xid 119 on card 2: GSP RPC timeout"]
