@@ -129,7 +129,7 @@ class RecoveryDecisionDocument(Document):
     actor: str = Field(description="recovery, fleetd, or the person (api, cli)")
     action: str = Field(
         description="stop_and_latch, restart_after, hold, start, refuse, advise_inspection, "
-        "probe, reboot, clear_latch or bring_up"
+        "probe, reboot, power_cycle, clear_latch or bring_up"
     )
     reason: str | None
     outcome: str
