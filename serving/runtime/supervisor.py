@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from serving.recipe.masking import KnownSecrets
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.commands import (
     Adopt,
@@ -62,7 +63,9 @@ class Supervisor:
     callback may enqueue commands, which then do not wait for their result). ``reports``
     hears of each run that ended on its own and of each backoff's end, and answers with a
     command (``restart_after``, ``hold``, ``stay_stopped``, ``start(kind=restart)``): the
-    supervisor never decides that itself.
+    supervisor never decides that itself. ``known_secrets`` are masked in every line of
+    the engine's log the supervisor hands out (give the current recipe's before ``open``
+    loads the log's history; each launch adds its own as it starts).
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class Supervisor:
         on_event: EventSink,
         reports: EngineReports | None = None,
         clock: Callable[[], float] = time.monotonic,
+        known_secrets: KnownSecrets | None = None,
     ) -> None:
         tuning = tuning or SupervisorTuning()
         self._clock = clock
@@ -86,6 +90,7 @@ class Supervisor:
             backups=tuning.log_backups,
             tail_lines=tuning.log_tail_lines,
             poll_interval_s=tuning.log_poll_interval_s,
+            secrets=known_secrets,
         )
         self._client = new_probe_client()
         self._requests: queue.Queue[Request] = queue.Queue()
