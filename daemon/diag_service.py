@@ -1,8 +1,9 @@
 """Diagnostics fleetd runs on request: the memory test (``POST /api/v1/diag/memtest``).
 
-The test needs the cards to itself: it is refused while the engine runs or is about to
-(anything but stopped, failed or held), and while it runs an engine start is refused
-(``start_blocker``). Each run is stored as an event with every card's result, and each
+The test needs the cards to itself: it takes them from recovery's start path (which waits
+for a start or CUDA probe under way, then refuses every start, as ``cards_busy``, and runs
+no probe until the test ends), and it is refused while the engine runs or is about to
+(its state: anything but stopped, failed or held). Each run is stored as an event with every card's result, and each
 card's verdict is kept until the next run that tests it: a failure stays CRITICAL for
 that card (the ``memtest`` check) until a passing run, across restarts and reboots.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from daemon.engine_service import EngineService
@@ -23,13 +25,17 @@ from hwcheck.memtest import SubprocessMemtester
 from hwcheck.memtest_results import CardMemtest, Memtester, MemtestOutcome, run_on_cards
 from hwcheck.model import CheckResult
 from serving.errors import Busy, Conflict, NotFound, Refused
-from serving.runtime.states import Refusal, ServingState
+from serving.runtime.states import ServingState
 
 log = logging.getLogger("fleetd")
 
 # The engine holds no card in these states (a backoff restarts it soon: not idle).
 ENGINE_IDLE = frozenset({ServingState.STOPPED, ServingState.FAILED, ServingState.HELD})
 MIB_PER_GIB = 1024
+MEMTEST = "the memory test"
+
+# Takes the cards for a diagnostic (``recovery.starts.StartPath.cards_held``).
+HoldCards = Callable[[str], AbstractContextManager[None]]
 
 
 def exit_code(results: list[CardMemtest]) -> int:
@@ -48,11 +54,13 @@ class DiagService:
         monitor: RigMonitor,
         memtester: Memtester,
         engine_state: Callable[[], tuple[ServingState, int | None]] | None,
+        hold_cards: HoldCards | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
         self._memtester = memtester
         self._engine_state = engine_state
+        self._hold_cards: HoldCards = hold_cards or (lambda _what: nullcontext())
         self._running = threading.Lock()
         self._lock = threading.Lock()
         self._verdicts = store.memtest_verdicts()
@@ -64,11 +72,12 @@ class DiagService:
         if not self._running.acquire(blocking=False):
             raise Busy("a memory test is already running", "memtest_running")
         try:
-            self._refuse_while_the_engine_runs()
-            cards = self._cards(card)
-            mib = max(int(gib * MIB_PER_GIB), 1)
-            log.info("memory test of card(s) %s over %d MiB each (%s)", cards, mib, actor)
-            results = run_on_cards(self._memtester, [index for index, _ in cards], mib)
+            with self._hold_cards(MEMTEST):
+                self._refuse_while_the_engine_runs()
+                cards = self._cards(card)
+                mib = max(int(gib * MIB_PER_GIB), 1)
+                log.info("memory test of card(s) %s over %d MiB each (%s)", cards, mib, actor)
+                results = run_on_cards(self._memtester, [index for index, _ in cards], mib)
         finally:
             self._running.release()
         return self._record(results, dict(cards), gib, actor)
@@ -123,12 +132,6 @@ class DiagService:
 
     # -- what the daemon shows -------------------------------------------------------
 
-    def start_blocker(self) -> Refusal | None:
-        """The refusal of an engine start while a memory test runs."""
-        if self._running.locked():
-            return Refusal("memtest_running", "a memory test is running on the cards")
-        return None
-
     def check_results(self) -> list[CheckResult]:
         """Each poll's ``memtest`` check from the stored verdicts."""
         latest = self._monitor.view().latest
@@ -149,14 +152,17 @@ class DiagService:
 
 
 def build_diag(
-    store: Store, monitor: RigMonitor, host: HostSources, engine: EngineService | None
+    store: Store,
+    monitor: RigMonitor,
+    host: HostSources,
+    engine: EngineService | None,
+    hold_cards: HoldCards,
 ) -> DiagService:
     """fleetd's diagnostics: the scenario's memory test under ``--simulate``, else the real one.
 
-    While a test runs, the engine (when there is one) refuses to start.
+    While a test runs, recovery (``hold_cards``) refuses every start and runs no probe.
     """
     memtester = host.memtester or SubprocessMemtester()
-    diag = DiagService(store, monitor, memtester, None if engine is None else engine.state)
-    if engine is not None:
-        engine.start_blockers.append(diag.start_blocker)
-    return diag
+    return DiagService(
+        store, monitor, memtester, None if engine is None else engine.state, hold_cards
+    )

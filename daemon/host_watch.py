@@ -39,7 +39,7 @@ from hwcheck.hostfacts.baseline import (
     record_baseline,
 )
 from hwcheck.hostfacts.counters import counter_sample
-from hwcheck.hostfacts.document import add_card_bus_fields, host_document
+from hwcheck.hostfacts.document import host_document
 from hwcheck.hostfacts.model import DeviceAer, HostFacts, PcieCounterSample
 from hwcheck.model import EventKind, RigSnapshot, Severity
 from serving.recipe.parallel import tensor_parallel_size
@@ -70,6 +70,14 @@ class HostInputs:
             "pcie_counters": self.counters,
             "tensor_parallel_size": self.tensor_parallel_size,
         }
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """What the status document shows of the host: the ``host`` section, and the facts read."""
+
+    facts: HostFacts | None
+    section: dict[str, Any]
 
 
 @dataclass
@@ -145,16 +153,15 @@ class HostWatch:
         with self._lock:
             return () if self._state.facts is None else self._state.facts.aer
 
-    def add_to_status(self, document: dict[str, Any]) -> None:
-        """The status document's ``host`` section and each card's bus facts."""
+    def status(self) -> HostStatus:
+        """The status document's ``host`` section and the facts each card's bus fields read."""
         with self._lock:
             facts = self._state.facts
             host = self._state.facts_document
             if host is None:  # built once per read of the facts, not at every render
                 host = host_document(facts, self._state.baseline or self._pins, 1)
                 self._state.facts_document = host
-        add_card_bus_fields(document.get("cards", []), facts)
-        document["host"] = {**host, "tensor_parallel_size": self._tensor_parallel_size()}
+        return HostStatus(facts, {**host, "tensor_parallel_size": self._tensor_parallel_size()})
 
     # -- reading and recording ----------------------------------------------------------
 

@@ -90,7 +90,7 @@ class CardMetrics:
 
 @dataclass(frozen=True)
 class CanaryMetrics:
-    """One engine canary's last judged result (``result``: pass, warn or fail)."""
+    """One engine canary's last judged result (``result``: pass, warn, fail or stale)."""
 
     name: str
     result: str
@@ -114,6 +114,7 @@ class RigMetrics:
     canaries: tuple[CanaryMetrics, ...] = ()
     log_signature_totals: Mapping[str, int] = field(default_factory=dict)  # since fleetd start
     pcie_aer: tuple[DeviceAer, ...] = ()  # AER counters of the cards and the ports above them
+    rig_status: int | None = None  # the rig's verdict: 0 ok, 1 warning, 2 critical, 3 unknown
 
 
 class MetricsSource(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from hwcheck.cuda_results import ProbeRound
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
 from hwcheck.model import (
@@ -17,6 +18,7 @@ from hwcheck.model import (
     ClassifiedXid,
     DeviceHolder,
     GpuSnapshot,
+    LatchWaiver,
     PciDevice,
     RigProfile,
     RigSnapshot,
@@ -39,6 +41,8 @@ class CheckInput:
     - ``baseline``: the host baseline in force (recorded, with the config's pins).
     - ``pcie_counters``: PCIe error counters over time, oldest first (rates need two).
     - ``tensor_parallel_size``: the engine's; P2P is critical only under tensor parallel.
+    - ``probes``: the last CUDA probe round (None: not probed, no ``cuda_probe`` result).
+    - ``waiver``: a person's clear of the reboot latch this boot (what it waived).
     """
 
     samples: Sequence[RigSnapshot]
@@ -51,6 +55,8 @@ class CheckInput:
     baseline: HostBaseline = field(default_factory=HostBaseline)
     pcie_counters: Sequence[PcieCounterSample] = ()
     tensor_parallel_size: int = 1
+    probes: ProbeRound | None = None
+    waiver: LatchWaiver | None = None
 
     def __post_init__(self) -> None:
         if not self.samples:

@@ -49,14 +49,22 @@ def host_document(
     }
 
 
+def card_bus_fields(facts: HostFacts | None, pci_bus_id: str) -> dict[str, Any]:
+    """One card's driver, bridges, uplink and AER counters (None: not read)."""
+    bus = None if facts is None else facts.card(pci_bus_id)
+    counts = None
+    if facts is not None:
+        counts = next((d.counts for d in facts.aer if d.pci_bus_id == pci_bus_id), None)
+    return {
+        "driver": None if bus is None else bus.driver,
+        "bridges": None if bus is None else list(bus.bridges),
+        "uplink_gen": None if bus is None or bus.uplink is None else bus.uplink.gen,
+        "uplink_width": None if bus is None or bus.uplink is None else bus.uplink.width,
+        "aer": None if counts is None else asdict(counts),
+    }
+
+
 def add_card_bus_fields(cards: Iterable[dict[str, Any]], facts: HostFacts | None) -> None:
-    """Each card document gets its driver, bridges, uplink and AER counters (None: not read)."""
-    aer = {} if facts is None else {device.pci_bus_id: device.counts for device in facts.aer}
+    """Each card document gets its bus fields (``card_bus_fields``)."""
     for card in cards:
-        bus = None if facts is None else facts.card(str(card.get("pci_bus_id")))
-        counts = aer.get(str(card.get("pci_bus_id")))
-        card["driver"] = None if bus is None else bus.driver
-        card["bridges"] = None if bus is None else list(bus.bridges)
-        card["uplink_gen"] = None if bus is None or bus.uplink is None else bus.uplink.gen
-        card["uplink_width"] = None if bus is None or bus.uplink is None else bus.uplink.width
-        card["aer"] = None if counts is None else asdict(counts)
+        card.update(card_bus_fields(facts, str(card.get("pci_bus_id"))))

@@ -1,5 +1,6 @@
 """The memory test as fleetd runs it: refused while the engine runs, one run at a time, the
-engine refused while it runs, a failure critical until a passing run (a restart keeps it).
+cards taken from recovery while it runs, a failure critical until a passing run (a restart
+keeps it).
 
 Real store (SQLite), the simulated rig's own memory test (``bad-hbm``: card 3 has bad HBM).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,14 +44,33 @@ def monitor(rig: SimulatedRig) -> RigMonitor:
     return watched
 
 
+class Hold:
+    """Recovery's ``cards_held`` as the memory test sees it: who holds the cards, or a refusal."""
+
+    def __init__(self, refuse: Busy | None = None) -> None:
+        self.held_by: str | None = None
+        self.refuse = refuse
+
+    @contextmanager
+    def __call__(self, what: str) -> Iterator[None]:
+        if self.refuse is not None:
+            raise self.refuse
+        self.held_by = what
+        try:
+            yield
+        finally:
+            self.held_by = None
+
+
 def diag(
     store: Store,
     monitor: RigMonitor,
     memtester: Memtester,
     state: ServingState = ServingState.STOPPED,
     pid: int | None = None,
+    hold: Hold | None = None,
 ) -> DiagService:
-    return DiagService(store, monitor, memtester, lambda: (state, pid))
+    return DiagService(store, monitor, memtester, lambda: (state, pid), hold or Hold())
 
 
 def sim_memtester(rig: SimulatedRig) -> Memtester:
@@ -117,9 +138,10 @@ def test_a_failure_stays_critical_for_its_card_until_a_passing_run(
     assert {r.severity for r in fresh.check_results()} == {Severity.OK}
 
 
-def test_one_run_at_a_time_and_no_engine_start_meanwhile(store: Store, monitor: RigMonitor) -> None:
+def test_one_run_at_a_time_holding_the_cards_meanwhile(store: Store, monitor: RigMonitor) -> None:
     release = threading.Event()
     started = threading.Event()
+    hold = Hold()
 
     class Slow:
         def test(self, card: int, mib: int) -> CardMemtest:
@@ -127,21 +149,19 @@ def test_one_run_at_a_time_and_no_engine_start_meanwhile(store: Store, monitor: 
             assert release.wait(30)
             return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=mib)
 
-    service = diag(store, monitor, Slow())
+    service = diag(store, monitor, Slow(), hold=hold)
     first = threading.Thread(target=service.memtest, args=(0, 1.0, "api"))
     first.start()
     try:
         assert started.wait(30)
         assert service.memtest_document()["running"] is True
-        blocker = service.start_blocker()
-        assert blocker is not None
-        assert blocker.code == "memtest_running"
+        assert hold.held_by == "the memory test"  # recovery refuses starts and probes
         with pytest.raises(Busy):
             service.memtest(None, 1.0, "api")
     finally:
         release.set()
         first.join(30)
-    assert service.start_blocker() is None
+    assert hold.held_by is None
     assert service.memtest_document()["running"] is False
     assert service.memtest_document()["cards"][0]["pci_bus_id"] == "0000:01:00.0"
 
@@ -171,3 +191,17 @@ def test_a_card_that_could_not_be_tested_exits_1(store: Store, monitor: RigMonit
 
     assert run["exit_code"] == 1
     assert store.memtest_verdicts() == {}
+
+
+def test_no_test_while_recovery_cannot_give_the_cards(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    busy = Busy("an engine start or a CUDA probe is under way: try again", "start_busy")
+    service = diag(store, monitor, sim_memtester(rig), hold=Hold(busy))
+
+    with pytest.raises(Busy) as caught:
+        service.memtest(None, 1.0, "api")
+
+    assert caught.value.code == "start_busy"
+    assert store.list_events(kind=EventKind.DIAG) == []
+    assert service.memtest_document()["running"] is False

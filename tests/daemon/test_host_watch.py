@@ -15,6 +15,7 @@ from daemon.host_watch import COUNTER_WINDOW_S, HostWatch
 from daemon.statedir import StateDir
 from hwcheck.host import HostSources
 from hwcheck.hostfacts.baseline import HostBaseline, load_baseline_file
+from hwcheck.hostfacts.document import card_bus_fields
 from hwcheck.hostfacts.model import HostFacts
 from hwcheck.model import EventKind, RigSnapshot, Severity
 from hwcheck.sim.rig import SimulatedRig
@@ -161,22 +162,21 @@ def test_a_damaged_baseline_file_is_kept_and_said_once(
 def test_the_status_gets_the_host_section_and_card_bus_facts(tmp_path: Path) -> None:
     watch = Watch(tmp_path, "riser-errors")
     watch.poll()
-    document: dict[str, Any] = {
-        "cards": [{"index": 2, "pci_bus_id": "0000:41:00.0"}, {"index": 9, "pci_bus_id": "x"}]
-    }
 
-    watch.watch.add_to_status(document)
+    status = watch.watch.status()
 
-    host = document["host"]
+    host = status.section
     assert host["facts"]["running_kernel"] == "6.8.12-cmp-bar1"
     assert host["baseline"]["kernel_release"] == "6.8.12-cmp-bar1"
     assert host["baseline"]["pcie_errors_warn_per_min"] == 1.0
     assert host["tensor_parallel_size"] == 2
-    card, unknown = document["cards"]
+    card = card_bus_fields(status.facts, "0000:41:00.0")
     assert (card["driver"], card["bridges"], card["uplink_gen"]) == ("nvidia", ["0000:00:03.1"], 2)
     assert card["aer"] == {"correctable": 0, "nonfatal": 0, "fatal": 0}
+    unknown = card_bus_fields(status.facts, "x")
     assert (unknown["driver"], unknown["aer"]) == (None, None)
     assert watch.watch.aer_counters()
+    assert watch.watch.status().section == host  # built once per read of the facts
 
 
 def test_without_host_facts_nothing_is_read_or_recorded(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from hwcheck.checks import CheckInput, run_checks
+from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
 from hwcheck.model import (
@@ -23,6 +24,7 @@ from hwcheck.model import (
     ClockEventReason,
     DeviceHolder,
     GpuSnapshot,
+    LatchWaiver,
     PciDevice,
     RigProfile,
     RigSnapshot,
@@ -162,17 +164,23 @@ def make_input(
     baseline: HostBaseline | None = None,
     pcie_counters: Sequence[PcieCounterSample] = (),
     tensor_parallel_size: int = 1,
+    probes: ProbeRound | None = None,
+    waiver: LatchWaiver | None = None,
 ) -> CheckInput:
     """A CheckInput over a healthy 4-card rig on a healthy patched host unless told otherwise.
 
     ``pci_devices`` defaults to the cards of the last sample (all on the bus); ``host``
     and ``baseline`` to the healthy host of ``tests.hwcheck.hosts`` for that many cards
-    (``host=None``: host facts not read).
+    (``host=None``: host facts not read); ``probes`` to a CUDA probe that passed on every
+    card that answers.
     """
     from tests.hwcheck.hosts import make_baseline, make_host
 
     chosen = list(samples) if samples is not None else [make_rig()]
     count = max(len(chosen[-1].cards), 1)
+    if probes is None:
+        live = [card.index for card in chosen[-1].cards if not card.lost]
+        probes = ProbeRound(BOOT_AT, tuple(CardProbe(card, ProbeOutcome.OK) for card in live))
     return CheckInput(
         samples=chosen,
         profile=profile if profile is not None else RigProfile(card_count=4),
@@ -183,6 +191,8 @@ def make_input(
         baseline=baseline if baseline is not None else make_baseline(count),
         pcie_counters=pcie_counters,
         tensor_parallel_size=tensor_parallel_size,
+        probes=probes,
+        waiver=waiver,
     )
 
 
