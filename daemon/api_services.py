@@ -9,7 +9,7 @@ Refusals are ``serving.errors`` classes; the web layer gives them their status c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
@@ -20,7 +20,7 @@ from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS
 from daemon.serving_actions import start_document
 from daemon.status_document import status_document
-from daemon.store import Store
+from daemon.store import AuditRow, Latch, Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, RigProfile
@@ -131,6 +131,8 @@ class DaemonServices:
         canaries: CanaryControl | None = None,
         recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
+        latch_in_force: Callable[[], Latch | None] | None = None,
+        audit_rows: Callable[[int], list[AuditRow]] | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -145,6 +147,9 @@ class DaemonServices:
         self._recovery = recovery
         self._rig = rig or RigProfile()
         self._started_at = datetime.now(UTC)
+        # From memory when given (issue 22: the status must not depend on the store).
+        self._latch_in_force = latch_in_force or store.get_latch
+        self._audit_rows = audit_rows or (lambda limit: store.list_audit(limit=limit))
 
     @property
     def sim(self) -> SimulationControl | None:
@@ -199,7 +204,7 @@ class DaemonServices:
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> RecoveryDocument:
         """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
-        latch = self._store.get_latch()
+        latch = self._latch_in_force()
         if latch is None:
             doc = RecoveryDocument(reboot_required=False, reason=None, since=None, advice=None)
         else:
@@ -225,7 +230,7 @@ class DaemonServices:
 
     def last_decisions(self) -> list[RecoveryDecisionDocument]:
         """The newest recovery decisions and actions from the audit trail."""
-        rows = [r for r in self._store.list_audit(limit=100) if r.action in RECOVERY_ACTIONS]
+        rows = [r for r in self._audit_rows(100) if r.action in RECOVERY_ACTIONS]
         return [
             RecoveryDecisionDocument(
                 ts=iso(row.ts),
