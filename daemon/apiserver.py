@@ -100,7 +100,11 @@ class ApiServer:
             hint = LISTEN_HINTS.get(exc.errno or 0, "")
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}{hint}") from None
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", **uvicorn_limits(self._head_timeout_s)
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            **uvicorn_limits(self._head_timeout_s),
         )
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
