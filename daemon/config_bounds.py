@@ -5,7 +5,7 @@ takes ``inf`` or ``1e308``: ``[alerts] repeat_interval_s = inf`` once killed the
 thread at start (an Xid 79 then raised no alert, silently) and ``[store]
 raw_retention_h = inf`` tracebacked every rollup. So, walking the raw table along the
 models' fields: every duration (a key ending in ``_s``, ``_h`` or ``_days``) must be a
-finite number within its unit's range, a number field takes no boolean and a boolean
+finite number no larger than its unit's maximum, a number field takes no boolean and a boolean
 field nothing but a boolean. The first problem is one line naming the key.
 """
 
@@ -50,8 +50,9 @@ def _duration_problem(key: str, value: Any) -> str | None:
     for suffix, most in MAX_BY_SUFFIX.items():
         if not key.endswith(suffix) or isinstance(value, bool):
             continue
-        if isinstance(value, int | float) and not (math.isfinite(value) and 0 <= value <= most):
-            return f"expected a finite duration from 0 to {most:.0f} (got {value!r})"
+        # The lower bound is each model's own (``gt=0``, ``ge=0``): its message says it.
+        if isinstance(value, int | float) and not (math.isfinite(value) and value <= most):
+            return f"expected a finite duration of at most {most:.0f} (got {value!r})"
     return None
 
 

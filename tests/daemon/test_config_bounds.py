@@ -14,7 +14,7 @@ REFUSED = [
     ("[store]\nraw_retention_h = inf", "store.raw_retention_h: expected a finite duration"),
     ("[store]\nrollup_retention_days = 1e308", "store.rollup_retention_days: expected a finite"),
     ("[poll]\ninterval_s = nan", "poll.interval_s: expected a finite duration"),
-    ("[recovery]\nbackoff_max_s = -1.0", "recovery.backoff_max_s: expected a finite duration"),
+    ("[recovery]\nbackoff_max_s = -1.0", "recovery.backoff_max_s: Input should be greater than 0"),
     ("[serving]\nstop_timeout_s = 1e9", "serving.stop_timeout_s: expected a finite duration"),
     ("[[alerts.webhooks]]\nurl = 'http://a'\ntimeout_s = inf", "alerts.webhooks[0].timeout_s:"),
     ("[rig]\npower_cap_w = true", "rig.power_cap_w: expected a number, not the boolean true"),
