@@ -9,7 +9,7 @@ Refusals are ``serving.errors`` classes; the web layer gives them their status c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
@@ -21,7 +21,7 @@ from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS
 from daemon.serving_actions import start_document
 from daemon.status_document import status_document
-from daemon.store import Store
+from daemon.store import AuditRow, Latch, Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, RigProfile
@@ -133,6 +133,8 @@ class DaemonServices:
         recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
         host_watch: HostWatch | None = None,
+        latch_in_force: Callable[[], Latch | None] | None = None,
+        audit_rows: Callable[[int], list[AuditRow]] | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -148,6 +150,9 @@ class DaemonServices:
         self._rig = rig or RigProfile()
         self._host_watch = host_watch
         self._started_at = datetime.now(UTC)
+        # From memory when given (issue 22: the status must not depend on the store).
+        self._latch_in_force = latch_in_force or store.get_latch
+        self._audit_rows = audit_rows or (lambda limit: store.list_audit(limit=limit))
 
     @property
     def sim(self) -> SimulationControl | None:
@@ -202,7 +207,7 @@ class DaemonServices:
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> RecoveryDocument:
         """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
-        latch = self._store.get_latch()
+        latch = self._latch_in_force()
         if latch is None:
             doc = RecoveryDocument(reboot_required=False, reason=None, since=None, advice=None)
         else:
@@ -228,7 +233,7 @@ class DaemonServices:
 
     def last_decisions(self) -> list[RecoveryDecisionDocument]:
         """The newest recovery decisions and actions from the audit trail."""
-        rows = [r for r in self._store.list_audit(limit=100) if r.action in RECOVERY_ACTIONS]
+        rows = [r for r in self._audit_rows(100) if r.action in RECOVERY_ACTIONS]
         return [
             RecoveryDecisionDocument(
                 ts=iso(row.ts),

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from daemon.config_bounds import first_problem
 from hwcheck.checks import CHECK_IDS
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
@@ -345,6 +346,11 @@ def load_settings(
         table = _merge(table, env)
     if overrides:
         table = _merge(table, overrides)
+    bounds = first_problem(table, Settings)
+    if bounds is not None:
+        loc, problem = bounds
+        where = _blame(loc[:2], source, env, overrides or {})
+        raise ConfigError(f"{where}: {'.'.join(loc)}: {problem}")
     try:
         settings = Settings.model_validate(table)
     except ValidationError as exc:

@@ -2,9 +2,8 @@
 
 Everything comes from what the daemon already holds: the monitor's latest snapshot and
 check results, the engine supervisor's status, the follower's health, the poll timer.
-The reboot-required latch lives in the store, so ``LatchMirror`` keeps its last known
-value in memory, refreshed on the store writer's thread after every poll and at once
-whenever recovery's executors set or clear it: a scrape never queries the database.
+The reboot-required latch in force is ``LatchMirror`` (``daemon.latch_state`` keeps it:
+memory first, its state file, the store after): a scrape never queries the database.
 The rig's verdict is the one fleetd judged (``hwcheck.verdict``), and the engine's
 state its typed status: nothing here parses the status document back.
 """
@@ -54,6 +53,10 @@ class LatchMirror:
         """The latch as last read."""
         with self._lock:
             return self._latch
+
+    def get(self) -> Latch | None:
+        """The latch in force (``latch`` as a callable, for the status)."""
+        return self.latch
 
 
 def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:

@@ -11,7 +11,6 @@ every body; request bodies are capped (``web.limits``).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
@@ -49,7 +48,7 @@ from web.models import (
     StatusDocument,
     XidInjectedDocument,
 )
-from web.params import BeforeId, CardFilter, RowId
+from web.params import BeforeId, CardFilter, RowId, SinceTime, UntilTime
 from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
 from web.status_views import StatusViews
@@ -167,8 +166,8 @@ def create_app(
     def events(
         request: Request,
         response: Response,
-        since: Annotated[datetime | None, Query(description="from this time (included)")] = None,
-        until: Annotated[datetime | None, Query(description="up to this time (included)")] = None,
+        since: SinceTime = None,
+        until: UntilTime = None,
         kind: EventKind | None = None,
         card: CardFilter = None,
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,

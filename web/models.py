@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from hwcheck.model import Advice, EventKind, Severity
 from serving.runtime.states import ServingState
@@ -185,8 +185,9 @@ class RebootRequest(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    confirm: bool = False
-    cold: bool = False
+    # Only the JSON ``true`` confirms (``"yes"``, ``1`` or ``"on"`` answer 422): a reboot.
+    confirm: StrictBool = False
+    cold: StrictBool = False
 
 
 class ClearLatchRequest(BaseModel):
