@@ -191,6 +191,7 @@ def build_launch(
         recipe_hash=digest,
         labels=labels,
         preset_overrides=recipe.preset_overrides,
+        waivers=dict(recipe.lint.waive),
     )
 
 
