@@ -43,8 +43,20 @@ class EngineControl(Protocol):
         """CONTRACT's ``serving`` block."""
         ...
 
-    def action(self, action: str) -> dict[str, Any]:
+    def action(
+        self, action: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
         """``start|stop|restart``; raises ``serving.errors.Refused`` when refused."""
+        ...
+
+    def switch(
+        self, name: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
+        """Stop cleanly, switch to profile ``name``, start it (``engine_switch``)."""
+        ...
+
+    def profiles_document(self) -> dict[str, Any]:
+        """The launch profiles and their lint verdicts."""
         ...
 
     def logs(self, lines: int) -> list[str]:
@@ -160,16 +172,31 @@ class DaemonServices:
     def serving_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""
         if self._engine is None:
-            return {"state": "stopped", "pid": None, "restarts": 0, "since": None, "url": None}
+            return {
+                "state": "stopped",
+                "pid": None,
+                "restarts": 0,
+                "since": None,
+                "url": None,
+                "profile": None,
+            }
         return self._engine.status_document()
 
     def serving_state(self) -> str:
         """The engine's state word."""
         return str(self.serving_document()["state"])
 
-    def serving_action(self, action: str) -> dict[str, Any]:
+    def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
         """Start, stop or restart the engine through the engine service."""
-        return self._require_engine().action(action)
+        return self._require_engine().action(action, stop_foreign=stop_foreign)
+
+    def serving_profiles(self) -> dict[str, Any]:
+        """``GET /api/v1/serving/profiles``."""
+        return self._require_engine().profiles_document()
+
+    def serving_switch(self, profile: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """``POST /api/v1/serving/switch``."""
+        return self._require_engine().switch(profile, "api", stop_foreign=stop_foreign)
 
     def serving_logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""

@@ -6,6 +6,7 @@ is what ``web.canary.CanaryControl`` asks for and what the status document reads
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from daemon.canary_runner import CanaryRunner
@@ -17,6 +18,7 @@ from hwcheck.model import CheckResult, Severity
 from serving.canary.settings import CanarySettings
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
+from serving.settings import LogSignatureRule
 from web.metrics_model import CanaryMetrics
 
 
@@ -72,24 +74,40 @@ class CanaryService:
 
 
 def build_canaries(
-    settings: CanarySettings, store: Store, engine: EngineService, monitor: RigMonitor
+    settings: CanarySettings,
+    store: Store,
+    engine: EngineService,
+    monitor: RigMonitor,
+    serving_signatures: Sequence[LogSignatureRule] = (),
 ) -> CanaryService:
-    """The canary service for this engine (the schedule runs only when enabled)."""
+    """The canary service for this engine (the schedule runs only when enabled).
+
+    ``serving_signatures`` are ``[[serving.log_signatures]]``, added to the built-in log
+    signatures (and to ``[[canary.log_signatures]]``) with their severity.
+    """
 
     def power_brake_active() -> bool:
         return any(
             r.id == "power_brake" and r.severity is not Severity.OK for r in monitor.view().results
         )
 
-    recipe = engine.recipe
+    def expectations() -> Expectations:
+        recipe = engine.recipe  # the profile in force: a switch changes it
+        return Expectations(
+            recipe.expected_decode_tok_s,
+            recipe.expected_prefill_tok_s,
+            recipe.expected_reasoning_field,
+        )
+
     runner = CanaryRunner(
         settings,
         store,
         engine.status_document,
-        recipe.engine_name,
-        Expectations(recipe.expected_decode_tok_s, recipe.expected_prefill_tok_s),
+        lambda: engine.recipe.engine_name,
+        expectations,
         power_brake_active,
     )
-    table = SignatureTable.build(settings.log_signatures)
+    rules = [(sig.name, sig.pattern, sig.severity) for sig in serving_signatures]
+    table = SignatureTable.build(settings.log_signatures, rules)
     counter = LogSignatureCounter(table, store, engine.supervisor.log_capture)
     return CanaryService(runner, counter)

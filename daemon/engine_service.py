@@ -1,9 +1,11 @@
-"""fleetd's side of the engine: recipe, launcher, supervisor, preflight, records.
+"""fleetd's side of the engine: profiles, launcher, supervisor, preflight, records.
 
 The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
-the latch; this module hands it a spec factory, a preflight built from the rig's state,
-and an event sink that records every state change and launch. Operator actions are
-audited.
+the latch; this module hands it a spec factory (the active profile's recipe), a preflight
+built from the rig's state (``engine_preflight``), and an event sink that records every
+state change and launch. Operator actions are audited. Switching profiles is
+``engine_switch``'s: it stops the engine, makes another profile active here
+(``activate``), then calls the same ``start`` a person's ``fleetctl start`` does.
 """
 
 from __future__ import annotations
@@ -19,25 +21,37 @@ from typing import Any
 import psutil
 
 from daemon.config import Settings
+from daemon.engine_preflight import (
+    drift_refusal,
+    foreign_refusals,
+    lint_refusals,
+    rig_card_ids,
+    rig_cards,
+    scan_foreign,
+)
+from daemon.engine_switch import ProfileSwitcher
+from daemon.foreign_stop import stop_foreign_containers
 from daemon.monitor import RigMonitor
+from daemon.profiles import ActiveProfile
 from daemon.statedir import StateDir
 from daemon.store import Store
 from hwcheck.atomic import atomic_write
-from hwcheck.checks.foreign import is_allowed
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
 from serving.errors import Busy, NotFound, Refused, Unavailable
+from serving.profiles import ProfileSet
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.recipe.lint import lint_recipe
 from serving.recipe.masking import mask_argv, mask_spec
-from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
+from serving.recipe.recipe import Recipe
 from serving.recipe.spec import LaunchSpec
-from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.engine_record import RecordError, RecordFile
 from serving.runtime.exit_advice import ExitAdvisor
+from serving.runtime.foreign import ContainerProbe
+from serving.runtime.foreign_containers import RuntimeContainers
 from serving.runtime.launchers import Launcher
 from serving.runtime.logcapture import LogCapture, LogSubscription
+from serving.runtime.mode_launcher import ModeLauncher
 from serving.runtime.ports import free_port, port_in_use
-from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.states import (
     Refusal,
     ServingChange,
@@ -47,38 +61,13 @@ from serving.runtime.states import (
     SupervisorClosed,
 )
 from serving.runtime.supervisor import Supervisor
-from serving.sim.scenario import EngineScenario, simulated_engine_args
 from web.models import LastReadyLaunchDocument, LaunchSpecDocument, RecipeDocument
 
 log = logging.getLogger("fleetd.engine")
 
-SIM_PRESET = "sim-engine"
 SIM_ENGINE_MODULE = "serving.sim.engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
-
-
-def resolve_recipe(
-    settings: Settings, config_dir: Path | None, sim_engine: EngineScenario | None
-) -> Recipe | None:
-    """The configured recipe; the simulated engine under ``--simulate``; else none.
-
-    Raises ``RecipeError`` (one line) for a bad recipe file or table.
-    """
-    configured = settings.serving.recipe
-    if isinstance(configured, str):
-        path = Path(configured)
-        if not path.is_absolute() and config_dir is not None:
-            path = config_dir / path
-        return load_recipe(path)
-    if isinstance(configured, dict):
-        return recipe_from_table(configured, "[serving.recipe]")
-    if sim_engine is None:
-        return None
-    recipe = preset_recipe(SIM_PRESET)
-    return recipe.model_copy(
-        update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
-    )
 
 
 def is_simulated_engine(recipe: Recipe) -> bool:
@@ -87,10 +76,8 @@ def is_simulated_engine(recipe: Recipe) -> bool:
 
 
 def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:
-    """The launcher for the recipe's mode."""
-    if recipe.mode == "process":
-        return ProcessLauncher(state_dir)
-    return ContainerLauncher(state_dir, runtime=str(recipe.mode))
+    """The launcher for every mode (profiles may run as a process or a container)."""
+    return ModeLauncher(state_dir)
 
 
 class EngineService:
@@ -98,7 +85,7 @@ class EngineService:
 
     def __init__(
         self,
-        recipe: Recipe,
+        profiles: ProfileSet,
         settings: Settings,
         state_dir: Path,
         store: Store,
@@ -108,8 +95,14 @@ class EngineService:
         advise: ExitAdvisor,
         gate: Callable[[bool], list[tuple[str, str]]],
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
+        containers: ContainerProbe | None = None,
     ) -> None:
-        self.recipe = recipe
+        self.profiles = profiles
+        self._active_file = ActiveProfile(state_dir)
+        self.profile = self._active_file.choose(profiles)
+        self._active_file.save(self.profile, profiles)
+        self.recipe = profiles.get(self.profile).recipe
+        self._containers = containers or RuntimeContainers()
         self._settings = settings
         self._store = store
         self._monitor = monitor
@@ -120,12 +113,13 @@ class EngineService:
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
         self._gate = gate
+        self.switcher = ProfileSwitcher(self, monitor, settings.rig)
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
         self.supervisor = Supervisor(
             self._spec,
-            launcher_factory(recipe, state_dir),
+            launcher_factory(self.recipe, state_dir),
             state_dir,
             serving=settings.serving,
             recovery=settings.recovery,
@@ -136,7 +130,8 @@ class EngineService:
 
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
-        return build_launch(self.recipe, port=self._engine_port())
+        spec = build_launch(self.recipe, port=self._engine_port())
+        return dataclasses.replace(spec, profile=self.profile)
 
     def _engine_port(self) -> int | None:
         """``port = 0``: one free loopback port chosen per daemon and kept in the state dir.
@@ -151,38 +146,64 @@ class EngineService:
             saved = int(path.read_text().strip())
         except (OSError, ValueError):
             saved = 0
-        engine_running = self.supervisor.status().pid is not None
+        engine_running = self.supervisor.status().pid is not None or self._recorded_port() == saved
         if saved and (engine_running or not port_in_use(self.recipe.host, saved)):
             return saved
         port = free_port(self.recipe.host)  # first launch, or someone else took ours
         atomic_write(path, f"{port}\n")
         return port
 
+    def _recorded_port(self) -> int | None:
+        """The port of the engine ``engine.pid`` names (ours, running or about to be adopted)."""
+        try:
+            record = RecordFile(self._state_dir).read()
+        except RecordError:
+            return None
+        return None if record is None else record.port
+
     def preflight(self) -> list[Refusal]:
         """Why the engine must not start now (blocking) and what to warn about."""
         # The recovery policy's start gate: the latch, critical checks, the CUDA probe.
         refusals = [Refusal(code, message) for code, message in self._gate(True)]
-        for finding in lint_recipe(self.recipe, host_checks=False):
-            if finding.severity == "error":
-                refusals.append(Refusal("lint", finding.line()))
-        if self.recipe.port and port_in_use(self.recipe.host, self.recipe.port):
-            refusals.append(
-                Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
-            )
-        allowed = self._settings.rig.allowed_gpu_processes
-        holders = [
-            h
-            for h in self._host.device_holders()
-            if h.pid not in self.engine_pids() and not is_allowed(h, allowed)
-        ]
-        if holders:
-            names = ", ".join(f"{h.name} (pid {h.pid}) on {h.device}" for h in holders[:5])
-            refusals.append(
-                Refusal(
-                    "foreign_gpu_processes", f"other processes hold GPUs: {names}", blocking=False
-                )
-            )
+        recipe = self.recipe
+        refusals += lint_refusals(recipe, rig_cards(self._monitor, self._settings.rig))
+        status = self.supervisor.status()
+        if status.drift is not None:
+            refusals.append(drift_refusal(status.drift, self.profiles, self.profile))
+        refusals += foreign_refusals(recipe, self._scan_foreign())
         return refusals
+
+    def _scan_foreign(self) -> Any:
+        """Who, not ours, holds the active profile's port or cards."""
+        status = self.supervisor.status()
+        recipe = self.recipe
+        running_url = status.url if status.pid is not None else None
+        if status.drift is not None:
+            running_url = status.drift.url  # the drift refusal already explains that one
+        return scan_foreign(
+            recipe,
+            holders=self._host.device_holders(),
+            own_pids=self.engine_pids(),
+            allowed=self._settings.rig.allowed_gpu_processes,
+            probe=self._containers,
+            rig_cards_ids=rig_card_ids(self._monitor),
+            port_is_ours=running_url is not None and running_url.endswith(f":{recipe.port}"),
+        )
+
+    def stop_foreign(self, actor: str) -> list[dict[str, Any]]:
+        """``--stop-foreign``: stop the foreign containers holding the port or the cards.
+
+        A drifted engine's container is one of them (it holds the port); a foreign bare
+        process is never signalled: the start's refusal names it (``foreign_stop``).
+        """
+        return stop_foreign_containers(
+            self._scan_foreign().containers(),
+            self.supervisor.status().drift,
+            self._containers,
+            self._settings.serving.stop_foreign_timeout_s,
+            self._store,
+            actor,
+        )
 
     def _on_event(self, event: ServingEvent) -> None:
         try:
@@ -300,31 +321,85 @@ class EngineService:
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
-        """CONTRACT's ``serving`` block plus extras."""
-        return self.supervisor.status().as_dict()
+        """CONTRACT's ``serving`` block plus extras (the active ``profile`` among them)."""
+        document = self.supervisor.status().as_dict()
+        document["profile"] = self.profile
+        switch = self.switcher.progress()
+        if switch is not None:
+            document["switch"] = switch
+        return document
 
-    def action(self, action: str) -> dict[str, Any]:
+    def switch(
+        self, name: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
+        """``fleetctl serve NAME`` (``engine_switch``): stop cleanly, switch, start NAME."""
+        try:
+            return self.switcher.switch(name, actor, stop_foreign)
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+
+    def profiles_document(self) -> dict[str, Any]:
+        """``GET /api/v1/serving/profiles``."""
+        return self.switcher.profiles_document()
+
+    def latch_refusals(self) -> list[Refusal]:
+        """The reboot latch's refusal, if set: it refuses even a no-op start."""
+        return [Refusal(c, m) for c, m in self._gate(False) if c == "reboot_latch"]
+
+    def start(self, actor: str = "operator", stop_foreign: bool = False) -> dict[str, Any]:
+        """A person's start (``fleetctl start``, and ``serve`` after its switch).
+
+        Raises ``StartRefused`` with every reason; ``stop_foreign`` first stops foreign
+        containers holding the port or the profile's cards.
+        """
+        latched = self.latch_refusals()
+        if latched:  # a person must see the reason, even for a no-op start
+            raise StartRefused(tuple(latched))
+        stopped = self.stop_foreign(actor) if stop_foreign else []
+        self._operator_stop = False
+        result = self.supervisor.start()
+        self._store.audit(actor, "engine_start", "accepted", target=self.profile)
+        return {
+            "action": "start",
+            "accepted": True,
+            "already_running": result.already_running,
+            "warnings": [w.as_dict() for w in result.warnings],
+            "stopped_foreign": stopped,
+            "serving": self.status_document(),
+        }
+
+    def activate(self, name: str, actor: str) -> str:
+        """Make profile ``name`` the one in force (the engine must be stopped); the old name.
+
+        Kept across fleetd restarts; recorded as an event and an audit row.
+        """
+        profile = self.profiles.get(name)
+        previous = self.profile
+        self.recipe = profile.recipe
+        self.profile = name
+        self._active_file.save(name, self.profiles)
+        message = f"launch profile switched from {previous} to {name} by {actor}"
+        log.info("%s", message)
+        self._store.record_event(
+            EventKind.OPERATOR,
+            Severity.INFO,
+            message,
+            details={"profile": name, "from": previous, "source": profile.source},
+        )
+        self._store.audit(actor, "profile_switch", "done", target=name, reason=message)
+        return previous
+
+    def action(
+        self, action: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
         """``start|stop|restart`` for a person; stops and restarts finish in the background."""
         try:
             if action == "start":
-                # The latch refuses even a no-op start: a person must see the reason.
-                latched = [Refusal(c, m) for c, m in self._gate(False) if c == "reboot_latch"]
-                if latched:
-                    raise StartRefused(tuple(latched))
-                self._operator_stop = False
-                result = self.supervisor.start()
-                self._store.audit("operator", "engine_start", "accepted")
-                return {
-                    "action": action,
-                    "accepted": True,
-                    "already_running": result.already_running,
-                    "warnings": [w.as_dict() for w in result.warnings],
-                    "serving": self.status_document(),
-                }
+                return self.start(actor, stop_foreign=stop_foreign)
             if action == "stop":
                 self._operator_stop = True
                 self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
-                self._store.audit("operator", "engine_stop", "accepted")
+                self._store.audit(actor, "engine_stop", "accepted")
                 return {"action": action, "accepted": True, "serving": self.status_document()}
             if action == "restart":
                 blocking = [r for r in self.preflight() if r.blocking]
@@ -332,12 +407,10 @@ class EngineService:
                     raise StartRefused(tuple(blocking))
                 self._operator_stop = False
                 threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
-                self._store.audit("operator", "engine_restart", "accepted")
+                self._store.audit(actor, "engine_restart", "accepted")
                 return {"action": action, "accepted": True, "serving": self.status_document()}
         except StartRefused as exc:
-            self._store.audit("operator", f"engine_{action}", "refused", reason=str(exc))
-            first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
-            raise Refused("; ".join(r.message for r in exc.refusals), first.code) from None
+            raise self.refused(action, exc, actor) from None
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:
@@ -348,6 +421,12 @@ class EngineService:
                 "serving": self.status_document(),
             }
         raise NotFound(f"unknown action {action!r}")
+
+    def refused(self, action: str, exc: StartRefused, actor: str) -> Refused:
+        """A refusal, audited, as the neutral error the API turns into a 409."""
+        self._store.audit(actor, f"engine_{action}", "refused", reason=str(exc))
+        first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
+        return Refused("; ".join(r.message for r in exc.refusals), first.code)
 
     def _restart(self) -> None:
         try:
@@ -360,7 +439,7 @@ class EngineService:
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
         # Served over the API and compared with stored launches: both masked alike.
-        spec = mask_spec(build_launch(self.recipe, port=self._engine_port()))
+        spec = mask_spec(self._spec())
         spec_document = LaunchSpecDocument.model_validate(spec_to_dict(spec))
         last = self._store.last_ready_launch()
         if last is None:
@@ -418,10 +497,3 @@ class EngineService:
     def close(self, stop_engine: bool) -> None:
         """Stop supervising (the engine keeps running unless ``stop_engine``)."""
         self.supervisor.close(stop_engine=stop_engine)
-
-
-def recipe_for_daemon(
-    settings: Settings, config_path: Path | None, sim_engine: EngineScenario | None
-) -> Recipe | None:
-    """``resolve_recipe`` relative to the config file's folder."""
-    return resolve_recipe(settings, config_path.parent if config_path else None, sim_engine)

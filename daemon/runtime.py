@@ -34,6 +34,7 @@ from daemon.poller import RigPoller
 from daemon.reboot_command import reboot_runner
 from daemon.recovery_service import RecoveryService
 from daemon.sdnotify import Notifier
+from daemon.sim_containers import SimulatedContainers
 from daemon.simcontrol import SimControl, end_as_a_reboot_does
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
@@ -46,6 +47,7 @@ from hwcheck.model import CheckResult, EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from recovery.decisions import Start
 from recovery.executors import describe
+from serving.profiles import ProfileSet
 from serving.recipe.recipe import Recipe
 from web.app import create_app
 from web.loopback import is_loopback
@@ -83,6 +85,7 @@ class Daemon:
         sim: SimulatedRig | None,
         notifier: Notifier,
         recipe: Recipe | None = None,
+        profiles: ProfileSet | None = None,
     ) -> None:
         self.settings = settings
         self.state_dir = state_dir
@@ -140,9 +143,11 @@ class Daemon:
         )
         self.xid_path.add_listener(self.recovery.on_xid)
         self.engine: EngineService | None = None
-        if recipe is not None:
+        if profiles is None and recipe is not None:
+            profiles = ProfileSet.single(recipe)
+        if profiles is not None:
             self.engine = EngineService(
-                recipe,
+                profiles,
                 settings,
                 state_dir,
                 self.store,
@@ -150,6 +155,7 @@ class Daemon:
                 host,
                 advise=self.recovery.advise_exit,
                 gate=self.recovery.gate,
+                containers=None if sim is None else SimulatedContainers(sim),
             )
             self.recovery.attach_engine(self.engine)
         self.bring_up = BringUp(
@@ -161,7 +167,13 @@ class Daemon:
         )
         self.canaries: CanaryService | None = None
         if self.engine is not None:
-            self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
+            self.canaries = build_canaries(
+                settings.canary,
+                self.store,
+                self.engine,
+                self.monitor,
+                serving_signatures=settings.serving.log_signatures,
+            )
         self.services = DaemonServices(
             self.store,
             self.monitor,

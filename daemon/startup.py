@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from daemon.config import ENV_PREFIX, Settings
-from daemon.engine_service import recipe_for_daemon
+from daemon.profiles import profiles_for
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.statedir import StateDir
@@ -125,8 +125,8 @@ def build_daemon(
     lock_state_dir(state_dir)  # held (fd kept open) until the process ends
     host, rig, sim_engine = build_host(settings, state_dir, simulate)
     try:
-        recipe = recipe_for_daemon(settings, config_path, sim_engine)
-        return Daemon(settings, state_dir, host, rig, Notifier(), recipe)
+        profiles = profiles_for(settings, config_path, sim_engine)
+        return Daemon(settings, state_dir, host, rig, Notifier(), profiles=profiles)
     except StoreError as exc:
         host.close()
         if settings.store.url is None:  # the default file in the state dir, named by exc

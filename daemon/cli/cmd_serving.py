@@ -42,13 +42,23 @@ POLL_S = 1.0
 PIPE_PROGRESS_S = 30.0
 
 
-def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any]:
+def _post_action(
+    out: Output, client: FleetClient, action: str, stop_foreign: bool = False
+) -> dict[str, Any]:
+    body = {"stop_foreign": True} if stop_foreign else None
     try:
-        result: dict[str, Any] = client.post(f"/api/v1/serving/{action}")
+        result: dict[str, Any] = client.post(f"/api/v1/serving/{action}", body)
     except ClientError as exc:
         if exc.status == 409:
             out.fail(f"{action} refused: {exc}", EXIT_REFUSED)
         out.fail(str(exc), EXIT_FAILED)
+    for stopped in result.get("stopped_foreign", []):
+        done = "stopped" if stopped["stopped"] else "could not stop"
+        out.err.print(
+            f"fleetctl: {done} foreign container {stopped['container']} "
+            f"(image {stopped['image']}): {' '.join(stopped['command'])}",
+            markup=False,
+        )
     for warning in result.get("warnings", []):
         out.err.print(f"fleetctl: warning: {warning['message']}", markup=False)
     return result
@@ -83,14 +93,16 @@ def wait_for(
     timeout_s: float,
     sleep: Callable[[float], None] = time.sleep,
     stale_line: str | None = None,
+    started: bool = False,
 ) -> dict[str, Any]:
     """Poll the status until the action finished; fail with one line if it did not.
 
     ``stale_line`` is the engine's last log line before the request: it is not shown
-    until the engine has written another one.
+    until the engine has written another one. ``started``: the start is known to have
+    launched already (``serve`` after its switch), so ``ready`` is this start's.
     """
     try:
-        return _wait(out, client, action, timeout_s, sleep, stale_line)
+        return _wait(out, client, action, timeout_s, sleep, stale_line, started)
     except KeyboardInterrupt:
         end_progress()
         out.fail(
@@ -106,11 +118,12 @@ def _wait(
     timeout_s: float,
     sleep: Callable[[float], None],
     stale_line: str | None,
+    started: bool = False,
 ) -> dict[str, Any]:
     started_s = time.monotonic()
     fresh_log = stale_line is None
-    seen_transition = action == "stop"
-    seen_starting = False
+    seen_transition = action == "stop" or started
+    seen_starting = started
     last_state: str | None = None
     printed_s = float("-inf")
     while True:
@@ -146,10 +159,19 @@ def _wait(
         sleep(POLL_S)
 
 
-def action(out: Output, client: FleetClient, name: str, wait: bool, timeout_s: float) -> int:
-    """``start``/``stop``/``restart`` through the daemon."""
+def action(
+    out: Output,
+    client: FleetClient,
+    name: str,
+    wait: bool,
+    timeout_s: float,
+    stop_foreign: bool = False,
+) -> int:
+    """``start``/``stop``/``restart`` through the daemon (``--stop-foreign``: start only)."""
     stale_line = _last_log_line(client) if wait else None
-    result = _post_action(out, client, name)
+    if stop_foreign:  # fleetd answers once each foreign container's graceful stop is over
+        client = dataclasses.replace(client, timeout_s=max(client.timeout_s, timeout_s))
+    result = _post_action(out, client, name, stop_foreign)
     serving = result.get("serving", {})
     if wait and not result.get("already_running"):
         serving = wait_for(out, client, name, timeout_s, stale_line=stale_line)
