@@ -129,7 +129,12 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)
-    exposed = [] if config_path is None else exposed_secrets(config_path, settings.serving.recipe)
+    profile_recipes = [table.get("recipe") for table in settings.serving.profiles.values()]
+    exposed = (
+        []
+        if config_path is None
+        else exposed_secrets(config_path, settings.serving.recipe, profile_recipes)
+    )
     for path, keys in exposed:
         log.warning(
             "%s holds secrets (%s) and others can read it: chmod 600 it", path, ", ".join(keys)

@@ -28,12 +28,14 @@ from daemon.cli.output import (
     Output,
 )
 from daemon.cli.waiting import end_progress
-from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
+from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_cli_settings
+from daemon.profiles import profiles_for
+from hwcheck.model import RigProfile
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
-from serving.recipe.lint import lint_path, lint_recipe
+from serving.recipe.lint import RigCards, lint_path, lint_recipe
 from serving.recipe.masking import mask_spec
-from serving.recipe.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
+from serving.recipe.recipe import Recipe, RecipeError, load_recipe
 from serving.recipe.spec import LaunchSpec
 
 DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
@@ -227,34 +229,46 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
     return 0
 
 
-def _configured_recipe(out: Output, config: Path | None) -> Recipe:
+def _settings(out: Output, config: Path | None) -> Settings | None:
+    """The config for lint (the rig's cards); an unreadable default config is skipped."""
     try:
-        settings = load_cli_settings(config)
+        return load_cli_settings(config)
     except ConfigError as exc:
-        out.fail(str(exc), EXIT_BAD_INPUT)
-    configured = settings.serving.recipe
+        if config is not None:
+            out.fail(str(exc), EXIT_BAD_INPUT)
+        return None
+
+
+def _configured_recipe(out: Output, config: Path | None, settings: Settings | None) -> Recipe:
+    if settings is None:
+        settings = _settings(out, config) or Settings()
     try:
-        if isinstance(configured, dict):
-            return recipe_from_table(configured, "[serving.recipe]")
-        if isinstance(configured, str):
-            path = Path(configured)
-            if not path.is_absolute():  # relative to the config file, as fleetd reads it
-                path = (config or DEFAULT_CONFIG_PATH).parent / path
-            return load_recipe(path)
+        profiles = profiles_for(settings, config or DEFAULT_CONFIG_PATH, None)
     except RecipeError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
-    out.fail("no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT)
+    if profiles is None:
+        out.fail(
+            "no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT
+        )
+    return profiles.get(profiles.configured).recipe
 
 
 def lint(out: Output, file: Path | None, config: Path | None) -> int:
-    """``recipe lint [FILE]``: 0 clean, 1 warnings only, 2 errors."""
+    """``recipe lint [FILE]``: 0 clean, 1 warnings only, 2 errors.
+
+    The rig's ``[rig]`` card count and memory (from the config, when readable) judge the
+    parallel sizes and whether the checkpoint fits.
+    """
+    settings = _settings(out, config)
+    rig = settings.rig if settings is not None else RigProfile()
+    cards = RigCards(count=rig.card_count, expected_mib=rig.memory_total_mib)
     if file is not None:
         if not file.exists():
             out.fail(f"{file}: no such file", EXIT_BAD_INPUT)
-        findings = lint_path(file)
+        findings = lint_path(file, cards=cards)
         source = str(file)
     else:
-        findings = lint_recipe(_configured_recipe(out, config))
+        findings = lint_recipe(_configured_recipe(out, config, settings), cards=cards)
         source = "the configured recipe"
     if out.json_mode:
         out.emit_json([f.to_dict() for f in findings])
