@@ -8,11 +8,11 @@ defaults suit a real rig; tests and the bench make them short.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from serving.canary.settings import compiled_regex
 from serving.profiles import DEFAULT_PROFILE, PROFILE_NAME_RE
 
 
@@ -35,11 +35,7 @@ class LogSignatureRule(_Section):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+        return compiled_regex(value)
 
 
 class ServingSettings(_Section):

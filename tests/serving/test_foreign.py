@@ -4,8 +4,6 @@ recorded /proc tree), a container's recipe-hash label, and the grouping of holde
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,41 +21,27 @@ from serving.runtime.foreign import ContainerRef, StopOutcome, card_of_device
 from serving.runtime.foreign_containers import RuntimeContainers
 from serving.runtime.launchers import EngineDrifted
 from serving.runtime.states import Drift
-from tests.serving.engine_helpers import install_fake_docker, kill_group, sim_argv
+from tests.serving.engine_helpers import FakeRuntime, sim_argv
 from tests.support.fleetd import free_port, wait_until
 
 CONTAINER_ID = "ab" * 32
 
 
-@dataclass
-class FakeDocker:
-    state: Path
+def run_container(docker: FakeRuntime, name: str, *options: str) -> str:
+    """``docker run -d`` a sleeping container; its id."""
+    argv = ["docker", "run", "-d", "--name", name, *options, "sim-image", "sleep", "600"]
+    subprocess.run(argv, check=True, capture_output=True, timeout=30)
+    return str(docker.container(name)["id"])
 
-    def calls(self) -> list[list[str]]:
-        path = self.state / "calls.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def run(self, name: str, *options: str) -> str:
-        """``docker run -d`` a sleeping container; its id."""
-        argv = ["docker", "run", "-d", "--name", name, *options, "sim-image", "sleep", "600"]
-        subprocess.run(argv, check=True, capture_output=True, timeout=30)
-        data = json.loads((self.state / f"container-{name}.json").read_text())
-        return str(data["id"])
-
-    def cleanup(self) -> None:
-        for path in self.state.glob("container-*.json"):
-            pid = json.loads(path.read_text()).get("pid")
-            if pid:
-                kill_group(int(pid))
+def remove_container(docker: FakeRuntime, name: str) -> None:
+    docker.cleanup()
+    (docker.state / f"container-{name}.json").unlink()
 
 
 @pytest.fixture
-def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDocker]:
-    bin_dir, state = install_fake_docker(tmp_path)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
-    monkeypatch.setenv("FAKE_DOCKER_IMAGE", "sim-image")
-    fake = FakeDocker(state)
+def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRuntime]:
+    fake = FakeRuntime(tmp_path, monkeypatch)
     yield fake
     fake.cleanup()
 
@@ -74,9 +58,9 @@ def only_docker(name: str) -> str | None:
 
 
 def test_a_pid_is_mapped_to_its_container_through_its_cgroup(
-    docker: FakeDocker, tmp_path: Path
+    docker: FakeRuntime, tmp_path: Path
 ) -> None:
-    container_id = docker.run("trainer", "-p", "127.0.0.1:9000:8000")
+    container_id = run_container(docker, "trainer", "-p", "127.0.0.1:9000:8000")
     proc = proc_tree(
         tmp_path / "proc",
         {
@@ -97,14 +81,14 @@ def test_a_pid_is_mapped_to_its_container_through_its_cgroup(
 
 
 def test_stop_is_the_runtimes_graceful_stop_never_kill_or_rm(
-    docker: FakeDocker, tmp_path: Path
+    docker: FakeRuntime, tmp_path: Path
 ) -> None:
-    container_id = docker.run("trainer")
+    container_id = run_container(docker, "trainer")
     ref = ContainerRef("docker", container_id, "trainer", "sim-image")
     outcome = RuntimeContainers(which=only_docker).stop(ref, 7.0)
     assert outcome == StopOutcome(ref, ("docker", "stop", "--time", "7", "trainer"), True)
     wait_until(
-        lambda: not json.loads((docker.state / "container-trainer.json").read_text())["running"],
+        lambda: not docker.container("trainer")["running"],
         10,
         "the container stopped",
     )
@@ -117,7 +101,7 @@ def test_stop_is_the_runtimes_graceful_stop_never_kill_or_rm(
 
 
 def test_a_container_by_the_recipes_name_is_adopted_only_with_its_recipe_hash(
-    docker: FakeDocker, tmp_path: Path
+    docker: FakeRuntime, tmp_path: Path
 ) -> None:
     recipe = recipe_from_table(
         {
@@ -131,7 +115,7 @@ def test_a_container_by_the_recipes_name_is_adopted_only_with_its_recipe_hash(
         "test",
     )
     spec = build_launch(recipe, port=free_port())
-    docker.run("vllm-test", "--label", "cmpfleet.recipe-hash=someone-elses")
+    run_container(docker, "vllm-test", "--label", "cmpfleet.recipe-hash=someone-elses")
     launcher = ContainerLauncher(tmp_path / "state", "docker")
     with pytest.raises(EngineDrifted) as drifted:
         launcher.adopt_running(spec)
@@ -139,15 +123,13 @@ def test_a_container_by_the_recipes_name_is_adopted_only_with_its_recipe_hash(
         "vllm-test",
         "someone-elses",
     )
-    docker.cleanup()
-    (docker.state / "container-vllm-test.json").unlink()
-    docker.run("vllm-test")  # started by hand: no label at all
+    remove_container(docker, "vllm-test")
+    run_container(docker, "vllm-test")  # started by hand: no label at all
     with pytest.raises(EngineDrifted) as unlabelled:
         launcher.adopt_running(spec)
     assert unlabelled.value.recipe_hash == ""
-    docker.cleanup()
-    (docker.state / "container-vllm-test.json").unlink()
-    docker.run("vllm-test", "--label", f"cmpfleet.recipe-hash={spec.recipe_hash}")
+    remove_container(docker, "vllm-test")
+    run_container(docker, "vllm-test", "--label", f"cmpfleet.recipe-hash={spec.recipe_hash}")
     handle = launcher.adopt_running(spec)
     assert handle is not None and handle.adopted
     launcher.detach(handle)
