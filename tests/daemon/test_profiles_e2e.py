@@ -183,6 +183,8 @@ def test_an_engine_of_another_profile_is_a_drift_left_running(rig: Rig) -> None:
         e["severity"] == "warning" and e["message"].startswith(f"not adopted: pid {pid}")
         for e in events
     )
+    shown = rig.fleetctl("status")
+    assert f"DRIFT: pid {pid} at " in shown.stdout and "profile c" in shown.stdout
     started = rig.fleetctl("start")
     assert started.returncode == 4
     assert "`fleetctl serve b` serves it as it is" in started.stderr
