@@ -122,8 +122,10 @@ class ProfileSwitcher:
             error = engine.refused("serve", exc, actor)
             refusals = [r.as_dict() for r in exc.refusals]
             self._set(phase="refused", message=error.message, refusals=refusals, ended_at=_now())
-        except (Refused, SupervisorClosed, TimeoutError) as exc:
-            self._set(phase="failed", message=str(exc), ended_at=_now())
+        except TimeoutError:  # the supervisor is busy: the start is queued, not refused
+            self._set(phase="done", message="the start is still in progress", ended_at=_now())
+        except (Refused, SupervisorClosed) as exc:
+            self._set(phase="failed", message=str(exc) or type(exc).__name__, ended_at=_now())
         except Exception as exc:  # the progress must end, whatever happened
             log.exception("switch to %s failed", name)
             self._set(phase="failed", message=str(exc), ended_at=_now())
