@@ -6,19 +6,17 @@ is what ``web.canary.CanaryControl`` asks for and what the status document reads
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from daemon.canary_runner import CanaryRunner
+from daemon.config import Settings
 from daemon.engine_service import EngineService
 from daemon.log_signatures import LogSignatureCounter
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.model import CheckResult, Severity
-from serving.canary.settings import CanarySettings
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
-from serving.settings import LogSignatureRule
 from web.metrics_model import CanaryMetrics
 
 
@@ -74,17 +72,14 @@ class CanaryService:
 
 
 def build_canaries(
-    settings: CanarySettings,
-    store: Store,
-    engine: EngineService,
-    monitor: RigMonitor,
-    serving_signatures: Sequence[LogSignatureRule] = (),
+    config: Settings, store: Store, engine: EngineService, monitor: RigMonitor
 ) -> CanaryService:
     """The canary service for this engine (the schedule runs only when enabled).
 
-    ``serving_signatures`` are ``[[serving.log_signatures]]``, added to the built-in log
-    signatures (and to ``[[canary.log_signatures]]``) with their severity.
+    The log signatures are the built-ins, ``[[canary.log_signatures]]`` and, with their
+    severity, ``[[serving.log_signatures]]``.
     """
+    settings = config.canary
 
     def power_brake_active() -> bool:
         return any(
@@ -107,7 +102,7 @@ def build_canaries(
         expectations,
         power_brake_active,
     )
-    rules = [(sig.name, sig.pattern, sig.severity) for sig in serving_signatures]
+    rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
     table = SignatureTable.build(settings.log_signatures, rules)
     counter = LogSignatureCounter(table, store, engine.supervisor.log_capture)
     return CanaryService(runner, counter)

@@ -33,6 +33,7 @@ from daemon.engine_switch import ProfileSwitcher
 from daemon.foreign_stop import stop_foreign_containers
 from daemon.monitor import RigMonitor
 from daemon.profiles import ActiveProfile
+from daemon.recipe_view import recipe_document
 from daemon.statedir import StateDir
 from daemon.store import Store
 from hwcheck.atomic import atomic_write
@@ -40,15 +41,15 @@ from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
 from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.profiles import ProfileSet
-from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.recipe.masking import mask_argv, mask_spec
+from serving.recipe.build import build_launch
+from serving.recipe.masking import KnownSecrets, mask_argv
 from serving.recipe.recipe import Recipe
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.engine_record import RecordError, RecordFile
 from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.foreign import ContainerProbe
 from serving.runtime.foreign_containers import RuntimeContainers
-from serving.runtime.launchers import Launcher
+from serving.runtime.launchers import Launcher, launch_secrets
 from serving.runtime.logcapture import LogCapture, LogSubscription
 from serving.runtime.mode_launcher import ModeLauncher
 from serving.runtime.ports import free_port, port_in_use
@@ -61,7 +62,7 @@ from serving.runtime.states import (
     SupervisorClosed,
 )
 from serving.runtime.supervisor import Supervisor
-from web.models import LastReadyLaunchDocument, LaunchSpecDocument, RecipeDocument
+from web.models import RecipeDocument
 
 log = logging.getLogger("fleetd.engine")
 
@@ -96,6 +97,7 @@ class EngineService:
         gate: Callable[[bool], list[tuple[str, str]]],
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
         containers: ContainerProbe | None = None,
+        known_secrets: KnownSecrets | None = None,
     ) -> None:
         self.profiles = profiles
         self._active_file = ActiveProfile(state_dir)
@@ -126,7 +128,21 @@ class EngineService:
             preflight=self.preflight,
             on_event=self._on_event,
             advise=advise,
+            known_secrets=self._with_recipe_secrets(known_secrets),
         )
+
+    def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:
+        """``known`` plus every profile's launch secrets, before the log's history is loaded.
+
+        The engine to adopt was most likely launched from one of these recipes (the profile
+        in force, or the one before a switch), and its start-up lines (the echoed flags)
+        are in the history. The port does not matter here, so the spec is built without
+        choosing one (that is the launch's business).
+        """
+        known = KnownSecrets() if known is None else known
+        for name in self.profiles.names:
+            known.add(launch_secrets(build_launch(self.profiles.get(name).recipe)))
+        return known
 
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
@@ -438,30 +454,7 @@ class EngineService:
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        # Served over the API and compared with stored launches: both masked alike.
-        spec = mask_spec(self._spec())
-        spec_document = LaunchSpecDocument.model_validate(spec_to_dict(spec))
-        last = self._store.last_ready_launch()
-        if last is None:
-            return RecipeDocument(
-                spec=spec_document, text=show_text(spec), last_ready=None, diff=None
-            )
-        previous = dataclasses.replace(spec, argv=tuple(last.argv), env=dict(last.env))
-        return RecipeDocument(
-            spec=spec_document,
-            text=show_text(spec),
-            last_ready=LastReadyLaunchDocument(
-                id=last.id,
-                started_at=last.started_at.isoformat(),
-                ready_at=None if last.ready_at is None else last.ready_at.isoformat(),
-                argv=list(last.argv),
-                env=dict(last.env),
-                recipe_hash=last.recipe_hash,
-            ),
-            diff=diff_specs(
-                previous, spec, old_label=f"last ready launch #{last.id}", new_label="next launch"
-            ),
-        )
+        return recipe_document(self._spec(), self._store.last_ready_launch())
 
     def logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
