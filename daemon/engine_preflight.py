@@ -1,12 +1,13 @@
-"""The serving side of a start's preflight: lint, the port, the profile's cards, drift.
+"""The mechanics of this host in a start's preflight: holders of the port or cards, drift.
 
-The recovery policy's start gate (the latch, critical checks, the CUDA probe) is asked
-by the engine service; this module adds what is about the launch itself. Each refusal
-names what blocks and what to do: the recipe's lint errors (judged against this rig's
-cards: parallel sizes, fits-the-cards), who holds the engine's port or the cards of the
-active profile (a container by name and image, a process by pid and command line), and
-an engine that runs but is not the active profile's (drift). Foreign processes on cards
-the profile does not use, or on the driver's control nodes only, warn and never refuse.
+Whether to start at all (the latch, critical checks, the CUDA probe, lint errors) is
+recovery's start gate, decided before the start reaches the supervisor; the lint it reads
+(``lint_refusals``, judged against this rig's cards: parallel sizes, fits-the-cards) is
+here. The supervisor's preflight adds what is about this host and the launch itself, each
+refusal naming what blocks and what to do: who holds the engine's port or the cards of the
+active profile (a container by name and image, a process by pid and command line), and an
+engine that runs but is not the active profile's (drift). Foreign processes on cards the
+profile does not use, or on the driver's control nodes only, warn and never refuse.
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
 The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
 the latch; this module hands it a spec factory (the active profile's recipe), a preflight
-built from the rig's state (``engine_preflight``), and an event sink that records every
-state change and launch. Operator actions are audited. Switching profiles is
-``engine_switch``'s: it stops the engine, makes another profile active here
-(``activate``), then calls the same ``start`` a person's ``fleetctl start`` does.
+of this host's mechanics (``engine_preflight``: who holds the port or the profile's cards,
+an engine of another recipe left running), the listener of its reports (recovery's
+controller) and an event sink that records every state change and launch. Whether the
+engine starts is recovery's decision (``daemon.recovery_engine`` is the engine as recovery
+drives it; it reads the active profile's cards and lint errors here); a person's stop is
+audited here. Switching profiles is ``engine_switch``'s: it stops the engine, makes another
+profile active here (``activate``), then asks recovery's one start path.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from daemon.engine_preflight import (
     rig_cards,
     scan_foreign,
 )
-from daemon.engine_switch import ProfileSwitcher
+from daemon.engine_switch import ProfileSwitcher, StartRequests
 from daemon.foreign_stop import stop_foreign_containers
 from daemon.monitor import RigMonitor
 from daemon.profiles import ActiveProfile
@@ -39,26 +42,27 @@ from daemon.store import Store
 from hwcheck.atomic import atomic_write
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
-from serving.errors import Busy, NotFound, Refused, Unavailable
+from recovery.decisions import Reason
+from serving.errors import Busy, Refused, Unavailable
 from serving.profiles import ProfileSet
 from serving.recipe.build import build_launch
+from serving.recipe.cards import gate_cards
 from serving.recipe.masking import KnownSecrets, mask_argv
 from serving.recipe.recipe import Recipe
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.engine_record import RecordError, RecordFile
-from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.foreign import ContainerProbe
 from serving.runtime.foreign_containers import RuntimeContainers
 from serving.runtime.launchers import Launcher, launch_secrets
 from serving.runtime.logcapture import LogCapture, LogSubscription
 from serving.runtime.mode_launcher import ModeLauncher
 from serving.runtime.ports import free_port, port_in_use
+from serving.runtime.reports import EngineReports
 from serving.runtime.states import (
     Refusal,
     ServingChange,
     ServingEvent,
     ServingState,
-    StartRefused,
     SupervisorClosed,
 )
 from serving.runtime.supervisor import Supervisor
@@ -93,8 +97,8 @@ class EngineService:
         monitor: RigMonitor,
         host: HostSources,
         *,
-        advise: ExitAdvisor,
-        gate: Callable[[bool], list[tuple[str, str]]],
+        reports: EngineReports,
+        starts: StartRequests,
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
         containers: ContainerProbe | None = None,
         known_secrets: KnownSecrets | None = None,
@@ -109,13 +113,13 @@ class EngineService:
         self._store = store
         self._monitor = monitor
         self._host = host
+        self._starts = starts
         self._state_dir = state_dir
         self._launch_ids: dict[str, int] = {}
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
-        self._gate = gate
-        self.switcher = ProfileSwitcher(self, monitor, settings.rig)
+        self.switcher = ProfileSwitcher(self, monitor, settings.rig, starts)
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
@@ -124,10 +128,9 @@ class EngineService:
             launcher_factory(self.recipe, state_dir),
             state_dir,
             serving=settings.serving,
-            recovery=settings.recovery,
             preflight=self.preflight,
             on_event=self._on_event,
-            advise=advise,
+            reports=reports,
             known_secrets=self._with_recipe_secrets(known_secrets),
         )
 
@@ -178,16 +181,34 @@ class EngineService:
         return None if record is None else record.port
 
     def preflight(self) -> list[Refusal]:
-        """Why the engine must not start now (blocking) and what to warn about."""
-        # The recovery policy's start gate: the latch, critical checks, the CUDA probe.
-        refusals = [Refusal(code, message) for code, message in self._gate(True)]
-        recipe = self.recipe
-        refusals += lint_refusals(recipe, rig_cards(self._monitor, self._settings.rig))
+        """The mechanics of this host that block a launch, naming what blocks and what to do.
+
+        Who holds the engine's port or the active profile's cards (a foreign process on
+        other cards only warns), and an engine of another recipe left running (drift).
+        Whether to start at all (the latch, the checks, the CUDA probe, lint errors) was
+        decided by recovery before the start reached the supervisor.
+        """
+        refusals: list[Refusal] = []
         status = self.supervisor.status()
         if status.drift is not None:
             refusals.append(drift_refusal(status.drift, self.profiles, self.profile))
-        refusals += foreign_refusals(recipe, self._scan_foreign())
+        refusals += foreign_refusals(self.recipe, self._scan_foreign())
         return refusals
+
+    def recipe_cards(self, recipe: Recipe | None = None) -> frozenset[int] | None:
+        """The cards whose checks gate a start of ``recipe`` (the active profile's by default)."""
+        recipe = self.recipe if recipe is None else recipe
+        return gate_cards(recipe.gpus, rig_card_ids(self._monitor))
+
+    def lint_errors(self, recipe: Recipe | None = None) -> tuple[str, ...]:
+        """The lint errors (one line each) of ``recipe`` (the active profile's by default).
+
+        Judged with the model family's rules, the waivers and fits-the-cards against this
+        rig's cards as last polled; recovery's start gate refuses on them.
+        """
+        recipe = self.recipe if recipe is None else recipe
+        cards = rig_cards(self._monitor, self._settings.rig)
+        return tuple(refusal.message for refusal in lint_refusals(recipe, cards))
 
     def _scan_foreign(self) -> Any:
         """Who, not ours, holds the active profile's port or cards."""
@@ -328,12 +349,9 @@ class EngineService:
         status = self.supervisor.status()
         return status.state, status.pid
 
-    def start_for_recovery(self, reason: str) -> None:
-        """An automatic start the policy decided (autostart, post-reboot bring-up)."""
-        log.info("starting the engine: %s", reason)
-        result = self.supervisor.start()
-        for warning in result.warnings:
-            log.warning("engine started with a warning: %s", warning.message)
+    def person_starts(self) -> None:
+        """A person's start: their earlier stop no longer holds autostart back."""
+        self._operator_stop = False
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
@@ -358,32 +376,6 @@ class EngineService:
         """``GET /api/v1/serving/profiles``."""
         return self.switcher.profiles_document()
 
-    def latch_refusals(self) -> list[Refusal]:
-        """The reboot latch's refusal, if set: it refuses even a no-op start."""
-        return [Refusal(c, m) for c, m in self._gate(False) if c == "reboot_latch"]
-
-    def start(self, actor: str = "operator", stop_foreign: bool = False) -> dict[str, Any]:
-        """A person's start (``fleetctl start``, and ``serve`` after its switch).
-
-        Raises ``StartRefused`` with every reason; ``stop_foreign`` first stops foreign
-        containers holding the port or the profile's cards.
-        """
-        latched = self.latch_refusals()
-        if latched:  # a person must see the reason, even for a no-op start
-            raise StartRefused(tuple(latched))
-        stopped = self.stop_foreign(actor) if stop_foreign else []
-        self._operator_stop = False
-        result = self.supervisor.start()
-        self._store.audit(actor, "engine_start", "accepted", target=self.profile)
-        return {
-            "action": "start",
-            "accepted": True,
-            "already_running": result.already_running,
-            "warnings": [w.as_dict() for w in result.warnings],
-            "stopped_foreign": stopped,
-            "serving": self.status_document(),
-        }
-
     def activate(self, name: str, actor: str) -> str:
         """Make profile ``name`` the one in force (the engine must be stopped); the old name.
 
@@ -405,52 +397,33 @@ class EngineService:
         self._store.audit(actor, "profile_switch", "done", target=name, reason=message)
         return previous
 
-    def action(
-        self, action: str, actor: str = "operator", stop_foreign: bool = False
-    ) -> dict[str, Any]:
-        """``start|stop|restart`` for a person; stops and restarts finish in the background."""
+    def refused(self, action: str, refusals: tuple[Reason, ...], actor: str) -> Refused:
+        """A refusal given before anything moved, audited, as the API's 409 (fleetctl's 4)."""
+        message = "; ".join(reason.line for reason in refusals) or f"{action} refused"
+        self._store.audit(actor, f"engine_{action}", "refused", reason=message)
+        return Refused(message, refusals[0].code if refusals else "refused")
+
+    def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
+        """``start --stop-foreign``: what the start gate refuses is refused first, at once.
+
+        Only then are the foreign containers stopped (the start itself is recovery's
+        ``request_start``, asked by the caller next): nobody's container is stopped for a
+        start that cannot happen.
+        """
+        refusals = self._starts.start_refusals()
+        if refusals:
+            raise self.refused("start", refusals, actor)
+        return self.stop_foreign(actor)
+
+    def stop_by_person(self) -> dict[str, Any]:
+        """A person's stop (finishes in the background): autostart then leaves it down."""
+        self._operator_stop = True
         try:
-            if action == "start":
-                return self.start(actor, stop_foreign=stop_foreign)
-            if action == "stop":
-                self._operator_stop = True
-                self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
-                self._store.audit(actor, "engine_stop", "accepted")
-                return {"action": action, "accepted": True, "serving": self.status_document()}
-            if action == "restart":
-                blocking = [r for r in self.preflight() if r.blocking]
-                if blocking:
-                    raise StartRefused(tuple(blocking))
-                self._operator_stop = False
-                threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
-                self._store.audit(actor, "engine_restart", "accepted")
-                return {"action": action, "accepted": True, "serving": self.status_document()}
-        except StartRefused as exc:
-            raise self.refused(action, exc, actor) from None
+            self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
-        except TimeoutError:
-            return {
-                "action": action,
-                "accepted": True,
-                "in_progress": True,
-                "serving": self.status_document(),
-            }
-        raise NotFound(f"unknown action {action!r}")
-
-    def refused(self, action: str, exc: StartRefused, actor: str) -> Refused:
-        """A refusal, audited, as the neutral error the API turns into a 409."""
-        self._store.audit(actor, f"engine_{action}", "refused", reason=str(exc))
-        first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
-        return Refused("; ".join(r.message for r in exc.refusals), first.code)
-
-    def _restart(self) -> None:
-        try:
-            self.supervisor.restart()
-        except StartRefused as exc:
-            log.warning("restart refused: %s", exc)
-        except SupervisorClosed:
-            pass
+        self._store.audit("operator", "engine_stop", "accepted")
+        return {"action": "stop", "accepted": True, "serving": self.status_document()}
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""

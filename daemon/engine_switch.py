@@ -1,13 +1,16 @@
 """``fleetctl serve NAME``: stop the running engine cleanly, switch profile, start NAME.
 
 Owners' scripts stop every profile before starting one; this does the same, on record.
-Before anything stops, what would refuse NAME whatever the rig does is checked: an
-unknown name (``NotFound``, naming the known ones), the reboot latch, NAME's lint errors.
-Then, on a thread of its own (a clean stop takes up to twice ``stop_timeout_s``), the
-engine is stopped with its own graceful signals, NAME becomes the profile in force (an
-event and an audit row; kept across fleetd restarts), and the very ``start`` a person's
-``fleetctl start`` calls starts it, the start gate and preflight included. The switch's
-progress is the status document's ``serving.switch``; ``fleetctl serve`` follows it.
+Before anything stops, what would refuse NAME whatever the engine does is refused at once:
+an unknown name (``NotFound``, naming the known ones), and what recovery's start gate
+refuses for NAME's recipe now (the reboot latch, NAME's lint errors, a gating check on
+NAME's cards): a person's restart is refused the same way before its stop. Then, on a
+thread of its own (a clean stop takes up to twice ``stop_timeout_s``), the engine is
+stopped with its own graceful signals, NAME becomes the profile in force (an event and an
+audit row; kept across fleetd restarts), ``--stop-foreign`` stops the foreign containers,
+and recovery's one start path (``request_start``, the start a person's ``fleetctl start``
+asks for) decides and starts it, the CUDA probe and the mechanics' preflight included. The
+switch's progress is the status document's ``serving.switch``; ``fleetctl serve`` follows it.
 """
 
 from __future__ import annotations
@@ -16,16 +19,20 @@ import logging
 import threading
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from daemon.engine_preflight import lint_refusals, rig_cards
+from daemon.engine_preflight import rig_cards
 from daemon.monitor import RigMonitor
+from daemon.serving_actions import refusal_document
 from hwcheck.model import RigProfile
-from serving.errors import Conflict, Refused
+from recovery.decisions import Reason
+from recovery.facts import Trigger
+from recovery.starts import StartAnswer
+from serving.errors import Conflict, Refused, Unavailable
 from serving.recipe.build import recipe_hash
 from serving.recipe.findings import exit_code
 from serving.recipe.lint import lint_recipe
-from serving.runtime.states import ServingState, StartRefused, SupervisorClosed
+from serving.runtime.states import ServingState, SupervisorClosed
 
 if TYPE_CHECKING:
     from daemon.engine_service import EngineService
@@ -36,6 +43,22 @@ RUNNING_STATES = frozenset({ServingState.STARTING, ServingState.READY, ServingSt
 VERDICTS = {0: "clean", 1: "warnings", 2: "errors"}
 
 
+class StartRequests(Protocol):
+    """Recovery's start path as a switch (and ``start --stop-foreign``) asks it."""
+
+    def start_refusals(
+        self,
+        recipe_cards: frozenset[int] | None = None,
+        recipe_errors: tuple[str, ...] | None = None,
+    ) -> tuple[Reason, ...]:
+        """What the start gate refuses now (for this recipe's cards and errors)."""
+        ...
+
+    def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
+        """The one start path: one decision, carried out, the answer."""
+        ...
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -43,10 +66,13 @@ def _now() -> str:
 class ProfileSwitcher:
     """Switches the engine between profiles, one switch at a time."""
 
-    def __init__(self, engine: EngineService, monitor: RigMonitor, rig: RigProfile) -> None:
+    def __init__(
+        self, engine: EngineService, monitor: RigMonitor, rig: RigProfile, starts: StartRequests
+    ) -> None:
         self._engine = engine
         self._monitor = monitor
         self._rig = rig
+        self._starts = starts
         self._lock = threading.Lock()
         self._progress: dict[str, Any] | None = None
 
@@ -78,10 +104,11 @@ class ProfileSwitcher:
                 "already_active": True,
                 "serving": engine.status_document(),
             }
-        refusals = engine.latch_refusals()
-        refusals += lint_refusals(profile.recipe, rig_cards(self._monitor, self._rig))
+        refusals = self._starts.start_refusals(
+            engine.recipe_cards(profile.recipe), engine.lint_errors(profile.recipe)
+        )
         if refusals:
-            raise engine.refused("serve", StartRefused(tuple(refusals)), actor)
+            raise engine.refused("serve", refusals, actor)
         switch_id = uuid.uuid4().hex[:12]
         with self._lock:
             self._progress = {
@@ -116,19 +143,36 @@ class ProfileSwitcher:
                 return
             engine.activate(name, actor)
             self._set(phase="starting")
-            engine.start(actor, stop_foreign=stop_foreign)
-            self._set(phase="done", ended_at=_now())
-        except StartRefused as exc:
-            error = engine.refused("serve", exc, actor)
-            refusals = [r.as_dict() for r in exc.refusals]
-            self._set(phase="refused", message=error.message, refusals=refusals, ended_at=_now())
-        except TimeoutError:  # the supervisor is busy: the start is queued, not refused
-            self._set(phase="done", message="the start is still in progress", ended_at=_now())
-        except (Refused, SupervisorClosed) as exc:
+            stopped = engine.stop_foreign(actor) if stop_foreign else []
+            answer = self._starts.request_start(Trigger.START_REQUEST, actor, False)
+            self._ended(answer, stopped)
+        except (Refused, Unavailable, SupervisorClosed) as exc:
             self._set(phase="failed", message=str(exc) or type(exc).__name__, ended_at=_now())
         except Exception as exc:  # the progress must end, whatever happened
             log.exception("switch to %s failed", name)
             self._set(phase="failed", message=str(exc), ended_at=_now())
+
+    def _ended(self, answer: StartAnswer, stopped: list[dict[str, Any]]) -> None:
+        """The switch's end from the start's answer (a queued start is done, not failed)."""
+        if answer.started:
+            launched = None if answer.outcome is None else answer.outcome.launched
+            queued = launched is not None and launched.pid is None
+            self._set(
+                phase="done",
+                message="the start is still in progress" if queued else None,
+                warnings=[refusal_document(w, blocking=False) for w in answer.warnings],
+                stopped_foreign=stopped,
+                ended_at=_now(),
+            )
+            return
+        refusals = [refusal_document(reason) for reason in answer.refusals]
+        self._set(
+            phase="refused" if refusals else "failed",
+            message=answer.why_not or "not started",
+            refusals=refusals,
+            stopped_foreign=stopped,
+            ended_at=_now(),
+        )
 
     def profiles_document(self) -> dict[str, Any]:
         """``GET /api/v1/serving/profiles``: each profile, the one in force, lint verdicts."""

@@ -1,9 +1,11 @@
 """fleetctl commands for the reboot-required latch: ``reboot`` and ``clear-reboot-latch``.
 
 ``reboot`` without ``--confirm`` only explains what would happen (exit 0). With it, fleetd
-stops the engine cleanly and only then runs the configured reboot command (under
-``--simulate``: the simulated reboot); an engine that will not stop means no reboot
-(exit 4, with the reason). ``clear-reboot-latch --reason TEXT`` is the recorded override.
+stops the engine cleanly and only then runs the configured reboot command (``--cold``:
+``[recovery] power_cycle_command``; under ``--simulate``: the simulated reboot); an engine
+that will not stop means no reboot (exit 4, with the reason), and so does ``--cold`` with
+no power-cycle command configured (the line says how to do it by hand).
+``clear-reboot-latch --reason TEXT`` is the recorded override.
 
 The confirmed reboot's request lasts as long as the clean stop (up to twice
 ``[serving] stop_timeout_s``: minutes for a real engine), so it is not bound by the
@@ -44,7 +46,9 @@ def _fail_on(out: Output, exc: ClientError) -> NoReturn:
     out.fail(str(exc), EXIT_FAILED)
 
 
-def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dict[str, Any]:
+def _confirmed_reboot(
+    out: Output, client: FleetClient, timeout_s: float, cold: bool
+) -> dict[str, Any]:
     """POST the confirmed reboot and show the engine's state until fleetd answers."""
     watcher = dataclasses.replace(client, timeout_s=PROGRESS_TIMEOUT_S)
     try:
@@ -67,7 +71,7 @@ def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dic
     try:
         result: dict[str, Any] = answer_while_waiting(
             out,
-            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True}),
+            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True, "cold": cold}),
             tick,
             "fleetd carries on with the reboot (the clean stop, then the reboot command); "
             "see fleetctl status",
@@ -91,19 +95,23 @@ class _Shown:
     at_s: float = float("-inf")
 
 
-def reboot(out: Output, client: FleetClient, confirm: bool, timeout_s: float) -> int:
-    """``fleetctl reboot [--confirm] [--timeout S]``."""
+def reboot(
+    out: Output, client: FleetClient, confirm: bool, timeout_s: float, cold: bool = False
+) -> int:
+    """``fleetctl reboot [--confirm] [--cold] [--timeout S]``."""
     if confirm:
-        result = _confirmed_reboot(out, client, timeout_s)
+        result = _confirmed_reboot(out, client, timeout_s, cold)
     else:
-        result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": False})
+        result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": False, "cold": cold})
+    what = "power cycle" if cold else "reboot"
     if out.json_mode:
         out.emit_json(result)
     elif confirm:
-        out.line(f"rebooting: {result['message']}")
+        out.line(f"{'power cycling' if cold else 'rebooting'}: {result['message']}")
     else:
-        out.line(f"would reboot: {result['message']}")
-        out.line("nothing done; run `fleetctl reboot --confirm` to do it")
+        out.line(f"would {what}: {result['message']}")
+        flags = "--confirm --cold" if cold else "--confirm"
+        out.line(f"nothing done; run `fleetctl reboot {flags}` to do it")
     return 0
 
 

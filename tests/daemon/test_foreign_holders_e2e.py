@@ -18,7 +18,7 @@ import pytest
 
 from daemon.store import Store
 from tests.support.cli import run_fleetctl
-from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.fleetd import Fleetd, latch_by_xid, start_fleetd, stop_all, wait_until
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios"
 HOLDERS = """
@@ -90,6 +90,19 @@ def test_a_container_on_the_profiles_cards_refuses_the_start_and_is_named(rig: R
     assert "--stop-foreign" in result.stderr
     assert "card 7" not in result.stderr  # not this profile's card: no refusal
     assert "hunter2" not in result.stderr
+
+
+def test_under_the_latch_stop_foreign_stops_nothing(rig: Rig) -> None:
+    """The start gate refuses first: nobody's container is stopped for a start that cannot be."""
+    latch_by_xid(rig.daemon)
+    result = rig.fleetctl("start", "--stop-foreign")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "reboot required" in result.stderr
+    assert "stopped foreign container" not in result.stderr
+    events = rig.daemon.get("/api/v1/events?kind=operator&limit=20").json()
+    assert not [e for e in events if "foreign container" in e["message"]]
+    cleared = rig.fleetctl("clear-reboot-latch", "--reason", "simulated Xid, no fault")
+    assert cleared.returncode == 0, cleared.stdout + cleared.stderr
 
 
 def test_stop_foreign_stops_the_container_on_record_then_starts(rig: Rig) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from daemon.store import Store
 from tests.support.cli import run_fleetctl
-from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.fleetd import Fleetd, latch_by_xid, start_fleetd, stop_all, wait_until
 
 CONFIG = """
 [serving]
@@ -199,13 +199,7 @@ def test_an_engine_of_another_profile_is_a_drift_left_running(rig: Rig) -> None:
 
 
 def test_under_the_latch_serve_exits_4_and_stops_nothing(rig: Rig) -> None:
-    answer = rig.daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79})
-    assert answer.status_code == 200, answer.text
-    wait_until(
-        lambda: rig.daemon.get("/api/v1/status").json()["recovery"]["reboot_required"],
-        30,
-        "the latch",
-    )
+    latch_by_xid(rig.daemon)
     result = rig.fleetctl("serve", "a")
     assert result.returncode == 4, result.stdout + result.stderr
     assert result.stderr.startswith("fleetctl: serve a refused: ")
