@@ -16,6 +16,7 @@ from typing import Any, Protocol, overload
 from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
 from daemon.history import history_document
+from daemon.host_watch import HostWatch
 from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS
 from daemon.serving_actions import start_document
@@ -145,6 +146,7 @@ class DaemonServices:
         canaries: CanaryControl | None = None,
         recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
+        host_watch: HostWatch | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -158,6 +160,7 @@ class DaemonServices:
         self.canaries = canaries
         self._recovery = recovery
         self._rig = rig or RigProfile()
+        self._host_watch = host_watch
         self._started_at = datetime.now(UTC)
 
     @property
@@ -300,6 +303,7 @@ class DaemonServices:
             kernel_records_lost=self._follower.lost_records,
             started_at=iso(self._started_at),
             gpu_pids=sorted(self.own_gpu_pids()),
+            host=None if self._host_watch is None else self._host_watch.status(),
         )
 
     def own_gpu_pids(self) -> set[int]:

@@ -19,6 +19,7 @@ from daemon.monitor import MonitorView, RigMonitor
 from daemon.status_document import view_verdict
 from daemon.store import Latch
 from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
+from hwcheck.hostfacts.model import DeviceAer
 from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
 from serving.runtime.states import ServingState, ServingStatus
 from web.metrics_model import CanaryMetrics, CardMetrics, DurationHistogram, RigMetrics
@@ -103,6 +104,10 @@ def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
             pcie_gen=card.pcie_gen_current,
             pcie_width=card.pcie_width_current,
             xid_counts=dict(xid_counts.get(card.index, {})),
+            bar1_total_mib=card.bar1_total_mib,
+            sm_clock_max_mhz=card.sm_clock_max_mhz,
+            memory_clock_max_mhz=card.memory_clock_max_mhz,
+            pcie_replay_count=card.pcie_replay_count,
         )
         for card in latest.cards
     )
@@ -119,6 +124,7 @@ class DaemonMetrics:
         latch: LatchMirror,
         poll_durations: DurationHistogram,
         canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
+        pcie_aer: Callable[[], tuple[DeviceAer, ...]] | None = None,
     ) -> None:
         self._monitor = monitor
         self._serving_status = serving_status
@@ -126,6 +132,7 @@ class DaemonMetrics:
         self._latch = latch
         self._poll_durations = poll_durations
         self._canaries = canaries
+        self._pcie_aer = pcie_aer
 
     def metrics_state(self) -> RigMetrics:
         """The picture a scrape exports."""
@@ -149,4 +156,5 @@ class DaemonMetrics:
             last_poll_age_s=view.last_poll_age_s,
             canaries=canaries,
             log_signature_totals=signatures,
+            pcie_aer=() if self._pcie_aer is None else self._pcie_aer(),
         )

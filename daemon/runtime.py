@@ -28,7 +28,9 @@ from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
+from daemon.diag_service import build_diag
 from daemon.engine_service import EngineService
+from daemon.host_watch import build_host_watch
 from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -197,6 +199,17 @@ class Daemon:
         self.canaries: CanaryService | None = None
         if self.engine is not None:
             self.canaries = build_canaries(settings, self.store, self.engine, self.monitor)
+        self.host_watch = build_host_watch(
+            host,
+            settings,
+            state_dir,
+            self.writer,
+            self.store,
+            lambda: None if self.engine is None else self.engine.recipe,
+        )
+        self.diag = build_diag(
+            self.store, self.monitor, host, self.engine, self.recovery.starts.cards_held
+        )
         self.services = DaemonServices(
             self.store,
             self.monitor,
@@ -210,6 +223,7 @@ class Daemon:
             recovery=self.recovery,
             canaries=self.canaries,
             rig=self.settings.rig,
+            host_watch=self.host_watch,
         )
         self.poller = RigPoller(
             settings,
@@ -223,7 +237,8 @@ class Daemon:
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
-            extra_checks=None if self.canaries is None else self._canary_checks,
+            extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
+            host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
@@ -235,6 +250,7 @@ class Daemon:
             self.judge.latch,
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
+            pcie_aer=self.host_watch.aer_counters,
         )
 
     # -- helpers ----------------------------------------------------------------------
@@ -296,6 +312,7 @@ class Daemon:
         """
         track_boot(self.store, boot_id)
         self.monitor.new_boot(boot_id)
+        self.host_watch.new_boot()
         self.recovery_memory.new_boot()
         self.recovery.new_boot(boot_id)
         self.follower.start()
@@ -355,6 +372,7 @@ class Daemon:
                 alerts=self.alerts,
                 canary=self.canaries,
                 allowed_hosts=self._allowed_hosts(),
+                diag=self.diag,
             )
         )
         boot_id = self.monitor.view().boot_id

@@ -146,6 +146,7 @@ class RecoveryController:
             failures_in_a_row=self.streak.failures_in_a_row,
             operator_hold=False if engine is None else engine.held_by_a_person(),
             host_rebooting=self.rebooting.is_set(),
+            cards_held_by=self.starts.cards_held_by,
             settings=self.settings,
         )
         return replace(base, **more)

@@ -25,6 +25,7 @@ from web.alerts_api import AlertControl, alerts_router
 from web.auth import RemoteToken, request_token, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
+from web.diag import DiagControl, diag_router
 from web.errors import error_responses, install_error_handlers
 from web.history import history_router
 from web.hosts import LoopbackHosts
@@ -84,6 +85,7 @@ def create_app(
     alerts: AlertControl | None = None,
     canary: CanaryControl | None = None,
     allowed_hosts: Collection[str] | None = None,
+    diag: DiagControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
@@ -92,6 +94,7 @@ def create_app(
     stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
     ``allowed_hosts`` (a loopback listener's): besides loopback names, the ``Host`` names
     served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
+    ``diag``: the daemon's diagnostics (the memory test); absent in stand-ins without it.
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -267,6 +270,7 @@ def create_app(
         return services.recovery_clear(body.reason)
 
     app.include_router(canary_router(canary, require_token))
+    app.include_router(diag_router(diag, require_token))
     if alerts is not None:
         app.include_router(alerts_router(alerts, require_token))
 

@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from serving.runtime.states import ServingState
+from web.metrics_host import host_metrics
 from web.metrics_model import CardMetrics, MetricsSource, RigMetrics
 from web.rendered import rendered_documents
 
@@ -211,6 +212,7 @@ class RigCollector(Collector):
         yield from _card_gauges(state.cards)
         yield from _rig_metrics(state)
         yield from _canary_metrics(state)
+        yield from host_metrics(state)
 
 
 def install_metrics(app: FastAPI, source: MetricsSource) -> None:

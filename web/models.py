@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hwcheck.model import Advice, EventKind, Severity
 from serving.runtime.states import ServingState
+from web.models_host import AerDocument, HostDocument
 
 # An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
 Number = int | float
@@ -72,6 +73,17 @@ class CardDocument(Document):
     xid_since_boot: int
     state: str = Field(description="ok, warning, critical or lost")
     lost_reason: str | None = None
+    # Host truth (README "What cmpfleet checks on the host").
+    vbios_version: str | None = None
+    bar1_total_mib: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    pcie_replay_count: int | None = Field(None, description="PCIe replays since boot")
+    driver: str | None = Field(None, description="the driver bound to the card")
+    bridges: list[str] | None = Field(None, description="the bridges above it, parent first")
+    uplink_gen: int | None = None
+    uplink_width: int | None = None
+    aer: AerDocument | None = None
     lost_kind: str | None = Field(
         default=None, description="gpu_is_lost, reset_required, not_answering or unknown"
     )
@@ -293,6 +305,7 @@ class StatusDocument(Document):
     daemon: DaemonInfoDocument | None = None
     canaries: list[CanaryResultDocument] | None = None
     log_signatures: list[LogSignatureDocument] | None = None
+    host: HostDocument | None = None
 
 
 class EventDocument(Document):

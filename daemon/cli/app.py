@@ -17,6 +17,7 @@ from daemon.cli import (
     cmd_canary,
     cmd_check,
     cmd_daemon,
+    cmd_diag,
     cmd_fleet,
     cmd_init,
     cmd_profiles,
@@ -24,9 +25,11 @@ from daemon.cli import (
     cmd_serving,
     cmd_top,
     cmd_xid,
+    host_baseline,
 )
 from daemon.cli.client import ClientError, FleetClient, find_token, url_problem
 from daemon.cli.fleetfile import FleetFileError, resolve_rig
+from daemon.cli.host_judging import local_state_dir
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_UNKNOWN, Output
 from daemon.cli.pipes import PipeSafeGroup
 from daemon.config import DEFAULT_CONFIG_PATH
@@ -57,6 +60,7 @@ canary_app = typer.Typer(
 )
 app.add_typer(canary_app, name="canary")
 app.add_typer(cmd_fleet.fleet_app, name="fleet")
+app.add_typer(cmd_diag.diag_app, name="diag")
 alerts_app = typer.Typer(
     help="Recent alerts and their delivery; `alerts test` sends a test alert.",
     rich_markup_mode=HELP_MARKUP,
@@ -220,10 +224,17 @@ def init(
             "--force", help="Write the baseline keys into an existing config (all else kept)."
         ),
     ] = False,
+    show: Annotated[
+        bool, typer.Option("--show", help="Print the host baseline in force; write nothing.")
+    ] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Detect the cards and record today's baseline in the config (shown as a diff)."""
+    """Detect the cards and record today's baseline in the config (--show: print the host's)."""
     opts: GlobalOptions = ctx.obj
+    if show:
+        out = opts.output(json_mode)
+        raise typer.Exit(host_baseline.show(out, config, simulate, local_state_dir()))
     raise typer.Exit(cmd_init.run(opts.output(json_mode), output, simulate, power_cap_w, force))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from daemon.cli.host_judging import host_judging
 from daemon.cli.output import Output
 from daemon.cli.render import render_rig
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
@@ -28,8 +29,14 @@ def _check(
     out: Output, host: HostSources, config: Path | None, probe: bool, skip: str | None = None
 ) -> int:
     settings = load_cli_settings(config)
+    judging = host_judging(settings, config, simulated=host.simulated)
     report = run_local_check(
-        host, settings.rig, xid_catalogue(settings), probe=probe, skip_probe=skip
+        host,
+        settings.rig,
+        xid_catalogue(settings),
+        host_judging=judging,
+        probe=probe,
+        skip_probe=skip,
     )
     if out.json_mode:
         out.emit_json(report.document())

@@ -19,6 +19,7 @@ from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
 from recovery.ports import Launched, StartKind
 from recovery.settings import RecoverySettings
+from serving.errors import Busy
 from tests.hwcheck.cards import BOOT_AT, make_card
 from tests.support.recovery_ports import MemoryPorts, standalone_recovery
 
@@ -257,3 +258,19 @@ def test_a_fault_again_after_the_warm_reboot_asks_for_a_cold_power_cycle(rig: Ri
     controller.probe("after the power cycle")
     drain(controller)
     assert ports.latched is not None and ports.latched.advice is Advice.WARM_REBOOT
+
+
+def test_a_diagnostic_holding_the_cards_refuses_starts_and_stops_probes(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    with controller.starts.cards_held("the memory test"):
+        answer = controller.request_start(Trigger.START_REQUEST, "alice")
+        assert not answer.started
+        (refusal,) = answer.refusals
+        assert refusal.code == "cards_busy"
+        assert refusal.message == "the memory test has the cards to itself"
+        assert controller.probe("after Xid 13 with the engine stopped") is None
+        with pytest.raises(Busy), controller.starts.cards_held("another test"):
+            pytest.fail("a second diagnostic got the cards")  # one at a time
+    assert ports.probed == [] and engine.calls == []
+    assert controller.request_start(Trigger.START_REQUEST, "alice").started
+    assert ports.probed == [list(range(8))]
