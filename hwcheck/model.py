@@ -192,12 +192,18 @@ class PciDevice:
 
 @dataclass(frozen=True, slots=True)
 class DeviceHolder:
-    """A process that holds a ``/dev/nvidia*`` node open."""
+    """A process that holds a ``/dev/nvidia*`` node open.
+
+    ``container``/``image``: the container it runs in, when the source knows it (the
+    simulated host does; on a real host the serving preflight asks the runtime).
+    """
 
     pid: int
     name: str
     device: str
     cmdline: str = ""
+    container: str | None = None
+    image: str | None = None
 
 
 class XidClass(enum.StrEnum):

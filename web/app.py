@@ -49,6 +49,7 @@ from web.models import (
     XidInjectedDocument,
 )
 from web.params import BeforeId, CardFilter, RowId, SinceTime, UntilTime
+from web.profiles import ServingActionRequest, install_profile_routes
 from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
 from web.status_views import StatusViews
@@ -210,6 +211,9 @@ def create_app(
         """Re-apply the configured power cap (caps reset at every boot)."""
         return services.apply_caps()
 
+    # Before the templated /serving/{action}: "switch" is not one of its actions.
+    install_profile_routes(app, services, require_token)
+
     @app.post(
         "/api/v1/serving/{action}",
         dependencies=[Depends(require_token)],
@@ -217,8 +221,16 @@ def create_app(
         response_model_exclude_unset=True,
         responses=error_responses(409, 503),
     )
-    def serving(action: Literal["start", "stop", "restart"]) -> dict[str, Any]:
-        """Start, stop or restart the engine (409 with the reason and its code when refused)."""
+    def serving(
+        action: Literal["start", "stop", "restart"], body: ServingActionRequest | None = None
+    ) -> dict[str, Any]:
+        """Start, stop or restart the engine (409 with the reason and its code when refused).
+
+        ``{"stop_foreign": true}`` with ``start``: first stop foreign containers that hold
+        the port or the profile's cards (``docker|podman stop``; recorded).
+        """
+        if body is not None and body.stop_foreign:
+            return services.serving_action(action, stop_foreign=True)
         return services.serving_action(action)
 
     @app.get(

@@ -117,6 +117,30 @@ class EngineMetricsDocument(Document):
     ts: IsoTime
 
 
+class DriftDocument(Document):
+    """An engine that runs but was not adopted: another recipe than the active profile's."""
+
+    pid: int
+    container_name: str | None
+    recipe_hash: str = Field(description="what it runs (empty: a container with no label)")
+    expected_hash: str = Field(description="the active profile's recipe hash")
+    url: str
+    mode: str
+
+
+class SwitchProgressDocument(Document):
+    """A profile switch (``fleetctl serve``): in progress, or the last one."""
+
+    id: str
+    previous: str = Field(description="the profile in force before the switch")
+    profile: str = Field(description="the profile switched to")
+    phase: Literal["stopping", "starting", "done", "refused", "failed"]
+    message: str | None
+    refusals: list[RefusalDocument]
+    started_at: IsoTime
+    ended_at: IsoTime | None
+
+
 class ServingDocument(Document):
     """The ``serving`` block: ``{state, pid, restarts, since, url}`` and extras."""
 
@@ -135,6 +159,9 @@ class ServingDocument(Document):
     adopted: bool | None = None
     backoff_remaining_s: Number | None = None
     last_refusal: list[RefusalDocument] | None = None
+    profile: str | None = Field(None, description="the launch profile in force")
+    drift: DriftDocument | None = None
+    switch: SwitchProgressDocument | None = None
 
 
 class RecoveryDecisionDocument(Document):

@@ -76,8 +76,24 @@ class WebServices(Protocol):
         """Re-apply the configured power cap to cards that are off it."""
         ...
 
-    def serving_action(self, action: str) -> dict[str, Any]:
-        """``start|stop|restart`` the engine; ``Refused``/``Conflict`` with the reason if refused."""
+    def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """``start|stop|restart`` the engine; ``Refused``/``Conflict`` with the reason if refused.
+
+        ``stop_foreign`` (start only): stop foreign containers holding the port or the
+        profile's cards first.
+        """
+        ...
+
+    def serving_profiles(self) -> dict[str, Any]:
+        """The launch profiles, the one in force, and each one's lint verdict."""
+        ...
+
+    def serving_switch(self, profile: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """Stop the engine cleanly, switch to ``profile``, start it.
+
+        ``NotFound`` for an unknown name (naming the known ones); ``Refused`` when the
+        latch or the profile's lint errors refuse it before anything stops.
+        """
         ...
 
     def serving_logs(self, lines: int) -> list[str]:

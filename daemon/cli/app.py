@@ -20,6 +20,7 @@ from daemon.cli import (
     cmd_diag,
     cmd_fleet,
     cmd_init,
+    cmd_profiles,
     cmd_recovery,
     cmd_serving,
     cmd_top,
@@ -251,12 +252,29 @@ WaitTimeout = Annotated[
 ]
 
 
+StopForeign = Annotated[
+    bool,
+    typer.Option(
+        "--stop-foreign",
+        help="First stop foreign containers holding the port or the profile's cards "
+        "(docker|podman stop; a foreign bare process is only named).",
+    ),
+]
+
+
 def _engine_action(
-    ctx: typer.Context, name: str, no_wait: bool, timeout_s: float, json_mode: bool
+    ctx: typer.Context,
+    name: str,
+    no_wait: bool,
+    timeout_s: float,
+    json_mode: bool,
+    stop_foreign: bool = False,
 ) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s))
+    raise typer.Exit(
+        cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
+    )
 
 
 @app.command("start")
@@ -264,10 +282,36 @@ def start(
     ctx: typer.Context,
     no_wait: NoWait = False,
     timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
-    _engine_action(ctx, "start", no_wait, timeout_s, json_mode)
+    _engine_action(ctx, "start", no_wait, timeout_s, json_mode, stop_foreign)
+
+
+@app.command("profiles")
+def profiles(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The launch profiles (* marks the one in force) and each one's lint verdict."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_profiles.profiles(out, opts.client(out)))
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The profile to serve (see fleetctl profiles).")],
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the running engine cleanly and start profile NAME (exit 4 refused, 2 unknown NAME)."""
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(
+        cmd_profiles.serve(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
+    )
 
 
 @app.command("stop")

@@ -21,9 +21,15 @@ def render_status(out: Output, doc: dict[str, Any]) -> None:
     line += f", restarts {serving.get('restarts', 0)}"
     if serving.get("url"):
         line += f", {serving['url']}"
+    if serving.get("profile"):
+        line += f", profile {serving['profile']}"
     if serving.get("reason"):
         line += f" - {serving['reason']}"
     out.line(line)
+    drift = serving.get("drift")
+    if drift:  # an engine of another recipe runs un-adopted: `fleetctl start` says what to do
+        line = f"DRIFT: pid {drift.get('pid')} at {drift.get('url')} runs another recipe"
+        out.line(line + " (left running; see fleetctl start)")
     recovery = doc.get("recovery", {})
     if recovery.get("reboot_required"):
         out.line(f"REBOOT REQUIRED since {recovery.get('since')}: {recovery.get('reason')}")
