@@ -34,6 +34,7 @@ from web.models import (
     RecoveryDocument,
 )
 from web.services import EventQuery, SimulationControl
+from web.version import __version__
 
 
 class EngineControl(Protocol):
@@ -278,6 +279,7 @@ class DaemonServices:
         doc["daemon"] = {
             "pid": os.getpid(),
             "started_at": iso(self._started_at),
+            "version": __version__,
             # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine tree).
             "gpu_pids": sorted(self.own_gpu_pids()),
         }
@@ -303,6 +305,7 @@ class DaemonServices:
             card=query.card,
             acked=query.acked,
             before_id=query.before_id,
+            min_severity=None if query.min_severity is None else Severity(query.min_severity),
         )
         return [
             EventDocument(

@@ -29,6 +29,7 @@ from daemon.config import (
     load_settings,
 )
 from daemon.config_secrets import exposed_secrets
+from web.version import __version__
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2
@@ -61,6 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="HOST:PORT",
         help=f"API/dashboard address (default [web] listen, else {DEFAULT_LISTEN})",
     )
+    parser.add_argument("--version", action="version", version=f"fleetd {__version__}")
     parser.add_argument(
         "--log-level",
         default=os.environ.get("CMPFLEET_LOG_LEVEL", "info"),

@@ -81,14 +81,24 @@ def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
             lost=card.lost,
             power_draw_w=card.power_draw_w,
             power_limit_w=card.power_limit_w,
+            energy_total_mj=card.energy_total_mj,
             memory_total_mib=card.memory_total_mib,
+            memory_used_mib=card.memory_used_mib,
             vram_unlocked=unlocked.get(card.index),
             power_brake_active=card.power_brake_active,
             temperature_c=card.temperature_c,
+            memory_temperature_c=card.memory_temperature_c,
             sm_clock_mhz=card.sm_clock_mhz,
             pcie_gen=card.pcie_gen_current,
             pcie_width=card.pcie_width_current,
             xid_counts=dict(xid_counts.get(card.index, {})),
+            clock_event_reasons=None
+            if card.clock_event_reasons is None
+            else tuple(card.clock_event_names),
+            name=card.name,
+            serial=card.serial,
+            vbios_version=card.vbios_version,
+            driver_version=card.driver_version,
         )
         for card in latest.cards
     )

@@ -102,6 +102,7 @@ class GpuSnapshot:
     power_default_limit_w: float | None = None
     power_min_limit_w: float | None = None
     power_max_limit_w: float | None = None
+    energy_total_mj: int | None = None  # since the driver loaded: a counter, 0 at each boot
     clock_event_reasons: int | None = None
     sm_clock_mhz: int | None = None
     memory_clock_mhz: int | None = None

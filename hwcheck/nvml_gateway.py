@@ -87,6 +87,7 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "nvmlDeviceGetSerial",
     "nvmlDeviceGetTemperature",
     "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetTotalEnergyConsumption",
     "nvmlDeviceGetUUID",
     "nvmlDeviceGetVbiosVersion",
     "nvmlDeviceSetPowerManagementLimit",
@@ -174,6 +175,7 @@ class Call(enum.Enum):
     ENFORCED_POWER_LIMIT = "enforced_power_limit"
     DEFAULT_POWER_LIMIT = "default_power_limit"
     POWER_LIMIT_CONSTRAINTS = "power_limit_constraints"
+    TOTAL_ENERGY = "total_energy"  # mJ since the driver loaded (Volta and newer)
     SET_POWER_LIMIT = "set_power_limit"
     CLOCK_EVENT_REASONS = "clock_event_reasons"
     CLOCK_THROTTLE_REASONS = "clock_throttle_reasons"
@@ -383,6 +385,8 @@ def _bind(nvml: ModuleType, call: Call) -> tuple[Callable[..., Any] | None, tupl
             return nvml.nvmlDeviceGetPowerManagementDefaultLimit, ()
         case Call.POWER_LIMIT_CONSTRAINTS:
             return nvml.nvmlDeviceGetPowerManagementLimitConstraints, ()
+        case Call.TOTAL_ENERGY:  # absent from old modules: then "not available"
+            return getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None), ()
         case Call.SET_POWER_LIMIT:
             return nvml.nvmlDeviceSetPowerManagementLimit, ()
         case Call.CLOCK_EVENT_REASONS:  # renamed from "throttle" reasons in newer modules

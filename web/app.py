@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exceptions import ResponseValidationError
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hwcheck.model import EventKind
+from hwcheck.model import EventKind, Severity
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import RemoteToken, request_token, token_matches
 from web.canary import CanaryControl, canary_router
@@ -49,10 +49,12 @@ from web.models import (
     StatusDocument,
     XidInjectedDocument,
 )
+from web.openapi_doc import BEARER, install_plain_openapi
 from web.params import BeforeId, CardFilter, RowId
 from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
 from web.streams import StreamGate, install_status_stream
+from web.version import __version__
 
 
 class XidInjection(BaseModel):
@@ -80,14 +82,6 @@ def render_status(services: WebServices) -> bytes:
     return document.model_dump_json(exclude_unset=True).encode()
 
 
-def package_version() -> str:
-    """cmpfleet's installed version."""
-    try:
-        return version("cmpfleet")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 def create_app(
     services: WebServices,
     max_body_bytes: int = MAX_BODY_BYTES,
@@ -109,7 +103,7 @@ def create_app(
     # so /docs must not load from a CDN (and the validator badge would call out: off).
     app = FastAPIOffline(
         title="cmpfleet",
-        version=package_version(),
+        version=__version__,
         description="Rig supervisor for NVIDIA CMP 170HX inference rigs.",
         static_url=DOCS_ASSETS_URL,
         swagger_ui_parameters={"validatorUrl": None},
@@ -122,8 +116,11 @@ def create_app(
         if not token_matches(services.token, given):
             raise HTTPException(403, "wrong token")
 
-    def require_token(request: Request) -> None:
-        check_token(request)
+    def require_token(
+        request: Request,
+        _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+    ) -> None:
+        check_token(request)  # reads the header itself: Basic too (see web.auth)
 
     def require_sim() -> SimulationControl:
         sim = services.sim
@@ -141,6 +138,7 @@ def create_app(
     if allowed_hosts is not None:  # outermost: a rebound name is refused before anything runs
         app.add_middleware(LoopbackHosts, allowed=allowed_hosts)
     install_error_handlers(app)
+    install_plain_openapi(app)
     if metrics is not None:
         install_metrics(app, metrics)
     # Routes are added to the app itself, not through include_router: FastAPI keeps an
@@ -154,8 +152,18 @@ def create_app(
 
     @app.get("/healthz", response_model=HealthDocument)
     def healthz() -> dict[str, str]:
-        """200 once the daemon runs."""
-        return {"status": "ok"}
+        """200 once the daemon runs, with cmpfleet's version."""
+        return {"status": "ok", "version": __version__}
+
+    # HEAD for load balancers and uptime checkers that never read a body.
+    app.add_api_route(
+        "/healthz",
+        healthz,
+        methods=["HEAD"],
+        response_model=HealthDocument,
+        operation_id="healthz_head",
+        summary="Healthz (HEAD)",
+    )
 
     @app.get("/api/v1/status", response_model=StatusDocument, response_model_exclude_unset=True)
     async def status() -> Response:
@@ -182,6 +190,9 @@ def create_app(
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
         before_id: BeforeId = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
+        min_severity: Annotated[
+            Severity | None, Query(description="this severity or worse (info: every event)")
+        ] = None,
     ) -> Sequence[EventDocument]:
         """Events, newest first; a full page links the next one (``Link: rel="next"``).
 
@@ -189,7 +200,14 @@ def create_app(
         a client pages back never shift or repeat what it sees.
         """
         query = EventQuery(
-            since, until, None if kind is None else kind.value, card, acked, before_id, limit
+            since,
+            until,
+            None if kind is None else kind.value,
+            card,
+            acked,
+            before_id,
+            limit,
+            None if min_severity is None else min_severity.value,
         )
         page = services.list_events(query)
         if len(page) == limit:
@@ -239,6 +257,18 @@ def create_app(
     def serving_recipe() -> RecipeDocument:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    @app.get(
+        "/api/v1/recovery/reboot",
+        response_model=RebootDocument,
+        response_model_exclude_unset=True,
+    )
+    def recovery_reboot_plan() -> dict[str, Any]:
+        """What a confirmed reboot would do now (changes nothing, so no token on loopback).
+
+        What ``fleetctl reboot`` without ``--confirm`` shows.
+        """
+        return services.recovery_reboot(False)
 
     @app.post(
         "/api/v1/recovery/reboot",

@@ -37,6 +37,7 @@ class HealthDocument(Document):
     """``GET /healthz``."""
 
     status: Literal["ok"]
+    version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
 
 
 class ErrorDocument(Document):
@@ -62,6 +63,7 @@ class CardDocument(Document):
     clock_event_reasons: list[str] | None = None
     sm_clock_mhz: int | None = None
     temperature_c: Number | None
+    memory_temperature_c: Number | None = Field(None, description="HBM temperature")
     pcie_gen: int | None
     pcie_width: int | None
     pcie_gen_max: int | None = None
@@ -204,6 +206,7 @@ class DaemonInfoDocument(Document):
 
     pid: int
     started_at: IsoTime
+    version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
     gpu_pids: list[int] | None = Field(
         None, description="fleetd and the engine's process tree: never foreign GPU processes"
     )
