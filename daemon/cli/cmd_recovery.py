@@ -1,6 +1,7 @@
 """fleetctl commands for the reboot-required latch: ``reboot`` and ``clear-reboot-latch``.
 
-``reboot`` without ``--confirm`` only explains what would happen (exit 0). With it, fleetd
+``reboot`` without ``--confirm`` only explains what would happen (exit 0; a read, so
+no token needed: ``GET /api/v1/recovery/reboot``). With it, fleetd
 stops the engine cleanly and only then runs the configured reboot command (under
 ``--simulate``: the simulated reboot); an engine that will not stop means no reboot
 (exit 4, with the reason). ``clear-reboot-latch --reason TEXT`` is the recorded override.
@@ -83,6 +84,17 @@ def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dic
     return result
 
 
+def _explained_reboot(out: Output, client: FleetClient) -> dict[str, Any]:
+    """What a reboot would do: a read, so no token is needed (an older fleetd: the POST)."""
+    try:
+        result: dict[str, Any] = client.get("/api/v1/recovery/reboot")
+    except ClientError as exc:
+        if exc.status != 405:
+            _fail_on(out, exc)
+        return _post(out, client, "/api/v1/recovery/reboot", {"confirm": False})
+    return result
+
+
 @dataclass
 class _Shown:
     """The progress line last printed into a pipe: its engine state and when."""
@@ -96,7 +108,7 @@ def reboot(out: Output, client: FleetClient, confirm: bool, timeout_s: float) ->
     if confirm:
         result = _confirmed_reboot(out, client, timeout_s)
     else:
-        result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": False})
+        result = _explained_reboot(out, client)
     if out.json_mode:
         out.emit_json(result)
     elif confirm:

@@ -40,7 +40,9 @@ def test_help_shows_no_value_placeholder_on_flags(path: list[str]) -> None:
     assert "--help" in result.stdout
     assert "<bool>" not in result.stdout
     help_line = next(line for line in result.stdout.splitlines() if "--help" in line)
-    assert re.match(r"^\s*--help\s+Show this message", help_line), help_line
+    assert re.match(r"^\s*-h, --help\s+Show this message", help_line), help_line
+    short = run_fleetctl(*path, "-h")  # CONTRACT: fleetctl -h, on every command too
+    assert short.returncode == 0 and short.stdout == result.stdout, short.stderr
 
 
 def test_options_that_take_a_value_still_say_which() -> None:
