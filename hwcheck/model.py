@@ -262,6 +262,10 @@ class CheckResult:
     severity: Severity
     message: str
     remedy: str = ""
+    # False while a check has seen a fault too briefly to call it (the power brake in 1 of
+    # 3 samples): status shows it, alerts wait for the confirmed result (no warning that
+    # a critical follows a second later).
+    confirmed: bool = True
 
     def as_dict(self) -> dict[str, object]:
         """The CONTRACT's ``{id, card, severity, message, remedy}`` form."""

@@ -8,7 +8,10 @@ advice: the next step. Sources:
   the next reboot, application-class ones also when the engine is ready again.
 - Check transitions (``check:<id>:<card|rig>``): VRAM relocked, power brake, power cap
   drift, thermal, NVML unavailable, kernel-log follower down, card lost...; warning or
-  critical fires, ok resolves. ``xid_since_boot`` is left to the Xid events themselves.
+  critical fires, ok resolves. ``xid_since_boot`` is left to the Xid events themselves,
+  and a result the check has not confirmed yet (the brake in 1 of 3 samples) fires
+  nothing: the confirmed one does, so a warning is not followed by its critical a
+  second later.
 - Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
 - Recovery events of warning or worse (a cap that could not be applied, a decision that
   stopped the engine): one-shot news.
@@ -42,10 +45,11 @@ ADVICE_REBOOT = "Reboot the host when convenient; the engine stays stopped until
 ADVICE_UNCLEAN = (
     "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
 )
-# Friendly names of checks whose alerts people meet most often.
+# Friendly names of checks whose alerts people meet most often: a noun, to which the
+# summary adds " on card N" (never a title ending in "on": "Power brake on on card 0").
 CHECK_TITLES = {
     "vram_unlocked": ("VramRelocked", "VRAM relocked"),
-    "power_brake": ("PowerBrake", "Power brake on"),
+    "power_brake": ("PowerBrake", "Power brake"),
     "power_cap": ("PowerCapDrift", "Power cap drifted"),
     "temperature": ("Thermal", "Too hot"),
     "nvml": ("NvmlUnavailable", "NVML unavailable"),
@@ -82,14 +86,25 @@ def _where(event: EventRow) -> str:
 
 
 def _card_labels(event: EventRow) -> dict[str, Any]:
+    """The card's labels as ``/metrics`` names them (``gpu``, ``uuid``, ``pci_bus_id``).
+
+    ``card`` (the same index as ``gpu``) stays for receivers written against schema 1.
+    """
     labels: dict[str, Any] = {}
     if event.card is not None:
+        labels["gpu"] = event.card
         labels["card"] = event.card
+    if event.card_uuid:
+        labels["uuid"] = event.card_uuid
     if event.pci_bus_id:
         labels["pci_bus_id"] = event.pci_bus_id
     if event.card_serial:
         labels["serial"] = event.card_serial
     return labels
+
+
+# "card 2 (0000:41:00.0): " at the head of a check's message: the summary says the card.
+_CARD_PREFIX = re.compile(r"^card \d+ \([0-9a-f:.]+\): ")
 
 
 def _card_words(event: EventRow) -> str:
@@ -130,8 +145,11 @@ def check_signals(event: EventRow) -> list[AlertSignal]:
     fingerprint = f"check:{check}:{'rig' if event.card is None else event.card}"
     if event.severity not in _PROBLEM:
         return [AlertSignal(fingerprint, fire=False)]
+    if details.get("confirmed") is False:
+        return []  # seen too briefly to call: the confirmed result (often critical) alerts
     name, title = CHECK_TITLES.get(check, (f"Check{_camel(check)}", check.replace("_", " ")))
     message = event.message.split(": ", 1)[-1]  # past "<id> <before> -> <after>: "
+    message = _CARD_PREFIX.sub("", message)
     where = "" if event.card is None else f" on card {event.card}"
     return [
         AlertSignal(

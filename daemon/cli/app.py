@@ -447,7 +447,13 @@ def alerts_test(
         str | None, typer.Option("--sink", help="Only this webhook (its name).")
     ] = None,
     timeout_s: Annotated[
-        float, typer.Option("--timeout", min=0, help="Seconds to wait for delivery.")
+        float,
+        typer.Option(
+            "--timeout",
+            min=0,
+            help="Seconds to wait for a webhook that has not answered yet (one that failed "
+            "is reported at once).",
+        ),
     ] = 15,
     json_mode: JsonFlag = False,
 ) -> None:

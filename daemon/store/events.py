@@ -305,7 +305,12 @@ class EventQueries(Database):
                     result.severity,
                     f"{result.id} {previous} -> {result.severity.value}: {result.message}",
                     card=result.card,
-                    details={"check": result.id, "previous": previous, "remedy": result.remedy},
+                    details={
+                        "check": result.id,
+                        "previous": previous,
+                        "remedy": result.remedy,
+                        **({} if result.confirmed else {"confirmed": False}),
+                    },
                     ts=ts,
                 )
             if changed:
