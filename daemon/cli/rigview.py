@@ -198,20 +198,19 @@ ENGINE_STYLE = {"ready": "green", "starting": "cyan", "stopped": "", "stopping":
 def engine_lines(
     serving: dict[str, Any], screen: Screen, now: datetime, latch_reason: str | None = None
 ) -> list[Line]:
-    """``engine: ready (pid N), up 8m06s, restarts 0, URL``; load, why and last crash after.
+    """``engine: ready (pid N), restarts 0, up 8m06s, URL``; load, why and last crash after.
 
     The reason it is stopped is left out when it is the latch's, shown just above.
     """
     state = str(serving.get("state", "unknown"))
     words = [Piece("engine:", "bold"), Piece(state, ENGINE_STYLE.get(state, "bold red"))]
-    facts: list[str] = []
+    facts = [f"restarts {serving.get('restarts', 0)}"]
     if serving.get("pid") is not None:
         words.append(Piece(f"(pid {serving['pid']})"))
     if state == "ready" and serving.get("since"):
         facts.append(f"up {age_text(serving.get('since'), now)}")
     elif serving.get("since"):
         facts.append(f"since {age_text(serving.get('since'), now)} ago")
-    facts.append(f"restarts {serving.get('restarts', 0)}")
     if serving.get("url"):
         facts.append(str(serving["url"]))
     remaining = serving.get("backoff_remaining_s")

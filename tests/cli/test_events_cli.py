@@ -7,15 +7,12 @@ filters are checked as the daemon receives them (the daemon's side, ``min_severi
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.support.cli import run_fleetctl
+from tests.support.jsonpeer import JsonPeer, json_peer
 
 LONG = "Xid 31 on card 1: MMU page fault: " + "on CMP 170HX rigs it precedes wedges " * 8
 ROWS = [
@@ -26,49 +23,20 @@ ROWS = [
 ]  # fmt: skip
 
 
-class Peer(ThreadingHTTPServer):
-    def __init__(self) -> None:
-        self.queries: list[dict[str, list[str]]] = []
-        super().__init__(("127.0.0.1", 0), Handler)
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Peer
-
-    def do_GET(self) -> None:
-        self.server.queries.append(parse_qs(urlsplit(self.path).query))
-        body = json.dumps(ROWS).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def peer() -> Iterator[Peer]:
-    server = Peer()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def peer() -> Iterator[JsonPeer]:
+    with json_peer(ROWS) as server:
+        yield server
 
 
-def url(peer: Peer) -> str:
-    return f"http://127.0.0.1:{peer.server_address[1]}"
-
-
-def test_card_and_severity_filters_reach_fleetd(peer: Peer) -> None:
-    shown = run_fleetctl("--url", url(peer), "events", "--card", "1", "--severity", "warning")
+def test_card_and_severity_filters_reach_fleetd(peer: JsonPeer) -> None:
+    shown = run_fleetctl("--url", peer.url, "events", "--card", "1", "--severity", "warning")
     assert shown.returncode == 0, shown.stderr
     assert peer.queries[-1] == {"card": ["1"], "min_severity": ["warning"], "limit": ["50"]}
 
 
-def test_an_unknown_severity_is_one_line_before_any_request(peer: Peer) -> None:
-    shown = run_fleetctl("--url", url(peer), "events", "--severity", "bad")
+def test_an_unknown_severity_is_one_line_before_any_request(peer: JsonPeer) -> None:
+    shown = run_fleetctl("--url", peer.url, "events", "--severity", "bad")
     assert shown.returncode == 2
     assert shown.stderr.strip() == (
         "fleetctl: --severity: 'bad' is not one of info, warning, critical"
@@ -76,8 +44,8 @@ def test_an_unknown_severity_is_one_line_before_any_request(peer: Peer) -> None:
     assert peer.queries == []
 
 
-def test_piped_events_are_plain_lines_without_padding(peer: Peer) -> None:
-    shown = run_fleetctl("--url", url(peer), "events")
+def test_piped_events_are_plain_lines_without_padding(peer: JsonPeer) -> None:
+    shown = run_fleetctl("--url", peer.url, "events")
     lines = shown.stdout.splitlines()
     assert lines[0].split() == ["id", "time", "kind", "severity", "card", "xid", "message"]
     assert len(lines) == 3  # one line per event, however long its message

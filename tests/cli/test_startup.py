@@ -8,15 +8,14 @@ busy 2-core box, more than the 150 ms a monitor's ``fleetctl status`` may take.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from tests.support.jsonpeer import json_peer
 
 HEAVY = ("httpx", "rich", "pydantic", "daemon.config", "hwcheck.model", "serving")
 STATUS = {
@@ -68,26 +67,10 @@ def test_help_loads_the_command_tree_only() -> None:
     assert heavy(names) == []
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = json.dumps(STATUS).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def fleetd_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with json_peer(STATUS) as server:
+        yield server.url
 
 
 def test_status_into_a_pipe_loads_no_command_tree_and_no_library(fleetd_url: str) -> None:

@@ -110,7 +110,7 @@ def test_a_sick_rig_shows_latch_advice_lock_brake_and_loss() -> None:
 
 def test_the_engine_line_has_uptime_load_and_restarts() -> None:
     text = render(DOCUMENTS["status"])
-    assert "engine: ready (pid " in text and "), up 8m06s, restarts 0" in text
+    assert "engine: ready (pid " in text and "), restarts 0, up 8m06s" in text
     assert "tokens/s 31.5, running 1, waiting" in text
 
 
