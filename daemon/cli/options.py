@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from daemon.cli.client import FleetClient
@@ -71,8 +71,4 @@ def only_cards(out: Output, text: str | None, code: int) -> frozenset[int] | Non
     try:
         return parse_cards(text)
     except ValueError as exc:
-        _bad(out, f"--only: {exc}", code)
-
-
-def _bad(out: Output, message: str, code: int) -> NoReturn:
-    out.fail(message, code)
+        out.fail(f"--only: {exc}", code)

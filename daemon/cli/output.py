@@ -2,7 +2,8 @@
 
 When stdout is not a terminal the console is made very wide and colourless, so a line
 never wraps or truncates the words scripts grep for, and tables are plain aligned text
-(``daemon.cli.plain``: no box drawing, no trailing spaces). ``--no-color`` and
+(``daemon.cli.screen``: no box drawing, no trailing spaces; rich padded every cell, so a
+10,000-column pipe console wrote kilobytes of blanks per row). ``--no-color`` and
 ``$NO_COLOR`` turn colours off on a terminal too.
 
 rich (and typer, for the exit) are imported on first use, not with this module: the
@@ -20,8 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from daemon.cli.plain import plain_table
-from daemon.cli.screen import SEVERITY_STYLE
+from daemon.cli.screen import SEVERITY_STYLE, Column, Piece, plain, table_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,9 +104,12 @@ class Output:
         if not self.is_terminal:
             if title:
                 self.line(f"{title}:")
-            texts = [[c if isinstance(c, str) else c.plain for c in row] for row in rows]
-            for line in plain_table(columns, texts):
-                self.line(line)
+            flat = [
+                [Piece(_one_line(c if isinstance(c, str) else c.plain)) for c in row]
+                for row in rows
+            ]
+            heads = [Column(name, rank) for rank, name in enumerate(columns)]
+            self.write(plain(table_lines(heads, flat, None)))
             return
         from rich.table import Table
         from rich.text import Text
@@ -152,6 +155,11 @@ class Output:
         import typer  # the exit click understands (a failure may pay for the import)
 
         raise typer.Exit(code)
+
+
+def _one_line(text: str) -> str:
+    """A cell on one line (a row of a piped table is one line, for grep and awk)."""
+    return " ".join(text.split()) if ("\n" in text or "\t" in text) else text
 
 
 LONGEST_UNSPLIT = 24  # a longer word (a path, a URL) may still fold on a narrow terminal

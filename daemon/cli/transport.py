@@ -74,7 +74,7 @@ def host_of(url: str) -> str:
 
 def _reason(exc: OSError, timeout_s: float, connected: bool) -> str:
     """Why there is no answer, in the words a person reads."""
-    if isinstance(exc, TimeoutError | socket.timeout):
+    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
         if connected:
             return f"connected, but no answer within {timeout_s:g} s"
         return f"no connection within {timeout_s:g} s"
