@@ -1,7 +1,8 @@
 """The API's HTTP server: bound synchronously, served on its own thread, probed for READY.
 
-Binding happens in ``start`` (the caller's thread), so "address already in use" stops
-fleetd with a clear line instead of a dead server thread behind a ``READY=1``.
+Binding happens in ``bind`` (the caller's thread, before anything else of fleetd opens),
+so "address already in use" stops fleetd with a clear line instead of a dead server
+thread behind a ``READY=1``, and with nothing half-started behind it.
 """
 
 from __future__ import annotations
@@ -54,10 +55,16 @@ class ApiServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._app: FastAPI | None = None
+        self._socket: socket.socket | None = None
 
-    def start(self, app: FastAPI) -> None:
-        """Bind now (raises ``RuntimeError`` with one line), then serve on a thread."""
-        self._app = app
+    def bind(self) -> socket.socket:
+        """Bind the address now; ``RuntimeError`` with one line when it cannot be had.
+
+        Not yet listening: a client connecting before ``start`` is refused at once rather
+        than left waiting in the backlog.
+        """
+        if self._socket is not None:
+            return self._socket
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when
         # their proto says TCP. Without it a keep-alive client waits out Nagle against the
@@ -70,8 +77,26 @@ class ApiServer:
             sock.close()
             hint = LISTEN_HINTS.get(exc.errno or 0, "")
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}{hint}") from None
-        sock.listen(128)
         sock.set_inheritable(False)
+        self._socket = sock
+        return sock
+
+    def close(self) -> None:
+        """Give the address back (fleetd did not start after all)."""
+        if self._socket is not None and self._thread is None:
+            self._socket.close()
+            self._socket = None
+
+    def start(self, app: FastAPI) -> None:
+        """Listen on the bound address (binding now if not yet), then serve on a thread."""
+        self._app = app
+        sock = self.bind()
+        try:
+            sock.listen(128)
+        except OSError as exc:  # another socket bound with SO_REUSEADDR listened first
+            self.close()
+            hint = LISTEN_HINTS.get(exc.errno or 0, "")
+            raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}{hint}") from None
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemon.alerts.sinks import url_holds_secret
-from daemon.config import ConfigError, read_toml
+from daemon.alerts.sinks import Sink, url_holds_secret
+from daemon.config import ConfigError, Settings, read_toml
 from daemon.store import mask_url
-from serving.recipe.masking import mask_argv, mask_env
+from serving.recipe.masking import mask_argv, mask_env, mask_text
 
 OTHERS_READ = stat.S_IRGRP | stat.S_IROTH
 
@@ -90,3 +90,21 @@ def _readable(path: Path, judge: Callable[[dict[str, Any]], list[str]]) -> list[
 def readable_secret_keys(path: Path) -> list[str]:
     """Secret-holding keys of the config ``path`` when group or others may read it."""
     return _readable(path, secret_keys)
+
+
+def config_secret_values(settings: Settings, sinks: list[Sink]) -> set[str]:
+    """The secret values fleetd holds from its config: masked in the engine's output too.
+
+    Webhook signing secrets (``secret`` or ``secret_file``, as loaded) and the passwords
+    and query tokens of the store and webhook URLs. The engine never gets them, but a
+    line that holds one (a model's remote code reading the environment of a shell the
+    rig owner pasted into) is shown masked all the same.
+    """
+    found: set[str] = set()
+    for sink in sinks:
+        if sink.secret:
+            found.add(sink.secret.decode("utf-8", "replace"))
+        mask_text(sink.url, found)
+    if settings.store.url is not None:
+        mask_text(settings.store.url, found)
+    return found

@@ -29,12 +29,12 @@ from hwcheck.model import EventKind, Severity
 from serving.errors import Busy, NotFound, Refused, Unavailable
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.lint import lint_recipe
-from serving.recipe.masking import mask_argv, mask_spec
+from serving.recipe.masking import KnownSecrets, mask_argv, mask_spec
 from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.container_launcher import ContainerLauncher
 from serving.runtime.exit_advice import ExitAdvisor
-from serving.runtime.launchers import Launcher
+from serving.runtime.launchers import Launcher, launch_secrets
 from serving.runtime.logcapture import LogCapture, LogSubscription
 from serving.runtime.ports import free_port, port_in_use
 from serving.runtime.process_launcher import ProcessLauncher
@@ -108,6 +108,7 @@ class EngineService:
         advise: ExitAdvisor,
         gate: Callable[[bool], list[tuple[str, str]]],
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
+        known_secrets: KnownSecrets | None = None,
     ) -> None:
         self.recipe = recipe
         self._settings = settings
@@ -132,7 +133,19 @@ class EngineService:
             preflight=self.preflight,
             on_event=self._on_event,
             advise=advise,
+            known_secrets=self._with_recipe_secrets(known_secrets),
         )
+
+    def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:
+        """``known`` plus the recipe's launch secrets, before the log's history is loaded.
+
+        The engine to adopt was most likely launched from this recipe, and its start-up
+        lines (the echoed flags) are in the history. The port does not matter here, so the
+        spec is built without choosing one (that is the launch's business).
+        """
+        known = KnownSecrets() if known is None else known
+        known.add(launch_secrets(build_launch(self.recipe)))
+        return known
 
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:

@@ -1,7 +1,8 @@
 """``fleetd``: the cmpfleet daemon (foreground; systemd ``Type=notify``).
 
 Flags override ``CMPFLEET_*`` environment variables, which override the config file.
-A bad config exits 2 with one line before anything starts. The first SIGTERM/SIGINT
+A bad config exits 2 with one line before anything starts; so does a start-up failure a
+person must fix (``daemon.startup``: a state dir in use, the listen address taken). The first SIGTERM/SIGINT
 shuts down gracefully; a second exits at once. Neither stops the engine unless
 ``[serving] stop_on_exit = true``.
 """
@@ -19,7 +20,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
-from daemon.alerts.sinks import build_sinks
 from daemon.config import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_LISTEN,
@@ -28,12 +28,12 @@ from daemon.config import (
     Settings,
     load_settings,
 )
-from daemon.config_secrets import exposed_secrets
 from web.version import __version__
 
 log = logging.getLogger("fleetd")
-EXIT_CONFIG = 2
-EXIT_STARTUP = 1
+EXIT_CONFIG = 2  # a bad config or flag: the unit's RestartPreventExitStatus
+EXIT_STARTUP = 1  # an unforeseen failure once everything was built: systemd retries it
+INSTALL_COMMANDS = ("install", "uninstall")
 
 
 def example_config_path() -> Path:
@@ -51,7 +51,12 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """fleetd's flags (CONTRACT)."""
-    parser = _OneLineParser(prog="fleetd", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(
+        prog="fleetd",
+        description=__doc__.splitlines()[0],
+        epilog="fleetd install [--root DIR] [--dry-run] sets up the system service (the unit, "
+        "the example config, the state dir); fleetd uninstall [--root DIR] removes the unit.",
+    )
     parser.add_argument("--config", type=Path, help=f"config file (default {DEFAULT_CONFIG_PATH})")
     parser.add_argument("--simulate", metavar="SCENARIO", help="built-in scenario or file")
     parser.add_argument(
@@ -113,9 +118,18 @@ def setup_logging(level: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run fleetd until a signal stops it."""
+    """Run fleetd until a signal stops it (``fleetd install|uninstall``: the system service)."""
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in INSTALL_COMMANDS:
+        from daemon.install.installer import main as install_main
+
+        sys.exit(install_main(words))
     args = parse_args(argv)
     setup_logging(args.log_level)
+    # Imported here, not at the top: `fleetd install` needs neither (nor the store below).
+    from daemon.alerts.sinks import build_sinks
+    from daemon.config_secrets import exposed_secrets
+
     try:
         settings, config_path = resolve_settings(args)
         check_configured_recipe(settings, config_path)
@@ -135,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         daemon = build_daemon(settings, state_dir, args.simulate, config_path)
     except StartupError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
-        sys.exit(EXIT_STARTUP)
+        sys.exit(exc.exit_code)
 
     signals_seen = 0
 
@@ -151,9 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, on_signal)
     try:
         daemon.start()
-    except Exception as exc:
-        log.error("startup failed: %s", exc)
-        daemon.shutdown()
+    except Exception as exc:  # one line, not a traceback: what failed and nothing else
+        sys.stderr.write(f"fleetd: start-up failed: {exc}\n")
+        daemon.shutdown(announce=False)
         sys.exit(EXIT_STARTUP)
     # Everything built so far (modules, the app, the scenario) lives as long as fleetd:
     # out of the collector's sight, a full collection walks only what came after it

@@ -27,6 +27,7 @@ from daemon.bringup import BringUp
 from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
+from daemon.config_secrets import config_secret_values
 from daemon.engine_service import EngineService
 from daemon.metrics_source import DaemonMetrics, LatchMirror
 from daemon.monitor import RigMonitor
@@ -46,6 +47,7 @@ from hwcheck.model import CheckResult, EventKind, Severity, worst_severity
 from hwcheck.sim.rig import SimulatedRig
 from recovery.decisions import Start
 from recovery.executors import describe
+from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
 from web.app import create_app
 from web.loopback import is_loopback
@@ -83,6 +85,7 @@ class Daemon:
         sim: SimulatedRig | None,
         notifier: Notifier,
         recipe: Recipe | None = None,
+        api: ApiServer | None = None,
     ) -> None:
         self.settings = settings
         self.state_dir = state_dir
@@ -120,7 +123,7 @@ class Daemon:
             on_health_change=self._kernel_log_changed,
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
-        self.api = ApiServer(settings.web.listen)
+        self.api = api or ApiServer(settings.web.listen)  # build_daemon binds it first
         # A stored event or latch change re-renders the status at once, not at the next poll.
         self.store.add_news_listener(self.api.state_changed)
         self.alerts = AlertService(
@@ -150,6 +153,10 @@ class Daemon:
                 host,
                 advise=self.recovery.advise_exit,
                 gate=self.recovery.gate,
+                # Masked in every engine log line fleetd serves (each launch adds its own).
+                known_secrets=KnownSecrets(
+                    {self.token, *config_secret_values(settings, self.alerts.sinks)}
+                ),
             )
             self.recovery.attach_engine(self.engine)
         self.bring_up = BringUp(
@@ -458,10 +465,14 @@ class Daemon:
         """Ask the main loop to end (safe from a signal handler)."""
         self._stop.set()
 
-    def shutdown(self) -> None:
-        """Graceful stop: jobs, follower, API; flush the store. The engine keeps running."""
+    def shutdown(self, announce: bool = True) -> None:
+        """Graceful stop: jobs, follower, API; flush the store. The engine keeps running.
+
+        ``announce=False`` after a failed start: its one line has said it all.
+        """
         self.notifier.stopping()
-        log.info("shutting down")
+        if announce:
+            log.info("shutting down")
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         if self.canaries is not None:

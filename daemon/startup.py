@@ -1,17 +1,29 @@
-"""Building a ``Daemon`` from settings: the state dir, the host (real or simulated)."""
+"""Building a ``Daemon`` from settings: the state dir, the listener, the host, the store.
+
+Each step that a person must fix (a state dir that is a file or in use, a listen address
+taken, a damaged database) refuses with one line and exit 2 before anything later has
+started: the listener is bound right after the state dir is locked, so a taken port
+stops fleetd before the store, the host sources or the engine are touched. A database
+server that does not answer yet exits 1: systemd retries that one.
+"""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from sqlalchemy.exc import OperationalError
+
+from daemon.apiserver import ApiServer
 from daemon.config import ENV_PREFIX, Settings
 from daemon.engine_service import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
-from daemon.statedir import StateDir
+from daemon.statedir import DIR_MODE, StateDir
 from daemon.store import StoreError
 from hwcheck.host import HostSources
 from hwcheck.sim.rig import SimulatedRig
@@ -21,10 +33,18 @@ from serving.recipe.recipe import RecipeError
 from serving.sim.scenario import EngineScenario, EngineScenarioError, parse_engine_scenario
 
 STORE_URL_VARIABLE = f"{ENV_PREFIX}STORE_URL"
+EXIT_PERSON = 2  # a person must fix it: the unit's RestartPreventExitStatus
+EXIT_RETRY = 1  # may pass by itself (a database server still starting): systemd retries
+
+log = logging.getLogger("fleetd")
 
 
 class StartupError(Exception):
-    """fleetd cannot start; the message is the one line to print."""
+    """fleetd cannot start; the message is the one line to print, ``exit_code`` its status."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_PERSON) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -37,6 +57,33 @@ def prepare_state_dir(state_dir: Path) -> None:
         raise StartupError(f"cannot create state dir {state_dir}: {exc.strerror}") from None
     if not os.access(state_dir, os.W_OK):
         raise StartupError(f"state dir {state_dir} is not writable (run as root or --state-dir)")
+    narrow_state_dir(state_dir)
+
+
+def narrow_state_dir(state_dir: Path) -> None:
+    """A state dir others can enter is narrowed to 0700, with a warning (as the token file).
+
+    It holds the API token, the history and the engine log (users' prompts): a dir made by
+    hand or unpacked from a backup with a loose umask has already been open to others.
+    """
+    mode = stat.S_IMODE(state_dir.stat().st_mode)
+    if not mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return
+    try:
+        os.chmod(state_dir, DIR_MODE)
+    except OSError as exc:
+        raise StartupError(
+            f"state dir {state_dir} is mode {mode:04o} and cannot be narrowed to "
+            f"{DIR_MODE:04o}: {exc.strerror} (chmod 700 it)"
+        ) from None
+    log.warning(
+        "state dir %s was mode %04o (others could read the history and the engine log): "
+        "now %04o; replace the API token if others may have read it (delete %s and restart)",
+        state_dir,
+        mode,
+        DIR_MODE,
+        StateDir(state_dir).token,
+    )
 
 
 # What SQLite says about a file that is not (or no longer) a database.
@@ -123,16 +170,34 @@ def build_daemon(
     """
     prepare_state_dir(state_dir)
     lock_state_dir(state_dir)  # held (fd kept open) until the process ends
-    host, rig, sim_engine = build_host(settings, state_dir, simulate)
+    api = ApiServer(settings.web.listen)
+    try:
+        api.bind()  # a taken address refuses before anything else is opened
+    except RuntimeError as exc:
+        raise StartupError(str(exc)) from None
+    try:
+        host, rig, sim_engine = build_host(settings, state_dir, simulate)
+    except StartupError:
+        api.close()
+        raise
     try:
         recipe = recipe_for_daemon(settings, config_path, sim_engine)
-        return Daemon(settings, state_dir, host, rig, Notifier(), recipe)
+        return Daemon(settings, state_dir, host, rig, Notifier(), recipe, api=api)
     except StoreError as exc:
         host.close()
+        api.close()
         if settings.store.url is None:  # the default file in the state dir, named by exc
             raise StartupError(f"{exc}{_damaged_hint(str(exc), state_dir)}") from None
         source = store_url_source(config_path, os.environ if environ is None else environ)
-        raise StartupError(f"{source}: {exc}") from None
+        raise StartupError(f"{source}: {exc}", _store_exit(settings.store.url, exc)) from None
     except RecipeError as exc:
         host.close()
+        api.close()
         raise StartupError(str(exc)) from None
+
+
+def _store_exit(url: str, exc: StoreError) -> int:
+    """A database server that does not answer (yet) may come up: let systemd retry."""
+    cause = exc.__cause__ or exc.__context__  # the driver's error, however it was raised
+    unreachable = isinstance(cause, OperationalError) and not url.startswith("sqlite")
+    return EXIT_RETRY if unreachable else EXIT_PERSON

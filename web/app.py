@@ -15,11 +15,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
-from fastapi.exceptions import ResponseValidationError
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from hwcheck.model import EventKind, Severity
 from web.alerts_api import AlertControl, alerts_router
@@ -53,6 +52,7 @@ from web.openapi_doc import BEARER, install_plain_openapi
 from web.params import BeforeId, CardFilter, RowId
 from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
+from web.status_views import StatusViews
 from web.streams import StreamGate, install_status_stream
 from web.version import __version__
 
@@ -67,19 +67,6 @@ class XidInjection(BaseModel):
 
 
 DOCS_ASSETS_URL = "/docs-assets"
-
-
-def render_status(services: WebServices) -> bytes:
-    """The status document as ``GET /api/v1/status`` sends it (validated, unset fields out).
-
-    A document breaking its model fails as FastAPI's own response check would (a 500 and
-    ``ResponseValidationError`` in the log), never reaching a client half right.
-    """
-    try:
-        document = StatusDocument.model_validate(services.status_document())
-    except ValidationError as exc:
-        raise ResponseValidationError(exc.errors(include_url=False)) from None
-    return document.model_dump_json(exclude_unset=True).encode()
 
 
 def create_app(
@@ -129,7 +116,7 @@ def create_app(
         return sim
 
     documents = rendered_documents(app)
-    status_document = documents.add("status", lambda: render_status(services))
+    status_views = StatusViews(documents, services)
     app.add_middleware(InvalidateOnMutation, invalidate=documents.invalidate)
     app.add_middleware(RemoteToken, token=None if services.loopback_only else services.token)
 
@@ -144,7 +131,7 @@ def create_app(
     # Routes are added to the app itself, not through include_router: FastAPI keeps an
     # included router's routes out of app.routes, where tests and tools list them.
     gate = app.state.stream_gate = StreamGate()  # web.streams.close_streams ends them
-    install_status_stream(app, status_document, gate)
+    install_status_stream(app, status_views.for_request, gate)
     install_log_routes(app, services, gate, require_token)
 
     install_dashboard(app)
@@ -166,13 +153,15 @@ def create_app(
     )
 
     @app.get("/api/v1/status", response_model=StatusDocument, response_model_exclude_unset=True)
-    async def status() -> Response:
+    async def status(request: Request) -> Response:
         """The rig overview (same document as ``fleetctl status --json``).
 
         Rendered at most a few times a second and shared by every reader (``web.rendered``);
         never older than 0.2 s, and never from before the last poll or API change.
+        ``serving.last_log_line`` (engine output) only with the token (``web.status_views``).
         """
-        return Response(await status_document.get(), media_type="application/json")
+        document = status_views.for_request(request)
+        return Response(await document.get(), media_type="application/json")
 
     @app.get(
         "/api/v1/events",

@@ -113,7 +113,10 @@ class ServingDocument(Document):
     since: IsoTime | None
     url: str | None
     reason: str | None = None
-    last_log_line: str | None = None
+    # Engine output (it can hold a user's prompt): only in the token holder's view.
+    last_log_line: Annotated[
+        str | None, Field(description="the engine's newest log line; only with the token")
+    ] = None
     crash_class: str | None = None
     metrics: EngineMetricsDocument | None = None
     adopted: bool | None = None

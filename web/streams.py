@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
@@ -73,15 +73,19 @@ def line_frames(lines: Iterator[str | None], gate: StreamGate) -> Iterator[str]:
         yield ": quiet\n\n" if line is None else sse_frame("line", line.replace("\r", ""))
 
 
-def install_status_stream(app: FastAPI, status: RenderedDocument, gate: StreamGate) -> None:
+def install_status_stream(
+    app: FastAPI, status_for: Callable[[Request], RenderedDocument], gate: StreamGate
+) -> None:
     """``GET /api/v1/stream``: the status document, pushed every ``interval_s``.
 
-    Frames carry the same shared render as ``GET /api/v1/status`` (``web.rendered``).
+    Frames carry the same shared render as ``GET /api/v1/status`` (``web.rendered``), in
+    the view the request may read (``status_for``: the engine's log text with the token).
     """
     router = app.router
 
     async def status_frames(request: Request, interval_s: float) -> AsyncIterator[str]:
         yield f"retry: {RETRY_MS}\n\n"
+        status = status_for(request)
         frame_id = 0
         while not gate.closing and not await request.is_disconnected():
             body = await status.get()

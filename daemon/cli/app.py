@@ -239,10 +239,15 @@ def init(
     power_cap_w: Annotated[
         float, typer.Option("--power-cap-w", min=50, max=400, help="Cap to enforce.")
     ] = 180.0,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Write the baseline keys into an existing config (all else kept)."
+        ),
+    ] = False,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Detect the cards and write a config recording today's baseline."""
+    """Detect the cards and record today's baseline in the config (shown as a diff)."""
     from daemon.cli import cmd_init
 
     opts: GlobalOptions = ctx.obj

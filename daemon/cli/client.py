@@ -175,13 +175,15 @@ class FleetClient:
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         return self._request("GET", path, needs_token=needs_token, params=clean)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, with_log_text: bool = False) -> dict[str, Any]:
         """``GET /api/v1/status``, checked to be fleetd's status document before any use.
 
         A JSON answer of another shape (another program on the port) is refused here, so
         ``status --json`` never prints a foreign document before failing on it.
+        ``with_log_text``: send the token, for ``serving.last_log_line`` (engine output,
+        only in the token holder's view) as a start's progress.
         """
-        doc = self.get("/api/v1/status")
+        doc = self.get("/api/v1/status", needs_token=with_log_text and self.token is not None)
         if not isinstance(doc, dict) or not isinstance(doc.get("serving"), dict):
             raise ClientError(
                 f"{self.url} did not answer a fleetd status document: is --url (or the "

@@ -56,7 +56,7 @@ def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dic
 
     def tick(started_s: float) -> None:
         try:
-            serving = watcher.status()["serving"]
+            serving = watcher.status(with_log_text=True)["serving"]
         except (ClientError, KeyError, TypeError):
             return  # the progress line is a courtesy; the request's answer decides
         now_s, state = time.monotonic(), serving.get("state")

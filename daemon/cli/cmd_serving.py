@@ -55,7 +55,7 @@ def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any
 def _last_log_line(client: FleetClient) -> str | None:
     """The engine's last log line now (before a request), or None when it cannot be read."""
     try:
-        line = client.status()["serving"].get("last_log_line")
+        line = client.status(with_log_text=True)["serving"].get("last_log_line")
     except (ClientError, KeyError, TypeError):
         return None
     return line if isinstance(line, str) else None
@@ -113,7 +113,7 @@ def _wait(
     printed_s = float("-inf")
     while True:
         try:
-            serving: dict[str, Any] = client.status()["serving"]
+            serving: dict[str, Any] = client.status(with_log_text=True)["serving"]
         except ClientError as exc:
             out.fail(str(exc), EXIT_FAILED)
         state = serving["state"]

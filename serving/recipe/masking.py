@@ -1,31 +1,67 @@
-"""Mask secret values before anything fleetd writes or serves shows a launch.
+"""Mask secret values before anything fleetd writes or serves shows a launch or its output.
 
-A launch's argv and environment reach the engine log's launch header (served to any
-local user before), the launch history in ``fleet.db``, the events and the API's recipe
-document; a Hugging Face token, an API key or a database password must reach none of
-them. Three rules, judged generously (a false positive only hides a harmless value):
+A launch's argv and environment reach the engine log's launch header, the launch history
+in ``fleet.db``, the events and the API's recipe document; the engine's own output (vLLM
+prints its non-default arguments at start) reaches the log API, its streams, the status
+document and, through crash evidence, events and alerts. A Hugging Face token, an API key
+or a database password must reach none of them. The rules:
 
 - a flag that carries a secret: the known ones (``--api-key``, ``--hf-token``, ...) and
   any flag with a word such as ``token``/``key``/``secret``/``password`` in its name,
   written ``--flag VALUE`` or ``--flag=VALUE``;
-- an environment variable whose name looks secret (``HF_TOKEN``), in ``env`` or passed to
-  a container as ``-e``/``--env NAME=VALUE``;
-- the password of a URL (``scheme://user:PASSWORD@host``, or a ``password=``/``token=``
-  query parameter) in any value or argument, whatever its name (``DATABASE_URL``,
-  ``--redis-url``).
+- an environment variable whose name *ends* in a secret word (``HF_TOKEN``, ``MYSQL_PWD``,
+  ``REDIS_PASS``, ``OPENAI_API_KEY``) or holds an ``AUTH`` word (``AUTH_HEADER``), in
+  ``env`` or passed to a container as ``-e``/``--env NAME=VALUE``. A name that merely
+  contains a word (``VLLM_MIN_THINKING_TOKENS``, ``TOKENIZERS_PARALLELISM``, ``KEY_FILE``)
+  is a setting, shown in clear: hiding it would hide the launch's real knobs and make
+  fleetd warn about a secret that is not there;
+- in any value, argument or line, whatever its name: the password of a URL
+  (``scheme://user:PASSWORD@host``, up to the last ``@`` before the host, so a password
+  holding an unescaped ``@`` or ``/`` is hidden whole), a ``password=``/``token=`` query
+  parameter, and a bearer credential (``Bearer ...``, ``Authorization: ...``);
+- in the engine's output, every value the rules above hid from its launch, and the
+  secrets fleetd itself holds (``KnownSecrets``): vLLM echoes ``--api-key`` as
+  ``'api_key': '...'``, which no name rule can catch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 
 from serving.recipe.flags import FlagOverride
 from serving.recipe.spec import LaunchSpec
 
 MASK = "***"
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# A name is secret when its last word is one of these (``HF_TOKEN``, ``MYSQL_PWD``)...
+_SECRET_LAST_WORDS = frozenset(
+    {
+        "TOKEN",
+        "KEY",
+        "APIKEY",
+        "ACCESSKEY",
+        "SECRETKEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "PWD",
+        "PASS",
+        "CREDENTIAL",
+        "CREDENTIALS",
+    }
+)
+# ... or ends with one of these long ones (``PGPASSWORD``, ``GITHUBTOKEN``; never ``TOKENS``)
+_SECRET_LAST_ENDINGS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY")
+# ... or when one of its words is one of these, wherever it stands (``AUTH_HEADER``).
+_SECRET_ANY_WORD = re.compile(
+    r"AUTH(?:N|Z|ORIZATION|ENTICATION|TOKEN|KEY)?|SECRET|PASSWORD|PASSWD|CREDENTIALS?"
+)
+# Alone, these are the shell's working directory and its predecessor, not passwords.
+_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
+_NAME_WORDS = re.compile(r"[^A-Za-z0-9]+")
 # Flags known to carry a secret as their value (vLLM, Hugging Face and common servers).
 KNOWN_SECRET_FLAGS: frozenset[str] = frozenset(
     {
@@ -40,23 +76,61 @@ KNOWN_SECRET_FLAGS: frozenset[str] = frozenset(
 )
 # Other flags are judged word by word, so --tokenizer or --max-num-batched-tokens keep
 # their values while --my-secret or --s3-access-key lose theirs.
-_SECRET_FLAG_WORDS = frozenset({"token", "key", "secret", "password", "passwd", "credential"})
+_SECRET_FLAG_WORDS = frozenset(
+    {"token", "key", "secret", "password", "passwd", "passphrase", "pwd", "credential"}
+)
 # Container runtime options whose value is ``NAME=VALUE`` (judged by NAME).
 _ENV_OPTIONS = frozenset({"-e", "--env"})
-# scheme://user:PASSWORD@host: the password runs up to the last "@" before the path.
-# Up to the last ``@`` before a blank: a password with an unescaped ``/`` is still hidden.
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s@]*(?=@)")
+# scheme://user:PASSWORD@host: the password runs to the last "@" before the first "/",
+# "?" or "#" that follows an "@", so "u:p@ss@db/x" and "u:a/b@db/x" are hidden whole
+# while "u:pw@host/path?mail=a@b" keeps its path.
+_URL_PASSWORD = re.compile(
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)"
+    r"(?P<secret>[^\s@]*(?:@[^\s@/?#]*)*)(?=@)"
+)
 # libpq and most clients also take a password (or token) as a query parameter.
 _QUERY_SECRET = re.compile(
     r"(?P<head>[?&;](?:password|passwd|pwd|sslpassword|secret|token|access_token|api_?key)=)"
-    r"[^&#\s]*",
+    r"(?P<secret>[^&#\s]*)",
     re.IGNORECASE,
 )
+# A bearer credential wherever it appears (a header in a variable, a client's debug line);
+# eight characters at least, so prose such as "needs a Bearer token" stays readable.
+_BEARER = re.compile(r"(?P<head>\bBearer\s+)(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE)
+# An Authorization header's credential, whatever its scheme (Basic, Token, ...).
+_AUTHORIZATION = re.compile(
+    r"(?P<head>\bAuthorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)"
+    r"(?P<secret>[^\s\"',;]+)",
+    re.IGNORECASE,
+)
+# Known values shorter than this are not searched for in free text (a one-letter password
+# would garble every line); they are still masked wherever a rule above finds them.
+MIN_KNOWN_SECRET_CHARS = 4
+# Values a secret-named variable may hold that are settings, not secrets.
+_PLAIN_VALUES = frozenset({"true", "false", "yes", "no", "on", "off", "none", "null"})
 
 
 def is_secret_name(name: str) -> bool:
-    """True when an environment variable or flag name looks like it holds a secret."""
-    return bool(_SECRET_NAME.search(name))
+    """True when an environment variable's name says it holds a secret.
+
+    Its last word is a secret word (``HF_TOKEN``, ``MYSQL_PWD``, ``REDIS_PASS``) or ends
+    in a long one (``PGPASSWORD``), or one of its words is ``AUTH...``, ``SECRET``,
+    ``PASSWORD`` or ``CREDENTIALS``. Words only contained in a name do not count:
+    ``..._TOKENS`` counts tokens, ``KEY_FILE`` is a path, ``MONKEY`` and ``BYPASS`` are no
+    key and no pass.
+    """
+    upper = name.upper()
+    if upper in _NOT_SECRET_NAMES:
+        return False
+    words = [word for word in _NAME_WORDS.split(upper) if word]
+    if not words:
+        return False
+    last = words[-1]
+    return (
+        last in _SECRET_LAST_WORDS
+        or last.endswith(_SECRET_LAST_ENDINGS)
+        or any(_SECRET_ANY_WORD.fullmatch(word) for word in words)
+    )
 
 
 def is_secret_flag(flag: str) -> bool:
@@ -68,69 +142,125 @@ def is_secret_flag(flag: str) -> bool:
     return any(word in _SECRET_FLAG_WORDS for word in words)
 
 
-def mask_url_passwords(text: str) -> str:
+def _hide(value: str, found: set[str] | None) -> str:
+    """``***`` for ``value``, noting the value in ``found`` (for ``KnownSecrets``)."""
+    if found is not None and value and value != MASK:
+        found.add(value)
+    return MASK
+
+
+def _sub(pattern: re.Pattern[str], text: str, found: set[str] | None) -> str:
+    def hidden(match: re.Match[str]) -> str:
+        return match.group("head") + _hide(match.group("secret"), found)
+
+    return pattern.sub(hidden, text)
+
+
+def _searchable(value: str) -> bool:
+    """Whether a known value is searched for in free text (see ``MIN_KNOWN_SECRET_CHARS``)."""
+    return len(value) >= MIN_KNOWN_SECRET_CHARS and value.lower() not in _PLAIN_VALUES
+
+
+def _known_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern for the searchable ``values``, longest first (a secret holding another)."""
+    ordered = sorted({v for v in values if _searchable(v)}, key=lambda v: (-len(v), v))
+    return re.compile("|".join(re.escape(value) for value in ordered)) if ordered else None
+
+
+def _mask_known(texts: Iterable[str], values: set[str]) -> list[str]:
+    """``texts`` with each of ``values`` (secrets hidden elsewhere in a launch) masked."""
+    pattern = _known_pattern(values)
+    if pattern is None:
+        return list(texts)
+    return [text if text == MASK else pattern.sub(MASK, text) for text in texts]
+
+
+def mask_url_passwords(text: str, found: set[str] | None = None) -> str:
     """``text`` with every URL password (``scheme://user:PASSWORD@``, ``?password=``) masked."""
-    masked = _URL_PASSWORD.sub(lambda match: match.group("head") + MASK, text)
+    masked = _sub(_URL_PASSWORD, text, found) if "://" in text else text
     if "://" not in masked:
         return masked
-    return _QUERY_SECRET.sub(lambda match: match.group("head") + MASK, masked)
+    return _sub(_QUERY_SECRET, masked, found)
 
 
-def _mask_assignment(assignment: str) -> str:
-    """``NAME=VALUE`` with VALUE masked when NAME looks secret (URL passwords always)."""
-    name, eq, _value = assignment.partition("=")
+def mask_text(text: str, found: set[str] | None = None) -> str:
+    """``text`` with URL passwords and bearer or ``Authorization`` credentials masked."""
+    masked = mask_url_passwords(text, found)
+    if "earer" in masked or "EARER" in masked:
+        masked = _sub(_BEARER, masked, found)
+    if "uthorization" in masked or "UTHORIZATION" in masked:
+        masked = _sub(_AUTHORIZATION, masked, found)
+    return masked
+
+
+def _mask_assignment(assignment: str, found: set[str] | None) -> str:
+    """``NAME=VALUE`` with VALUE masked when NAME looks secret (free-text rules always)."""
+    name, eq, value = assignment.partition("=")
     if eq and is_secret_name(name):
-        return f"{name}={MASK}"
-    return mask_url_passwords(assignment)
+        return f"{name}={_hide(value, found)}"
+    return mask_text(assignment, found)
 
 
-def mask_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``env``: secret-looking names masked whole, URL passwords in any value."""
-    return {
-        key: (MASK if is_secret_name(key) else mask_url_passwords(value))
+def mask_env(env: Mapping[str, str], found: set[str] | None = None) -> dict[str, str]:
+    """A copy of ``env``: secret names' values masked whole, free-text rules in any value.
+
+    A hidden value is hidden wherever else it appears (a ``DB_PASSWORD`` repeated inside
+    ``DATABASE_OPTS``). ``found`` (when given) collects every value hidden.
+    """
+    hidden: set[str] = set()
+    masked = {
+        key: (_hide(value, hidden) if is_secret_name(key) else mask_text(value, hidden))
         for key, value in env.items()
     }
+    if found is not None:
+        found |= hidden
+    return dict(zip(masked, _mask_known(masked.values(), hidden), strict=True))
 
 
-def mask_argv(argv: Sequence[str]) -> list[str]:
+def mask_argv(argv: Sequence[str], found: set[str] | None = None) -> list[str]:
     """A copy of ``argv`` with secret values replaced by ``***``.
 
     Handles ``--api-key VALUE`` and ``--api-key=VALUE``, ``-e NAME=VALUE``,
     ``--env NAME=VALUE`` and ``--env=NAME=VALUE``. Masking a masked argv changes nothing,
-    so stored (masked) launches compare equal to a fresh mask of the same launch.
+    so stored (masked) launches compare equal to a fresh mask of the same launch. A hidden
+    value is hidden wherever else it appears (an API key repeated inside another flag's
+    value). ``found`` (when given) collects every value hidden.
     """
+    hidden: set[str] = set()
     masked: list[str] = []
     hide_next = False
     assignment_next = False
     for arg in argv:
         if hide_next:
-            masked.append(MASK)
+            masked.append(_hide(arg, hidden))
             hide_next = False
             continue
         if assignment_next:
-            masked.append(_mask_assignment(arg))
+            masked.append(_mask_assignment(arg, hidden))
             assignment_next = False
             continue
         flag, eq, value = arg.partition("=")
         if flag in _ENV_OPTIONS:
             if eq:
-                masked.append(f"{flag}={_mask_assignment(value)}")
+                masked.append(f"{flag}={_mask_assignment(value, hidden)}")
             else:
                 masked.append(arg)
                 assignment_next = True
             continue
         if flag.startswith("-") and is_secret_flag(flag):
             if eq:
-                masked.append(f"{flag}={MASK}")
+                masked.append(f"{flag}={_hide(value, hidden)}")
             else:
                 masked.append(arg)
                 hide_next = True
             continue
         if eq and not arg.startswith("-") and flag.isidentifier() and is_secret_name(flag):
-            masked.append(f"{flag}={MASK}")
+            masked.append(f"{flag}={_hide(value, hidden)}")
             continue
-        masked.append(mask_url_passwords(arg))
-    return masked
+        masked.append(mask_text(arg, hidden))
+    if found is not None:
+        found |= hidden
+    return _mask_known(masked, hidden)
 
 
 def mask_spec(spec: LaunchSpec) -> LaunchSpec:
@@ -149,3 +279,47 @@ def mask_spec(spec: LaunchSpec) -> LaunchSpec:
         env=mask_env(spec.env),
         preset_overrides=overrides,
     )
+
+
+def secret_values(argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:
+    """Every value the rules hide in a launch's ``argv`` and environment."""
+    found: set[str] = set()
+    mask_argv(argv, found)
+    mask_env(env, found)
+    return frozenset(found)
+
+
+class KnownSecrets:
+    """Secret values fleetd handed out or holds, replaced by ``***`` in any text.
+
+    The engine's output is free text: vLLM echoes ``--api-key`` and the environment in
+    forms no name rule can parse, so every value fleetd itself passed (``secret_values``
+    of each launch) and its own secrets are searched for literally. Values are only ever
+    added (a line from an earlier launch may hold an earlier key); thread-safe: the log
+    reader masks while a launch adds.
+    """
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self._values: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self.add(values)
+
+    def add(self, values: Iterable[str]) -> None:
+        """Know these values too (short or plain ones are ignored, see the module)."""
+        with self._lock:
+            fresh = {value for value in values if _searchable(value)} - self._values
+            if not fresh:
+                return
+            self._values |= fresh
+            self._pattern = _known_pattern(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def mask(self, text: str) -> str:
+        """``text`` with every known value and every free-text secret masked."""
+        pattern = self._pattern
+        if pattern is not None:
+            text = pattern.sub(MASK, text)
+        return mask_text(text)

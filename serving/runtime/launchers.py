@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from serving.recipe.masking import secret_values
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.engine_record import (
     EngineRecord,
@@ -144,6 +145,16 @@ def engine_environment(spec: LaunchSpec) -> dict[str, str]:
         if name not in _NOT_FOR_THE_ENGINE and not name.startswith(_FLEET_PREFIXES)
     }
     return {**base, **spec.env}
+
+
+def launch_secrets(spec: LaunchSpec) -> frozenset[str]:
+    """The secret values one launch hands the engine (its flags and whole environment).
+
+    The engine may echo any of them into its log (vLLM prints its arguments), so the log
+    capture masks them all, the inherited environment's (an ``HF_TOKEN`` in fleetd's own)
+    included.
+    """
+    return secret_values(spec.argv, engine_environment(spec))
 
 
 def open_log_or_refuse(files: RecordFile) -> int:

@@ -14,6 +14,11 @@ microseconds); the engine's ``O_APPEND`` descriptor then writes from the new end
 
 vLLM's progress bars (tqdm) separate their updates with carriage returns, which split lines
 too: the last update is the progress shown while the engine starts.
+
+Every line is masked as it is read (``KnownSecrets``: the values fleetd passed as secrets,
+URL passwords, bearer credentials), so no view of the capture (the tail, followers, the
+last line, a crash's evidence) ever holds a known secret; the file itself is the engine's
+own output and keeps what the engine wrote (it is 0600 in the state dir).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from serving.recipe.masking import mask_argv
+from serving.recipe.masking import KnownSecrets, mask_argv
 
 _LOG = logging.getLogger(__name__)
 
@@ -111,12 +116,14 @@ class LogCapture:
         tail_lines: int = 2000,
         poll_interval_s: float = 0.25,
         history_bytes: int = 256 * 1024,
+        secrets: KnownSecrets | None = None,
     ) -> None:
         if max_bytes <= 0 or backups < 0 or tail_lines <= 0 or poll_interval_s <= 0:
             raise ValueError(
                 "log capture needs max_bytes > 0, backups >= 0, tail_lines > 0, poll_interval_s > 0"
             )
         self.path = path
+        self.secrets = KnownSecrets() if secrets is None else secrets
         self._max_bytes = max_bytes
         self._backups = backups
         self._poll_interval_s = poll_interval_s
@@ -211,7 +218,7 @@ class LogCapture:
         count = 0
         for raw in pieces:
             if raw.strip():
-                self._add(raw.decode("utf-8", errors="replace"))
+                self._add(self.secrets.mask(raw.decode("utf-8", errors="replace")))
                 count += 1
         return count
 
@@ -239,7 +246,8 @@ class LogCapture:
         for raw in _NEWLINES.split(data):
             if raw.strip():
                 self._seq += 1
-                self._tail.append((self._seq, raw.decode("utf-8", errors="replace")))
+                line = self.secrets.mask(raw.decode("utf-8", errors="replace"))
+                self._tail.append((self._seq, line))
         self._mark_last_launch()
 
     def _mark_last_launch(self) -> None:
@@ -299,7 +307,7 @@ class LogCapture:
         with self._lock:
             pending = self._partial.rstrip(b"\r").strip()
             if pending:
-                return pending.decode("utf-8", errors="replace")
+                return self.secrets.mask(pending.decode("utf-8", errors="replace"))
             return self._tail[-1][1] if self._tail else None
 
     def begin_session(self) -> None:

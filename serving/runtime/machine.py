@@ -21,7 +21,7 @@ from serving.recipe.spec import LaunchSpec
 from serving.runtime import adoption
 from serving.runtime.commands import Exited, Later, Request, Stop
 from serving.runtime.health_watch import BecameReady, Healthy, Unhealthy
-from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError
+from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError, launch_secrets
 from serving.runtime.machine_core import LOG, utcnow
 from serving.runtime.run_end import RunEnding
 from serving.runtime.states import (
@@ -232,6 +232,7 @@ class ServingMachine(RunEnding):
 
     def _launch(self, spec: LaunchSpec, reason: str) -> EngineHandle:
         self._backoff_until = None
+        self._capture.secrets.add(launch_secrets(spec))  # before the engine can echo them
         self._capture.begin_session()
         handle = self._launcher.start(spec)
         self._launch_record = LaunchRecord(

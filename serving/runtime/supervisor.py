@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from serving.recipe.masking import KnownSecrets
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.commands import (
     Adopt,
@@ -58,6 +59,9 @@ class Supervisor:
     callback may enqueue commands, which then do not wait for their result). ``advise``
     is the recovery policy's answer to a run that ended on its own (restart after a
     backoff, hold, or leave stopped): the supervisor never decides that itself.
+    ``known_secrets`` are masked in every line of the engine's log the supervisor hands
+    out (give the current recipe's before ``open`` loads the log's history; each launch
+    adds its own as it starts).
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class Supervisor:
         on_event: EventSink,
         advise: ExitAdvisor,
         clock: Callable[[], float] = time.monotonic,
+        known_secrets: KnownSecrets | None = None,
     ) -> None:
         tuning = tuning or SupervisorTuning()
         self._clock = clock
@@ -82,6 +87,7 @@ class Supervisor:
             backups=tuning.log_backups,
             tail_lines=tuning.log_tail_lines,
             poll_interval_s=tuning.log_poll_interval_s,
+            secrets=known_secrets,
         )
         self._client = new_probe_client()
         self._requests: queue.Queue[Request] = queue.Queue()

@@ -21,6 +21,8 @@ reasoning in ``reasoning`` only or in ``content``, and printing given log lines 
 (non-fatal signatures the canaries count). Prefill (``--sim-prefill-tokens-per-s``) and
 decode are paced, and ``ignore_eos`` generates to ``max_tokens``, so the throughput
 canary measures what the scenario sets (the power-brake scenario runs at a quarter rate).
+Like vLLM it echoes its flags at start (those it does not use, ``--api-key`` included), and
+its whole environment.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ def run(options: SimOptions) -> int:
     log.vllm("INFO", "utils.py:326", f"non-default args: {{'model': '{options.model}'}}")
     if options.ignored:
         log.vllm("INFO", "arg_utils.py:1320", f"accepted flags: {' '.join(options.ignored)}")
+    # Like a fork's debug line (and a model's remote code printing os.environ): the whole
+    # environment, secrets included, so fleetd's masking of engine output is tested.
+    environment = " ".join(f"{name}={value}" for name, value in sorted(os.environ.items()))
+    log.vllm("DEBUG", "envs.py:1005", f"environment: {environment}")
     log.vllm(
         "WARNING",
         "_custom_ops.py:20",

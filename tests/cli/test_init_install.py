@@ -1,8 +1,7 @@
-"""``fleetctl init`` (baseline config) and ``scripts/install.sh`` (the system install)."""
+"""``fleetctl init``: the baseline written into the config (``fleetd install``: tests/daemon)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from daemon.config import load_settings
@@ -16,6 +15,8 @@ def test_init_records_the_baseline_and_checks_pass_against_it(tmp_path: Path) ->
     result = fleetctl("init", "--simulate", "healthy-8", "--output", str(config))
     assert result.returncode == 0, result.stderr
     assert config.stat().st_mode & 0o777 == 0o640
+    # A new config is the documented example with the baseline written in.
+    assert config.read_text().startswith(EXAMPLE.read_text().splitlines()[0])
     settings = load_settings(config, environ={})
     assert settings.rig.card_count == 8
     assert settings.rig.memory_total_mib == 65536
@@ -57,20 +58,40 @@ def test_init_never_writes_a_simulated_baseline_to_the_system_config() -> None:
     assert "pass --output FILE" in result.stderr
 
 
-def test_install_script_lays_out_the_system_and_keeps_a_config(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    run = [str(ROOT / "scripts" / "install.sh"), "--root", str(root), "--skip-venv"]
-    first = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
-    assert first.returncode == 0, first.stderr
-    unit = root / "etc/systemd/system/fleetd.service"
-    config = root / "etc/cmpfleet/fleet.toml"
-    assert unit.read_text() == (ROOT / "systemd/fleetd.service").read_text()
-    assert config.read_text() == (ROOT / "daemon/examples/fleet.toml").read_text()
-    assert config.stat().st_mode & 0o777 == 0o640
-    config.write_text("[rig]\ncard_count = 3\n")
-    second = subprocess.run(run, capture_output=True, text=True, timeout=60, check=False)
-    assert second.returncode == 0
-    assert "keeping existing" in second.stdout
-    assert config.read_text() == "[rig]\ncard_count = 3\n"
-    bad = subprocess.run([*run, "--bogus"], capture_output=True, text=True, timeout=60, check=False)
-    assert bad.returncode == 2 and "unknown option --bogus" in bad.stderr
+EXAMPLE = ROOT / "daemon" / "examples" / "fleet.toml"
+
+
+def test_init_writes_into_the_commented_config_and_shows_the_diff(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    mine = EXAMPLE.read_text().replace(
+        "power_cap_tolerance_w = 2.0", "power_cap_tolerance_w = 5.0  # loose on purpose"
+    )
+    mine = mine.replace(
+        '# "0000:01:00.0" = { gen = 2, width = 4 }',
+        '# "0000:01:00.0" = { gen = 2, width = 4 }\n"0000:99:00.0" = { gen = 3, width = 16 }',
+    )
+    config.write_text(mine)
+    config.chmod(0o600)
+    args = ("init", "--simulate", "healthy-8", "--output", str(config))
+    refused = fleetctl(*args)
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    assert any(line.startswith("+card_count = 8") for line in refused.stdout.splitlines())
+    assert config.read_text() == mine
+    forced = fleetctl(*args, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert any(
+        line.startswith("+card_count = 8  # recorded by") for line in forced.stdout.splitlines()
+    )
+    assert any(line.startswith('-"0000:99:00.0"') for line in forced.stdout.splitlines())
+    text = config.read_text()
+    kept = iter(text.splitlines())  # every comment and unrelated key, in its order
+    assert all(line in kept for line in mine.splitlines() if "0000:99:00.0" not in line)
+    assert "power_cap_tolerance_w = 5.0  # loose on purpose" in text
+    assert config.stat().st_mode & 0o777 == 0o600  # a private config stays private
+    settings = load_settings(config, environ={})
+    assert settings.rig.card_count == 8 and len(settings.rig.pcie_baseline) == 8
+    assert settings.rig.power_cap_tolerance_w == 5.0
+    again = fleetctl(*args, "--force", "--json")
+    assert again.returncode == 0, again.stderr
+    assert '"changed": false' in again.stdout
+    assert config.read_text() == text

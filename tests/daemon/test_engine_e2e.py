@@ -54,7 +54,7 @@ def test_a_bad_engine_table_refuses_the_start_in_one_line(tmp_path: Path) -> Non
     result = run_fleetd(
         "--simulate", str(scenario), "--state-dir", str(tmp_path / "state"), "--config", str(config)
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a bad scenario file: a person's to fix
     lines = result.stderr.strip().splitlines()
     assert lines == [f"fleetd: scenario {scenario}: engine.tokens_per_s: must be positive, got 0"]
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from daemon.store import Store
-from tests.support.cli import run_fleetctl
+from tests.support.cli import one_clean_line, run_fleetctl
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 from web.version import __version__
 
@@ -339,12 +339,10 @@ def test_listen_address_in_use_is_one_clear_line(tmp_path: Path, shared_daemon: 
         "--listen",
         f"127.0.0.1:{daemon.port}",
     )
-    assert result.returncode == 1
-    assert (
-        f"startup failed: cannot listen on 127.0.0.1:{daemon.port}: Address already in use"
-        in result.stderr
+    assert result.returncode == 2  # a person's to fix: the unit does not retry it
+    assert one_clean_line(result.stderr, "fleetd").startswith(
+        f"fleetd: cannot listen on 127.0.0.1:{daemon.port}: Address already in use"
     )
-    assert "Traceback" not in result.stderr
 
 
 def test_a_config_with_secrets_others_can_read_is_a_warning_not_a_refusal(
@@ -372,7 +370,7 @@ def test_one_fleetd_per_state_dir(shared_daemon: Fleetd) -> None:
     result = run_fleetd(
         "--simulate", "healthy", "--state-dir", str(daemon.state_dir), "--listen", "127.0.0.1:1"
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip() == (
         f"fleetd: state dir {daemon.state_dir} is in use by fleetd pid {daemon.proc.pid}: "
         "one fleetd per state dir"

@@ -2,15 +2,24 @@
 
 One fleetd holds every kind of secret the product knows: the API token, a webhook's
 signing secret, webhook URLs with credentials, a query token and a key in the path
-(Slack, Discord), and a recipe's API key and ``HF_TOKEN``. An Xid and a test alert make it
-deliver (two webhooks answer, one is down so failures are logged), then everything a
-person or a script can read is searched for each secret. The config is left readable by
-others, so fleetd must also warn, naming the keys but not the values.
+(Slack, Discord), and a recipe's API key and secret environment (``HF_TOKEN``,
+``MYSQL_PWD``, ``REDIS_PASS``, a bearer header). An Xid and a test alert make it deliver
+(two webhooks answer, one is down so failures are logged), then everything a person or a
+script can read is searched for each secret. The config is left readable by others, so
+fleetd must also warn, naming the keys but not the values.
+
+The simulated engine echoes its flags and its whole environment into its log, as vLLM
+prints its arguments, and a line naming the API key and a token; then it crashes on a
+line of that kind, so the key is in the crash's evidence. The log (with the token, in
+every form: lines, text, follow, server-sent events, ``fleetctl logs``), the status and
+its stream, the events and the alert payloads must show none of the values, masked.
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,18 +39,22 @@ SLACK_KEY = "SLACKKEY-S3"
 DISCORD_KEY = "DISCORDKEY-D9"
 API_KEY = "sk-APIKEY-A2"
 HF_TOKEN = "hf_ENVTOKEN-E4"
+MYSQL_PWD = "MYSQLPWD-M6"
+REDIS_PASS = "REDISPASS-R8"
+BEARER = "BEARERTOKEN-B5"
+ENGINE_SECRETS = (API_KEY, HF_TOKEN, MYSQL_PWD, REDIS_PASS, BEARER)
+# An engine line of the rpc_timeout kind holding the key: the crash's evidence.
+RPC_LINE = f"ERROR [core.py:512] RPC call to execute_model timed out (api_key={API_KEY})"
 CONFIG_SECRETS = (
     HOOK_SECRET,
     HOOK_PASSWORD,
     QUERY_TOKEN,
     SLACK_KEY,
     DISCORD_KEY,
-    API_KEY,
-    HF_TOKEN,
+    *ENGINE_SECRETS,
 )
-# Streams never end and the engine's log holds what the engine prints (its own argv):
-# that is why the log needs the token; fleetd's own launch header there is tested elsewhere.
-UNREADABLE_HERE = ("/api/v1/stream", "/api/v1/serving/logs")
+# Streams never end: read by the engine-output test below, a frame or a backlog at a time.
+UNREADABLE_HERE = ("/api/v1/stream", "/api/v1/serving/logs/follow", "/api/v1/serving/logs/stream")
 
 
 def config_text(receiver: WebhookReceiver, down_port: int) -> str:
@@ -50,12 +63,22 @@ def config_text(receiver: WebhookReceiver, down_port: int) -> str:
 [serving]
 probe_interval_s = 0.3
 
+[recovery]
+backoff_base_s = 0.5
+
 [serving.recipe]
 preset = "sim-engine"
-extra_args = ["--api-key", "{API_KEY}", "--sim-ready-after-s", "0.3"]
+extra_args = [
+    "--api-key", "{API_KEY}", "--sim-ready-after-s", "0.3",
+    "--sim-log-line", "0.1={RPC_LINE}", "--sim-crash-kind", "engine_dead",
+]
 
 [serving.recipe.env]
 HF_TOKEN = "{HF_TOKEN}"
+MYSQL_PWD = "{MYSQL_PWD}"
+REDIS_PASS = "{REDIS_PASS}"
+AUTH_HEADER = "Bearer {BEARER}"
+VLLM_MIN_THINKING_TOKENS = "512"
 
 [alerts]
 retry_min_s = 0.05
@@ -107,11 +130,37 @@ def _deliveries(daemon: Fleetd) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def delivered(daemon: Fleetd, receiver: WebhookReceiver) -> Fleetd:
-    """An Xid and a test alert sent: two webhooks got them, the down one failed."""
+def crashed(daemon: Fleetd, receiver: WebhookReceiver) -> Fleetd:
+    """The engine printed its secrets, then crashed with the key in its evidence."""
+
+    def printed_its_line() -> bool:  # the engine of this boot is ready and said it
+        serving = _get(daemon, "/api/v1/status")["serving"]
+        lines = _get(daemon, "/api/v1/serving/logs?lines=5000")["lines"]
+        launches = [n for n, line in enumerate(lines) if line.startswith("[cmpfleet] launch")]
+        this_run = lines[launches[-1] :] if launches else []
+        said = any("RPC call to execute_model" in line for line in this_run)
+        return bool(serving["state"] == "ready" and said)
+
+    wait_until(printed_its_line, 30, "the engine ready and printing its RPC line")
+    raw = (daemon.state_dir / "engine.log").read_text()  # the engine's own file holds them:
+    assert RPC_LINE in raw and all(secret in raw for secret in ENGINE_SECRETS)  # really out
+    os.kill(_get(daemon, "/api/v1/status")["serving"]["pid"], signal.SIGUSR1)  # crash now
+    receiver.wait_for(
+        lambda got: any(b"EngineCrashed" in request.body for request in got), 30, "the crash alert"
+    )
+    return daemon
+
+
+@pytest.fixture(scope="module")
+def delivered(crashed: Fleetd, receiver: WebhookReceiver) -> Fleetd:
+    """After the crash, an Xid and a test alert sent: two webhooks got them, one failed."""
+    daemon = crashed
+    before = len(receiver.requests)
     assert daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 31}).status_code == 200
     assert daemon.post("/api/v1/alerts/test", {}).status_code == 200
-    receiver.wait_for(lambda got: len(got) >= 4, 20, "the Xid and the test at two webhooks")
+    receiver.wait_for(
+        lambda got: len(got) >= before + 4, 20, "the Xid and the test at two webhooks"
+    )
     wait_until(lambda: "delivery failed" in daemon.log(), 20, "a logged delivery failure")
     return daemon
 
@@ -195,3 +244,73 @@ def test_a_recipe_file_the_config_names_is_judged_too(tmp_path: Path) -> None:
     assert exposed_secrets(config, "recipe.toml") == [(recipe, ["env"])]
     recipe.chmod(0o600)
     assert exposed_secrets(config, "recipe.toml") == []
+
+
+def _get(daemon: Fleetd, path: str) -> Any:
+    """A JSON document read with the token."""
+    answer = httpx.get(daemon.url + path, headers=_auth(daemon), timeout=10)
+    assert answer.status_code == 200, (path, answer.text)
+    return answer.json()
+
+
+def _stream_text(daemon: Fleetd, path: str, until: str, timeout_s: float = 20) -> str:
+    """What a never-ending stream sent (with the token) until ``until`` is in it."""
+    received = ""
+    with httpx.stream(
+        "GET", daemon.url + path, headers=_auth(daemon), timeout=timeout_s
+    ) as response:
+        assert response.status_code == 200, path
+        for chunk in response.iter_text():
+            received += chunk
+            if until in received:
+                return received
+    raise AssertionError(f"{path} ended before {until!r}: {received[-500:]!r}")
+
+
+def test_engine_output_is_masked_on_every_surface(
+    delivered: Fleetd, receiver: WebhookReceiver
+) -> None:
+    daemon = delivered
+    auth = _auth(daemon)
+    as_owner = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
+    seen: dict[str, str] = {}
+    for path in ("/api/v1/serving/logs?lines=5000", "/api/v1/serving/logs/text?lines=5000"):
+        answer = httpx.get(daemon.url + path, headers=auth, timeout=10)
+        assert answer.status_code == 200, path
+        seen[path] = answer.text
+    for path in (
+        "/api/v1/serving/logs/follow?lines=5000",
+        "/api/v1/serving/logs/stream?lines=5000",
+    ):
+        seen[path] = _stream_text(daemon, path, "RPC call to execute_model")
+    seen["/api/v1/stream"] = _stream_text(daemon, "/api/v1/stream", "event: status")
+    status = httpx.get(daemon.url + "/api/v1/status", headers=auth, timeout=10)
+    seen["status with the token"] = status.text
+    assert "last_log_line" in status.json()["serving"]
+    # Without the token (loopback: allowed) the status and its stream carry no log text.
+    public = httpx.get(daemon.url + "/api/v1/status", timeout=10).json()
+    assert "last_log_line" not in public["serving"]
+    with httpx.stream("GET", daemon.url + "/api/v1/stream", timeout=10) as frames:
+        first = next(line for line in frames.iter_lines() if line.startswith("data: "))
+    assert "last_log_line" not in first
+    events = httpx.get(daemon.url + "/api/v1/events?limit=1000", headers=auth, timeout=10)
+    seen["events"] = events.text
+    logs = run_fleetctl("--url", daemon.url, "logs", "--lines", "5000", env=as_owner)
+    assert logs.returncode == 0, logs.stderr
+    seen["fleetctl logs"] = logs.stdout
+    for got in receiver.requests:
+        seen[f"payload to {got.path.split('?')[0]}"] = got.body.decode()
+    seen["fleetd log"] = daemon.log()
+    leaks = {where: _leaks(text, (*ENGINE_SECRETS, daemon.token)) for where, text in seen.items()}
+    assert {where: found for where, found in leaks.items() if found} == {}
+    # Masked, not dropped: the lines are there with *** in place of each value.
+    log_text = seen["fleetctl logs"]
+    assert "RPC call to execute_model timed out (api_key=***)" in log_text
+    assert "--api-key ***" in log_text  # the engine's own echo of its flags
+    for shown in ("MYSQL_PWD=***", "REDIS_PASS=***", "AUTH_HEADER=***", "HF_TOKEN=***"):
+        assert shown in log_text
+    assert "VLLM_MIN_THINKING_TOKENS=512" in log_text  # a setting, shown in clear
+    crash = [e["message"] for e in events.json() if "rpc_timeout" in e["message"]]
+    assert any("(api_key=***)" in message for message in crash), crash  # the evidence, masked
+    crash_alerts = [got.body.decode() for got in receiver.requests if b"EngineCrashed" in got.body]
+    assert any("api_key=***" in body for body in crash_alerts), crash_alerts

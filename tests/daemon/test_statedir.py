@@ -7,12 +7,14 @@ entry under its state dir is checked.
 
 from __future__ import annotations
 
+import logging
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from daemon.startup import prepare_state_dir
 from daemon.statedir import StateDir
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
@@ -84,3 +86,19 @@ def test_a_token_file_others_can_read_is_narrowed_and_kept(
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert "mode 0644 (others could read the API token): now 0600" in daemon.log()
     assert daemon.post("/api/v1/events/999999/ack", token="restored-token").status_code == 404
+
+
+def test_a_state_dir_others_can_enter_is_narrowed_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o755)  # made by hand, or unpacked from a backup with a loose umask
+    with caplog.at_level(logging.WARNING, logger="fleetd"):
+        prepare_state_dir(state)
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning.startswith(f"state dir {state} was mode 0755 (others could read")
+    caplog.clear()
+    prepare_state_dir(state)  # private already: nothing to say
+    assert caplog.records == []

@@ -18,7 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving.recipe.masking import mask_argv, mask_env
+from daemon.config_secrets import exposed_secrets, recipe_secret_keys
+from serving.recipe.masking import (
+    KnownSecrets,
+    is_secret_name,
+    mask_argv,
+    mask_env,
+    mask_text,
+    secret_values,
+)
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
@@ -188,3 +196,126 @@ def test_recipe_show_of_a_local_file_masks_its_secrets(tmp_path: Path) -> None:
     spec = json.loads(as_json.stdout)
     assert spec["env"]["HF_TOKEN"] == "***" and "sk-live-APIKEY1234" not in spec["argv"]
     assert spec["argv"][spec["argv"].index("--api-key") + 1] == "***"
+
+
+# -- the rules, table by table (each rule both ways) ---------------------------------------
+
+SECRET_NAMES = [
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "OPENAI_API_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "MYSQL_PWD",
+    "REDIS_PASS",
+    "PGPASSWORD",
+    "GITHUBTOKEN",
+    "DB_PASSWORD",
+    "SMTP_PASSWD",
+    "GPG_PASSPHRASE",
+    "AUTH_HEADER",
+    "BASIC_AUTH",
+    "PROXY_AUTHORIZATION",
+    "SECRET_KEY_BASE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "APIKEY",
+    "hf_token",
+    "my-api-key",
+]
+PLAIN_NAMES = [
+    "VLLM_MIN_THINKING_TOKENS",
+    "GLM53_IDX_PREFILL_BUF_TOKENS",
+    "MAX_TOKENS",
+    "TOKENIZERS_PARALLELISM",
+    "HF_TOKEN_PATH",
+    "KEY_FILE",
+    "SSL_KEYFILE",
+    "PWD",
+    "OLDPWD",
+    "AUTHOR",
+    "DATABASE_URL",
+    "HF_HUB_OFFLINE",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "DSV4_LOGITS_ROW_CHUNK",
+    "CUDA_VISIBLE_DEVICES",
+    "MONKEY",
+    "BYPASS",
+    "PGPASSWORD_FILE",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [(name, True) for name in SECRET_NAMES] + [(name, False) for name in PLAIN_NAMES],
+)
+def test_secret_names_end_in_a_secret_word(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+    masked = mask_env({name: "value-1234"})[name]
+    assert masked == ("***" if secret else "value-1234")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("postgresql://u:p@ss777@db/x", "postgresql://u:***@db/x"),
+        ("postgresql://u:ab/cd@h/db", "postgresql://u:***@h/db"),
+        ("redis://:pw@h:6379/0", "redis://:***@h:6379/0"),
+        ("https://u:pw@host/path?mail=a@b.org", "https://u:***@host/path?mail=a@b.org"),
+        ("mysql://u:a@b@c@h", "mysql://u:***@h"),
+        (
+            "postgresql://h/db?sslmode=require&password=pw1",
+            "postgresql://h/db?sslmode=require&password=***",
+        ),
+        ("https://h/v1?token=t0&x=1", "https://h/v1?token=***&x=1"),
+        ("http://host:8000/v1", "http://host:8000/v1"),
+        ("https://user@host/x", "https://user@host/x"),
+        ("Authorization: Bearer abcdef123456", "Authorization: Bearer ***"),
+        ("{'Authorization': 'Basic dXNlcjpwYXNz'}", "{'Authorization': 'Basic ***'}"),
+        ("bearer eyJhbGciOiJIUzI1NiJ9.e30.sig", "bearer ***"),
+        ("the request needs a Bearer token", "the request needs a Bearer token"),
+        ("Authorization failed for user", "Authorization failed for user"),
+    ],
+)
+def test_free_text_secrets(text: str, shown: str) -> None:
+    found: set[str] = set()
+    assert mask_text(text, found) == shown
+    assert all(secret not in mask_text(text) for secret in found)
+    assert bool(found) is (text != shown)
+
+
+def test_a_hidden_value_is_hidden_wherever_it_repeats_in_the_launch() -> None:
+    argv = ["vllm", "--api-key", "sk-abcd", "--note", "key=sk-abcd", "--api-key=x"]
+    assert mask_argv(argv) == ["vllm", "--api-key", "***", "--note", "key=***", "--api-key=***"]
+    env = {"DB_PASSWORD": "hunter22", "DB_OPTS": "user=u password hunter22", "N": "4"}
+    assert mask_env(env) == {"DB_PASSWORD": "***", "DB_OPTS": "user=u password ***", "N": "4"}
+    found: set[str] = set()
+    mask_argv(argv, found)
+    mask_env(env, found)
+    assert found == {"sk-abcd", "x", "hunter22"}
+    assert secret_values(argv, env) == frozenset(found)
+
+
+def test_known_secrets_mask_free_text() -> None:
+    known = KnownSecrets(["sk-abcd", "abc", "true", "sk-abcd-longer"])
+    assert len(known) == 2  # too short or a plain setting: never searched for in text
+    line = "non-default args: {'api_key': 'sk-abcd-longer', 'x': 'sk-abcd abc true'}"
+    assert known.mask(line) == "non-default args: {'api_key': '***', 'x': '*** abc true'}"
+    assert known.mask("redis://u:pw@h") == "redis://u:***@h"  # the free-text rules as well
+    known.add(["hf_later"])  # values only ever add up (an older launch's line keeps its mask)
+    assert known.mask("HF_TOKEN=hf_later sk-abcd") == "HF_TOKEN=*** ***"
+
+
+def test_tokens_settings_show_and_do_not_warn(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(
+        'preset = "dsv4-flash-pp4-dspark"\n[env]\nVLLM_MIN_THINKING_TOKENS = "512"\n'
+        'GLM53_IDX_PREFILL_BUF_TOKENS = "8192"\n'
+    )
+    recipe.chmod(0o644)
+    assert recipe_secret_keys({"env": {"VLLM_MIN_THINKING_TOKENS": "512"}}) == []
+    assert recipe_secret_keys({"env": {"MYSQL_PWD": "pw"}}) == ["env"]
+    config = tmp_path / "fleet.toml"
+    config.write_text('[serving]\nrecipe = "recipe.toml"\n')
+    assert exposed_secrets(config, "recipe.toml") == []
+    shown = json.loads(run_fleetctl("recipe", "show", str(recipe), "--json").stdout)
+    assert shown["env"]["VLLM_MIN_THINKING_TOKENS"] == "512"
+    assert shown["env"]["GLM53_IDX_PREFILL_BUF_TOKENS"] == "8192"

@@ -149,10 +149,12 @@ def start_fleetd(
     ready_timeout_s: float = 30,
     extra_args: list[str] | None = None,
     umask: int = -1,
+    wrapper: list[str] | None = None,
 ) -> Fleetd:
     """Start fleetd and wait for ``READY=1`` (or for /healthz when ``notify`` is off).
 
     ``umask`` (when not -1) is the child's, e.g. 0 to show modes do not depend on it.
+    ``wrapper`` is a command prefix that execs fleetd (a sandbox, e.g. ``setpriv ... --``).
     A port this helper picked can be taken by another process (another xdist worker's
     daemon or engine) between the pick and fleetd's bind: then it tries a fresh port.
     """
@@ -169,6 +171,7 @@ def start_fleetd(
                 ready_timeout_s=ready_timeout_s,
                 extra_args=extra_args,
                 umask=umask,
+                wrapper=wrapper,
             )
         except PortTaken:
             if port is not None or attempt == PORT_TRIES:
@@ -192,9 +195,10 @@ def _start_once(
     ready_timeout_s: float,
     extra_args: list[str] | None,
     umask: int,
+    wrapper: list[str] | None = None,
 ) -> Fleetd:
     peer = NotifyPeer(tmp) if notify else None
-    argv = [sys.executable, "-m", "daemon.fleetd", "--state-dir", str(state_dir)]
+    argv = [*(wrapper or []), sys.executable, "-m", "daemon.fleetd", "--state-dir", str(state_dir)]
     argv += ["--listen", f"127.0.0.1:{port}"]
     if simulate:
         argv += ["--simulate", simulate]
