@@ -3,8 +3,10 @@
     .venv/bin/python bench/supervisor.py [--idle-s 20] [--backoff-base-s 10] [--ready-after-s 1]
 
 1. Starts the simulated engine under a Supervisor (default settings: probes every 5 s,
-   backoff base 10 s), waits for ready, SIGKILLs the engine, and prints the time from the
-   kill to the restart decision (the crash event), to the new engine's spawn, and to ready.
+   backoff base 10 s) whose reports recovery's real controller answers (its ports in
+   memory, as the supervisor tests run it), waits for ready, SIGKILLs the engine, and
+   prints the time from the kill to the crash event, to recovery's restart decision (the
+   backoff), to the new engine's spawn, and to ready.
 2. With the new engine ready and probes at the default interval, measures the CPU time of
    the supervisor's own threads (loop, exit watcher, log reader) over ``--idle-s`` seconds.
 """
@@ -22,13 +24,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support below
+
 from recovery.policy import backoff_delay_s
-from recovery.supervision import PolicyAdvisor, policy_settings
+from recovery.settings import RecoverySettings, policy_settings
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.states import ServingChange, ServingEvent, ServingState
 from serving.runtime.supervisor import Supervisor
-from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
+from serving.settings import ServingSettings, SupervisorTuning
+from tests.support.recovery_ports import attach, standalone_recovery
 
 
 def free_port() -> int:
@@ -115,6 +120,7 @@ def main() -> int:
     )
     tuning = SupervisorTuning()
     timeline = Timeline()
+    controller, reports = standalone_recovery(recovery)
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
         supervisor = Supervisor(
@@ -122,12 +128,12 @@ def main() -> int:
             ProcessLauncher(state),
             state,
             serving=serving,
-            recovery=recovery,
             tuning=tuning,
             preflight=list,
             on_event=timeline,
-            advise=PolicyAdvisor(policy_settings(recovery)),
+            reports=reports,
         )
+        attach(controller, supervisor)
         supervisor.open()
         try:
             first = supervisor.start().pid
@@ -138,7 +144,10 @@ def main() -> int:
 
             killed_at = time.monotonic()
             os.kill(first, signal.SIGKILL)
-            decided_at, crash = timeline.wait(lambda e: e.kind is ServingChange.CRASH, 60)
+            crashed_at, crash = timeline.wait(lambda e: e.kind is ServingChange.CRASH, 60)
+            decided_at, _ = timeline.wait(
+                lambda e: e.kind is ServingChange.STATE and e.state is ServingState.BACKOFF, 60
+            )
             launched_at, _ = timeline.wait(
                 lambda e: (
                     e.kind is ServingChange.LAUNCH
@@ -162,7 +171,8 @@ def main() -> int:
                 f"{serving.probe_interval_s:g} s, backoff base {recovery.backoff_base_s:g} s)"
             )
             print(f"crash class                       : {crash.crash_class}")
-            print(f"kill -> restart decision (crash)  : {(decided_at - killed_at) * 1000:8.1f} ms")
+            print(f"kill -> crash event               : {(crashed_at - killed_at) * 1000:8.1f} ms")
+            print(f"kill -> restart decision (backoff): {(decided_at - killed_at) * 1000:8.1f} ms")
             print(
                 f"kill -> new engine spawned        : {(launched_at - killed_at) * 1000:8.1f} ms"
                 f"  (backoff {backoff_delay_s(policy_settings(recovery), 1):g} s included)"
@@ -212,6 +222,7 @@ def main() -> int:
             )
         finally:
             supervisor.close(stop_engine=True)
+            controller.close()
     return 0
 
 

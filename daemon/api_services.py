@@ -17,12 +17,16 @@ from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
 from daemon.history import history_document
 from daemon.monitor import RigMonitor
+from daemon.recovery_parts import RECOVERY_ACTIONS
+from daemon.serving_actions import start_document
+from daemon.status_document import status_document
 from daemon.store import Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.checks import pcie_link
-from hwcheck.model import EventKind, RigProfile, Severity, worst_severity
-from hwcheck.report import rig_document
+from hwcheck.model import EventKind, RigProfile, Severity
+from recovery.facts import Trigger
+from recovery.gate import WAY_OUT
+from recovery.starts import StartAnswer
 from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.canary import CanaryControl
@@ -32,9 +36,9 @@ from web.models import (
     RecipeDocument,
     RecoveryDecisionDocument,
     RecoveryDocument,
+    StatusDocument,
 )
 from web.services import EventQuery, SimulationControl
-from web.version import __version__
 
 
 class EngineControl(Protocol):
@@ -44,8 +48,8 @@ class EngineControl(Protocol):
         """CONTRACT's ``serving`` block."""
         ...
 
-    def action(self, action: str) -> dict[str, Any]:
-        """``start|stop|restart``; raises ``serving.errors.Refused`` when refused."""
+    def stop_by_person(self) -> dict[str, Any]:
+        """A person's stop (it finishes in the background)."""
         ...
 
     def logs(self, lines: int) -> list[str]:
@@ -70,17 +74,17 @@ class EngineControl(Protocol):
 
 
 class RecoveryControl(Protocol):
-    """The recovery service (``daemon.recovery_service``) as the API sees it."""
+    """Recovery's controller (``recovery.controller``) as the API sees it."""
 
     dry_run: bool
     last_bring_up: dict[str, Any] | None
 
-    def last_decisions(self) -> list[dict[str, Any]]:
-        """The newest recovery decisions and actions."""
+    def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
+        """The one start path: one decision, carried out, the answer."""
         ...
 
-    def reboot(self, confirm: bool, actor: str) -> dict[str, Any]:
-        """Explain, or stop cleanly then reboot."""
+    def reboot(self, confirm: bool, actor: str, cold: bool) -> dict[str, Any]:
+        """Explain, or stop cleanly then reboot (``cold``: power-cycle)."""
         ...
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:
@@ -88,12 +92,7 @@ class RecoveryControl(Protocol):
         ...
 
 
-# An engine in these states serves nothing: the rig is not OK even if every card is.
-ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
-ADVICE_REBOOT = (
-    "stop the engine cleanly (fleetctl stop), then reboot the host (sudo systemctl reboot). "
-    "Never reload nvidia_uvm or kill -9 GPU workers."
-)
+LAST_DECISIONS = 10
 
 
 def _utc(ts: datetime | None) -> datetime | None:
@@ -169,8 +168,16 @@ class DaemonServices:
         return str(self.serving_document()["state"])
 
     def serving_action(self, action: str) -> dict[str, Any]:
-        """Start, stop or restart the engine through the engine service."""
-        return self._require_engine().action(action)
+        """A person's stop (the engine service), start or restart (recovery's start path)."""
+        engine = self._require_engine()
+        if action == "stop":
+            return engine.stop_by_person()
+        if action not in ("start", "restart"):
+            raise NotFound(f"unknown action {action!r}")
+        answer = self._require_recovery().request_start(
+            Trigger.START_REQUEST, "api", action == "restart"
+        )
+        return start_document(action, answer, engine.status_document())
 
     def serving_logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
@@ -200,15 +207,14 @@ class DaemonServices:
                 reboot_required=True,
                 reason=latch.reason,
                 since=iso(latch.since),
-                advice=latch.advice or ADVICE_REBOOT,
+                advice=latch.advice_text,
+                advice_kind=latch.advice,
+                way_out=WAY_OUT[latch.advice],
             )
         if self._recovery is not None:
             bring_up = self._recovery.last_bring_up
             doc.dry_run = self._recovery.dry_run
-            doc.decisions = [
-                RecoveryDecisionDocument.model_validate(decision)
-                for decision in self._recovery.last_decisions()
-            ]
+            doc.decisions = self.last_decisions()
             doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
         return doc
 
@@ -217,73 +223,49 @@ class DaemonServices:
             raise Unavailable("recovery is not running in this daemon", "no_recovery")
         return self._recovery
 
-    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+    def last_decisions(self) -> list[RecoveryDecisionDocument]:
+        """The newest recovery decisions and actions from the audit trail."""
+        rows = [r for r in self._store.list_audit(limit=100) if r.action in RECOVERY_ACTIONS]
+        return [
+            RecoveryDecisionDocument(
+                ts=iso(row.ts),
+                actor=row.actor,
+                action=row.action,
+                reason=row.reason,
+                outcome=row.outcome,
+                dry_run=row.dry_run,
+            )
+            for row in rows[:LAST_DECISIONS]
+        ]
+
+    def recovery_reboot(self, confirm: bool, cold: bool = False) -> dict[str, Any]:
         """``POST /api/v1/recovery/reboot``."""
-        return self._require_recovery().reboot(confirm, actor="api")
+        return self._require_recovery().reboot(confirm, actor="api", cold=cold)
 
     def recovery_clear(self, reason: str) -> dict[str, Any]:
         """``POST /api/v1/recovery/clear``."""
         return self._require_recovery().clear(reason, actor="api")
 
-    def status_document(self) -> dict[str, Any]:
-        """The whole status document (CONTRACT: ``fleetctl status --json``)."""
-        view = self._monitor.view()
-        latest = view.latest
-        serving = self.serving_document()
-        recovery = self.recovery_document()
-        if view.nvml_down is not None:
-            # Nothing about the cards is known: the nvml check says why and what to do.
-            doc: dict[str, Any] = {
-                "overall": Severity.CRITICAL.value,
-                "cards": [],
-                "checks": [result.as_dict() for result in view.results],
-            }
-        elif latest is None:
-            doc = {"overall": "unknown", "cards": [], "checks": []}
-        else:
-            doc = rig_document(latest, view.results, view.xids)
-            for card in doc["cards"]:  # what the dashboard shows the live link against
-                gen, width = pcie_link.baseline(self._rig, card["pci_bus_id"])
-                card["pcie_baseline_gen"], card["pcie_baseline_width"] = gen, width
-            worst = worst_severity(list(view.results))
-            if recovery.reboot_required:
-                worst = Severity.CRITICAL
-            elif serving["state"] in ENGINE_DOWN_STATES and worst is Severity.OK:
-                worst = Severity.WARNING
-            # Judged on fresh data only: an old picture is no verdict (rig.stale_reason says why).
-            doc["overall"] = "unknown" if view.stale_reason is not None else worst.value
-        doc["serving"] = serving
-        doc["recovery"] = recovery.model_dump(exclude_unset=True)
-        doc["canaries"] = (
-            [not_run_entry(name, "no engine is configured") for name in CANARY_NAMES]
-            if self.canaries is None
-            else self.canaries.status_entries()
-        )
-        if self.canaries is not None:
-            doc["log_signatures"] = self.canaries.log_signature_entries()
-        doc["rig"] = {
-            "simulated": self._sim is not None,
-            "boot_id": view.boot_id,
-            "polls": view.polls,
-            "last_poll": iso(latest.taken_at) if latest else None,
-            "last_poll_error": view.last_poll_error,
-            "nvml_error": None if view.nvml_down is None else view.nvml_down.message,
-            "last_poll_age_s": (
-                None if view.last_poll_age_s is None else round(view.last_poll_age_s, 1)
+    def status_document(self) -> StatusDocument:
+        """The whole status document (CONTRACT: ``fleetctl status --json``), typed."""
+        return status_document(
+            self._monitor.view(),
+            rig=self._rig,
+            serving=self.serving_document(),
+            recovery=self.recovery_document(),
+            canaries=(
+                [not_run_entry(name, "no engine is configured") for name in CANARY_NAMES]
+                if self.canaries is None
+                else self.canaries.status_entries()
             ),
-            "stale": view.stale_reason is not None,
-            "stale_reason": view.stale_reason,
-            "xid_since_boot": len(view.xids),
-            "kernel_records_lost": self._follower.lost_records,
-        }
-        doc["daemon"] = {
-            "pid": os.getpid(),
-            "started_at": iso(self._started_at),
-            "version": __version__,
-            # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine tree).
-            "gpu_pids": sorted(self.own_gpu_pids()),
-        }
-        return doc
+            log_signatures=(
+                None if self.canaries is None else self.canaries.log_signature_entries()
+            ),
+            simulated=self._sim is not None,
+            kernel_records_lost=self._follower.lost_records,
+            started_at=iso(self._started_at),
+            gpu_pids=sorted(self.own_gpu_pids()),
+        )
 
     def own_gpu_pids(self) -> set[int]:
         """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine tree."""

@@ -2,8 +2,8 @@
 
 DESIGN's rule 5, in order: the boot is recorded and the latch cleared with an event
 (``daemon.boot``), the power caps the reboot reset are re-applied, the checks run on
-fresh samples, the CUDA probe runs with no engine beside it, and only then autostart's
-decision is asked for. What happened, and if the engine was not started exactly why, is
+fresh samples, the CUDA probe runs with no engine beside it, and only then the start path
+is asked for autostart's decision (``Trigger.BRING_UP``). What happened, and if the engine was not started exactly why, is
 recorded (audit row and event) and shown in the status (``recovery.bring_up``).
 """
 
@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from daemon.caps import CapKeeper
-from daemon.recovery_service import RecoveryService
 from daemon.store import StoreError
 from hwcheck.backend import BackendError, GpuBackend
-from recovery.decisions import Decision, NoAction, Refuse, Start
-from recovery.facts import EngineCondition
+from hwcheck.model import CheckResult, Severity
+from recovery.controller import RecoveryController
+from recovery.facts import EngineCondition, Trigger
+from recovery.starts import StartAnswer
 
 log = logging.getLogger("fleetd.recovery")
 
@@ -33,7 +34,8 @@ class BringUp:
 
     def __init__(
         self,
-        recovery: RecoveryService,
+        recovery: RecoveryController,
+        results: Callable[[], Sequence[CheckResult]],
         caps: CapKeeper,
         gpu: GpuBackend,
         *,
@@ -41,6 +43,7 @@ class BringUp:
         judge: Callable[[], None],
     ) -> None:
         self._recovery = recovery
+        self._results = results
         self._caps = caps
         self._gpu = gpu
         self._apply_caps = apply_caps
@@ -54,14 +57,14 @@ class BringUp:
             self._wait_engine_gone()
             steps.append(self._caps_step())
             self._judge()
-            critical = recovery.critical_checks()
+            critical = [r for r in self._results() if r.severity is Severity.CRITICAL]
             steps.append(f"{len(critical)} critical check(s)" if critical else "every check passed")
             failed = recovery.probe("after the reboot")
             steps.append(f"CUDA probe failed: {failed}" if failed else "CUDA probe passed")
         finally:
             recovery.rebooting.clear()
-        decision = recovery.autostart()
-        outcome = _engine_outcome(decision, recovery.start_error())
+        answer = recovery.request_start(Trigger.BRING_UP, actor="fleetd")
+        outcome = _engine_outcome(answer)
         steps.append(outcome)
         summary = "; ".join(steps)
         recovery.last_bring_up = {
@@ -96,12 +99,7 @@ class BringUp:
         return text
 
 
-def _engine_outcome(decision: Decision, start_error: str | None) -> str:
-    match decision:
-        case Start():
-            return "engine started" if start_error is None else f"engine not started: {start_error}"
-        case Refuse():
-            return "engine not started: " + "; ".join(r.message for r in decision.reasons)
-        case NoAction():
-            return f"engine not started: {decision.reason}"
-    return f"engine not started: {decision}"
+def _engine_outcome(answer: StartAnswer) -> str:
+    if answer.started:
+        return "engine started"
+    return f"engine not started: {answer.why_not}"

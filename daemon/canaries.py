@@ -54,7 +54,8 @@ class CanaryService:
     def metrics(self) -> tuple[tuple[CanaryMetrics, ...], dict[str, int]]:
         """Last verdicts and signature totals for ``/metrics`` (memory only)."""
         canaries = tuple(
-            CanaryMetrics(row.name, row.result, row.figure) for row in self.runner.judged()
+            CanaryMetrics(row.name, self.runner.current_result(row), row.figure)
+            for row in self.runner.judged()
         )
         return canaries, ({} if self.counter is None else self.counter.totals())
 

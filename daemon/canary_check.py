@@ -25,6 +25,9 @@ from serving.canary.model import Outcome
 CHECK_ID = "engine_output"
 
 
+STALE = "stale"
+
+
 def _ready_since(serving: dict[str, Any]) -> datetime | None:
     if serving.get("state") != "ready" or not serving.get("since"):
         return None
@@ -32,6 +35,16 @@ def _ready_since(serving: dict[str, Any]) -> datetime | None:
         return datetime.fromisoformat(str(serving["since"]))
     except ValueError:
         return None
+
+
+def is_stale(ts: datetime, serving: dict[str, Any]) -> bool:
+    """A verdict from before the engine's current run, or with the engine not ready.
+
+    Such a verdict says nothing about what serves now (an Xid stop leaves the last
+    round's ``pass`` behind): it is shown as ``stale``, never as its old result.
+    """
+    since = _ready_since(serving)
+    return since is None or ts < since
 
 
 def _figure(row: CanaryRow) -> str:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from daemon.canary_check import engine_output_check
+from daemon.canary_check import STALE, engine_output_check, is_stale
 from daemon.store import CanaryRow, Store, StoreError
 from hwcheck.model import CheckResult, EventKind, Severity
 from serving.canary.client import EngineApi, HttpEngineApi
@@ -176,8 +176,11 @@ class CanaryRunner:
         """CONTRACT's ``canaries`` list: each canary's last judged result (else its last one).
 
         A skipped round (busy engine) does not hide the last real verdict: the entry keeps
-        it and says when the canary was last skipped.
+        it and says when the canary was last skipped. A verdict from before the engine's
+        current run (or with the engine not ready) is ``stale``, its old result kept as
+        ``last_result``.
         """
+        serving = self._serving_status()
         try:
             judged = self._store.latest_canary_results(judged_only=True)
             latest = self._store.latest_canary_results()
@@ -190,6 +193,8 @@ class CanaryRunner:
                 entries.append(not_run_entry(name, "runs once the engine is ready"))
                 continue
             entry = _entry(row)
+            if is_stale(row.ts, serving):
+                entry["last_result"], entry["result"] = row.result, STALE
             newest = latest.get(name)
             if newest is not None and newest.id != row.id:
                 entry["last_skipped_ts"] = newest.ts.isoformat()
@@ -204,6 +209,10 @@ class CanaryRunner:
     def judged(self) -> list[CanaryRow]:
         """Each canary's last judged result, from memory (for ``/metrics``)."""
         return [self._judged[name] for name in CANARY_NAMES if name in self._judged]
+
+    def current_result(self, row: CanaryRow) -> str:
+        """``row``'s result, or ``stale`` when it does not judge the engine serving now."""
+        return STALE if is_stale(row.ts, self._serving_status()) else row.result
 
     def history(self, limit: int) -> list[dict[str, Any]]:
         """Stored results, newest first."""

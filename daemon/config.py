@@ -25,10 +25,12 @@ from pydantic import (
 )
 
 from daemon import defaults
+from hwcheck.checks import CHECK_IDS
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
+from recovery.settings import DEFAULT_GATE_CHECKS, RecoverySettings
 from serving.canary.settings import CanarySettings
-from serving.settings import RecoverySettings, ServingSettings
+from serving.settings import ServingSettings
 
 # Defined in daemon.defaults, which fleetctl reads without importing this module.
 DEFAULT_CONFIG_PATH = defaults.DEFAULT_CONFIG_PATH
@@ -44,6 +46,12 @@ class ConfigError(Exception):
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+
+# Check ids fleetd itself adds to the hardware checks (``kernel_log``, ``store``, the
+# canaries' ``engine_output``): with the registry's and the gate's defaults (the host
+# checks among them), what ``[recovery] gate_checks`` may name.
+DAEMON_CHECK_IDS = ("kernel_log", "store", "engine_output")
+KNOWN_CHECK_IDS = frozenset((*CHECK_IDS, *DAEMON_CHECK_IDS, *DEFAULT_GATE_CHECKS))
 
 # Below this a poll cannot finish before the next is due (NVML reads, checks, a store
 # write): 0.0001 s only spins the CPU and floods the store.
@@ -334,10 +342,18 @@ def load_settings(
     if overrides:
         table = _merge(table, overrides)
     try:
-        return Settings.model_validate(table)
+        settings = Settings.model_validate(table)
     except ValidationError as exc:
         loc = tuple(str(part) for part in _first_error(exc)["loc"][:2])
         raise ConfigError(_one_line(_blame(loc, source, env, overrides or {}), exc)) from None
+    unknown = [check for check in settings.recovery.gate_checks if check not in KNOWN_CHECK_IDS]
+    if unknown:
+        where = _blame(("recovery", "gate_checks"), source, env, overrides or {})
+        known = ", ".join(sorted(KNOWN_CHECK_IDS))
+        raise ConfigError(
+            f"{where}: recovery.gate_checks: unknown check id {unknown[0]!r} (known: {known})"
+        )
+    return settings
 
 
 def _blame(

@@ -1,9 +1,11 @@
 """fleetd's side of the engine: recipe, launcher, supervisor, preflight, records.
 
 The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
-the latch; this module hands it a spec factory, a preflight built from the rig's state,
-and an event sink that records every state change and launch. Operator actions are
-audited.
+the latch; this module hands it a spec factory, a preflight of the mechanics (the port),
+the listener of its reports (recovery's controller) and an event sink that records every
+state change and launch. Whether the engine starts is recovery's decision
+(``daemon.recovery_engine`` is the engine as recovery drives it); a person's stop is
+audited here.
 """
 
 from __future__ import annotations
@@ -19,31 +21,27 @@ from typing import Any
 import psutil
 
 from daemon.config import Settings
-from daemon.monitor import RigMonitor
 from daemon.statedir import StateDir
 from daemon.store import Store
 from hwcheck.atomic import atomic_write
-from hwcheck.checks.foreign import is_allowed
-from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
-from serving.errors import Busy, NotFound, Refused, Unavailable
+from serving.errors import Busy, Unavailable
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.lint import lint_recipe
 from serving.recipe.masking import KnownSecrets, mask_argv, mask_spec
 from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.container_launcher import ContainerLauncher
-from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.launchers import Launcher, launch_secrets
 from serving.runtime.logcapture import LogCapture, LogSubscription
 from serving.runtime.ports import free_port, port_in_use
 from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.reports import EngineReports
 from serving.runtime.states import (
     Refusal,
     ServingChange,
     ServingEvent,
     ServingState,
-    StartRefused,
     SupervisorClosed,
 )
 from serving.runtime.supervisor import Supervisor
@@ -102,25 +100,19 @@ class EngineService:
         settings: Settings,
         state_dir: Path,
         store: Store,
-        monitor: RigMonitor,
-        host: HostSources,
         *,
-        advise: ExitAdvisor,
-        gate: Callable[[bool], list[tuple[str, str]]],
+        reports: EngineReports,
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
         known_secrets: KnownSecrets | None = None,
     ) -> None:
         self.recipe = recipe
         self._settings = settings
         self._store = store
-        self._monitor = monitor
-        self._host = host
         self._state_dir = state_dir
         self._launch_ids: dict[str, int] = {}
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
-        self._gate = gate
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
@@ -129,10 +121,9 @@ class EngineService:
             launcher_factory(recipe, state_dir),
             state_dir,
             serving=settings.serving,
-            recovery=settings.recovery,
             preflight=self.preflight,
             on_event=self._on_event,
-            advise=advise,
+            reports=reports,
             known_secrets=self._with_recipe_secrets(known_secrets),
         )
 
@@ -172,30 +163,21 @@ class EngineService:
         return port
 
     def preflight(self) -> list[Refusal]:
-        """Why the engine must not start now (blocking) and what to warn about."""
-        # The recovery policy's start gate: the latch, critical checks, the CUDA probe.
-        refusals = [Refusal(code, message) for code, message in self._gate(True)]
-        for finding in lint_recipe(self.recipe, host_checks=False):
-            if finding.severity == "error":
-                refusals.append(Refusal("lint", finding.line()))
+        """The mechanics that block a launch: the recipe's port held by another process.
+
+        Whether to start at all (the latch, the checks, the CUDA probe, lint errors) was
+        decided by recovery before the start reached the supervisor.
+        """
         if self.recipe.port and port_in_use(self.recipe.host, self.recipe.port):
-            refusals.append(
+            return [
                 Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
-            )
-        allowed = self._settings.rig.allowed_gpu_processes
-        holders = [
-            h
-            for h in self._host.device_holders()
-            if h.pid not in self.engine_pids() and not is_allowed(h, allowed)
-        ]
-        if holders:
-            names = ", ".join(f"{h.name} (pid {h.pid}) on {h.device}" for h in holders[:5])
-            refusals.append(
-                Refusal(
-                    "foreign_gpu_processes", f"other processes hold GPUs: {names}", blocking=False
-                )
-            )
-        return refusals
+            ]
+        return []
+
+    def lint_errors(self) -> tuple[str, ...]:
+        """The recipe's lint errors (one line each): they refuse a start."""
+        findings = lint_recipe(self.recipe, host_checks=False)
+        return tuple(f.line() for f in findings if f.severity == "error")
 
     def _on_event(self, event: ServingEvent) -> None:
         try:
@@ -304,71 +286,24 @@ class EngineService:
         status = self.supervisor.status()
         return status.state, status.pid
 
-    def start_for_recovery(self, reason: str) -> None:
-        """An automatic start the policy decided (autostart, post-reboot bring-up)."""
-        log.info("starting the engine: %s", reason)
-        result = self.supervisor.start()
-        for warning in result.warnings:
-            log.warning("engine started with a warning: %s", warning.message)
+    def person_starts(self) -> None:
+        """A person's start: their earlier stop no longer holds autostart back."""
+        self._operator_stop = False
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block plus extras."""
         return self.supervisor.status().as_dict()
 
-    def action(self, action: str) -> dict[str, Any]:
-        """``start|stop|restart`` for a person; stops and restarts finish in the background."""
+    def stop_by_person(self) -> dict[str, Any]:
+        """A person's stop (finishes in the background): autostart then leaves it down."""
+        self._operator_stop = True
         try:
-            if action == "start":
-                # The latch refuses even a no-op start: a person must see the reason.
-                latched = [Refusal(c, m) for c, m in self._gate(False) if c == "reboot_latch"]
-                if latched:
-                    raise StartRefused(tuple(latched))
-                self._operator_stop = False
-                result = self.supervisor.start()
-                self._store.audit("operator", "engine_start", "accepted")
-                return {
-                    "action": action,
-                    "accepted": True,
-                    "already_running": result.already_running,
-                    "warnings": [w.as_dict() for w in result.warnings],
-                    "serving": self.status_document(),
-                }
-            if action == "stop":
-                self._operator_stop = True
-                self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
-                self._store.audit("operator", "engine_stop", "accepted")
-                return {"action": action, "accepted": True, "serving": self.status_document()}
-            if action == "restart":
-                blocking = [r for r in self.preflight() if r.blocking]
-                if blocking:
-                    raise StartRefused(tuple(blocking))
-                self._operator_stop = False
-                threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
-                self._store.audit("operator", "engine_restart", "accepted")
-                return {"action": action, "accepted": True, "serving": self.status_document()}
-        except StartRefused as exc:
-            self._store.audit("operator", f"engine_{action}", "refused", reason=str(exc))
-            first = exc.refusals[0] if exc.refusals else Refusal("refused", str(exc))
-            raise Refused("; ".join(r.message for r in exc.refusals), first.code) from None
+            self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
-        except TimeoutError:
-            return {
-                "action": action,
-                "accepted": True,
-                "in_progress": True,
-                "serving": self.status_document(),
-            }
-        raise NotFound(f"unknown action {action!r}")
-
-    def _restart(self) -> None:
-        try:
-            self.supervisor.restart()
-        except StartRefused as exc:
-            log.warning("restart refused: %s", exc)
-        except SupervisorClosed:
-            pass
+        self._store.audit("operator", "engine_stop", "accepted")
+        return {"action": "stop", "accepted": True, "serving": self.status_document()}
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""

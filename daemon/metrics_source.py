@@ -3,9 +3,10 @@
 Everything comes from what the daemon already holds: the monitor's latest snapshot and
 check results, the engine supervisor's status, the follower's health, the poll timer.
 The reboot-required latch lives in the store, so ``LatchMirror`` keeps its last known
-value in memory, refreshed on the store writer's thread after every poll and whenever
-the status document reads the store anyway: a scrape sees it at most one poll late and
-never queries the database itself.
+value in memory, refreshed on the store writer's thread after every poll and at once
+whenever recovery's executors set or clear it: a scrape never queries the database.
+The rig's verdict is the one fleetd judged (``hwcheck.verdict``), and the engine's
+state its typed status: nothing here parses the status document back.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from daemon.monitor import MonitorView, RigMonitor
+from daemon.status_document import view_verdict
+from daemon.store import Latch
 from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
 from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
-from serving.runtime.states import ServingState
+from serving.runtime.states import ServingState, ServingStatus
 from web.metrics_model import CanaryMetrics, CardMetrics, DurationHistogram, RigMetrics
 
 
@@ -27,18 +29,30 @@ class LatchMirror:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._required = False
+        self._latch: Latch | None = None
 
-    def set(self, required: bool) -> None:
+    def set(self, latch: Latch | None) -> None:
         """Remember what the store said."""
         with self._lock:
-            self._required = required
+            self._latch = latch
 
     @property
     def required(self) -> bool:
         """True while the latch was set when last read."""
         with self._lock:
-            return self._required
+            return self._latch is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why, while it is set."""
+        with self._lock:
+            return None if self._latch is None else self._latch.reason
+
+    @property
+    def latch(self) -> Latch | None:
+        """The latch as last read."""
+        with self._lock:
+            return self._latch
 
 
 def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:
@@ -110,14 +124,14 @@ class DaemonMetrics:
     def __init__(
         self,
         monitor: RigMonitor,
-        serving_document: Callable[[], dict[str, Any]],
+        serving_status: Callable[[], ServingStatus | None],
         follower_up: Callable[[], bool],
         latch: LatchMirror,
         poll_durations: DurationHistogram,
         canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
     ) -> None:
         self._monitor = monitor
-        self._serving_document = serving_document
+        self._serving_status = serving_status
         self._follower_up = follower_up
         self._latch = latch
         self._poll_durations = poll_durations
@@ -126,16 +140,18 @@ class DaemonMetrics:
     def metrics_state(self) -> RigMetrics:
         """The picture a scrape exports."""
         view = self._monitor.view()
-        serving = self._serving_document()
-        engine_metrics = serving.get("metrics") or {}
-        tokens = engine_metrics.get("generation_tokens_per_s")
+        serving = self._serving_status()
+        tokens = None
+        if serving is not None and serving.metrics is not None:
+            tokens = serving.metrics.generation_tokens_per_s
         canaries, signatures = self._canaries() if self._canaries is not None else ((), {})
         return RigMetrics(
             cards=card_metrics(view),
             check_severities=worst_by_check(view.results),
+            rig_status=view_verdict(view).rank,
             reboot_required=self._latch.required,
-            serving_state=ServingState(serving["state"]),
-            serving_restarts=int(serving.get("restarts") or 0),
+            serving_state=ServingState.STOPPED if serving is None else serving.state,
+            serving_restarts=0 if serving is None else serving.restarts,
             generation_tokens_per_s=None if tokens is None else float(tokens),
             kernel_log_follower_up=self._follower_up(),
             poll_durations=self._poll_durations.snapshot(),

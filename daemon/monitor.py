@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot
+from hwcheck.verdict import RigVerdict
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class MonitorView:
     nvml_down: CheckResult | None = None  # the critical ``nvml`` result while NVML is down
     last_poll_age_s: float | None = None  # seconds since the last complete poll
     stale_reason: str | None = None  # set when that poll is too old to judge the rig by
+    verdict: RigVerdict | None = None  # the rig's one verdict, judged by fleetd (per poll)
 
     @property
     def latest(self) -> RigSnapshot | None:
@@ -54,6 +56,7 @@ class RigMonitor:
         self._attempt_s: float | None = None
         self._nvml_down: CheckResult | None = None
         self._nvml_down_since_s = 0.0
+        self._verdict: RigVerdict | None = None
 
     def add_sample(self, snapshot: RigSnapshot) -> tuple[RigSnapshot, ...]:
         """Append a poll's snapshot; returns the window the checks judge."""
@@ -69,6 +72,16 @@ class RigMonitor:
             self._last_poll_s = time.monotonic()
             self._attempt_s = self._last_poll_s
             self._last_error = None
+
+    def set_verdict(self, verdict: RigVerdict) -> None:
+        """The rig's verdict, judged after each poll and each latch or engine change."""
+        with self._lock:
+            self._verdict = verdict
+
+    def replace_results(self, results: Sequence[CheckResult]) -> None:
+        """The checks judged again on the same readings (not a poll: nothing is counted)."""
+        with self._lock:
+            self._results = tuple(results)
 
     def put_result(self, result: CheckResult) -> None:
         """Replace one result between polls (the kernel-log follower's, the moment it changes)."""
@@ -152,4 +165,5 @@ class RigMonitor:
                 nvml_down=self._nvml_down,
                 last_poll_age_s=age_s,
                 stale_reason=None if self._nvml_down else self._stale_reason(age_s),
+                verdict=self._verdict,
             )

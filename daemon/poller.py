@@ -23,11 +23,13 @@ from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendUnavailable
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.checks import nvml as nvml_check
+from hwcheck.cuda_results import ProbeRound
 from hwcheck.host import HostSources
 from hwcheck.model import (
     CheckResult,
     DeviceHolder,
     EventKind,
+    LatchWaiver,
     PciDevice,
     RigSnapshot,
     Severity,
@@ -38,6 +40,8 @@ log = logging.getLogger("fleetd")
 HOLDER_SCAN_EVERY_S = 30.0
 
 SnapshotListener = Callable[[RigSnapshot], None]
+# Recovery's part of the checks' input: the last CUDA probe round and a person's waiver.
+RecoveryInputs = Callable[[], tuple[ProbeRound | None, LatchWaiver | None]]
 
 
 class RigPoller:
@@ -58,6 +62,7 @@ class RigPoller:
         on_polled: Callable[[], None],
         record_metrics: Callable[[], None] | None = None,
         extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
+        recovery_inputs: RecoveryInputs | None = None,
     ) -> None:
         self._settings = settings
         self._host = host
@@ -71,6 +76,7 @@ class RigPoller:
         self._on_polled = on_polled
         self._record_metrics = record_metrics
         self._extra_checks = extra_checks
+        self._recovery_inputs = recovery_inputs or (lambda: (None, None))
         self._listeners: list[SnapshotListener] = []
         self._store_severity = Severity.OK
         self._error_logged: str | None = None
@@ -127,6 +133,19 @@ class RigPoller:
             own_pids = self._own_gpu_pids()
             self._holders = [h for h in self._host.device_holders() if h.pid not in own_pids]
             self._holders_at_s = now_s
+        results = self._judge(window)
+        self._monitor.set_results(results)  # the live picture first: it never waits on the store
+        self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
+        for listener in self._listeners:
+            try:
+                listener(snapshot)
+            except Exception:
+                log.exception("a snapshot listener failed")
+        self._on_polled()
+
+    def _judge(self, window: Sequence[RigSnapshot]) -> list[CheckResult]:
+        """Every check on ``window`` (the last polls), with the daemon's own beside them."""
+        probes, waiver = self._recovery_inputs()
         results = run_checks(
             CheckInput(
                 samples=window,
@@ -135,18 +154,28 @@ class RigPoller:
                 xids=self._monitor.xids(),
                 holders=self._holders,
                 kernel_module_version=self._kernel_module_version,
+                probes=probes,
+                waiver=waiver,
             )
         )
         results.append(self._follower.health.result())  # the daemon's own kernel_log check
         results.append(self._store_check())
         results.extend(self._extra_results())
-        self._monitor.set_results(results)  # the live picture first: it never waits on the store
-        self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
-        for listener in self._listeners:
-            try:
-                listener(snapshot)
-            except Exception:
-                log.exception("a snapshot listener failed")
+        return results
+
+    def rejudge(self) -> None:
+        """The checks again on the readings already taken (no NVML call), now.
+
+        Recovery asks for it when what the checks read changed between polls: a person's
+        clear of the latch (what it waives), a probe round.
+        """
+        with self.lock:
+            view = self._monitor.view()
+            if not view.samples or view.nvml_down is not None:
+                return
+            results = self._judge(view.samples)
+            self._monitor.replace_results(results)
+            self._writer.submit(partial(self._store.record_check_transitions, results), writes=True)
         self._on_polled()
 
     def _extra_results(self) -> list[CheckResult]:

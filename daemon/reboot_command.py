@@ -1,10 +1,11 @@
-"""Running the host's reboot, or, under ``--simulate``, the simulated one.
+"""Running the host's reboot or power cycle, or, under ``--simulate``, the simulated reboot.
 
-Only a person's confirmation reaches here (``fleetctl reboot --confirm``, ``POST
-/api/v1/recovery/reboot {"confirm": true}``), after a clean engine stop. The configured
-``[recovery] reboot_command`` is an argv list, never a shell string. Under ``--simulate``
-the host command never runs (a developer's laptop must not reboot): the simulated reboot
-does, and the record says which command a real rig would have run.
+Only a person's confirmation reaches here (``fleetctl reboot --confirm [--cold]``, ``POST
+/api/v1/recovery/reboot {"confirm": true[, "cold": true]}``), after a clean engine stop.
+``[recovery] reboot_command`` and the optional ``power_cycle_command`` (an IPMI or
+smart-plug call) are argv lists, never shell strings. Under ``--simulate`` no host
+command runs (a developer's laptop must not reboot): the simulated reboot does, and the
+record says which command a real rig would have run.
 """
 
 from __future__ import annotations
@@ -19,62 +20,87 @@ REBOOT_COMMAND_TIMEOUT_S = 60.0
 
 
 class RebootFailed(Exception):
-    """The reboot command could not run or said no; the message is one line."""
+    """The command could not run or said no; the message is one line."""
 
 
-class CommandRebootRunner:
-    """``RebootRunner`` that runs ``[recovery] reboot_command`` on the host."""
-
-    def __init__(self, argv: Sequence[str]) -> None:
-        self._argv = list(argv)
-
-    def describe(self) -> str:
-        """The command, shell-quoted for a person to read."""
-        return shlex.join(self._argv)
-
-    def reboot(self) -> str:
-        """Run the command; ``RebootFailed`` when it cannot start or exits non-zero."""
-        try:
-            done = subprocess.run(
-                self._argv,
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=REBOOT_COMMAND_TIMEOUT_S,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RebootFailed(f"{self.describe()} could not run: {exc}") from None
-        if done.returncode != 0:
-            said = " ".join((done.stderr or done.stdout).split())[:200]
-            raise RebootFailed(f"{self.describe()} exited {done.returncode}: {said}")
-        return self.describe()
-
-
-class SimulatedRebootRunner:
-    """``RebootRunner`` under ``--simulate``: the simulated reboot, never the host's."""
-
-    def __init__(self, simulate_reboot: Callable[[], str], rig_argv: Sequence[str]) -> None:
-        self._simulate_reboot = simulate_reboot
-        self._rig_command = shlex.join(rig_argv)
-
-    def describe(self) -> str:
-        """What runs here, and what a real rig would run."""
-        return f"the simulated reboot (a real rig would run: {self._rig_command})"
-
-    def reboot(self) -> str:
-        """Reboot the simulated host; the record names the rig's command."""
-        boot_id = self._simulate_reboot()
-        return (
-            f"the simulated reboot (new boot id {boot_id}); "
-            f"a real rig would have run: {self._rig_command}"
+def _run(argv: Sequence[str]) -> str:
+    """Run ``argv``; ``RebootFailed`` when it cannot start or exits non-zero."""
+    shown = shlex.join(argv)
+    try:
+        done = subprocess.run(
+            list(argv),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=REBOOT_COMMAND_TIMEOUT_S,
         )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RebootFailed(f"{shown} could not run: {exc}") from None
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split())[:200]
+        raise RebootFailed(f"{shown} exited {done.returncode}: {said}")
+    return shown
 
 
-def reboot_runner(
+class HostCommandRunner:
+    """``HostCommands`` that run ``[recovery] reboot_command`` / ``power_cycle_command``."""
+
+    def __init__(self, reboot: Sequence[str], power_cycle: Sequence[str] | None) -> None:
+        self._reboot = list(reboot)
+        self._power_cycle = None if power_cycle is None else list(power_cycle)
+
+    def _argv(self, cold: bool) -> list[str] | None:
+        return self._power_cycle if cold else self._reboot
+
+    def describe(self, cold: bool) -> str | None:
+        """The command, shell-quoted for a person to read (None: not configured)."""
+        argv = self._argv(cold)
+        return None if argv is None else shlex.join(argv)
+
+    def run(self, cold: bool) -> str:
+        """Run it; ``RebootFailed`` when it cannot start or exits non-zero."""
+        argv = self._argv(cold)
+        if argv is None:
+            raise RebootFailed("no [recovery] power_cycle_command is configured")
+        return _run(argv)
+
+
+class SimulatedHostCommands:
+    """``HostCommands`` under ``--simulate``: the simulated reboot, never the host's command."""
+
+    def __init__(
+        self,
+        simulate_reboot: Callable[[], str],
+        reboot: Sequence[str],
+        power_cycle: Sequence[str] | None,
+    ) -> None:
+        self._simulate_reboot = simulate_reboot
+        self._commands = HostCommandRunner(reboot, power_cycle)
+
+    def describe(self, cold: bool) -> str | None:
+        """What runs here, and what a real rig would run (None: not configured)."""
+        command = self._commands.describe(cold)
+        if command is None:
+            return None
+        return f"the simulated reboot (a real rig would run: {command})"
+
+    def run(self, cold: bool) -> str:
+        """Reboot the simulated host; the record names the rig's command."""
+        command = self._commands.describe(cold)
+        if command is None:
+            raise RebootFailed("no [recovery] power_cycle_command is configured")
+        boot_id = self._simulate_reboot()
+        what = "power cycle" if cold else "reboot"
+        return f"the simulated {what} (new boot id {boot_id}); a real rig would have run: {command}"
+
+
+def host_commands(
     settings: Settings, simulated: bool, simulate_reboot: Callable[[], str]
-) -> CommandRebootRunner | SimulatedRebootRunner:
-    """The host's reboot command, or under ``--simulate`` the simulated reboot."""
-    argv = settings.recovery.reboot_command
+) -> HostCommandRunner | SimulatedHostCommands:
+    """The host's reboot and power-cycle commands, or under ``--simulate`` the simulated reboot."""
+    recovery = settings.recovery
     if simulated:
-        return SimulatedRebootRunner(simulate_reboot, argv)
-    return CommandRebootRunner(argv)
+        return SimulatedHostCommands(
+            simulate_reboot, recovery.reboot_command, recovery.power_cycle_command
+        )
+    return HostCommandRunner(recovery.reboot_command, recovery.power_cycle_command)

@@ -1,20 +1,34 @@
-"""The daemon's side of recovery's protocols: the latch, the audit trail, the engine.
+"""The daemon's side of recovery's ports: the latch, the audit trail, the rig, a document.
 
-``recovery.executors`` does no I/O of its own; these small adapters give it the store
-(latch, audit rows with their events) and the engine service (a clean stop, a start).
-Each is one job, so the recovery service only wires them.
+``recovery.controller`` does no I/O of its own; these small adapters give it the store
+(latch, audit rows with their events, the fault history document) and the monitor (the
+rig now, the last probe round and a person's waiver for the checks). Each is one job, so
+the wiring only plugs them in.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from daemon.store import Store
-from hwcheck.model import EventKind, Severity
-from serving.runtime.states import ServingState, StartRefused, SupervisorClosed
+from daemon.metrics_source import LatchMirror
+from daemon.monitor import RigMonitor
+from daemon.store import Store, StoreError
+from daemon.store.keyvalue import LATCH_WAIVER
+from hwcheck.cuda_results import ProbeRound
+from hwcheck.model import (
+    Advice,
+    CheckResult,
+    ClassifiedXid,
+    EventKind,
+    GpuSnapshot,
+    LatchWaiver,
+    Severity,
+)
+from recovery.facts import LatchFact
 
 log = logging.getLogger("fleetd.recovery")
 
@@ -29,6 +43,7 @@ RECOVERY_ACTIONS = frozenset(
         "advise_inspection",
         "none",
         "reboot",
+        "power_cycle",
         "clear_latch",
         "bring_up",
         "probe",
@@ -43,24 +58,116 @@ _SEVERITY_OF_ACTION = {
 }
 
 
-class StoreLatch:
-    """``LatchControl`` on the store's durable latch."""
+class RecoveryMemory:
+    """What the checks need of recovery between polls: the last probe round, the waiver.
+
+    The waiver (a person's clear of the latch) lasts for its boot and survives a fleetd
+    restart (kept in the store); a new boot forgets both.
+    """
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._lock = threading.Lock()
+        self._probes: ProbeRound | None = None
+        self._waiver: LatchWaiver | None = None
 
-    def set_latch(self, reason: str, advice: str) -> None:
+    def load(self, boot_id: str) -> None:
+        """This boot's waiver, if a person cleared the latch before fleetd restarted."""
+        document = self._store.get_document(LATCH_WAIVER) or {}
+        waiver = None
+        if document.get("boot_id") == boot_id:
+            try:
+                waiver = LatchWaiver(
+                    reason=str(document["reason"]),
+                    at=datetime.fromisoformat(str(document["at"])),
+                    xid_keys=frozenset(str(key) for key in document.get("xid_keys", [])),
+                )
+            except (KeyError, ValueError):
+                log.warning("the stored latch waiver is unreadable: ignored")
+        with self._lock:
+            self._waiver = waiver
+
+    def new_boot(self) -> None:
+        """A reboot: no probe of this boot yet, nothing waived."""
+        with self._lock:
+            self._probes = None
+            self._waiver = None
+
+    def note_probes(self, probes: ProbeRound) -> None:
+        """The last probe round (the ``cuda_probe`` check judges it)."""
+        with self._lock:
+            self._probes = probes
+
+    def set_waiver(self, waiver: LatchWaiver, boot_id: str) -> None:
+        """A person cleared the latch: keep what it waives (memory first, then the store)."""
+        with self._lock:
+            self._waiver = waiver
+        document = {
+            "boot_id": boot_id,
+            "reason": waiver.reason,
+            "at": waiver.at.isoformat(),
+            "xid_keys": sorted(waiver.xid_keys),
+        }
+        try:
+            self._store.set_document(LATCH_WAIVER, document)
+        except Exception:
+            log.exception("the latch waiver was not stored (it holds until fleetd restarts)")
+
+    @property
+    def probes(self) -> ProbeRound | None:
+        """The last probe round of this boot."""
+        with self._lock:
+            return self._probes
+
+    @property
+    def waiver(self) -> LatchWaiver | None:
+        """This boot's waiver."""
+        with self._lock:
+            return self._waiver
+
+
+class StoreLatch:
+    """``LatchPort`` on the store's durable latch; ``changed`` re-judges the rig at once.
+
+    ``mirror`` is the latch as last read: when the store cannot be read (locked, its disk
+    gone) a decision goes on from it rather than failing (a sick store must not blind
+    recovery).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        memory: RecoveryMemory,
+        boot_id: Callable[[], str],
+        changed: Callable[[bool], None],
+        mirror: LatchMirror,
+    ) -> None:
+        self._store = store
+        self._memory = memory
+        self._boot_id = boot_id
+        self._changed = changed
+        self._mirror = mirror
+
+    def latch(self) -> LatchFact | None:
+        """The latch in force (the store's: another process may have set it)."""
+        try:
+            latch = self._store.get_latch()
+        except StoreError as exc:
+            log.warning("the latch could not be read (%s): deciding on the last one read", exc)
+            latch = self._mirror.latch
+        return None if latch is None else LatchFact(latch.reason, latch.advice)
+
+    def set_latch(self, reason: str, advice: Advice) -> None:
         """Set it (a second fault keeps the first reason and time)."""
         self._store.set_latch(reason, source="recovery", advice=advice)
+        self._changed(True)
 
-    def clear_latch(self, reason: str, by: str) -> bool:
-        """The operator override, recorded as an event; False when it was not set."""
-        return self._store.clear_latch(reason, by, "operator") is not None
-
-    def reason(self) -> str | None:
-        """Why a reboot is required now, or None."""
-        latch = self._store.get_latch()
-        return None if latch is None else latch.reason
+    def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
+        """The operator override, recorded as an event, and its waiver; False when unset."""
+        cleared = self._store.clear_latch(reason, by, "operator") is not None
+        self._memory.set_waiver(waiver, self._boot_id())
+        self._changed(False)
+        return cleared
 
 
 class StoreAudit:
@@ -70,10 +177,12 @@ class StoreAudit:
         self._store = store
         self._dry_run = dry_run
 
-    def record(self, actor: str, action: str, reason: str, result: str) -> None:
+    def record(
+        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+    ) -> None:
         """Append the row and its ``recovery`` event (never raises: logged instead)."""
         dry_run = self._dry_run and result.startswith("dry run")
-        severity = _SEVERITY_OF_ACTION.get(action, Severity.INFO)
+        severity = _SEVERITY_OF_ACTION.get(action, Severity.WARNING if warnings else Severity.INFO)
         log.log(
             logging.WARNING if severity.rank > Severity.INFO.rank else logging.INFO,
             "recovery %s by %s: %s -> %s",
@@ -82,59 +191,72 @@ class StoreAudit:
             reason,
             result,
         )
+        details: dict[str, Any] = {
+            "actor": actor,
+            "action": action,
+            "result": result,
+            "dry_run": dry_run,
+        }
+        if warnings:
+            details["warnings"] = list(warnings)
         try:
             self._store.audit(actor, action, result, reason=reason, dry_run=dry_run)
             self._store.record_event(
                 EventKind.RECOVERY,
                 severity,
                 f"{action.replace('_', ' ')}: {reason} ({result})",
-                details={"actor": actor, "action": action, "result": result, "dry_run": dry_run},
+                details=details,
             )
         except Exception:
             log.exception("could not record the recovery decision %s", action)
 
 
-@dataclass
-class EngineDriver:
-    """``EngineControl`` on the engine service; a rig without an engine has nothing to do.
+class StoreDocument:
+    """``DocumentStore`` on one key of the store (recovery's card fault history)."""
 
-    ``hold`` and ``restart_after`` only come from an engine exit, whose verdict goes back
-    to the supervisor directly (``RecoveryService.advise_exit``): here they are recorded.
-    """
+    def __init__(self, store: Store, key: str) -> None:
+        self._store = store
+        self._key = key
 
-    stop: Callable[[str], ServingState] | None
-    start_engine: Callable[[str], Any] | None
-    last_start_error: str | None = None
+    def load(self) -> dict[str, Any] | None:
+        """The document, or None."""
+        return self._store.get_document(self._key)
 
-    def stop_cleanly(self, reason: str) -> bool:
-        """Graceful stop (SIGKILL only with ``allow_kill``); True when it stopped."""
-        if self.stop is None:
-            return True
+    def save(self, document: dict[str, Any]) -> None:
+        """Replace it."""
+        self._store.set_document(self._key, document)
+
+
+class MonitorRig:
+    """``RigView`` on the monitor; ``rejudge`` runs a poll now (checks on fresh readings)."""
+
+    def __init__(
+        self, monitor: RigMonitor, memory: RecoveryMemory, rejudge: Callable[[], None]
+    ) -> None:
+        self._monitor = monitor
+        self._memory = memory
+        self._rejudge = rejudge
+
+    def results(self) -> tuple[CheckResult, ...]:
+        """The check results of the last poll."""
+        return self._monitor.view().results
+
+    def cards(self) -> tuple[GpuSnapshot, ...]:
+        """The cards of the last poll."""
+        latest = self._monitor.view().latest
+        return () if latest is None else latest.cards
+
+    def xids(self) -> tuple[ClassifiedXid, ...]:
+        """This boot's Xids."""
+        return self._monitor.xids()
+
+    def note_probes(self, probes: ProbeRound) -> None:
+        """Keep the round for the ``cuda_probe`` check."""
+        self._memory.note_probes(probes)
+
+    def rejudge(self) -> None:
+        """A poll now (never raises: the next poll tries again)."""
         try:
-            state = self.stop(reason)
-        except SupervisorClosed:
-            return False
-        return state is ServingState.STOPPED
-
-    def start(self, reason: str) -> None:
-        """Start the engine; a refusal is logged (the start gate said why)."""
-        self.last_start_error = None
-        if self.start_engine is None:
-            self.last_start_error = "no engine is configured"
-            return
-        try:
-            self.start_engine(reason)
-        except StartRefused as exc:
-            self.last_start_error = f"the start was refused: {exc}"
-        except (SupervisorClosed, TimeoutError) as exc:
-            self.last_start_error = f"the start did not finish: {exc or 'timed out'}"
-        if self.last_start_error is not None:
-            log.warning("engine not started (%s): %s", reason, self.last_start_error)
-
-    def hold(self, reason: str) -> None:
-        """Only from an exit verdict; nothing to do here."""
-        log.info("hold decided: %s", reason)
-
-    def restart_after(self, delay_s: float, reason: str) -> None:
-        """Only from an exit verdict; nothing to do here."""
-        log.info("restart in %g s decided: %s", delay_s, reason)
+            self._rejudge()
+        except Exception:
+            log.exception("the checks could not be run again now; the next poll will")

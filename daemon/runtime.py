@@ -29,24 +29,28 @@ from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
 from daemon.engine_service import EngineService
-from daemon.metrics_source import DaemonMetrics, LatchMirror
+from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
-from daemon.reboot_command import reboot_runner
-from daemon.recovery_service import RecoveryService
+from daemon.reboot_command import host_commands
+from daemon.recovery_engine import ReportsToRecovery, SupervisedEngine
+from daemon.recovery_parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
+from daemon.rig_judge import RigJudge
 from daemon.sdnotify import Notifier
 from daemon.simcontrol import SimControl, end_as_a_reboot_does
 from daemon.statedir import StateDir
+from daemon.status_document import view_verdict
 from daemon.store import Store, StoreError
+from daemon.store.keyvalue import CARD_FAULT_HISTORY
 from daemon.storewriter import StoreWriter, store_remedy
 from daemon.token import ensure_token
 from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
-from hwcheck.model import CheckResult, EventKind, Severity, worst_severity
+from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
-from recovery.decisions import Start
-from recovery.executors import describe
+from recovery.controller import RecoveryController
+from recovery.facts import Trigger
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
 from web.app import create_app
@@ -132,35 +136,51 @@ class Daemon:
             rig=socket.gethostname(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
         )
-        self.recovery = RecoveryService(
+        self.judge = RigJudge(
+            self.monitor,
+            self.store,
+            lambda: None if self.engine is None else self.engine.state()[0].value,
+            self.api.state_changed,
+        )
+        self.recovery_memory = RecoveryMemory(self.store)
+        rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
+        self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
-            store=self.store,
-            monitor=self.monitor,
+            rig=rig_view,
+            latch=StoreLatch(
+                self.store,
+                self.recovery_memory,
+                lambda: self.monitor.view().boot_id,
+                self.judge.latch_changed,
+                self.judge.latch,
+            ),
+            audit=StoreAudit(self.store, settings.recovery.dry_run),
             prober=host.cuda_prober or SubprocessCudaProber(),
-            reboot_runner=reboot_runner(settings, sim is not None, self.simulate_reboot),
+            host=host_commands(settings, sim is not None, self.simulate_reboot),
+            history=StoreDocument(self.store, CARD_FAULT_HISTORY),
             catch_up=self.follower.catch_up,
         )
         self.xid_path.add_listener(self.recovery.on_xid)
         self.engine: EngineService | None = None
         if recipe is not None:
+            reports = ReportsToRecovery()
             self.engine = EngineService(
                 recipe,
                 settings,
                 state_dir,
                 self.store,
-                self.monitor,
-                host,
-                advise=self.recovery.advise_exit,
-                gate=self.recovery.gate,
+                reports=reports,
                 # Masked in every engine log line fleetd serves (each launch adds its own).
                 known_secrets=KnownSecrets(
                     {self.token, *config_secret_values(settings, self.alerts.sinks)}
                 ),
             )
-            self.recovery.attach_engine(self.engine)
+            reports.attach(self.recovery)
+            self.recovery.attach_engine(SupervisedEngine.for_service(self.engine, rig_view.cards))
         self.bring_up = BringUp(
             self.recovery,
+            lambda: self.monitor.view().results,
             self.caps,
             host.gpu,
             apply_caps=settings.rig.apply_power_caps,
@@ -196,15 +216,15 @@ class Daemon:
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
             extra_checks=None if self.canaries is None else self._canary_checks,
+            recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()
-        self.latch_mirror = LatchMirror()
         self.metrics = DaemonMetrics(
             self.monitor,
-            self.services.serving_document,
+            lambda: None if self.engine is None else self.engine.supervisor.status(),
             lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
-            self.latch_mirror,
+            self.judge.latch,
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
         )
@@ -220,8 +240,14 @@ class Daemon:
         return None
 
     def _polled(self) -> None:
-        """After each poll: one ``STATUS=`` line for systemd."""
+        """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
+        self.judge.rejudge()
         self.notifier.status(self.summary())
+
+    def _rejudge_checks(self) -> None:
+        """Recovery changed what the checks read (a clear, a probe): judge again now."""
+        self.poller.rejudge()
+        self.api.state_changed()
 
     def _allowed_hosts(self) -> list[str] | None:
         """A loopback listener's ``Host`` names beside loopback's: this machine's, the config's."""
@@ -247,11 +273,7 @@ class Daemon:
             self.poll_durations.observe(time.monotonic() - began_s)
         finally:
             self.api.state_changed()  # a failed poll changes the picture too (stale, errors)
-        self.writer.submit(self._mirror_latch)
-
-    def _mirror_latch(self) -> None:
-        """On the store writer's thread: /metrics reads the latch from memory, never the store."""
-        self.latch_mirror.set(self.store.get_latch() is not None)
+        self.writer.submit(self.judge.mirror_latch)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
@@ -266,7 +288,8 @@ class Daemon:
         """
         track_boot(self.store, boot_id)
         self.monitor.new_boot(boot_id)
-        self.recovery.new_boot()
+        self.recovery_memory.new_boot()
+        self.recovery.new_boot(boot_id)
         self.follower.start()
         self.recovery.submit(lambda: self._bring_up_now(boot_id))
 
@@ -305,12 +328,11 @@ class Daemon:
         )
 
     def summary(self) -> str:
-        """One line for ``STATUS=`` and the logs."""
+        """One line for ``STATUS=`` and the logs: the verdict the status serves."""
         view = self.monitor.view()
         latest = view.latest
         cards = len(latest.cards) if latest else 0
-        known = (view.polls and view.stale_reason is None) or view.nvml_down is not None
-        overall = worst_severity(list(view.results)).value if known else "unknown"
+        overall = view_verdict(view).overall
         serving = self.services.serving_state()
         return f"{cards} cards {overall}; engine {serving}; {len(view.xids)} Xid since boot"
 
@@ -327,11 +349,11 @@ class Daemon:
                 allowed_hosts=self._allowed_hosts(),
             )
         )
-        rebooted = track_boot(self.store, self.monitor.view().boot_id)
-        self.monitor.new_boot(
-            self.monitor.view().boot_id,
-            self.store.xids_for_boot(self.monitor.view().boot_id, self.catalogue),
-        )
+        boot_id = self.monitor.view().boot_id
+        rebooted = track_boot(self.store, boot_id)
+        self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
+        self.recovery_memory.load(boot_id)
+        self.recovery.new_boot(boot_id)
         self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd started (pid {_pid()})")
         try:
             self.poll()
@@ -385,9 +407,9 @@ class Daemon:
         if rebooted:
             self.bring_up.run(self.monitor.view().boot_id)
             return
-        decision = self.recovery.autostart()
-        if self.engine is not None and not isinstance(decision, Start):
-            log.warning("not autostarting the engine: %s", describe(decision)[1])
+        answer = self.recovery.request_start(Trigger.AUTOSTART, actor="fleetd")
+        if self.engine is not None and not answer.started:
+            log.warning("not autostarting the engine: %s", answer.why_not)
 
     def _judge_now(self) -> None:
         """Every check on fresh samples of this boot (the bring-up's step)."""

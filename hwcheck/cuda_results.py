@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 
@@ -28,6 +29,22 @@ class CardProbe:
     card: int
     outcome: ProbeOutcome
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRound:
+    """One run of the probe over some cards, and when it ended (wall clock, for people)."""
+
+    at: datetime
+    results: tuple[CardProbe, ...]
+
+    @property
+    def failed(self) -> tuple[CardProbe, ...]:
+        """The cards that failed or timed out (``unavailable`` is not a failure)."""
+        return tuple(r for r in self.results if r.outcome in FAILED_OUTCOMES)
+
+
+FAILED_OUTCOMES = frozenset({ProbeOutcome.FAILED, ProbeOutcome.TIMED_OUT})
 
 
 class CudaProber(Protocol):

@@ -82,9 +82,27 @@ def normalize_pci_bus_id(raw: str) -> str:
     return f"{domain_n:04x}:{bus_n:02x}:{dev_n:02x}.{fn_n:x}"
 
 
+class LostKind(enum.StrEnum):
+    """How a card stopped answering NVML, as NVML said it (never parsed back from text).
+
+    ``reset_required`` (NVML's ``ResetRequired``) and ``gpu_is_lost`` (``GpuIsLost``) are the
+    driver's own verdicts; ``not_answering`` is a call that timed out or never returned;
+    ``unknown`` is NVML's ``Unknown`` or any other error that lost the card.
+    """
+
+    GPU_IS_LOST = "gpu_is_lost"
+    RESET_REQUIRED = "reset_required"
+    NOT_ANSWERING = "not_answering"
+    UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSnapshot:
-    """One card, read once. ``None`` means the card or driver does not report it."""
+    """One card, read once. ``None`` means the card or driver does not report it.
+
+    A lost card has ``lost=True``, ``lost_kind`` (how NVML said so) and ``lost_reason``
+    (NVML's words, for people).
+    """
 
     index: int
     pci_bus_id: str
@@ -117,6 +135,7 @@ class GpuSnapshot:
     recovery_action: int | None = None
     lost: bool = False
     lost_reason: str | None = None
+    lost_kind: LostKind | None = None
 
     @property
     def clock_event_names(self) -> list[str]:
@@ -337,14 +356,67 @@ class RigProfile(_ConfigSection):
         return self
 
 
+class Advice(enum.StrEnum):
+    """The host-level step a reboot-required latch asks a person for (stored as this word)."""
+
+    WARM_REBOOT = "warm_reboot"
+    COLD_POWER_CYCLE = "cold_power_cycle"
+
+
+# The one table of what each advice tells a person (status, latch, alerts, dashboard, top).
+ADVICE_TEXT: dict[Advice, str] = {
+    Advice.WARM_REBOOT: "reboot the host (fleetctl reboot --confirm)",
+    Advice.COLD_POWER_CYCLE: (
+        "power the rig off for about 30 s, then on (fleetctl reboot --confirm --cold; a warm "
+        "reboot is not enough for GSP/PMU faults on these cards)"
+    ),
+}
+# What to do after an Xid, per catalogue action (the xid check's remedy, the Xid alerts'
+# advice); the two that need the host say what the latch says.
+ACTION_TEXT: dict[XidAction, str] = {
+    XidAction.COLD_POWER_CYCLE: ADVICE_TEXT[Advice.COLD_POWER_CYCLE],
+    XidAction.REBOOT: (
+        f"{ADVICE_TEXT[Advice.WARM_REBOOT]}: fleetd stops the engine cleanly first; never "
+        "reload nvidia_uvm or run nvidia-smi -r"
+    ),
+    XidAction.INSPECT: "inspect the kernel log around it (dmesg | grep -i xid) and the engine log",
+    XidAction.RESTART_ENGINE: "restart the engine (fleetctl restart); the card itself is healthy",
+    XidAction.NONE: "no action needed; watch for repeats",
+}
+_HOST_ACTIONS = frozenset({XidAction.REBOOT, XidAction.COLD_POWER_CYCLE})
+
+
 @dataclass(frozen=True, slots=True)
 class XidInfo:
-    """What the catalogue says about one Xid (class, advised action, one-line why)."""
+    """What the catalogue says about one Xid (class, advised action, one-line why).
+
+    ``latches`` and ``advice`` are the one answer to "does this Xid need the host?": the
+    xid check (critical or not), the recovery policy (latch or not), the stored event's
+    severity, alerts and the status all read them here. A reboot or cold power cycle
+    advised latches whatever the class; a hardware-class Xid latches unless its action is
+    ``none`` (a ``[xid.N] action = "none"`` override means what it says).
+    """
 
     xid: int
     xid_class: XidClass
     action: XidAction
     explanation: str
+
+    @property
+    def latches(self) -> bool:
+        """True when this Xid sets the reboot-required latch (and its check is critical)."""
+        if self.action in _HOST_ACTIONS:
+            return True
+        return self.xid_class is XidClass.HARDWARE and self.action is not XidAction.NONE
+
+    @property
+    def advice(self) -> Advice | None:
+        """The latch's advice for this Xid (``None`` when it does not latch)."""
+        if not self.latches:
+            return None
+        if self.action is XidAction.COLD_POWER_CYCLE:
+            return Advice.COLD_POWER_CYCLE
+        return Advice.WARM_REBOOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,3 +425,33 @@ class ClassifiedXid:
 
     event: XidEvent
     info: XidInfo
+
+
+def xid_key(event: XidEvent) -> str:
+    """One Xid's identity within a boot: its kernel sequence number, else what it said."""
+    if event.seq is not None:
+        return f"{event.boot_id or ''}#{event.seq}"
+    return f"{event.pci_bus_id or ''}|{event.xid}|{event.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class LatchWaiver:
+    """A person's clear of the reboot-required latch, the recorded operator override.
+
+    The Xids (``xid_keys``) and CUDA probe failures seen before ``at`` stay in the history
+    and in ``xid_since_boot``'s count, but no longer make their checks critical, so they no
+    longer refuse a start; a fault after the clear latches again. It lasts for the boot.
+    """
+
+    reason: str
+    at: datetime
+    xid_keys: frozenset[str] = frozenset()
+
+    @property
+    def label(self) -> str:
+        """``cleared by <reason> at <time>``, as the checks show it."""
+        return f"cleared by {self.reason!r} at {self.at.isoformat(timespec='seconds')}"
+
+    def covers(self, event: XidEvent) -> bool:
+        """True when ``event`` was seen before the clear."""
+        return xid_key(event) in self.xid_keys

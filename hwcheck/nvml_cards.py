@@ -20,18 +20,36 @@ from typing import Any
 
 from hwcheck import nvml_values as values
 from hwcheck.backend import BackendTimeout
-from hwcheck.model import GpuSnapshot
+from hwcheck.model import GpuSnapshot, LostKind
 from hwcheck.nvml_gateway import Call, Field, NvmlCallError, NvmlError, NvmlGateway
 
 logger = logging.getLogger(__name__)
+
+# NVML's verdict on a lost card, kept typed so nobody searches its words for "reset".
+_LOST_KINDS = {
+    NvmlError.GPU_IS_LOST: LostKind.GPU_IS_LOST,
+    NvmlError.RESET_REQUIRED: LostKind.RESET_REQUIRED,
+    NvmlError.TIMEOUT: LostKind.NOT_ANSWERING,
+}
 
 
 class _CardLost(Exception):
     """Internal: stop reading this card, it is lost (never leaves this module)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: LostKind) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
+
+    @classmethod
+    def of(cls, exc: NvmlCallError) -> _CardLost:
+        """The loss NVML reported with ``exc``."""
+        return cls(exc.text, _LOST_KINDS.get(exc.error, LostKind.UNKNOWN))
+
+    @classmethod
+    def timed_out(cls, reason: str) -> _CardLost:
+        """A call that did not return in time."""
+        return cls(reason, LostKind.NOT_ANSWERING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +75,8 @@ class CardReader:
         """Card ``index`` as one snapshot; a lost card is reported, never raised."""
         stuck = self._gateway.stuck_call(index)
         if stuck is not None:
-            return self._lost_card(index, f"{stuck.reason()} and has not returned")
+            reason = f"{stuck.reason()} and has not returned"
+            return self._lost_card(index, reason, LostKind.NOT_ANSWERING)
         try:
             handle = self._handle(index)
             return GpuSnapshot(
@@ -75,9 +94,9 @@ class CardReader:
             )
         except _CardLost as lost:
             logger.warning("card %d is lost: %s", index, lost.reason)
-            return self._lost_card(index, lost.reason)
+            return self._lost_card(index, lost.reason, lost.kind)
 
-    def _lost_card(self, index: int, reason: str) -> GpuSnapshot:
+    def _lost_card(self, index: int, reason: str, kind: LostKind) -> GpuSnapshot:
         with self._lock:
             known = self._identities.get(index, _Identity())
         return GpuSnapshot(
@@ -88,6 +107,7 @@ class CardReader:
             serial=known.serial,
             lost=True,
             lost_reason=reason,
+            lost_kind=kind,
         )
 
     def _handle(self, index: int) -> Any:
@@ -95,9 +115,9 @@ class CardReader:
         try:
             return self._gateway.call(index, Call.HANDLE_BY_INDEX, index)
         except BackendTimeout as exc:
-            raise _CardLost(self._gateway.timeout_reason(index, exc)) from exc
+            raise _CardLost.timed_out(self._gateway.timeout_reason(index, exc)) from exc
         except NvmlCallError as exc:
-            raise _CardLost(exc.text) from exc
+            raise _CardLost.of(exc) from exc
 
     def _read(self, index: int, calls: tuple[Call, ...], *args: Any) -> Any:
         """One reading of card ``index``: its value, or None when it is not available.
@@ -115,7 +135,7 @@ class CardReader:
                 self._judge(index, exc)
                 return None
             except BackendTimeout as exc:
-                raise _CardLost(self._gateway.timeout_reason(index, exc)) from exc
+                raise _CardLost.timed_out(self._gateway.timeout_reason(index, exc)) from exc
         return None
 
     def _field(self, index: int, handle: Any, field: Field) -> float | int | None:
@@ -125,12 +145,12 @@ class CardReader:
             self._judge(index, exc)
             return None
         except BackendTimeout as exc:
-            raise _CardLost(self._gateway.timeout_reason(index, exc)) from exc
+            raise _CardLost.timed_out(self._gateway.timeout_reason(index, exc)) from exc
 
     def _judge(self, index: int, exc: NvmlCallError) -> None:
         """A failed reading: lost raises, absent is silent, anything else warns once."""
         if exc.error.lost:
-            raise _CardLost(exc.text) from exc
+            raise _CardLost.of(exc) from exc
         if exc.error.absent:
             return
         key = (index, exc.call, exc.text)

@@ -1,8 +1,10 @@
 """One local check of the rig with no daemon: what ``fleetctl check`` runs.
 
 It samples the cards a few times over about two seconds (so a power brake must be
-sustained to count as critical), reads this boot's kernel log for Xids, and runs every
-check once over what it saw.
+sustained to count as critical), reads this boot's kernel log for Xids, runs the CUDA
+probe on each card that answers (the same probe fleetd runs before a start, with its
+timeout; unless asked not to, or an engine holds the cards: a probe never runs beside
+one), and runs every check once over what it saw.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from hwcheck.checks import CheckInput, run_checks
+from hwcheck.cuda_probe import SubprocessCudaProber
+from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.parser import parse_xid
@@ -67,6 +72,17 @@ def sample_rig(
     return taken
 
 
+def probe_cards(host: HostSources, snapshot: RigSnapshot, skip: str | None) -> ProbeRound:
+    """The CUDA probe of every card that answers; ``skip`` says why it must not run."""
+    cards = [card.index for card in snapshot.cards if not card.lost]
+    if skip is not None:
+        results = tuple(CardProbe(card, ProbeOutcome.UNAVAILABLE, skip) for card in cards)
+    else:
+        prober = host.cuda_prober or SubprocessCudaProber()
+        results = tuple(prober.probe(cards)) if cards else ()
+    return ProbeRound(datetime.now(UTC), results)
+
+
 def run_local_check(
     host: HostSources,
     profile: RigProfile,
@@ -75,9 +91,16 @@ def run_local_check(
     samples: int = DEFAULT_SAMPLES,
     span_s: float = DEFAULT_SPAN_S,
     sleep: Callable[[float], None] = time.sleep,
+    probe: bool = False,
+    skip_probe: str | None = None,
 ) -> CheckReport:
-    """Sample, read the kernel log, run every check."""
+    """Sample, read the kernel log, probe CUDA (with ``probe``), run every check.
+
+    ``skip_probe`` (why the probe must not run now, e.g. an engine serves) turns each
+    card's probe into a "not probed" note.
+    """
     snapshots = sample_rig(host, samples, span_s, sleep)
+    probes = probe_cards(host, snapshots[-1], skip_probe) if probe else None
     xids = classify_records(host.kernel_log_history(), catalogue)
     results = run_checks(
         CheckInput(
@@ -87,6 +110,7 @@ def run_local_check(
             xids=xids,
             holders=host.device_holders(),
             kernel_module_version=host.kernel_module_version(),
+            probes=probes,
         )
     )
     return CheckReport(samples=tuple(snapshots), results=tuple(results), xids=tuple(xids))

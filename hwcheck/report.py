@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hwcheck.checks import card_states
-from hwcheck.model import CheckResult, ClassifiedXid, GpuSnapshot, RigSnapshot, worst_severity
+from hwcheck.model import CheckResult, ClassifiedXid, GpuSnapshot, RigSnapshot
+from hwcheck.verdict import RigVerdict, judge
 
 
 def xid_counts_by_card(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> dict[int, int]:
@@ -56,13 +57,19 @@ def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[st
 
 
 def rig_document(
-    snapshot: RigSnapshot, results: Sequence[CheckResult], xids: Sequence[ClassifiedXid]
+    snapshot: RigSnapshot,
+    results: Sequence[CheckResult],
+    xids: Sequence[ClassifiedXid],
+    verdict: RigVerdict | None = None,
 ) -> dict[str, Any]:
-    """``{overall, cards, checks}``: the part shared by ``check --json`` and the status API."""
+    """``{overall, cards, checks}``: the part shared by ``check --json`` and the status API.
+
+    ``overall`` is ``verdict``'s (fleetd's, with its latch and engine), else the results'.
+    """
     counts = xid_counts_by_card(snapshot, xids)
     states = card_states(results)
     return {
-        "overall": worst_severity(list(results)).value,
+        "overall": (verdict or judge(results)).overall,
         "cards": [
             card_document(
                 card,

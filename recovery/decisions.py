@@ -1,43 +1,55 @@
 """What the recovery policy can decide: one frozen dataclass per kind of decision.
 
 Executors ``match`` on these; each carries the reason a person reads in the audit trail.
+The advice a latch asks for is ``hwcheck.model.Advice`` (the word the latch stores) and
+its text comes from the one table, ``hwcheck.model.ADVICE_TEXT``.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
+from hwcheck.model import ADVICE_TEXT, Advice
 
-class Advice(enum.StrEnum):
-    """The host-level step a reboot-required latch asks a person for."""
-
-    WARM_REBOOT = "warm_reboot"
-    COLD_POWER_CYCLE = "cold_power_cycle"
-
-
-ADVICE_TEXT = {
-    Advice.WARM_REBOOT: "reboot the host (fleetctl reboot --confirm)",
-    Advice.COLD_POWER_CYCLE: (
-        "power the rig off for about 30 s, then on (a warm reboot is not enough for "
-        "GSP/PMU faults on these cards)"
-    ),
-}
+__all__ = [
+    "ADVICE_TEXT",
+    "Advice",
+    "AdviseInspection",
+    "Decision",
+    "Hold",
+    "NoAction",
+    "Reason",
+    "Refuse",
+    "RestartAfter",
+    "Start",
+    "StopAndLatch",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Reason:
-    """One reason not to start; ``code`` is stable for callers (``reboot_latch`` -> exit 4)."""
+    """One reason not to start (or, with a start, a warning); ``code`` is stable for callers.
+
+    ``reboot_latch`` and every other refusal make fleetctl exit 4; ``remedy`` is what to
+    do about it, in words.
+    """
 
     code: str
     message: str
+    remedy: str = ""
+
+    @property
+    def line(self) -> str:
+        """The message and, when known, what to do (one line)."""
+        return f"{self.message} (what to do: {self.remedy})" if self.remedy else self.message
 
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Start the engine now."""
+    """Start the engine now; ``warnings`` are what is wrong but does not refuse a start."""
 
     reason: str
+    warnings: tuple[Reason, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +70,14 @@ class Hold:
 
 @dataclass(frozen=True, slots=True)
 class Refuse:
-    """Do not start; each reason says why."""
+    """Do not start; each reason says why and what to do."""
 
     reasons: tuple[Reason, ...]
+
+    @property
+    def line(self) -> str:
+        """Every reason on one line."""
+        return "; ".join(reason.line for reason in self.reasons)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,176 +1,247 @@
 """Executors: carry the policy's decisions out, each step recorded in the audit trail.
 
-The recovery package does no I/O of its own: the daemon hands in the few things an
-executor may touch (the engine's stop, the latch, the power caps, the reboot command, the
-audit trail) as the small protocols below. None of them can reload ``nvidia_uvm``, reset a
-GPU or kill a worker: such moves are not expressible here. ``dry_run`` records each
-decision as "not carried out" and touches nothing.
+The only writers of the reboot-required latch and the only place ``[recovery] dry_run``
+is honoured: a decision that would repair (stop and latch, restart after a backoff, the
+breaker's hold) is then recorded as "not carried out" and touches nothing. Starts are
+no repair: a person's start, autostart and the bring-up's start still happen in dry run.
+The ports they drive (``recovery.ports``) cannot reload ``nvidia_uvm``, reset a GPU or
+kill a worker: such moves are not expressible here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import UTC, datetime
 
+from hwcheck.model import LatchWaiver
 from recovery.decisions import (
     AdviseInspection,
     Decision,
     Hold,
     NoAction,
+    Reason,
     Refuse,
     RestartAfter,
     Start,
     StopAndLatch,
 )
+from recovery.facts import Trigger
+from recovery.history import FaultHistory
+from recovery.ports import AuditTrail, EnginePort, HostCommands, LatchPort, Launched, StartKind
+from serving.errors import Refused
+
+LOG = logging.getLogger("fleetd.recovery")
+ACTOR = "recovery"
+# A decision on these triggers answers the supervisor, which waits for what follows.
+_ANSWERS_ENGINE = frozenset({Trigger.ENGINE_EXIT, Trigger.BACKOFF_DUE})
+_START_KINDS = {
+    Trigger.START_REQUEST: StartKind.PERSON,
+    Trigger.AUTOSTART: StartKind.AUTOMATIC,
+    Trigger.BRING_UP: StartKind.AUTOMATIC,
+    Trigger.BACKOFF_DUE: StartKind.RESTART,
+}
+MANUAL_POWER_CYCLE = (
+    "no [recovery] power_cycle_command is configured, so fleetd cannot power-cycle the rig: "
+    "stop the engine (fleetctl stop), power the rig off at the switch or PSU for about "
+    "30 s, then on (or set power_cycle_command, e.g. an IPMI or smart-plug call)"
+)
 
 
-class EngineControl(Protocol):
-    """The engine as recovery may drive it: a clean stop and a start, nothing else."""
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Why a decision is carried out: its trigger, who asked, and whether it is a restart."""
 
-    def stop_cleanly(self, reason: str) -> bool:
-        """Graceful signals (SIGKILL only with ``[serving] allow_kill``); True when it stopped."""
-        ...
-
-    def start(self, reason: str) -> None:
-        """Start the engine (the supervisor's mechanics: launch, probe)."""
-        ...
-
-    def hold(self, reason: str) -> None:
-        """Keep the engine down until a person acts (the breaker)."""
-        ...
-
-    def restart_after(self, delay_s: float, reason: str) -> None:
-        """Schedule an automatic restart after ``delay_s``."""
-        ...
-
-
-class LatchControl(Protocol):
-    """The durable reboot-required latch."""
-
-    def set_latch(self, reason: str, advice: str) -> None:
-        """Set the latch (a second fault keeps the first reason)."""
-        ...
-
-    def clear_latch(self, reason: str, by: str) -> bool:
-        """Clear it as an operator override; False when it was not set."""
-        ...
-
-
-class AuditTrail(Protocol):
-    """Who did what, why, and how it ended."""
-
-    def record(self, actor: str, action: str, reason: str, result: str) -> None:
-        """Append one audit row (and its event)."""
-        ...
-
-
-class RebootRunner(Protocol):
-    """Runs the configured reboot command (or, under --simulate, the simulated reboot)."""
-
-    def describe(self) -> str:
-        """What a confirmed reboot would run, for the explanation without ``--confirm``."""
-        ...
-
-    def reboot(self) -> str:
-        """Reboot now; returns what was run (the command, or the simulated reboot)."""
-        ...
+    trigger: Trigger
+    actor: str = ACTOR
+    restart: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What an executor did: ``done`` False when it refused or could not act."""
+    """What an executor did: ``done`` False when it refused or could not act.
+
+    ``launched`` is a start's result; ``refusals`` why a start did not happen (the gate's
+    reasons, a failed probe's latch, or the engine's mechanics).
+    """
 
     done: bool
     message: str
-
-
-ACTOR = "recovery"
+    launched: Launched | None = None
+    refusals: tuple[Reason, ...] = ()
 
 
 class Executors:
-    """Carries decisions out; one instance per daemon, handed its protocols."""
+    """Carries decisions out; one instance per daemon, handed its ports."""
 
     def __init__(
         self,
-        engine: EngineControl,
-        latch: LatchControl,
+        latch: LatchPort,
         audit: AuditTrail,
-        reboot_runner: RebootRunner,
+        host: HostCommands,
+        history: FaultHistory,
         dry_run: bool = False,
     ) -> None:
-        self._engine = engine
+        self._engine: EnginePort | None = None
         self._latch = latch
         self._audit = audit
-        self._reboot_runner = reboot_runner
-        self._dry_run = dry_run
+        self._host = host
+        self._history = history
+        self.dry_run = dry_run
 
-    def carry_out(self, decision: Decision) -> Outcome:
-        """Act on one decision (or, in dry run, only record it)."""
+    def attach_engine(self, engine: EnginePort) -> None:
+        """The engine they drive (a rig without one has nothing to start or stop)."""
+        self._engine = engine
+
+    # -- decisions ----------------------------------------------------------------------
+    def latch_now(self, decision: StopAndLatch) -> bool:
+        """Set the latch at once and note the card's fault in its history.
+
+        The latch blocks every start and shows in the status at once; False in dry run
+        (nothing is written) or when the latch could not be written: the stop that
+        follows must not depend on the store (a full disk must not blind recovery).
+        """
+        if self.dry_run:
+            return False
+        try:
+            self._latch.set_latch(decision.reason, decision.advice)
+        except Exception:
+            LOG.exception("the reboot latch could not be written; the engine is stopped anyway")
+            return False
+        if decision.card is not None:
+            what = decision.reason.split(": ", 1)[0]
+            self._history.record(decision.card, what, _now())
+        return True
+
+    def carry_out(self, decision: Decision, context: Context) -> Outcome:
+        """Act on one decision (or, in dry run, only record a repair)."""
         action, reason = describe(decision)
+        answers = context.trigger in _ANSWERS_ENGINE
         if isinstance(decision, NoAction):
+            if answers:
+                self._stay_stopped(decision.reason)
             return Outcome(True, reason)
-        if self._dry_run:
+        if self.dry_run and isinstance(decision, StopAndLatch | RestartAfter | Hold):
             self._audit.record(ACTOR, action, reason, "dry run: decided, not carried out")
+            if answers:
+                self._stay_stopped(f"dry run: decided {action} ({reason}); not carried out")
             return Outcome(False, f"dry run: {action} not carried out ({reason})")
         match decision:
             case StopAndLatch():
-                # The latch first: it blocks every restart at once and shows in the status,
-                # while a graceful stop may take minutes.
-                self._latch.set_latch(decision.reason, decision.advice_text)
-                stopped = self._engine.stop_cleanly(decision.reason)
-                result = (
-                    "latch set, engine stopped"
-                    if stopped
-                    else "latch set; the engine would not stop (a person must stop it)"
-                )
-                self._audit.record(ACTOR, action, reason, result)
-                return Outcome(stopped, f"{result}: {decision.advice_text}")
-            case RestartAfter():
-                self._engine.restart_after(decision.delay_s, decision.reason)
+                return self._stop_and_latch(decision, action)
             case Start():
-                self._engine.start(decision.reason)
+                return self._start(decision, context)
+            case RestartAfter():
+                if self._engine is not None:
+                    self._engine.restart_after(decision.delay_s, decision.reason)
             case Hold():
-                self._engine.hold(decision.reason)
-            case Refuse() | AdviseInspection():
+                if self._engine is not None:
+                    self._engine.hold(decision.reason)
+            case Refuse():
+                self._audit.record(context.actor, action, reason, "not started")
+                if answers:
+                    self._stay_stopped(_refused_words(context.trigger) + decision.line)
+                return Outcome(False, decision.line, refusals=decision.reasons)
+            case AdviseInspection():
                 pass
         self._audit.record(ACTOR, action, reason, "done")
         return Outcome(True, reason)
 
-    def explain_reboot(self) -> str:
-        """What ``reboot --confirm`` would do, without doing it."""
+    def _stop_and_latch(self, decision: StopAndLatch, action: str) -> Outcome:
+        # The latch first: it blocks every restart at once and shows in the status, while a
+        # graceful stop may take minutes.
+        self.latch_now(decision)
+        engine = self._engine
+        stopped = True if engine is None else engine.stop_cleanly(decision.reason)
+        result = (
+            "latch set, engine stopped"
+            if stopped
+            else "latch set; the engine would not stop (a person must stop it)"
+        )
+        self._audit.record(ACTOR, action, decision.reason, result)
+        return Outcome(stopped, f"{result}: {decision.advice_text}")
+
+    def _start(self, decision: Start, context: Context) -> Outcome:
+        action, reason = describe(decision)
+        engine = self._engine
+        if engine is None:
+            return Outcome(False, "no engine is configured on this rig")
+        warned = tuple(w.line for w in decision.warnings)
+        try:
+            if context.restart:
+                engine.restart(decision.reason)
+                launched = Launched(None)
+            else:
+                launched = engine.start(decision.reason, _START_KINDS[context.trigger])
+        except Refused as exc:
+            refusal = Reason(exc.code, exc.message)
+            self._audit.record(context.actor, action, reason, f"refused: {exc.message}")
+            return Outcome(False, exc.message, refusals=(refusal,))
+        result = "done" if not warned else "done, with warnings: " + "; ".join(warned)
+        self._audit.record(context.actor, action, reason, result, warnings=warned)
+        return Outcome(True, reason, launched=launched)
+
+    def _stay_stopped(self, why: str) -> None:
+        engine = self._engine
+        if engine is not None:
+            engine.stay_stopped(why)
+
+    # -- a person's requests -----------------------------------------------------------
+    def explain_reboot(self, cold: bool) -> str:
+        """What ``reboot --confirm [--cold]`` would do, without doing it."""
+        command = self._host.describe(cold)
+        if command is None:
+            return MANUAL_POWER_CYCLE
+        what = "power-cycles the rig with" if cold else "runs"
+        flags = "--confirm --cold" if cold else "--confirm"
         return (
-            "fleetctl reboot --confirm stops the engine cleanly (its graceful signals, never "
-            f"SIGKILL unless [serving] allow_kill), then runs {self._reboot_runner.describe()}; if the engine will not stop "
-            "it does not reboot"
+            f"fleetctl reboot {flags} stops the engine cleanly (its graceful signals, never "
+            f"SIGKILL unless [serving] allow_kill), then {what} {command}; if the engine will "
+            "not stop it does not reboot"
         )
 
-    def reboot(self, actor: str) -> Outcome:
-        """A person confirmed: stop cleanly, then reboot only if the stop took."""
-        if self._dry_run:
-            self._audit.record(actor, "reboot", "confirmed by a person", "dry run: not carried out")
-            return Outcome(False, "dry run: the reboot was not carried out")
-        if not self._engine.stop_cleanly("reboot confirmed by a person"):
+    def reboot(self, actor: str, cold: bool = False) -> Outcome:
+        """A person confirmed: stop cleanly, then reboot (or power-cycle) if the stop took."""
+        action = "power_cycle" if cold else "reboot"
+        why = "confirmed by a person"
+        if self._host.describe(cold) is None:
+            self._audit.record(actor, action, why, "not configured: explained the manual way")
+            return Outcome(False, MANUAL_POWER_CYCLE)
+        if self.dry_run:
+            self._audit.record(actor, action, why, "dry run: not carried out")
+            return Outcome(False, f"dry run: the {action.replace('_', ' ')} was not carried out")
+        engine = self._engine
+        if engine is not None and not engine.stop_cleanly(f"{action.replace('_', ' ')} {why}"):
             message = "the engine would not stop: not rebooting (stop it, or power-cycle by hand)"
-            self._audit.record(actor, "reboot", "confirmed by a person", message)
+            self._audit.record(actor, action, why, message)
             return Outcome(False, message)
+        self._history.note_reboot(cold)
         try:
-            ran = self._reboot_runner.reboot()
+            ran = self._host.run(cold)
         except Exception as exc:  # the command's failure is the person's answer, in one line
-            message = f"the engine is stopped, but the reboot failed: {exc}"
-            self._audit.record(actor, "reboot", "confirmed by a person", message)
+            message = f"the engine is stopped, but the {action.replace('_', ' ')} failed: {exc}"
+            self._audit.record(actor, action, why, message)
             return Outcome(False, message)
-        self._audit.record(actor, "reboot", "confirmed by a person", f"ran {ran}")
+        self._audit.record(actor, action, why, f"ran {ran}")
         return Outcome(True, f"engine stopped; ran {ran}")
 
-    def clear_latch(self, reason: str, actor: str) -> Outcome:
-        """The recorded operator override of the latch."""
+    def clear_latch(self, reason: str, actor: str, waiver: LatchWaiver) -> Outcome:
+        """The recorded operator override of the latch, and what it waives for starts."""
         if not reason.strip():
             return Outcome(False, "a reason is required to clear the reboot latch")
-        cleared = self._latch.clear_latch(reason, actor)
+        cleared = self._latch.clear_latch(reason, actor, waiver)
         result = "latch cleared" if cleared else "the latch was not set"
+        result += "; faults seen before now no longer refuse a start (a new one latches again)"
         self._audit.record(actor, "clear_latch", reason, result)
         return Outcome(cleared, result)
+
+
+def _refused_words(trigger: Trigger) -> str:
+    return "automatic restart refused: " if trigger is Trigger.BACKOFF_DUE else "not restarted: "
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def describe(decision: Decision) -> tuple[str, str]:
@@ -185,15 +256,8 @@ def describe(decision: Decision) -> tuple[str, str]:
         case Hold():
             return "hold", decision.reason
         case Refuse():
-            return "refuse", "; ".join(r.message for r in decision.reasons)
+            return "refuse", decision.line
         case AdviseInspection():
             return "advise_inspection", decision.reason
         case NoAction():
             return "none", decision.reason
-
-
-def refusal_messages(decision: Decision) -> Sequence[str]:
-    """One line per reason when ``decision`` refuses a start; empty otherwise."""
-    if isinstance(decision, Refuse):
-        return [f"{r.code}: {r.message}" for r in decision.reasons]
-    return []

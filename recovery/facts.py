@@ -1,8 +1,9 @@
-"""What the recovery policy is told: plain frozen facts, gathered by the daemon.
+"""What the recovery policy is told: plain frozen facts, gathered by the controller.
 
-The policy never reads the hardware, the store or the clock itself: the daemon collects
-these facts (new Xids with the catalogue's verdict, NVML card faults, CUDA probe results,
-the engine's state and last exit, critical checks, the latch, the restart history) and
+The policy never reads the hardware, the store or the clock itself: the controller
+collects these facts through its ports (new Xids with the catalogue's answer, NVML card
+faults, CUDA probe results, the engine's state and last exit, the checks, the latch, the
+cards the recipe uses, the restart history, each card's faults of earlier boots) and
 hands them in with ``now``, so every decision can be replayed in a test in microseconds.
 """
 
@@ -12,15 +13,17 @@ import enum
 from dataclasses import dataclass, field
 
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
-from hwcheck.model import XidAction, XidClass
+from hwcheck.model import Advice, CheckResult, LostKind, XidInfo
+from recovery.settings import PolicySettings
 
 __all__ = [
     "CardFault",
     "CardProbe",
-    "CriticalCheck",
     "EngineCondition",
     "EngineExit",
     "Facts",
+    "LatchFact",
+    "PastFault",
     "PolicySettings",
     "ProbeOutcome",
     "Trigger",
@@ -36,8 +39,14 @@ class Trigger(enum.StrEnum):
     PROBE = "probe"  # a CUDA probe finished
     ENGINE_EXIT = "engine_exit"  # the engine ended without being asked to
     START_REQUEST = "start_request"  # a person asked for a start or restart
-    AUTOSTART = "autostart"  # fleetd started (or a reboot was detected) with autostart on
+    AUTOSTART = "autostart"  # fleetd started with autostart on
+    BRING_UP = "bring_up"  # the end of the bring-up after a reboot (autostart's rules)
     BACKOFF_DUE = "backoff_due"  # the wait before an automatic restart is over
+
+
+STARTS = frozenset(
+    {Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BRING_UP, Trigger.BACKOFF_DUE}
+)
 
 
 class EngineCondition(enum.StrEnum):
@@ -49,28 +58,30 @@ class EngineCondition(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class XidFact:
-    """One new Xid with the catalogue's verdict (overrides applied)."""
+    """One new Xid with the catalogue's answer on it (``info.latches``, ``info.advice``)."""
 
-    xid: int
-    xid_class: XidClass
-    action: XidAction
-    explanation: str
+    info: XidInfo
     card: int | None = None
     pci_bus_id: str | None = None
+
+    @property
+    def xid(self) -> int:
+        """The Xid number."""
+        return self.info.xid
 
 
 @dataclass(frozen=True, slots=True)
 class CardFault:
     """What NVML says is wrong with one card.
 
+    ``lost_kind`` is how NVML said the card is gone (``None``: it still answers);
     ``recovery_action`` is NVML field 230 (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``):
     0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 6 bus reset,
     7 system reboot; ``None`` when the driver does not report it.
     """
 
     card: int
-    lost: bool = False
-    reset_required: bool = False
+    lost_kind: LostKind | None = None
     recovery_action: int | None = None
 
 
@@ -78,50 +89,54 @@ class CardFault:
 class EngineExit:
     """How the engine ended: the crash class from its log (``None``: not classified).
 
-    ``description`` is the supervisor's account in words, used in the decision's reason.
+    ``description`` is the supervisor's account in words, used in the decision's reason;
+    ``ready_for_s`` is how long that run had been ready (``None``: it never was), which
+    forgives the backoff streak once it reaches ``backoff_reset_after_s``.
     """
 
     crash_class: str | None = None
     exit_code: int | None = None
     signal: int | None = None
     description: str | None = None
+    ready_for_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class CriticalCheck:
-    """A check that is critical now (it blocks starts)."""
+class LatchFact:
+    """The reboot-required latch in force: why, and the step it asks for."""
 
-    check_id: str
-    message: str
-    card: int | None = None
+    reason: str
+    advice: Advice = Advice.WARM_REBOOT
 
 
 @dataclass(frozen=True, slots=True)
-class PolicySettings:
-    """The knobs the policy reads; the daemon builds them from ``[recovery]``/``[serving]``.
+class PastFault:
+    """A hardware fault a card had in an earlier boot (the escalation's evidence).
 
-    Backoff is ``min(backoff_base_s * 2**(n-1), backoff_max_s)`` for the n-th failure in a
-    row; ``breaker_max_restarts`` automatic restarts within ``breaker_window_s`` hold the
-    engine until a person acts.
+    ``boots_ago`` counts the reboots since (1: the boot just before this one);
+    ``rebooted_at`` is when the first of them was seen; ``power_cycled`` is true when one of
+    them was a confirmed cold power cycle (then a warm reboot was not what failed).
     """
 
-    autostart: bool = True
-    restart_on_failure: bool = True
-    backoff_base_s: float = 10.0
-    backoff_max_s: float = 300.0
-    breaker_max_restarts: int = 5
-    breaker_window_s: float = 30 * 60.0
+    card: int
+    boots_ago: int
+    what: str
+    at: str
+    rebooted_at: str = ""
+    power_cycled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Facts:
     """Everything one decision may depend on.
 
-    ``restart_times_s`` are the monotonic times of past automatic restarts;
-    ``failures_in_a_row`` counts engine failures since the engine was last ready long
-    enough; ``operator_hold`` is a person's stop (or an unacknowledged breaker hold) that
-    automatic starts must respect; ``latch_reason`` is set while a reboot is required;
-    ``host_rebooting`` is true while a confirmed (or simulated) reboot ends every process.
+    ``checks`` are the rig's check results now; ``recipe_cards`` the cards the recipe
+    uses (``None``: every card), the only ones whose results gate its start;
+    ``recipe_errors`` the recipe's lint errors. ``restart_times_s`` are the monotonic
+    times of past automatic restarts; ``failures_in_a_row`` counts engine failures since
+    the engine was last ready long enough; ``operator_hold`` is a person's stop (or a
+    breaker hold) that automatic starts must respect; ``host_rebooting`` is true while a
+    confirmed (or simulated) reboot ends every process.
     """
 
     trigger: Trigger
@@ -130,8 +145,11 @@ class Facts:
     card_faults: tuple[CardFault, ...] = ()
     probes: tuple[CardProbe, ...] = ()
     engine_exit: EngineExit | None = None
-    critical_checks: tuple[CriticalCheck, ...] = ()
-    latch_reason: str | None = None
+    checks: tuple[CheckResult, ...] = ()
+    latch: LatchFact | None = None
+    recipe_cards: frozenset[int] | None = None
+    recipe_errors: tuple[str, ...] = ()
+    past_faults: tuple[PastFault, ...] = ()
     restart_times_s: tuple[float, ...] = ()
     failures_in_a_row: int = 0
     operator_hold: bool = False

@@ -1,28 +1,28 @@
 """The recovery policy: ``decide(facts, now_s) -> Decision``, pure, no I/O, no clock.
 
-It follows DESIGN.md's recovery rules. A hardware fault (a hardware-class Xid or one whose
-action is a reboot, a lost card, a recovery action asking for a reset or reboot, a failed
-CUDA probe, a ``driver_poisoned`` crash) stops the engine cleanly and latches a reboot,
+It follows DESIGN.md's recovery rules. A hardware fault (an Xid whose catalogue answer
+latches, a lost card, a recovery action asking for a reset or reboot, a failed CUDA
+probe, a ``driver_poisoned`` crash) stops the engine cleanly and latches a reboot,
 whatever else is going on: an Xid 31 often kills the engine a moment before its line is
-read, so the exit that follows must not be mistaken for an application crash. Otherwise an
-engine exit on a healthy rig restarts with capped exponential backoff, and too many
-restarts in the window hold the engine. Starts (a person's, autostart's, the end of a
-backoff) pass one gate: no latch, no critical check. There are no moves here that reload
-``nvidia_uvm``, reset a GPU or kill workers: the decisions cannot express them.
+read, so the exit that follows must not be mistaken for an application crash. A card that
+faults again within ``escalate_within_boots`` boots after a warm reboot is advised a cold
+power cycle (the warm reboot did not help). Otherwise an engine exit on a healthy rig
+restarts with capped exponential backoff, and too many restarts in the window hold the
+engine. Starts (a person's, autostart's, the bring-up's, the end of a backoff) pass one
+gate (``recovery.gate``). There are no moves here that reload ``nvidia_uvm``, reset a GPU
+or kill workers: the decisions cannot express them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hwcheck.model import XidAction, XidClass
+from hwcheck.model import Advice, LostKind, XidClass
 from recovery.decisions import (
-    Advice,
     AdviseInspection,
     Decision,
     Hold,
     NoAction,
-    Reason,
     Refuse,
     RestartAfter,
     Start,
@@ -35,8 +35,8 @@ from recovery.facts import (
     PolicySettings,
     ProbeOutcome,
     Trigger,
-    XidFact,
 )
+from recovery.gate import start_gate
 
 DRIVER_POISONED = "driver_poisoned"
 
@@ -47,6 +47,12 @@ _RECOVERY_ACTION_ADVICE = {
     4: (Advice.WARM_REBOOT, "drain and reset required"),
     6: (Advice.WARM_REBOOT, "PCIe bus reset required"),
     7: (Advice.COLD_POWER_CYCLE, "system reboot required (GSP/PMU class: power cycle)"),
+}
+_LOST_WORDS = {
+    LostKind.RESET_REQUIRED: "needs a reset (NVML: reset required; a reboot on these cards)",
+    LostKind.GPU_IS_LOST: "is lost (NVML: GPU is lost)",
+    LostKind.NOT_ANSWERING: "is lost (NVML calls on it do not return)",
+    LostKind.UNKNOWN: "is lost (NVML: unknown error)",
 }
 
 
@@ -67,30 +73,10 @@ def restarts_in_window(
     return sum(1 for t in restart_times_s if now_s - t <= settings.breaker_window_s)
 
 
-def _xid_latches(fact: XidFact) -> bool:
-    if fact.action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE):
-        return True
-    return fact.xid_class is XidClass.HARDWARE and fact.action is not XidAction.NONE
-
-
-def _xid_fault(fact: XidFact) -> StopAndLatch:
-    advice = (
-        Advice.COLD_POWER_CYCLE if fact.action is XidAction.COLD_POWER_CYCLE else Advice.WARM_REBOOT
-    )
-    where = f" on card {fact.card}" if fact.card is not None else ""
-    return StopAndLatch(f"Xid {fact.xid}{where}: {fact.explanation}", advice, fact.card)
-
-
 def _card_fault(fault: CardFault) -> StopAndLatch | None:
-    if fault.lost:
+    if fault.lost_kind is not None:
         return StopAndLatch(
-            f"card {fault.card} is lost (NVML: GPU is lost)", Advice.WARM_REBOOT, fault.card
-        )
-    if fault.reset_required:
-        return StopAndLatch(
-            f"card {fault.card} needs a reset (NVML: reset required; a reboot on these cards)",
-            Advice.WARM_REBOOT,
-            fault.card,
+            f"card {fault.card} {_LOST_WORDS[fault.lost_kind]}", Advice.WARM_REBOOT, fault.card
         )
     known = _RECOVERY_ACTION_ADVICE.get(fault.recovery_action or 0)
     if known is None:
@@ -105,8 +91,11 @@ def _card_fault(fault: CardFault) -> StopAndLatch | None:
 
 def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
     for fact in facts.new_xids:
-        if _xid_latches(fact):
-            yield _xid_fault(fact)
+        advice = fact.info.advice
+        if advice is not None:
+            where = f" on card {fact.card}" if fact.card is not None else ""
+            reason = f"Xid {fact.xid}{where}: {fact.info.explanation}"
+            yield StopAndLatch(reason, advice, fact.card)
     for fault in facts.card_faults:
         found = _card_fault(fault)
         if found is not None:
@@ -127,6 +116,28 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
         )
 
 
+def escalate(fault: StopAndLatch, facts: Facts) -> StopAndLatch:
+    """A cold power cycle for a card whose earlier fault a warm reboot did not fix."""
+    within = facts.settings.escalate_within_boots
+    if fault.card is None or fault.advice is Advice.COLD_POWER_CYCLE or within < 1:
+        return fault
+    earlier = [
+        past
+        for past in facts.past_faults
+        if past.card == fault.card and 1 <= past.boots_ago <= within and not past.power_cycled
+    ]
+    if not earlier:
+        return fault
+    last = min(earlier, key=lambda past: past.boots_ago)
+    boots = "the boot before this one" if last.boots_ago == 1 else f"{last.boots_ago} boots ago"
+    reboot = f"the warm reboot at {last.rebooted_at}" if last.rebooted_at else "the warm reboot"
+    history = (
+        f"card {fault.card} had a hardware fault {boots} ({last.what}, at {last.at}) and "
+        f"{reboot} after it did not help: it needs a cold power cycle"
+    )
+    return StopAndLatch(f"{fault.reason}; {history}", Advice.COLD_POWER_CYCLE, fault.card)
+
+
 def _worst(faults: list[StopAndLatch]) -> StopAndLatch:
     """The fault to act on: a cold power cycle outranks a warm reboot; else the first seen."""
     for fault in faults:
@@ -135,43 +146,30 @@ def _worst(faults: list[StopAndLatch]) -> StopAndLatch:
     return faults[0]
 
 
-def start_gate(facts: Facts) -> tuple[Reason, ...]:
-    """Why the engine may not start now (empty: it may)."""
-    reasons: list[Reason] = []
-    if facts.latch_reason is not None:
-        reasons.append(Reason("reboot_latch", f"reboot required: {facts.latch_reason}"))
-    reasons.extend(
-        Reason(
-            "critical_check",
-            f"{check.check_id}"
-            + (f" (card {check.card})" if check.card is not None else "")
-            + f": {check.message}",
-        )
-        for check in facts.critical_checks
-    )
-    return tuple(reasons)
-
-
 def _after_exit(facts: Facts, now_s: float) -> Decision:
     settings = facts.settings
     exit_ = facts.engine_exit
     what = "engine ended"
+    streak = facts.failures_in_a_row
     if exit_ is not None:
         what = exit_.description or f"engine ended ({exit_.crash_class or 'unclassified'})"
+        ready_s = exit_.ready_for_s
+        if ready_s is not None and ready_s >= settings.backoff_reset_after_s:
+            streak = 0  # it served long enough: this failure is the first of a new streak
     if facts.host_rebooting:
         return NoAction(f"{what}: the host is rebooting; the bring-up after it starts the engine")
     if not settings.restart_on_failure:
         return NoAction(f"{what}; automatic restart is off")
-    blocked = start_gate(facts)
-    if blocked:
-        return Refuse(blocked)
+    refusals, _ = start_gate(facts)
+    if refusals:
+        return Refuse(refusals)
     recent = restarts_in_window(settings, facts.restart_times_s, now_s)
     if recent >= settings.breaker_max_restarts:
         return Hold(
             f"{what}; {recent} restarts within {settings.breaker_window_s:g} s: "
             "held until a person starts it"
         )
-    failure = facts.failures_in_a_row + 1
+    failure = streak + 1
     delay = backoff_delay_s(settings, failure)
     return RestartAfter(
         delay, failure, f"{what}; restarting in {delay:g} s (failure {failure} in a row)"
@@ -179,15 +177,25 @@ def _after_exit(facts: Facts, now_s: float) -> Decision:
 
 
 def _start(facts: Facts, reason: str) -> Decision:
-    blocked = start_gate(facts)
-    if blocked:
-        return Refuse(blocked)
-    return Start(reason)
+    refusals, warnings = start_gate(facts)
+    if refusals:
+        return Refuse(refusals)
+    return Start(reason, warnings)
+
+
+def _automatic_start(facts: Facts, reason: str) -> Decision:
+    if not facts.settings.autostart:
+        return NoAction("autostart is off")
+    if facts.operator_hold:
+        return NoAction("not started: a person stopped the engine (or the breaker holds it)")
+    if facts.engine is EngineCondition.RUNNING:
+        return NoAction("the engine already runs")
+    return _start(facts, reason)
 
 
 def decide(facts: Facts, now_s: float) -> Decision:
     """The one decision for ``facts`` at monotonic time ``now_s``."""
-    faults = list(_hardware_faults(facts))
+    faults = [escalate(fault, facts) for fault in _hardware_faults(facts)]
     if faults:
         return _worst(faults)
     match facts.trigger:
@@ -200,17 +208,11 @@ def decide(facts: Facts, now_s: float) -> Decision:
                 facts, f"automatic restart after failure {facts.failures_in_a_row} in a row"
             )
         case Trigger.AUTOSTART:
-            if not facts.settings.autostart:
-                return NoAction("autostart is off")
-            if facts.operator_hold:
-                return NoAction(
-                    "not started: a person stopped the engine (or the breaker holds it)"
-                )
-            if facts.engine is EngineCondition.RUNNING:
-                return NoAction("the engine already runs")
-            return _start(facts, "autostart")
-    unknown = [x for x in facts.new_xids if x.xid_class is XidClass.UNKNOWN]
+            return _automatic_start(facts, "autostart")
+        case Trigger.BRING_UP:
+            return _automatic_start(facts, "autostart after the reboot's bring-up")
+    unknown = [x for x in facts.new_xids if x.info.xid_class is XidClass.UNKNOWN]
     if unknown:
         first = unknown[0]
-        return AdviseInspection(f"Xid {first.xid}: {first.explanation}", first.card)
+        return AdviseInspection(f"Xid {first.xid}: {first.info.explanation}", first.card)
     return NoAction("no hardware fault")

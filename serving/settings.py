@@ -1,7 +1,7 @@
-"""The ``[serving]`` and ``[recovery]`` sections of fleet.toml, declared once, here.
+"""The ``[serving]`` section of fleet.toml, declared once, here (``[recovery]`` is recovery's).
 
-The daemon's ``Settings`` composes these models as they are (same names as the config
-file, one validator), and the supervisor reads them directly. ``SupervisorTuning`` holds
+The daemon's ``Settings`` composes it as it is (same names as the config file, one
+validator), and the supervisor reads it directly. ``SupervisorTuning`` holds
 the few knobs that are not in the config file (probe timeout, log rotation, ...): their
 defaults suit a real rig; tests and the bench make them short.
 """
@@ -37,31 +37,12 @@ class ServingSettings(_Section):
     allow_kill: bool = False
 
 
-class RecoverySettings(_Section):
-    """``[recovery]``: restart backoff, the crash breaker and the reboot command.
-
-    Backoff is ``min(backoff_base_s * 2**(n-1), backoff_max_s)`` for the n-th failure in a
-    row (a ``backoff_max_s`` below the base means no growth); n goes back to 0 after
-    ``backoff_reset_after_s`` of uninterrupted readiness. ``breaker_max_restarts``
-    automatic restarts within ``breaker_window_s`` hold the engine until a person acts.
-    The decisions are ``recovery.policy``'s; the supervisor keeps the counts.
-    """
-
-    dry_run: bool = False
-    backoff_base_s: Annotated[float, Field(gt=0)] = 10.0
-    backoff_max_s: Annotated[float, Field(gt=0)] = 300.0
-    backoff_reset_after_s: Annotated[float, Field(gt=0)] = 600.0
-    breaker_max_restarts: Annotated[int, Field(ge=1)] = 5
-    breaker_window_s: Annotated[float, Field(gt=0)] = 1800.0
-    reboot_command: list[str] = Field(default_factory=lambda: ["systemctl", "reboot"])
-
-
 class SupervisorTuning(_Section):
     """The supervisor's knobs that the config file does not offer.
 
     ``term_timeout_s`` is the wait after SIGTERM (``None``: as long as ``stop_timeout_s``);
     ``kill_wait_s`` the wait after SIGKILL (``allow_kill``). Whether a crashed engine is
-    restarted is the recovery policy's decision (the supervisor's ``advise``).
+    restarted is the recovery policy's decision: the supervisor reports the exit.
     """
 
     probe_timeout_s: Annotated[float, Field(gt=0)] = 2.0

@@ -252,12 +252,12 @@ def create_app(
         response_model=RebootDocument,
         response_model_exclude_unset=True,
     )
-    def recovery_reboot_plan() -> dict[str, Any]:
+    def recovery_reboot_plan(cold: bool = False) -> dict[str, Any]:
         """What a confirmed reboot would do now (changes nothing, so no token on loopback).
 
-        What ``fleetctl reboot`` without ``--confirm`` shows.
+        What ``fleetctl reboot [--cold]`` without ``--confirm`` shows (``cold``: a power cycle).
         """
-        return services.recovery_reboot(False)
+        return services.recovery_reboot(False, cold)
 
     @app.post(
         "/api/v1/recovery/reboot",
@@ -271,7 +271,7 @@ def create_app(
 
         409 when the engine would not stop (then nothing is rebooted).
         """
-        return services.recovery_reboot(body.confirm)
+        return services.recovery_reboot(body.confirm, body.cold)
 
     @app.post(
         "/api/v1/recovery/clear",

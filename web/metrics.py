@@ -145,6 +145,13 @@ def _rig_metrics(state: RigMetrics) -> Iterator[Metric]:
     for check_id, severity in sorted(state.check_severities.items()):
         checks.add_metric([check_id], float(severity.rank))
     yield checks
+    overall = GaugeMetricFamily(
+        "cmpfleet_rig_status",
+        "The rig's verdict (as fleetctl status): 0 ok, 1 warning, 2 critical, 3 unknown.",
+    )
+    if state.rig_status is not None:
+        overall.add_metric([], float(state.rig_status))
+    yield overall
     yield GaugeMetricFamily(
         "cmpfleet_reboot_required",
         "1 while the reboot-required latch is set.",
@@ -196,14 +203,16 @@ def _rig_metrics(state: RigMetrics) -> Iterator[Metric]:
     yield age
 
 
-CANARY_RESULT_VALUE = {"pass": 0.0, "warn": 1.0, "fail": 2.0}
+# A stale verdict (from before the engine's current run, or the engine not ready) gets
+# its own value: it must never read as the pass it once was.
+CANARY_RESULT_VALUE = {"pass": 0.0, "warn": 1.0, "fail": 2.0, "stale": 3.0}
 
 
 def _canary_metrics(state: RigMetrics) -> Iterator[Metric]:
     """Engine canaries' last verdicts and figures, and the log-signature counters."""
     results = GaugeMetricFamily(
         "cmpfleet_canary_result",
-        "Last judged result of each engine canary: 0 pass, 1 warn, 2 fail.",
+        "Last judged result of each engine canary: 0 pass, 1 warn, 2 fail, 3 stale.",
         labels=["canary"],
     )
     accuracy = GaugeMetricFamily(
@@ -217,6 +226,8 @@ def _canary_metrics(state: RigMetrics) -> Iterator[Metric]:
     for canary in state.canaries:
         if canary.result in CANARY_RESULT_VALUE:
             results.add_metric([canary.name], CANARY_RESULT_VALUE[canary.result])
+        if canary.result == "stale":
+            continue  # its figure judged an engine run that no longer serves
         if canary.figure is not None and canary.name == "copy_fidelity":
             accuracy.add_metric([], canary.figure)
         if canary.figure is not None and canary.name == "throughput":

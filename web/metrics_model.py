@@ -92,7 +92,7 @@ class CardMetrics:
 
 @dataclass(frozen=True)
 class CanaryMetrics:
-    """One engine canary's last judged result (``result``: pass, warn or fail)."""
+    """One engine canary's last judged result (``result``: pass, warn, fail or stale)."""
 
     name: str
     result: str
@@ -115,6 +115,7 @@ class RigMetrics:
     last_poll_age_s: float | None
     canaries: tuple[CanaryMetrics, ...] = ()
     log_signature_totals: Mapping[str, int] = field(default_factory=dict)  # since fleetd start
+    rig_status: int | None = None  # the rig's verdict: 0 ok, 1 warning, 2 critical, 3 unknown
 
 
 class MetricsSource(Protocol):

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hwcheck.model import EventKind, Severity
+from hwcheck.model import Advice, EventKind, Severity
 from serving.runtime.states import ServingState
 
 # An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
@@ -74,6 +74,9 @@ class CardDocument(Document):
     xid_since_boot: int
     state: str = Field(description="ok, warning, critical or lost")
     lost_reason: str | None = None
+    lost_kind: str | None = Field(
+        default=None, description="gpu_is_lost, reset_required, not_answering or unknown"
+    )
 
 
 class CheckDocument(Document):
@@ -131,7 +134,7 @@ class RecoveryDecisionDocument(Document):
     actor: str = Field(description="recovery, fleetd, or the person (api, cli)")
     action: str = Field(
         description="stop_and_latch, restart_after, hold, start, refuse, advise_inspection, "
-        "probe, reboot, clear_latch or bring_up"
+        "probe, reboot, power_cycle, clear_latch or bring_up"
     )
     reason: str | None
     outcome: str
@@ -154,16 +157,26 @@ class RecoveryDocument(Document):
     reason: str | None
     since: IsoTime | None
     advice: str | None = Field(description="the exact next step for a person")
+    advice_kind: Advice | None = Field(
+        default=None, description="warm_reboot or cold_power_cycle: which step the advice is"
+    )
+    way_out: str | None = Field(
+        default=None, description="every way out: the reboot (or power cycle), or a recorded clear"
+    )
     dry_run: bool | None = None
     decisions: list[RecoveryDecisionDocument] | None = None
     bring_up: BringUpDocument | None = None
 
 
 class RebootRequest(BaseModel):
-    """``POST /api/v1/recovery/reboot`` body: without ``confirm`` it only explains."""
+    """``POST /api/v1/recovery/reboot`` body: without ``confirm`` it only explains.
+
+    ``cold``: a power cycle (``[recovery] power_cycle_command``) instead of a reboot.
+    """
 
     model_config = ConfigDict(extra="forbid")
     confirm: bool = False
+    cold: bool = False
 
 
 class ClearLatchRequest(BaseModel):
@@ -202,6 +215,7 @@ class RigInfoDocument(Document):
     stale_reason: str | None = None
     xid_since_boot: int
     kernel_records_lost: int
+    why: str | None = Field(default=None, description="the one line behind the verdict")
 
 
 class DaemonInfoDocument(Document):
@@ -219,7 +233,9 @@ class CanaryResultDocument(Document):
     """One canary's result: ``{name, result, figure, advice, ts}`` and extras."""
 
     name: str = Field(description="copy_fidelity, tool_calls, reasoning_field or throughput")
-    result: Literal["pass", "warn", "fail", "skipped"]
+    result: Literal["pass", "warn", "fail", "skipped", "stale"] = Field(
+        description="stale: from before the engine's current run, or the engine is not ready"
+    )
     figure: Number | None = Field(description="the measure, in unit (ratio, calls, chars, tok/s)")
     advice: str | None = Field(description="one line: what to do; empty or null when nothing")
     ts: IsoTime | None = Field(description="when it ran; null when it has not run yet")
@@ -229,6 +245,7 @@ class CanaryResultDocument(Document):
     details: dict[str, object] | None = None
     last_skipped_ts: IsoTime | None = None
     last_skipped_reason: str | None = None
+    last_result: str | None = Field(None, description="a stale entry's old result")
 
 
 class LogSignatureDocument(Document):

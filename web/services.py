@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from web.models import EventDocument, RecipeDocument
+from web.models import EventDocument, RecipeDocument, StatusDocument
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class WebServices(Protocol):
         """Simulation control, or ``None`` on a real rig."""
         ...
 
-    def status_document(self) -> dict[str, Any]:
+    def status_document(self) -> StatusDocument | dict[str, Any]:
         """The CONTRACT's status document (same as ``fleetctl status --json``)."""
         ...
 
@@ -93,10 +93,11 @@ class WebServices(Protocol):
         """The spec the daemon would launch, and its diff to the last ready launch."""
         ...
 
-    def recovery_reboot(self, confirm: bool) -> dict[str, Any]:
+    def recovery_reboot(self, confirm: bool, cold: bool = False) -> dict[str, Any]:
         """Explain the reboot (no ``confirm``), or stop cleanly then reboot.
 
-        ``Refused`` when the engine would not stop or the reboot command failed.
+        ``cold``: the power cycle (``[recovery] power_cycle_command``) instead. ``Refused``
+        when the engine would not stop, the command failed or none is configured.
         """
         ...
 

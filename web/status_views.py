@@ -11,8 +11,6 @@ readers still cost one render.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Request
 from fastapi.exceptions import ResponseValidationError
 from pydantic import ValidationError
@@ -26,29 +24,19 @@ from web.services import WebServices
 LOG_TEXT_KEYS = ("last_log_line",)
 
 
-def without_log_text(document: dict[str, Any]) -> dict[str, Any]:
-    """``document`` without the engine's log text (a shallow copy; the input is kept)."""
-    serving = document.get("serving")
-    if not isinstance(serving, dict):
-        return document
-    kept = {key: value for key, value in serving.items() if key not in LOG_TEXT_KEYS}
-    return {**document, "serving": kept}
-
-
 def render_status(services: WebServices, *, log_text: bool) -> bytes:
     """The status document as ``GET /api/v1/status`` sends it (validated, unset fields out).
 
     A document breaking its model fails as FastAPI's own response check would (a 500 and
-    ``ResponseValidationError`` in the log), never reaching a client half right.
+    ``ResponseValidationError`` in the log), never reaching a client half right. Without
+    ``log_text`` the engine's output keys are left out as the document is written.
     """
-    document = services.status_document()
-    if not log_text:
-        document = without_log_text(document)
     try:
-        validated = StatusDocument.model_validate(document)
+        validated = StatusDocument.model_validate(services.status_document())
     except ValidationError as exc:
         raise ResponseValidationError(exc.errors(include_url=False)) from None
-    return validated.model_dump_json(exclude_unset=True).encode()
+    exclude = None if log_text else {"serving": set(LOG_TEXT_KEYS)}
+    return validated.model_dump_json(exclude_unset=True, exclude=exclude).encode()
 
 
 class StatusViews:

@@ -29,19 +29,8 @@ from typing import Any
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
-from hwcheck.model import EventKind, Severity
+from hwcheck.model import ACTION_TEXT, EventKind, Severity, XidAction
 
-ADVICE_BY_XID_ACTION = {
-    "reboot": "Reboot the host: fleetd stopped the engine and will not start it before. "
-    "Never reload nvidia_uvm or run nvidia-smi -r.",
-    "cold_power_cycle": "Power the rig off for 30 s, then on: a warm reboot does not clear "
-    "GSP/PMU faults.",
-    "restart_engine": "The card is healthy: fleetd restarts the engine. If it repeats, read "
-    "`fleetctl logs`.",
-    "inspect": "Look at `fleetctl events --kind xid` and the kernel log around it.",
-    "none": "Nothing to do unless it repeats.",
-}
-ADVICE_REBOOT = "Reboot the host when convenient; the engine stays stopped until then."
 ADVICE_UNCLEAN = (
     "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
 )
@@ -76,6 +65,15 @@ COVERED_RECOVERY_ACTIONS = frozenset({"stop_and_latch", "hold", "restart_after"}
 
 def _camel(word: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", word) if part)
+
+
+def _sentence(text: str) -> str:
+    """An advice line of the one table, as an alert reads it: capital first, full stop."""
+    return text[:1].upper() + text[1:].rstrip(".") + "."
+
+
+def _action(word: str) -> XidAction:
+    return XidAction(word) if word in set(XidAction) else XidAction.INSPECT
 
 
 def _where(event: EventRow) -> str:
@@ -125,7 +123,7 @@ def xid_signals(event: EventRow) -> list[AlertSignal]:
             severity=severity,
             summary=f"Xid {event.xid} ({xid_class}) on {_card_words(event)}: "
             f"{details.get('explanation') or event.message}",
-            advice=ADVICE_BY_XID_ACTION.get(action, ADVICE_BY_XID_ACTION["inspect"]),
+            advice=_sentence(ACTION_TEXT[_action(action)]),
             labels={
                 "alertname": f"Xid{_camel(xid_class)}",
                 "xid": event.xid,
@@ -278,7 +276,7 @@ def latch_signal(latch: Latch | None) -> AlertSignal:
         rule="reboot_required",
         severity=Severity.CRITICAL,
         summary=f"Reboot required: {latch.reason}",
-        advice=latch.advice or ADVICE_REBOOT,
+        advice=_sentence(latch.advice_text),
         labels={"alertname": "RebootRequired", "latch_source": latch.source},
     )
 

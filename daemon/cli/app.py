@@ -136,6 +136,9 @@ def check(
         str | None, typer.Option("--simulate", help="Built-in scenario name or scenario file.")
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Skip the CUDA probe of each card.")
+    ] = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """One-shot local hardware check, no daemon (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
@@ -143,7 +146,7 @@ def check(
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_check.run(out, simulate, config, daemon_url=opts.url))
+    raise typer.Exit(cmd_check.run(out, simulate, config, daemon_url=opts.url, probe=not no_probe))
 
 
 @xid_app.command("scan")
@@ -319,6 +322,10 @@ def reboot(
     confirm: Annotated[
         bool, typer.Option("--confirm", help="Do it (without: only explain what would happen).")
     ] = False,
+    cold: Annotated[
+        bool,
+        typer.Option("--cold", help="Power-cycle instead ([recovery] power_cycle_command)."),
+    ] = False,
     timeout_s: Annotated[
         float,
         typer.Option("--timeout", min=1, help="Seconds to wait for the clean stop and the reboot."),
@@ -330,7 +337,7 @@ def reboot(
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s))
+    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s, cold))
 
 
 @app.command("clear-reboot-latch")

@@ -15,8 +15,15 @@ from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_UNKNOWN, Output
 from daemon.cli.waiting import answer_while_waiting, show_elapsed
 
-RESULT_EXIT = {"pass": 0, "warn": 1, "skipped": 1, "fail": 2}
-RESULT_STYLE = {"pass": "green", "warn": "yellow", "skipped": "magenta", "fail": "bold red"}
+# A stale verdict verifies nothing about the engine serving now: 1, as skipped.
+RESULT_EXIT = {"pass": 0, "warn": 1, "skipped": 1, "stale": 1, "fail": 2}
+RESULT_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "skipped": "magenta",
+    "stale": "magenta",
+    "fail": "bold red",
+}
 # A round is four requests, each with its own timeout (default 120 s): wait for all of them.
 RUN_TIMEOUT_S = 900.0
 

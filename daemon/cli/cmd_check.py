@@ -33,9 +33,13 @@ def render(out: Output, report: CheckReport) -> None:
     show_lines(out, [verdict, *rig_body(doc, Screen(width), datetime.now(UTC), used=1)])
 
 
-def _check(out: Output, host: HostSources, config: Path | None) -> int:
+def _check(
+    out: Output, host: HostSources, config: Path | None, probe: bool, skip: str | None = None
+) -> int:
     settings = load_cli_settings(config)
-    report = run_local_check(host, settings.rig, xid_catalogue(settings))
+    report = run_local_check(
+        host, settings.rig, xid_catalogue(settings), probe=probe, skip_probe=skip
+    )
     if out.json_mode:
         out.emit_json(report.document())
     else:
@@ -44,26 +48,33 @@ def _check(out: Output, host: HostSources, config: Path | None) -> int:
 
 
 def run(
-    out: Output, simulate: str | None, config: Path | None, daemon_url: str | None = None
+    out: Output,
+    simulate: str | None,
+    config: Path | None,
+    daemon_url: str | None = None,
+    probe: bool = True,
 ) -> int:
     """Check the simulated or real rig; the exit code is the worst severity (3 on errors).
 
     On the real rig, a fleetd answering at ``daemon_url`` (this machine only) names its
-    own and its engine's pids, which then do not count as foreign GPU holders.
+    own and its engine's pids, which then do not count as foreign GPU holders; while its
+    engine runs the CUDA probe is skipped (it never runs beside an engine).
     """
     try:
         if simulate is None:
             from daemon.cli.client import find_token
-            from daemon.cli.gpu_pids import running_daemon_gpu_pids
+            from daemon.cli.gpu_pids import running_daemon_pids
             from hwcheck.realhost import real_host_sources
 
-            own_pids: set[int] = set()
+            daemon_pids: set[int] = set()
+            engine: set[int] = set()
             if daemon_url is not None:
                 token = find_token(None, daemon_url)
-                own_pids = running_daemon_gpu_pids(daemon_url, token)
-            host = real_host_sources(exclude_pids=own_pids)
+                daemon_pids, engine = running_daemon_pids(daemon_url, token)
+            skip = f"the engine runs (pids {', '.join(map(str, sorted(engine)))})"
+            host = real_host_sources(exclude_pids=daemon_pids | engine)
             try:
-                return _check(out, host, config)
+                return _check(out, host, config, probe, skip if engine else None)
             finally:
                 host.close()
         from hwcheck.sim.rig import SimulatedRig
@@ -72,7 +83,7 @@ def run(
         with tempfile.TemporaryDirectory(prefix="cmpfleet-check-") as state_dir:
             sim_host = SimulatedRig(scenario, Path(state_dir)).host_sources()
             try:
-                return _check(out, sim_host, config)
+                return _check(out, sim_host, config, probe)
             finally:
                 sim_host.close()
     except BackendUnavailable as exc:  # NVML down: the reason and what to do, one line

@@ -1,10 +1,12 @@
 """fleetctl commands for the reboot-required latch: ``reboot`` and ``clear-reboot-latch``.
 
 ``reboot`` without ``--confirm`` only explains what would happen (exit 0; a read, so
-no token needed: ``GET /api/v1/recovery/reboot``). With it, fleetd
-stops the engine cleanly and only then runs the configured reboot command (under
-``--simulate``: the simulated reboot); an engine that will not stop means no reboot
-(exit 4, with the reason). ``clear-reboot-latch --reason TEXT`` is the recorded override.
+no token needed: ``GET /api/v1/recovery/reboot``). With it, fleetd stops the engine
+cleanly and only then runs the configured reboot command (``--cold``:
+``[recovery] power_cycle_command``; under ``--simulate``: the simulated reboot); an engine
+that will not stop means no reboot (exit 4, with the reason), and so does ``--cold`` with
+no power-cycle command configured (the line says how to do it by hand).
+``clear-reboot-latch --reason TEXT`` is the recorded override.
 
 The confirmed reboot's request lasts as long as the clean stop (up to twice
 ``[serving] stop_timeout_s``: minutes for a real engine), so it is not bound by the
@@ -45,7 +47,9 @@ def _fail_on(out: Output, exc: ClientError) -> NoReturn:
     out.fail(str(exc), EXIT_FAILED)
 
 
-def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dict[str, Any]:
+def _confirmed_reboot(
+    out: Output, client: FleetClient, timeout_s: float, cold: bool
+) -> dict[str, Any]:
     """POST the confirmed reboot and show the engine's state until fleetd answers."""
     watcher = dataclasses.replace(client, timeout_s=PROGRESS_TIMEOUT_S)
     try:
@@ -68,7 +72,7 @@ def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dic
     try:
         result: dict[str, Any] = answer_while_waiting(
             out,
-            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True}),
+            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True, "cold": cold}),
             tick,
             "fleetd carries on with the reboot (the clean stop, then the reboot command); "
             "see fleetctl status",
@@ -84,14 +88,16 @@ def _confirmed_reboot(out: Output, client: FleetClient, timeout_s: float) -> dic
     return result
 
 
-def _explained_reboot(out: Output, client: FleetClient) -> dict[str, Any]:
+def _explained_reboot(out: Output, client: FleetClient, cold: bool) -> dict[str, Any]:
     """What a reboot would do: a read, so no token is needed (an older fleetd: the POST)."""
     try:
-        result: dict[str, Any] = client.get("/api/v1/recovery/reboot")
+        result: dict[str, Any] = client.get(
+            "/api/v1/recovery/reboot", {"cold": "true"} if cold else None
+        )
     except ClientError as exc:
         if exc.status != 405:
             _fail_on(out, exc)
-        return _post(out, client, "/api/v1/recovery/reboot", {"confirm": False})
+        return _post(out, client, "/api/v1/recovery/reboot", {"confirm": False, "cold": cold})
     return result
 
 
@@ -103,19 +109,23 @@ class _Shown:
     at_s: float = float("-inf")
 
 
-def reboot(out: Output, client: FleetClient, confirm: bool, timeout_s: float) -> int:
-    """``fleetctl reboot [--confirm] [--timeout S]``."""
+def reboot(
+    out: Output, client: FleetClient, confirm: bool, timeout_s: float, cold: bool = False
+) -> int:
+    """``fleetctl reboot [--confirm] [--cold] [--timeout S]``."""
     if confirm:
-        result = _confirmed_reboot(out, client, timeout_s)
+        result = _confirmed_reboot(out, client, timeout_s, cold)
     else:
-        result = _explained_reboot(out, client)
+        result = _explained_reboot(out, client, cold)
+    what = "power cycle" if cold else "reboot"
     if out.json_mode:
         out.emit_json(result)
     elif confirm:
-        out.line(f"rebooting: {result['message']}")
+        out.line(f"{'power cycling' if cold else 'rebooting'}: {result['message']}")
     else:
-        out.line(f"would reboot: {result['message']}")
-        out.line("nothing done; run `fleetctl reboot --confirm` to do it")
+        out.line(f"would {what}: {result['message']}")
+        flags = "--confirm --cold" if cold else "--confirm"
+        out.line(f"nothing done; run `fleetctl reboot {flags}` to do it")
     return 0
 
 

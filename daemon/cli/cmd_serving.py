@@ -120,9 +120,14 @@ def _wait(
         if state in ("starting", "stopping"):
             seen_transition = True
         seen_starting = seen_starting or state == "starting"
-        if action != "stop" and seen_starting and state == "stopped":
-            # The start failed or was stopped (a recovery stop, a refused relaunch).
-            out.fail(f"engine stopped: {serving.get('reason') or 'see fleetctl logs'}")
+        if action != "stop" and (seen_starting or seen_transition) and state == "stopped":
+            # The start failed or was stopped (a recovery stop, a refused relaunch); a
+            # restart goes from stopping straight to starting, so stopped is its end too.
+            refused = bool(serving.get("last_refusal"))
+            out.fail(
+                f"engine stopped: {serving.get('reason') or 'see fleetctl logs'}",
+                EXIT_REFUSED if refused else EXIT_FAILED,
+            )
         if seen_transition and state in DONE_STATES[action]:
             end_progress()
             return serving

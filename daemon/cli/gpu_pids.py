@@ -21,17 +21,26 @@ def _pids(value: Any) -> set[int]:
     return {pid for pid in value if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0}
 
 
+def running_daemon_pids(
+    url: str, token: str | None, timeout_s: float = ASK_TIMEOUT_S
+) -> tuple[set[int], set[int]]:
+    """``(fleetd's pid, its engine's process tree)``; empty when no local fleetd answers."""
+    if not is_local_url(url):
+        return set(), set()
+    try:
+        doc = FleetClient(url=url, token=token, timeout_s=timeout_s).get("/api/v1/status")
+    except (ClientError, ValueError):
+        return set(), set()
+    daemon = doc.get("daemon") if isinstance(doc, dict) else None
+    if not isinstance(daemon, dict):
+        return set(), set()
+    own = _pids([daemon.get("pid")])
+    return own, _pids(daemon.get("gpu_pids")) - own
+
+
 def running_daemon_gpu_pids(
     url: str, token: str | None, timeout_s: float = ASK_TIMEOUT_S
 ) -> set[int]:
     """fleetd's pid and its engine's process tree, or nothing when no local fleetd answers."""
-    if not is_local_url(url):
-        return set()
-    try:
-        doc = FleetClient(url=url, token=token, timeout_s=timeout_s).get("/api/v1/status")
-    except (ClientError, ValueError):
-        return set()
-    daemon = doc.get("daemon") if isinstance(doc, dict) else None
-    if not isinstance(daemon, dict):
-        return set()
-    return _pids(daemon.get("gpu_pids")) | _pids([daemon.get("pid")])
+    own, engine = running_daemon_pids(url, token, timeout_s)
+    return own | engine

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from daemon.store.db import Database, mark_news, require_aware, upsert
 from daemon.store.models import KvEntry, StoredRow
 from hwcheck.kernellog.records import KernelLogCursor
+from hwcheck.model import ADVICE_TEXT, Advice
 
 KERNEL_LOG_CURSOR = "kernel_log_cursor"
 LAST_BOOT_ID = "last_boot_id"
@@ -30,18 +31,39 @@ REBOOT_LATCH = "reboot_latch"
 CHECK_SEVERITIES = "check_severities"
 SERVING_STATE = "serving_state"
 ROLLUP_WATERMARK = "rollup_watermark"
+CARD_FAULT_HISTORY = "card_fault_history"  # recovery's per-card faults across boots
+LATCH_WAIVER = "latch_waiver"  # what a person's clear of the latch waived, this boot
 
 ClearHow = Literal["reboot", "operator"]
 
 
+def parse_advice(value: object) -> Advice:
+    """A stored latch's advice: the ``Advice`` word (what fleetd stores).
+
+    Latches written by an older fleetd stored the advice's text: its own cold-cycle text
+    reads as ``cold_power_cycle``, anything else as a warm reboot.
+    """
+    text = str(value or "")
+    if text in set(Advice):
+        return Advice(text)
+    if text.startswith("power the rig off") or text == ADVICE_TEXT[Advice.COLD_POWER_CYCLE]:
+        return Advice.COLD_POWER_CYCLE
+    return Advice.WARM_REBOOT
+
+
 @dataclass(frozen=True, slots=True)
 class Latch(StoredRow):
-    """The reboot-required latch: why, who set it, since when."""
+    """The reboot-required latch: why, who set it, since when, and the step it asks for."""
 
     reason: str
     source: str
     since: datetime
-    advice: str | None = None
+    advice: Advice = Advice.WARM_REBOOT
+
+    @property
+    def advice_text(self) -> str:
+        """What the advice tells a person (the one table, ``hwcheck.model.ADVICE_TEXT``)."""
+        return ADVICE_TEXT[self.advice]
 
     @classmethod
     def from_json(cls, value: Any) -> Latch:
@@ -50,7 +72,7 @@ class Latch(StoredRow):
             reason=str(value["reason"]),
             source=str(value["source"]),
             since=datetime.fromisoformat(str(value["since"])).astimezone(UTC),
-            advice=None if value.get("advice") is None else str(value["advice"]),
+            advice=parse_advice(value.get("advice")),
         )
 
 
@@ -171,6 +193,17 @@ class KeyValueQueries(Database):
         with self.read() as session:
             return check_severities(session)
 
+    def get_document(self, key: str) -> dict[str, Any] | None:
+        """A JSON document kept under ``key`` (``CARD_FAULT_HISTORY``, ``LATCH_WAIVER``)."""
+        with self.read() as session:
+            value = get_value(session, key)
+        return dict(value) if isinstance(value, dict) else None
+
+    def set_document(self, key: str, value: dict[str, Any]) -> None:
+        """Replace the document under ``key``."""
+        with self.write() as session:
+            set_value(session, key, value)
+
     def get_latch(self) -> Latch | None:
         """The reboot-required latch, or ``None``."""
         with self.read() as session:
@@ -180,7 +213,7 @@ class KeyValueQueries(Database):
         self,
         reason: str,
         source: str,
-        advice: str | None = None,
+        advice: Advice | str | None = None,
         now: datetime | None = None,
     ) -> Latch:
         """Set the latch unless it is already set; the latch in force.
@@ -194,7 +227,7 @@ class KeyValueQueries(Database):
             if current is not None:
                 return current
             since = require_aware(now or datetime.now(UTC), "latch time")
-            latch = Latch(reason=reason, source=source, since=since, advice=advice)
+            latch = Latch(reason, source, since, parse_advice(advice))
             set_value(session, REBOOT_LATCH, latch.to_dict(), since)
             mark_news(session)
             return latch

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from hwcheck.cuda_results import ProbeRound
 from hwcheck.model import (
     CheckResult,
     ClassifiedXid,
     DeviceHolder,
     GpuSnapshot,
+    LatchWaiver,
     PciDevice,
     RigProfile,
     RigSnapshot,
@@ -32,6 +34,8 @@ class CheckInput:
     - ``xids``: this boot's classified Xids.
     - ``holders``: foreign processes holding ``/dev/nvidia*`` (engine pids excluded).
     - ``kernel_module_version``: the loaded nvidia kernel module (None when unknown).
+    - ``probes``: the last CUDA probe round (None: not probed, no ``cuda_probe`` result).
+    - ``waiver``: a person's clear of the reboot latch this boot (what it waived).
     """
 
     samples: Sequence[RigSnapshot]
@@ -40,6 +44,8 @@ class CheckInput:
     xids: Sequence[ClassifiedXid] = ()
     holders: Sequence[DeviceHolder] = ()
     kernel_module_version: str | None = None
+    probes: ProbeRound | None = None
+    waiver: LatchWaiver | None = None
 
     def __post_init__(self) -> None:
         if not self.samples:

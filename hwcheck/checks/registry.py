@@ -11,6 +11,7 @@ from typing import NamedTuple
 from hwcheck.checks import (
     card_count,
     card_lost,
+    cuda_probe,
     driver,
     foreign,
     nvml,
@@ -43,6 +44,7 @@ CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(pcie_link.CHECK_ID, pcie_link.check),
     RegisteredCheck(temperature.CHECK_ID, temperature.check),
     RegisteredCheck(xid.CHECK_ID, xid.check),
+    RegisteredCheck(cuda_probe.CHECK_ID, cuda_probe.check),
     RegisteredCheck(persistence.CHECK_ID, persistence.check),
     RegisteredCheck(driver.CHECK_ID, driver.check),
     RegisteredCheck(foreign.CHECK_ID, foreign.check),

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hwcheck.backend import BackendUnavailable
-from hwcheck.model import GpuSnapshot, RigSnapshot
+from hwcheck.model import GpuSnapshot, LostKind, RigSnapshot
 from hwcheck.nvml_errors import nvml_unavailable
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
@@ -45,7 +45,7 @@ def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
     """The card as NVML would return it in sample number ``sample``."""
     card = sim.card
     if card.lost:
-        return lost_card(sim, card.lost_reason)
+        return lost_card(sim, card.lost_reason, LostKind(card.lost_kind or LostKind.GPU_IS_LOST))
     draw_w = card.power_draw_w
     if draw_w is not None and "power_draw_w" not in sim.overridden:
         draw_w = round(draw_w + POWER_DRAW_JITTER_W * _wave(sample, card.index, 0.0), 2)
@@ -58,10 +58,12 @@ def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
     return replace(card, power_draw_w=draw_w, temperature_c=temp_c, memory_temperature_c=mem_temp_c)
 
 
-def lost_card(sim: SimCard, reason: str | None) -> GpuSnapshot:
+def lost_card(
+    sim: SimCard, reason: str | None, kind: LostKind = LostKind.NOT_ANSWERING
+) -> GpuSnapshot:
     """The card as NVML reports one that stopped answering: identity, no readings."""
     kept = {name: getattr(sim.card, name) for name in _LOST_CARD_KEEPS}
-    return GpuSnapshot(**kept, lost=True, lost_reason=reason)
+    return GpuSnapshot(**kept, lost=True, lost_reason=reason, lost_kind=kind)
 
 
 class EnergyMeter:

@@ -9,6 +9,7 @@ with the same one-line wording.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -42,11 +43,12 @@ class FieldType:
 
     base: type
     nullable: bool
+    choices: tuple[str, ...] = ()  # a string field that takes one of these words (an enum)
 
     def describe(self) -> str:
         """What a valid value looks like, for error messages."""
         words = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-        text = words[self.base]
+        text = f"one of {', '.join(self.choices)}" if self.choices else words[self.base]
         return f'{text} or "{NOT_AVAILABLE}"' if self.nullable else text
 
 
@@ -63,6 +65,9 @@ def _field_types() -> dict[str, FieldType]:
         bases = [arg for arg in args if arg is not type(None)]
         if len(bases) == 1 and bases[0] in (int, float, str, bool):
             table[field.name] = FieldType(base=bases[0], nullable=nullable)
+        elif len(bases) == 1 and isinstance(bases[0], type) and issubclass(bases[0], enum.StrEnum):
+            words = tuple(member.value for member in bases[0])
+            table[field.name] = FieldType(base=str, nullable=nullable, choices=words)
     return table
 
 
@@ -139,6 +144,8 @@ def check_card_field(path: str, name: str, value: object) -> CardValue:
         or (base is float and isinstance(value, int | float) and not isinstance(value, bool))
         or (base is str and isinstance(value, str))
     )
+    if ok and field_type.choices:
+        ok = value in field_type.choices
     if not ok:
         raise FieldError(key, f"expected {field_type.describe()}, got {describe_value(value)}")
     if base is float:

@@ -265,7 +265,8 @@ class SimulatedRig:
         """Change card ``index``'s readings (any ``GpuSnapshot`` field); return the card.
 
         ``lost=True`` makes the backend report the card lost (``lost_reason`` defaults to
-        NVML's "GPU is lost"); ``lost=False`` brings it back. Changes last until reboot.
+        NVML's "GPU is lost", ``lost_kind`` to ``gpu_is_lost``; ``"reset_required"`` is
+        NVML's ResetRequired); ``lost=False`` brings it back. Changes last until reboot.
         """
         with self._lock:
             self._check_index(index)
@@ -279,8 +280,9 @@ class SimulatedRig:
                     raise SimulationError(f"card {index}: {exc}") from None
             if checked.get("lost") is True and "lost_reason" not in checked:
                 checked["lost_reason"] = DEFAULT_LOST_REASON
-            if checked.get("lost") is False and "lost_reason" not in checked:
-                checked["lost_reason"] = None
+            if checked.get("lost") is False:
+                checked.setdefault("lost_reason", None)
+                checked.setdefault("lost_kind", None)
             if "power_limit_w" in checked and "power_enforced_limit_w" not in checked:
                 checked["power_enforced_limit_w"] = checked["power_limit_w"]
             self._state.card_overrides.setdefault(index, {}).update(checked)

@@ -15,9 +15,24 @@ from typing import Any
 from serving.runtime.launchers import EngineHandle
 
 
+class StartFor(enum.StrEnum):
+    """Who a start is for.
+
+    A person's clears a breaker hold; an automatic one is autostart's or the bring-up's;
+    a restart answers a backoff's end and counts in the running restart total.
+    """
+
+    PERSON = "person"
+    AUTOMATIC = "automatic"
+    RESTART = "restart"
+
+
 @dataclass(frozen=True)
 class Start:
-    """A person's start: clears a breaker hold and the backoff streak."""
+    """Launch the engine now (the decision to was made by whoever asked)."""
+
+    reason: str = "started by request"
+    kind: StartFor = StartFor.PERSON
 
 
 @dataclass(frozen=True)
@@ -30,7 +45,31 @@ class Stop:
 
 @dataclass(frozen=True)
 class Restart:
-    """Stop, then start (refused before stopping when the start would be)."""
+    """Stop, then start (a person's restart)."""
+
+    reason: str = "restart requested"
+
+
+@dataclass(frozen=True)
+class RestartAfter:
+    """The answer to an ended run: wait ``delay_s`` (``backoff``), then report it due."""
+
+    delay_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The answer to an ended run: the breaker holds the engine (``held``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StayStopped:
+    """The answer to an ended run or a backoff's end: ``stopped``, with the reason shown."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -55,7 +94,9 @@ class Close:
     """Stop supervising (the engine keeps running)."""
 
 
-Command = Start | Stop | Restart | Adopt | ClearHold | Exited | Close
+Command = (
+    Start | Stop | Restart | RestartAfter | Hold | StayStopped | Adopt | ClearHold | Exited | Close
+)
 
 
 @dataclass(frozen=True)

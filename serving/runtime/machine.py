@@ -1,9 +1,12 @@
 """The serving state machine's commands, starts and probes.
 
-Runs on the supervisor's loop thread only. A person's start is checked by the preflight
-(refusals name why); adoption picks up an engine a previous fleetd launched; probes move
-a starting engine to ready, and an unhealthy one into a stop that backs off and restarts.
-How a run ends is ``run_end``'s; the state and its announcements are ``machine_core``'s.
+Runs on the supervisor's loop thread only. Whether to start is decided before a start
+reaches here (recovery's start path): a start checks only the mechanics (the preflight:
+the port, survivors of the last engine; then the launcher), and refusals name why.
+Adoption picks up an engine a previous fleetd launched; probes move a starting engine to
+ready, and an unhealthy one into a stop whose end is reported like an exit. A backoff's
+end is reported too, and waits for the start (or stay-stopped) that answers it. How a
+run ends is ``run_end``'s; the state and its announcements are ``machine_core``'s.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from hwcheck.model import Severity
 from serving.recipe.masking import mask_argv
 from serving.recipe.spec import LaunchSpec
 from serving.runtime import adoption
-from serving.runtime.commands import Exited, Later, Request, Stop
+from serving.runtime.commands import Exited, Later, Request, StartFor, Stop
 from serving.runtime.health_watch import BecameReady, Healthy, Unhealthy
 from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError, launch_secrets
-from serving.runtime.machine_core import LOG, utcnow
+from serving.runtime.machine_core import LOG, Awaiting, utcnow
+from serving.runtime.reports import RunEnded
 from serving.runtime.run_end import RunEnding
 from serving.runtime.states import (
     LaunchRecord,
@@ -32,7 +36,7 @@ from serving.runtime.states import (
     StartRefused,
     StartResult,
 )
-from serving.runtime.stopping import BackoffThenRestart, StartAgain, StayStopped, escalate
+from serving.runtime.stopping import ReportEnd, StartAgain, StayStopped, escalate
 
 _WATCH_SLICE_S = 1.0
 
@@ -42,15 +46,24 @@ class ServingMachine(RunEnding):
 
     # -- commands ------------------------------------------------------------------------
 
-    def start(self) -> StartResult:
-        """A person's start; raises :class:`StartRefused`."""
+    def start(self, reason: str, kind: StartFor) -> StartResult:
+        """Launch (the decision was made by the caller); raises :class:`StartRefused`.
+
+        A restart at a backoff's end happens only while the machine waits for it; a
+        person's start clears a breaker hold.
+        """
+        if kind is StartFor.RESTART and self._awaiting is not Awaiting.BACKOFF_DUE:
+            raise self._refuse(
+                (Refusal("superseded", "the engine was moved meanwhile: no automatic restart"),),
+                keep_state=True,
+            )
         if self._handle is not None and self._state in (
             ServingState.STARTING,
             ServingState.READY,
             ServingState.UNHEALTHY,
         ):
             return StartResult(pid=self._handle.pid, already_running=True)
-        if self._state is ServingState.STOPPING:
+        if self._stop_plan is not None:  # a stop in progress (a restart's launch follows it)
             raise self._refuse(
                 (Refusal("stopping", "the engine is stopping; start it once it has stopped"),),
                 keep_state=True,
@@ -61,15 +74,37 @@ class ServingMachine(RunEnding):
             and self._launcher.is_alive(self._handle)
         ):
             raise self._stuck_refusal(self._handle)
-        warnings = self._run_preflight(keep_state=self._state is not ServingState.HELD)
-        self.book.clear_streak()
-        spec = self._build_spec()
+        if kind is not StartFor.RESTART:
+            self._awaiting = None
         try:
-            handle = self._launch(spec, reason="started by request")
+            warnings = self._run_preflight(keep_state=self._state is not ServingState.HELD)
+            spec = self._build_spec()
+        except StartRefused:
+            if kind is StartFor.RESTART:
+                self._awaiting = None
+                self._backoff_until = None
+                self._set_state(
+                    ServingState.STOPPED, f"automatic restart refused: {self._refusal_text()}"
+                )
+            raise
+        self._awaiting = None
+        if kind is StartFor.RESTART:
+            self.restarts += 1
+            self._save_state()
+            reason = f"automatic restart #{self.restarts}"
+        try:
+            handle = self._launch(spec, reason=reason)
         except LaunchError as exc:
-            self._set_state(ServingState.STOPPED, f"launch failed: {exc}")
+            if kind is StartFor.RESTART:  # as if it ended at once: recovery decides again
+                self._emit(ServingChange.CRASH, Severity.WARNING, f"engine restart failed: {exc}")
+                self._report_end(RunEnded(f"launch failed: {exc}"), f"launch failed: {exc}")
+            else:
+                self._set_state(ServingState.STOPPED, f"launch failed: {exc}")
             raise self._refuse((Refusal("launch_failed", str(exc)),), keep_state=True) from exc
         return StartResult(pid=handle.pid, already_running=False, warnings=warnings)
+
+    def _refusal_text(self) -> str:
+        return "; ".join(r.message for r in self._last_refusal) or "refused"
 
     def stop(self, command: Stop, waiter: Future[Any]) -> Later | None:
         """A stop with no restart; a person's stop wins over a restart in progress."""
@@ -87,14 +122,12 @@ class ServingMachine(RunEnding):
         self._begin_stop(command.reason, final_reason, StayStopped(), waiter)
         return Later.PENDING
 
-    def restart(self, waiter: Future[Any]) -> StartResult | Later:
-        """Stop then start; refused before stopping when the start would be."""
-        self._run_preflight(keep_state=True, announce=False)
+    def restart(self, reason: str, waiter: Future[Any]) -> StartResult | Later:
+        """A person's restart: stop, then start (the decision to was made by the caller)."""
         if self._handle is None or not self._launcher.is_alive(self._handle):
             if self._handle is not None:
                 self._engine_ended()
-            self._set_state(ServingState.STOPPED, "restart requested")
-            return self.start()
+            return self.start(reason, StartFor.PERSON)
         if self._state is ServingState.FAILED:
             raise self._stuck_refusal(self._handle)
         plan = self._stop_plan
@@ -102,13 +135,12 @@ class ServingMachine(RunEnding):
             plan.then = StartAgain()
             plan.waiters.append(waiter)
             return Later.PENDING
-        self._begin_stop("restart requested", "restart requested", StartAgain(), waiter)
+        self._begin_stop("restart requested", reason, StartAgain(), waiter)
         return Later.PENDING
 
     def clear_hold(self) -> None:
         """``held`` becomes ``stopped`` (no start)."""
         if self._state is ServingState.HELD:
-            self.book.clear_streak()
             self._set_state(ServingState.STOPPED, "breaker hold cleared by a person")
 
     def adopt(self) -> bool:
@@ -176,7 +208,7 @@ class ServingMachine(RunEnding):
                 self._probe(now)
         elif self._state is ServingState.BACKOFF and self._backoff_until is not None:
             if now >= self._backoff_until:
-                self._auto_start()
+                self._backoff_over()
         elif self._state is ServingState.STOPPING and plan is not None and now >= plan.deadline:
             handle = self._handle
             if handle is not None:
@@ -280,26 +312,16 @@ class ServingMachine(RunEnding):
                     self._enqueue(Request(Exited(handle)))
                 return
 
-    def _auto_start(self) -> None:
-        """The end of a backoff: preflight again, then launch (a restart)."""
+    def _backoff_over(self) -> None:
+        """The end of a backoff: report it; the answer is a start or a stay-stopped."""
         self._backoff_until = None
+        self._awaiting = Awaiting.BACKOFF_DUE
         try:
-            self._run_preflight(keep_state=True)
-            spec = self._build_spec()
-        except StartRefused as refused:
-            self._set_state(
-                ServingState.STOPPED,
-                "automatic restart refused: " + "; ".join(r.message for r in refused.refusals),
-            )
-            return
-        number = self.book.count_restart(self._clock())
-        self._save_state()
-        try:
-            self._launch(spec, reason=f"automatic restart #{number}")
-        except Exception as exc:  # any failure must lead to the next try, never a stuck loop
-            LOG.exception("automatic restart failed")
-            self._emit(ServingChange.CRASH, Severity.WARNING, f"engine restart failed: {exc}")
-            self._schedule_restart(f"launch failed: {exc}")
+            self._reports.backoff_due()
+        except Exception:  # no answer is no licence to restart: it stays stopped
+            LOG.exception("reporting the backoff's end failed; the engine stays stopped")
+            self._awaiting = None
+            self._set_state(ServingState.STOPPED, "the backoff ended without a decision")
 
     # -- probing -------------------------------------------------------------------------
 
@@ -316,11 +338,9 @@ class ServingMachine(RunEnding):
                 self._became_ready(now)
             case Unhealthy(reason=reason):
                 self._set_state(ServingState.UNHEALTHY, reason, severity=Severity.WARNING)
-                restarting = f"restarting: {reason}"
-                self._begin_stop(restarting, restarting, BackoffThenRestart(reason))
+                stopping = f"stopping the unhealthy engine: {reason}"
+                self._begin_stop(stopping, stopping, ReportEnd(f"engine unhealthy: {reason}"))
             case Healthy():
-                if self._health.ready_since is not None:
-                    self.book.forgive_if_stable(now, self._health.ready_since)
                 self._health.scrape_if_due(now)
             case _:
                 pass

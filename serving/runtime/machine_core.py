@@ -1,14 +1,15 @@
 """The serving state machine's state, its published status and the events it announces.
 
 ``MachineCore`` holds what one engine's supervision knows (state, reason, handle, launch
-record, backoff deadline, stop plan) and the collaborators that keep the rest (health
-watch, restart book, start gate). Its subclasses say what happens: ``RunEnding`` how a run
+record, backoff deadline, stop plan, the running restart total, what it awaits) and the
+collaborators that keep the rest (health watch, start gate, the reports' listener). Its subclasses say what happens: ``RunEnding`` how a run
 ends, ``ServingMachine`` the commands and starts. All of it runs on the loop thread;
 only ``status`` is read from other threads, under a lock.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -22,12 +23,11 @@ from hwcheck.model import Severity
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.classify import CrashClass
 from serving.runtime.commands import Request
-from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.health_watch import HealthWatch
 from serving.runtime.launchers import EngineHandle, Launcher
 from serving.runtime.logcapture import LogCapture
 from serving.runtime.preflight import Preflight, StartGate
-from serving.runtime.restarts import RestartBook
+from serving.runtime.reports import EngineReports
 from serving.runtime.states import (
     LaunchRecord,
     Refusal,
@@ -38,11 +38,18 @@ from serving.runtime.states import (
 )
 from serving.runtime.stopping import StopPlan
 from serving.runtime.supervisor_state import SavedHold, SavedState, SupervisorStateFile
-from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
+from serving.settings import ServingSettings, SupervisorTuning
 
 LOG = logging.getLogger("serving.runtime.supervisor")
 
 EventSink = Callable[[ServingEvent], None]
+
+
+class Awaiting(enum.Enum):
+    """What the machine reported and waits an answer for (a command it then obeys)."""
+
+    EXIT = "exit"  # a run ended on its own: restart_after, hold or stay_stopped
+    BACKOFF_DUE = "backoff_due"  # the backoff is over: a start of kind restart, or stay_stopped
 
 
 def utcnow() -> datetime:
@@ -62,11 +69,10 @@ class MachineCore:
         client: httpx.Client,
         *,
         serving: ServingSettings,
-        recovery: RecoverySettings,
         tuning: SupervisorTuning,
         preflight: Preflight,
         on_event: EventSink,
-        advise: ExitAdvisor,
+        reports: EngineReports,
         enqueue: Callable[[Request], None],
         closed: threading.Event,
         clock: Callable[[], float] = time.monotonic,
@@ -77,13 +83,15 @@ class MachineCore:
         self._serving = serving
         self._tuning = tuning
         self._on_event = on_event
-        self._advise = advise
+        self._reports = reports
         self._enqueue = enqueue
         self._closed = closed
         self._clock = clock
         self._gate = StartGate(preflight)
         self._health = HealthWatch(client, serving, tuning, clock)
-        self.book = RestartBook(recovery)
+        self.restarts = 0  # automatic restarts, a running total (never reset)
+        self._awaiting: Awaiting | None = None
+        self._ready_for_s: float | None = None  # how long the run that just ended was ready
         self._state_file = SupervisorStateFile(state_dir)
         self._status_lock = threading.Lock()
         self._state = ServingState.STOPPED
@@ -101,7 +109,7 @@ class MachineCore:
     def restore(self) -> None:
         """Pick up the restart count and a breaker hold a previous fleetd saved."""
         saved = self._state_file.load()
-        self.book.restarts = saved.restarts
+        self.restarts = saved.restarts
         if saved.hold is not None:
             self._state = ServingState.HELD
             self._reason = saved.hold.reason
@@ -112,7 +120,7 @@ class MachineCore:
         """Save the restart count and, while held, the hold (reason and since)."""
         held = self._state is ServingState.HELD and self._reason is not None
         hold = SavedHold(self._reason or "", self._since) if held else None
-        self._state_file.save(SavedState(self.book.restarts, hold))
+        self._state_file.save(SavedState(self.restarts, hold))
 
     @property
     def status(self) -> ServingStatus:
@@ -183,7 +191,7 @@ class MachineCore:
         return ServingStatus(
             state=self._state,
             pid=None if self._handle is None else self._handle.pid,
-            restarts=self.book.restarts,
+            restarts=self.restarts,
             since=self._since,
             url=self._url,
             reason=self._reason,

@@ -1,4 +1,7 @@
-"""What may block a start: the daemon's preflight, plus the previous engine's survivors.
+"""What may block a launch: the daemon's preflight (the port), plus the previous engine's survivors.
+
+Mechanics only: whether the engine should start at all (the latch, the checks, the CUDA
+probe, lint errors) is decided by recovery's start gate before a start reaches here.
 
 Processes left behind by the last engine (still running, not zombies) may hold GPU memory;
 a new engine on top of them would fail or crowd the cards, so they block a start. They are

@@ -1,9 +1,10 @@
 """How one run of the engine ends: stops we asked for, exits we did not, and what follows.
 
-A stop we asked for ends where its plan says (stopped, backoff then restart, or start
-again). An exit we did not ask for is classified from the log's tail and the exit status
-(``classify``), recorded, and followed by a restart with backoff unless the breaker holds
-the engine for a person.
+A stop we asked for ends where its plan says (stopped, reported as an ended run, or
+start again). An exit we did not ask for is classified from the log's tail and the exit
+status (``classify``), recorded, and reported (``reports``): whether it is restarted
+after a backoff, held by the breaker or left stopped is recovery's decision, which comes
+back as a command (``restart_after``, ``hold``, ``stay_stopped``).
 """
 
 from __future__ import annotations
@@ -14,24 +15,19 @@ from typing import Any
 
 from hwcheck.model import Severity
 from serving.runtime.classify import CrashClass, explain_exit, split_returncode
-from serving.runtime.exit_advice import ExitVerdict, HoldEngine, LeaveStopped, RestartIn
+from serving.runtime.commands import StartFor
 from serving.runtime.launchers import LauncherError
-from serving.runtime.machine_core import LOG, MachineCore, utcnow
+from serving.runtime.machine_core import LOG, Awaiting, MachineCore, utcnow
+from serving.runtime.reports import RunEnded
 from serving.runtime.states import ServingChange, ServingState, StartRefused, StartResult
-from serving.runtime.stopping import (
-    AfterStop,
-    BackoffThenRestart,
-    StartAgain,
-    StayStopped,
-    StopPlan,
-)
+from serving.runtime.stopping import AfterStop, ReportEnd, StartAgain, StayStopped, StopPlan
 
 
 class RunEnding(MachineCore):
-    """Stops, exits, crash classification, backoff and the breaker."""
+    """Stops, exits, crash classification, and the answers to an ended run."""
 
-    def start(self) -> StartResult:
-        """A person's start (``ServingMachine`` carries it out)."""
+    def start(self, reason: str, kind: StartFor) -> StartResult:
+        """A start (``ServingMachine`` carries it out)."""
         raise NotImplementedError
 
     def _begin_stop(
@@ -42,6 +38,7 @@ class RunEnding(MachineCore):
         if waiter is not None:
             plan.waiters.append(waiter)
         self._backoff_until = None
+        self._awaiting = None
         self._stop_plan = plan
         if handle is None:
             self._finish_stop(plan)
@@ -65,13 +62,16 @@ class RunEnding(MachineCore):
         """The engine ended after we asked it to: go where the plan says."""
         self._stop_plan = None
         match plan.then:
-            case BackoffThenRestart(cause=cause):
-                self._schedule_restart(cause)
+            case ReportEnd(cause=cause):
+                self._report_end(RunEnded(cause, ready_for_s=self._ready_for_s), cause)
             case StartAgain():
-                self._set_state(ServingState.STOPPED, "restarting by request")
+                # Straight to the launch: a "stopped" between the two would read as the
+                # end of the restart to anyone watching the state.
                 try:
-                    result = self.start()
+                    result = self.start(plan.final_reason, StartFor.PERSON)
                 except StartRefused as refused:
+                    why = "; ".join(r.message for r in refused.refusals) or "refused"
+                    self._set_state(ServingState.STOPPED, f"the restart's start was refused: {why}")
                     plan.fail(refused)
                     return
                 plan.settle(result)
@@ -93,6 +93,9 @@ class RunEnding(MachineCore):
         survivors = self._launcher.survivors(handle)
         self._gate.note_survivors(survivors)
         self._launcher.release(handle)
+        ready_since = self._health.ready_since
+        ready_for_s = None if ready_since is None else max(self._clock() - ready_since, 0.0)
+        self._ready_for_s = ready_for_s
         self._handle = None
         self._health.detach()
         how = _describe_exit(exit_code, signal)
@@ -132,12 +135,14 @@ class RunEnding(MachineCore):
             advice=verdict.advice,
             launch=self._launch_record,
         )
-        self._schedule_restart(
-            f"engine {how}: {verdict.crash_class}",
+        ended = RunEnded(
+            message,
             crash_class=str(verdict.crash_class),
             exit_code=exit_code,
             signal=signal,
+            ready_for_s=ready_for_s,
         )
+        self._report_end(ended, message)
 
     def _end_launch(
         self, exit_code: int | None, signal: int | None, crash: CrashClass | None, reason: str
@@ -159,35 +164,45 @@ class RunEnding(MachineCore):
             launch=self._launch_record,
         )
 
-    def _schedule_restart(
-        self,
-        reason: str,
-        *,
-        crash_class: str | None = None,
-        exit_code: int | None = None,
-        signal: int | None = None,
-    ) -> None:
-        """Ask the recovery policy what follows an ended run, and do it."""
-        now = self._clock()
-        report = self.book.report(
-            now, reason, crash_class=crash_class, exit_code=exit_code, signal=signal
-        )
+    def _report_end(self, ended: RunEnded, reason: str) -> None:
+        """The run is over: ``stopped``, reported, waiting for the answer."""
+        self._backoff_until = None
+        self._set_state(ServingState.STOPPED, reason)
+        self._awaiting = Awaiting.EXIT
         try:
-            verdict: ExitVerdict = self._advise(report)
-        except Exception as exc:  # no answer is no licence to restart: stay down, say why
-            LOG.exception("the recovery policy failed on an engine exit")
-            verdict = LeaveStopped(f"{reason}; not restarted: the recovery policy failed ({exc})")
-        self.book.note_verdict(verdict)
-        match verdict:
-            case HoldEngine(reason=held):
-                self._set_state(ServingState.HELD, held, severity=Severity.CRITICAL)
-                self._emit(ServingChange.BREAKER, Severity.CRITICAL, held)
-            case RestartIn(delay_s=delay_s, reason=why):
-                self._backoff_until = now + delay_s
-                self._set_state(ServingState.BACKOFF, why)
-            case LeaveStopped(reason=why):
-                self._backoff_until = None
-                self._set_state(ServingState.STOPPED, why)
+            self._reports.engine_exited(ended)
+        except Exception:  # no answer is no licence to restart: it stays stopped
+            LOG.exception("reporting the engine's end failed; it stays stopped")
+            self._awaiting = None
+
+    def _answer(self, expected: Awaiting, what: str) -> bool:
+        """True when the machine waits for this answer (a person may have moved it since)."""
+        if self._awaiting is expected:
+            self._awaiting = None
+            return True
+        LOG.info("ignoring %s: nothing waits for it (a person moved the engine meanwhile)", what)
+        return False
+
+    def restart_after(self, delay_s: float, reason: str) -> None:
+        """The answer to an ended run: ``backoff`` for ``delay_s``, then report it due."""
+        if self._answer(Awaiting.EXIT, "a restart after a backoff"):
+            self._backoff_until = self._clock() + delay_s
+            self._set_state(ServingState.BACKOFF, reason)
+
+    def hold(self, reason: str) -> None:
+        """The answer to an ended run: the breaker's ``held`` (kept across fleetd restarts)."""
+        if self._answer(Awaiting.EXIT, "a breaker hold"):
+            self._set_state(ServingState.HELD, reason, severity=Severity.CRITICAL)
+            self._emit(ServingChange.BREAKER, Severity.CRITICAL, reason)
+
+    def stay_stopped(self, reason: str) -> None:
+        """The answer to an ended run or a backoff's end: ``stopped``, saying why."""
+        if self._awaiting is not None:
+            self._awaiting = None
+            self._backoff_until = None
+            self._set_state(ServingState.STOPPED, reason)
+        else:
+            LOG.info("ignoring stay-stopped (%s): nothing waits for it", reason)
 
 
 def _describe_exit(exit_code: int | None, signal: int | None) -> str:

@@ -34,9 +34,11 @@ class ServingState(enum.StrEnum):
 class Refusal:
     """A reason not to start the engine (``blocking``) or a warning to show with a start.
 
-    ``code`` is stable for callers: ``reboot_latch`` (the CLI maps it to exit 4),
-    ``critical_check``, ``lint``, ``port_in_use``, ``stopping``, ``stop_stuck``, ``recipe``,
-    ``launch_failed``, ``preflight_error`` and whatever else a preflight returns.
+    The supervisor's own refusals are mechanics (whether to start at all is recovery's
+    start gate, before): ``code`` is stable for callers: ``port_in_use``,
+    ``engine_survivors``, ``stopping``, ``stop_stuck``, ``recipe``, ``launch_failed``,
+    ``superseded`` (an automatic restart nobody waits for), ``preflight_error`` and
+    whatever else a preflight returns.
     """
 
     code: str

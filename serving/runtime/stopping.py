@@ -25,8 +25,8 @@ class StayStopped:
 
 
 @dataclass(frozen=True)
-class BackoffThenRestart:
-    """The engine was unhealthy: back off, then restart; ``cause`` says why."""
+class ReportEnd:
+    """The engine was unhealthy: once stopped, report the ended run (``cause`` says why)."""
 
     cause: str
 
@@ -36,7 +36,7 @@ class StartAgain:
     """A restart by request: start once the engine has stopped."""
 
 
-AfterStop = StayStopped | BackoffThenRestart | StartAgain
+AfterStop = StayStopped | ReportEnd | StartAgain
 
 
 class StopPhase(enum.Enum):

@@ -1,6 +1,6 @@
 """The engine's supervisor: one state machine, one loop thread, typed commands through a queue.
 
-Callers (API handlers, signal handlers, the recovery policy) never touch the state: they
+Callers (API handlers, signal handlers, recovery's executors) never touch the state: they
 enqueue a command (``commands``) and, if they want, wait for its result. The loop thread
 waits on the queue with a timeout set to the next thing due (a probe, the end of a
 backoff, a stop deadline), dispatches the command by its type, then does what is due. A
@@ -33,35 +33,39 @@ from serving.runtime.commands import (
     Close,
     Command,
     Exited,
+    Hold,
     Later,
     Request,
     Restart,
+    RestartAfter,
     Start,
+    StartFor,
+    StayStopped,
     Stop,
 )
-from serving.runtime.exit_advice import ExitAdvisor
 from serving.runtime.launchers import Launcher
 from serving.runtime.logcapture import LogCapture
 from serving.runtime.machine import ServingMachine
 from serving.runtime.machine_core import LOG, EventSink
 from serving.runtime.preflight import Preflight
 from serving.runtime.probes import new_probe_client
+from serving.runtime.reports import EngineReports, NoReports
 from serving.runtime.states import ServingStatus, StartRefused, StartResult, SupervisorClosed
-from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
+from serving.settings import ServingSettings, SupervisorTuning
 
 
 class Supervisor:
     """Starts, watches, restarts and stops one engine.
 
     ``spec_factory`` builds the launch spec at each start (so a changed recipe applies at
-    the next start); ``preflight`` returns reasons that block a start and warnings;
+    the next start); ``preflight`` returns the mechanics that block a start (the port);
     ``on_event`` receives every :class:`ServingEvent` on the loop thread (keep it quick; a
-    callback may enqueue commands, which then do not wait for their result). ``advise``
-    is the recovery policy's answer to a run that ended on its own (restart after a
-    backoff, hold, or leave stopped): the supervisor never decides that itself.
-    ``known_secrets`` are masked in every line of the engine's log the supervisor hands
-    out (give the current recipe's before ``open`` loads the log's history; each launch
-    adds its own as it starts).
+    callback may enqueue commands, which then do not wait for their result). ``reports``
+    hears of each run that ended on its own and of each backoff's end, and answers with a
+    command (``restart_after``, ``hold``, ``stay_stopped``, ``start(kind=restart)``): the
+    supervisor never decides that itself. ``known_secrets`` are masked in every line of
+    the engine's log the supervisor hands out (give the current recipe's before ``open``
+    loads the log's history; each launch adds its own as it starts).
     """
 
     def __init__(
@@ -71,11 +75,10 @@ class Supervisor:
         state_dir: Path,
         *,
         serving: ServingSettings,
-        recovery: RecoverySettings,
         tuning: SupervisorTuning | None = None,
-        preflight: Preflight,
+        preflight: Preflight = list,
         on_event: EventSink,
-        advise: ExitAdvisor,
+        reports: EngineReports | None = None,
         clock: Callable[[], float] = time.monotonic,
         known_secrets: KnownSecrets | None = None,
     ) -> None:
@@ -101,11 +104,10 @@ class Supervisor:
             self._capture,
             self._client,
             serving=serving,
-            recovery=recovery,
             tuning=tuning,
             preflight=preflight,
             on_event=on_event,
-            advise=advise,
+            reports=reports or NoReports(),
             enqueue=self._requests.put,
             closed=self._closed,
             clock=clock,
@@ -126,12 +128,18 @@ class Supervisor:
             return False
         return bool(self._submit(Adopt(), wait=True, timeout_s=timeout_s))
 
-    def start(self, timeout_s: float | None = 60.0) -> StartResult:
-        """Start the engine by a person's request; raises :class:`StartRefused`.
+    def start(
+        self,
+        reason: str = "started by request",
+        kind: StartFor = StartFor.PERSON,
+        timeout_s: float | None = 60.0,
+    ) -> StartResult:
+        """Launch the engine; raises :class:`StartRefused` (the mechanics' reasons).
 
-        Clears a breaker hold and the backoff streak; a no-op when already running.
+        A person's start clears a breaker hold; a no-op when already running. Called from
+        the loop thread (an event handler) it is queued and returns an empty result.
         """
-        result = self._submit(Start(), wait=True, timeout_s=timeout_s)
+        result = self._submit(Start(reason, kind), wait=True, timeout_s=timeout_s)
         return result if isinstance(result, StartResult) else StartResult(None, False)
 
     def stop(
@@ -151,10 +159,24 @@ class Supervisor:
         self._submit(Stop(reason, hold_reason), wait=wait, timeout_s=timeout_s)
         return self.status()
 
-    def restart(self, timeout_s: float | None = None) -> StartResult:
-        """Stop then start; preflight is checked first, so a refusal leaves it running."""
-        result = self._submit(Restart(), wait=True, timeout_s=timeout_s)
+    def restart(
+        self, reason: str = "restart requested", wait: bool = True, timeout_s: float | None = None
+    ) -> StartResult:
+        """Stop then start (a person's restart, decided by the caller)."""
+        result = self._submit(Restart(reason), wait=wait, timeout_s=timeout_s)
         return result if isinstance(result, StartResult) else StartResult(None, False)
+
+    def restart_after(self, delay_s: float, reason: str) -> None:
+        """Answer an ended run: ``backoff`` for ``delay_s``, then report the backoff due."""
+        self._submit(RestartAfter(delay_s, reason), wait=False, timeout_s=None)
+
+    def hold(self, reason: str) -> None:
+        """Answer an ended run: the breaker holds the engine (``held``)."""
+        self._submit(Hold(reason), wait=False, timeout_s=None)
+
+    def stay_stopped(self, reason: str) -> None:
+        """Answer an ended run or a backoff's end: ``stopped`` with ``reason``."""
+        self._submit(StayStopped(reason), wait=False, timeout_s=None)
 
     def adopt(self, timeout_s: float | None = 30.0) -> bool:
         """Adopt the engine named in ``engine.pid`` if it still runs; True if adopted."""
@@ -238,12 +260,21 @@ class Supervisor:
         machine = self._machine
         try:
             match request.command:
-                case Start():
-                    outcome: object = machine.start()
+                case Start(reason=reason, kind=kind):
+                    outcome: object = machine.start(reason, kind)
                 case Stop() as stop:
                     outcome = machine.stop(stop, request.result)
-                case Restart():
-                    outcome = machine.restart(request.result)
+                case Restart(reason=reason):
+                    outcome = machine.restart(reason, request.result)
+                case RestartAfter(delay_s=delay_s, reason=reason):
+                    machine.restart_after(delay_s, reason)
+                    outcome = None
+                case Hold(reason=reason):
+                    machine.hold(reason)
+                    outcome = None
+                case StayStopped(reason=reason):
+                    machine.stay_stopped(reason)
+                    outcome = None
                 case Adopt():
                     outcome = machine.adopt()
                 case ClearHold():
@@ -282,4 +313,5 @@ def _verb(command: Command) -> str:
     """The command's name as the old string commands spelled it (for messages and logs)."""
     names = {Start: "start", Stop: "stop", Restart: "restart", Adopt: "adopt"}
     names |= {ClearHold: "clear_hold", Exited: "exited", Close: "close"}
+    names |= {RestartAfter: "restart_after", Hold: "hold", StayStopped: "stay_stopped"}
     return names[type(command)]

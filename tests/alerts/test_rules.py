@@ -10,7 +10,7 @@ import pytest
 from daemon.alerts.rules import CHECK_TITLES, event_signals, latch_signal, unclean_stop_signal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
-from hwcheck.model import EventKind, Severity
+from hwcheck.model import Advice, EventKind, Severity
 
 T0 = datetime(2026, 9, 29, 3, 0, tzinfo=UTC)
 
@@ -101,12 +101,15 @@ def test_reboots_resolve_xids_and_recovery_trouble_is_news() -> None:
 
 
 def test_latch_and_unclean_stop() -> None:
-    latch = Latch(reason="Xid 79 on card 1", source="recovery", since=T0, advice=None)
+    latch = Latch(reason="Xid 79 on card 1", source="recovery", since=T0)
     fired = latch_signal(latch)
     assert fired.fire and fired.fingerprint == "reboot_required"
     assert (
         fired.severity is Severity.CRITICAL and fired.summary == "Reboot required: Xid 79 on card 1"
     )
+    assert fired.advice == "Reboot the host (fleetctl reboot --confirm)."
+    cold = Latch("Xid 119 on card 2", "recovery", T0, Advice.COLD_POWER_CYCLE)
+    assert latch_signal(cold).advice.startswith("Power the rig off for about 30 s")
     assert not latch_signal(None).fire
     unclean = unclean_stop_signal({"pid": 42, "since": "2026-09-29T02:00:00+00:00"}, T0)
     assert unclean.one_shot and "pid 42" in unclean.summary

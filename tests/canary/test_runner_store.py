@@ -47,9 +47,14 @@ class ScriptedEngine:
         pass
 
 
-def runner(tmp_path: Path, engine: ScriptedEngine) -> CanaryRunner:
+READY_SINCE = "2026-09-29T13:00:00+00:00"  # the engine's current run, before every round
+
+
+def runner(
+    tmp_path: Path, engine: ScriptedEngine, serving: dict[str, Any] | None = None
+) -> CanaryRunner:
     store = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
-    serving = {"state": "ready", "url": "http://engine", "pid": 1, "since": "t"}
+    serving = serving or {"state": "ready", "url": "http://engine", "pid": 1, "since": READY_SINCE}
     return CanaryRunner(
         CanarySettings(busy_running_requests=0),
         store,
@@ -84,3 +89,19 @@ def test_a_busy_round_keeps_the_last_verdict_and_says_when_it_was_skipped(tmp_pa
     assert entries["copy_fidelity"]["result"] == "pass"
     assert "engine busy" in entries["copy_fidelity"]["last_skipped_reason"]
     assert [row.result for row in canaries.judged()] == ["pass"] * 4
+
+
+def test_a_verdict_from_before_the_current_run_or_with_the_engine_down_is_stale(
+    tmp_path: Path,
+) -> None:
+    serving: dict[str, Any] = {"state": "ready", "url": "http://e", "pid": 1, "since": READY_SINCE}
+    canaries = runner(tmp_path, ScriptedEngine(), serving)
+    assert canaries.run_now()["exit_code"] == 0
+    assert {e["result"] for e in canaries.status_entries()} == {"pass"}
+    serving.update(state="stopped", pid=None)  # an Xid stopped it
+    entries = canaries.status_entries()
+    assert {e["result"] for e in entries} == {"stale"}
+    assert {e["last_result"] for e in entries} == {"pass"}
+    assert {canaries.current_result(row) for row in canaries.judged()} == {"stale"}
+    serving.update(state="ready", pid=2, since="2099-01-01T00:00:00+00:00")  # a new run
+    assert {e["result"] for e in canaries.status_entries()} == {"stale"}

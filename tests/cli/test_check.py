@@ -20,7 +20,7 @@ EXPECTED_EXIT = {
     "xid31": 0,  # the Xid fires ~20 s after the simulated boot; a 2-s check sees a healthy rig
     "engine-corrupt": 0,
     "serving-persistenced": 0,  # persistenced and fleetd hold /dev/nvidia*: never foreign
-    "cuda-wedge": 0,  # NVML sees healthy cards: the wedge shows only to the CUDA probe
+    "cuda-wedge": 2,  # NVML sees healthy cards: the CUDA probe finds the wedge
 }
 
 
@@ -40,6 +40,19 @@ def test_check_exit_code_and_json(scenario: str) -> None:
     if scenario == "healthy":
         assert all(c["severity"] == "ok" for c in doc["checks"]), doc["checks"]
         assert len(doc["cards"]) == 4
+
+
+def test_the_cuda_probe_finds_the_wedge_nvml_cannot_see() -> None:
+    doc = json.loads(fleetctl("--json", "check", "--simulate", "cuda-wedge").stdout)
+    probe = {c["card"]: c for c in doc["checks"] if c["id"] == "cuda_probe"}
+    assert sorted(probe) == [0, 1, 2, 3]
+    assert probe[1]["severity"] == "critical"
+    assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in probe[1]["message"]
+    assert "reboot" in probe[1]["remedy"]
+    assert {probe[card]["severity"] for card in (0, 2, 3)} == {"ok"}
+    skipped = fleetctl("check", "--simulate", "cuda-wedge", "--no-probe")
+    assert skipped.returncode == 0, skipped.stdout
+    assert "cuda_probe" not in skipped.stdout
 
 
 def test_locked_card_is_named_with_a_concrete_remedy() -> None:

@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,14 +125,21 @@ def test_fleetctl_controls_and_the_latch_refuses_with_exit_4(
     assert shown.returncode == 0, shown.stderr
     assert "serving.sim.engine" in shown.stdout
     assert "same as the last ready launch" in shown.stdout
+    pid = serving(daemon)["pid"]
     store = Store.open(f"sqlite:///{state / 'fleet.db'}")
     store.set_latch("Xid 79 on card 1", source="test")
     store.close()
     for command in ("start", "restart"):
+        began_s = time.monotonic()
         refused = fleetctl(daemon, command)
+        took_s = time.monotonic() - began_s
         assert refused.returncode == 4, (command, refused.stderr)
         assert "reboot required" in refused.stderr and "Xid 79 on card 1" in refused.stderr
+        assert "fleetctl reboot --confirm" in refused.stderr  # and what to do about it
         assert len(refused.stderr.strip().splitlines()) == 1
+        # A refusal returns at once (fleetctl's own start-up included), the engine untouched.
+        assert took_s < 15, f"{command} took {took_s:.1f} s to refuse"
+        assert serving(daemon)["state"] == "ready" and serving(daemon)["pid"] == pid
     launches = Store.open(f"sqlite:///{state / 'fleet.db'}")
     try:
         assert launches.last_ready_launch() is not None

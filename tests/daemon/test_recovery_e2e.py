@@ -8,6 +8,7 @@ daemon per module where the tests can share it (each clears the latch it set).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,28 @@ def test_xid_31_stops_the_engine_gracefully_and_latches_with_advice(rig: Fleetd)
     assert any(
         "latch cleared by api (operator): test: the card was checked" in r["message"] for r in rows
     )
+
+
+def test_after_an_xid_stop_no_canary_reads_pass(rig: Fleetd) -> None:
+    """The last round's passes judged an engine that no longer serves: stale everywhere."""
+    if serving(rig)["state"] != "ready":
+        assert fleetctl(rig, "start").returncode == 0
+    wait_until(
+        lambda: {c["result"] for c in status(rig)["canaries"]} == {"pass"}, 60, "canaries pass"
+    )
+    inject(rig, 0, 31)
+    wait_until(lambda: latched(rig), DEADLINE_S, "the latch")
+    wait_until(lambda: serving(rig)["state"] == "stopped", DEADLINE_S, "engine stopped")
+    canaries = status(rig)["canaries"]
+    assert {c["result"] for c in canaries} == {"stale"}, canaries
+    assert {c["last_result"] for c in canaries} == {"pass"}
+    shown = fleetctl(rig, "canary", "status", "--json")
+    assert shown.returncode == 1, shown.stdout  # nothing verified about what serves now
+    assert "pass" not in {c["result"] for c in json.loads(shown.stdout)["canaries"]}
+    scraped = rig.get("/metrics").text
+    assert 'cmpfleet_canary_result{canary="copy_fidelity"} 3.0' in scraped
+    assert not re.search(r"^cmpfleet_canary_copy_accuracy_ratio ", scraped, re.MULTILINE)
+    clear(rig)
 
 
 # The catalogue's code table (hwcheck.kernellog.catalogue.RECOVERY_ACTIONS) as advice.
@@ -177,10 +200,29 @@ def test_a_lost_card_latches_and_a_restarted_fleetd_keeps_latch_and_decisions(
 
 
 @pytest.fixture(scope="module")
-def rebooter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
+def power_cycle_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A power-cycle command that records each run: under --simulate it must never run."""
+    tmp = tmp_path_factory.mktemp("power-cycle")
+    record = tmp / "ran"
+    record.write_text("")
+    script = tmp / "rig-power-cycle"
+    script.write_text(f'#!/bin/sh\necho "$0 $*" >> {record}\n')
+    script.chmod(0o755)
+    return record
+
+
+@pytest.fixture(scope="module")
+def rebooter(
+    tmp_path_factory: pytest.TempPathFactory, power_cycle_record: Path
+) -> Iterator[Fleetd]:
     """A rig whose reboot command is a marker a test can look for in the audit trail."""
     tmp = tmp_path_factory.mktemp("reboot")
-    config = fast_config(tmp, '\nreboot_command = ["/usr/sbin/rig-reboot", "--now"]\n')
+    cycle = power_cycle_record.with_name("rig-power-cycle")
+    config = fast_config(
+        tmp,
+        '\nreboot_command = ["/usr/sbin/rig-reboot", "--now"]\n'
+        f'power_cycle_command = ["{cycle}", "--now"]\n',
+    )
     daemon = start_fleetd(tmp, tmp / "state", config=config)
     wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
     yield daemon
@@ -251,6 +293,58 @@ def test_the_simulated_reboot_ends_the_engine_and_the_bring_up_starts_a_new_one(
     assert recovery(rebooter)["bring_up"]["engine_started"] is True
 
 
+def test_a_card_that_faults_again_after_the_warm_reboot_needs_a_cold_power_cycle(
+    rebooter: Fleetd, power_cycle_record: Path
+) -> None:
+    """Xid 31 on card 1, a warm reboot, Xid 31 on card 1 again: a cold power cycle, with the
+    history in the reason; the confirmed power cycle under --simulate runs no host command."""
+    wait_until(lambda: serving(rebooter)["state"] == "ready", 30, "engine ready")
+    inject(rebooter, 1, 31)
+    wait_until(lambda: latched(rebooter), DEADLINE_S, "the first latch")
+    assert recovery(rebooter)["advice_kind"] == "warm_reboot"
+    boot_before = status(rebooter)["rig"]["boot_id"]
+    assert fleetctl(rebooter, "reboot", "--confirm").returncode == 0
+    wait_until(
+        lambda: (
+            (recovery(rebooter).get("bring_up") or {}).get("boot_id") not in (None, boot_before)
+        ),
+        DEADLINE_S,
+        "the bring-up",
+    )
+    inject(rebooter, 1, 31)
+    wait_until(lambda: latched(rebooter), DEADLINE_S, "the second latch")
+    block = recovery(rebooter)
+    assert block["advice_kind"] == "cold_power_cycle"
+    assert block["advice"].startswith(COLD)
+    assert (
+        "card 1 had a hardware fault the boot before this one (Xid 31 on card 1" in block["reason"]
+    )
+    assert "the warm reboot at" in block["reason"] and "did not help" in block["reason"]
+    assert "fleetctl reboot --confirm --cold" in block["way_out"]
+    refused = fleetctl(rebooter, "start")
+    assert refused.returncode == 4 and "--cold" in refused.stderr
+    explained = fleetctl(rebooter, "reboot", "--cold")
+    assert explained.returncode == 0 and "rig-power-cycle --now" in explained.stdout
+    boot_before = status(rebooter)["rig"]["boot_id"]
+    done = fleetctl(rebooter, "reboot", "--confirm", "--cold", "--json")
+    assert done.returncode == 0, done.stderr
+    message = json.loads(done.stdout)["message"]
+    assert "simulated power cycle" in message and "rig-power-cycle --now" in message
+    assert power_cycle_record.read_text() == "", "a host command ran under --simulate"
+    row = next(d for d in recovery(rebooter)["decisions"] if d["action"] == "power_cycle")
+    assert (
+        "a real rig would have run" in row["outcome"] and "rig-power-cycle --now" in row["outcome"]
+    )
+    wait_until(
+        lambda: (
+            (recovery(rebooter).get("bring_up") or {}).get("boot_id") not in (None, boot_before)
+        ),
+        DEADLINE_S,
+        "the bring-up after the power cycle",
+    )
+    assert not latched(rebooter)
+
+
 def test_repeated_crashes_are_restarted_then_held(tmp_path: Path) -> None:
     scenario = healthy_with_engine(
         tmp_path / "crashy.toml", "\n[engine]\nready_after_s = 0.3\ncrash_after_s = 0.5\n"
@@ -319,5 +413,35 @@ def test_a_wedged_card_fails_the_probe_and_the_engine_never_starts(tmp_path: Pat
         assert serving(daemon)["state"] == "stopped" and serving(daemon)["pid"] is None
         probes = [d for d in block["decisions"] if d["action"] == "probe"]
         assert probes and "card 1 failed" in probes[0]["outcome"]
+    finally:
+        stop_all([daemon])
+
+
+def test_the_override_overrides_and_a_new_xid_latches_again(tmp_path: Path) -> None:
+    """Under --simulate xid31: latch, clear with a reason, start (exit 0); a second Xid 31
+    latches again. The first Xid stays counted, shown cleared."""
+    daemon = start_fleetd(
+        tmp_path, tmp_path / "state", simulate="xid31", config=fast_config(tmp_path)
+    )
+    try:
+        wait_until(lambda: latched(daemon), 60, "the latch of the scenario's Xid 31")
+        wait_until(lambda: serving(daemon)["state"] == "stopped", DEADLINE_S, "engine stopped")
+        refused = fleetctl(daemon, "start")
+        assert refused.returncode == 4
+        assert "clear-reboot-latch --reason" in refused.stderr  # the other way out, said
+        clear(daemon, "test")
+        started = fleetctl(daemon, "start")
+        assert started.returncode == 0, started.stderr
+        assert serving(daemon)["state"] == "ready"
+        xid_check = next(
+            c for c in status(daemon)["checks"] if c["id"] == "xid_since_boot" and c["card"] == 1
+        )
+        assert xid_check["severity"] == "warning"
+        assert "cleared by 'test'" in xid_check["message"]
+        assert status(daemon)["cards"][1]["xid_since_boot"] == 1
+        inject(daemon, 1, 31)
+        wait_until(lambda: latched(daemon), DEADLINE_S, "the latch of the second Xid 31")
+        wait_until(lambda: serving(daemon)["state"] == "stopped", DEADLINE_S, "engine stopped")
+        assert fleetctl(daemon, "start").returncode == 4
     finally:
         stop_all([daemon])

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hwcheck.checks import CheckInput, run_checks
+from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
 from hwcheck.model import (
     NVIDIA_VENDOR_ID,
     CheckResult,
@@ -21,6 +22,7 @@ from hwcheck.model import (
     ClockEventReason,
     DeviceHolder,
     GpuSnapshot,
+    LatchWaiver,
     PciDevice,
     RigProfile,
     RigSnapshot,
@@ -152,18 +154,26 @@ def make_input(
     pci_devices: Sequence[PciDevice] | None = None,
     xids: Sequence[ClassifiedXid] = (),
     holders: Sequence[DeviceHolder] = (),
+    probes: ProbeRound | None = None,
+    waiver: LatchWaiver | None = None,
 ) -> CheckInput:
     """A CheckInput over a healthy 4-card rig unless told otherwise.
 
-    ``pci_devices`` defaults to the cards of the last sample (all on the bus).
+    ``pci_devices`` defaults to the cards of the last sample (all on the bus); ``probes``
+    to a CUDA probe that passed on every card that answers.
     """
     chosen = list(samples) if samples is not None else [make_rig()]
+    if probes is None:
+        live = [card.index for card in chosen[-1].cards if not card.lost]
+        probes = ProbeRound(BOOT_AT, tuple(CardProbe(card, ProbeOutcome.OK) for card in live))
     return CheckInput(
         samples=chosen,
         profile=profile if profile is not None else RigProfile(card_count=4),
         pci_devices=pci_devices if pci_devices is not None else pci_for(chosen[-1].cards),
         xids=xids,
         holders=holders,
+        probes=probes,
+        waiver=waiver,
     )
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import pytest
 
-from hwcheck.model import Severity, XidAction, XidClass
+from hwcheck.model import LatchWaiver, Severity, XidAction, XidClass, xid_key
 from tests.hwcheck.cards import bus_id, make_input, make_xid, result_for, results_for
 
 APP = {"xid_class": XidClass.APPLICATION, "action": XidAction.RESTART_ENGINE}
@@ -38,7 +41,9 @@ def test_hardware_xid_is_critical_on_its_card_only() -> None:
 @pytest.mark.parametrize(
     ("xid_class", "action", "severity", "remedy_words"),
     [
-        (XidClass.HARDWARE, XidAction.COLD_POWER_CYCLE, Severity.CRITICAL, "power off fully"),
+        (XidClass.HARDWARE, XidAction.COLD_POWER_CYCLE, Severity.CRITICAL, "power the rig off"),
+        # an override to "no action" means what it says: it does not latch, a warning
+        (XidClass.HARDWARE, XidAction.NONE, Severity.WARNING, "watch for repeats"),
         (XidClass.HARDWARE, XidAction.REBOOT, Severity.CRITICAL, "reboot the host"),
         (XidClass.HARDWARE, XidAction.INSPECT, Severity.CRITICAL, "inspect the kernel log"),
         (XidClass.DRIVER, XidAction.REBOOT, Severity.CRITICAL, "reboot the host"),
@@ -63,7 +68,8 @@ def test_cold_power_cycle_remedy_is_exact() -> None:
     xid = make_xid(119, bus_id(2), action=XidAction.COLD_POWER_CYCLE)
     result = result_for(make_input(xids=[xid]), "xid_since_boot", 2)
 
-    assert "power off fully for 30 s; a warm reboot is not enough" in result.remedy
+    assert result.remedy.startswith("power the rig off for about 30 s, then on")
+    assert "a warm reboot is not enough" in result.remedy
 
 
 def test_mixed_xids_counted_and_hardware_leads() -> None:
@@ -98,3 +104,21 @@ def test_xids_without_or_with_unknown_address_go_to_the_rig_result() -> None:
     assert "no PCI address" in rig.message
     assert "2 Xid since boot: 79 x1, 13 x1" in rig.message
     assert all(r.severity is Severity.OK for r in results_for(inp, "xid_since_boot") if r.card)
+
+
+def test_xids_a_person_waived_still_count_but_no_longer_refuse() -> None:
+    """Clearing the latch waives the Xids seen before it: counted, shown cleared, a warning."""
+    before = make_xid(31, bus_id(1))
+    at = datetime(2026, 9, 29, 14, tzinfo=UTC)
+    waiver = LatchWaiver("card reseated", at, frozenset({xid_key(before.event)}))
+    result = result_for(make_input(xids=[before], waiver=waiver), "xid_since_boot", 1)
+    assert result.severity is Severity.WARNING
+    assert "1 Xid since boot: 31 x1" in result.message
+    assert "cleared by 'card reseated' at 2026-09-29T14:00:00+00:00" in result.message
+    assert result.remedy == "no action needed; watch for repeats"
+    # A new one after the clear is critical again.
+    after = make_xid(31, bus_id(1))
+    after = replace(after, event=replace(after.event, text="a later kernel line"))
+    again = result_for(make_input(xids=[before, after], waiver=waiver), "xid_since_boot", 1)
+    assert again.severity is Severity.CRITICAL
+    assert "2 Xid since boot" in again.message

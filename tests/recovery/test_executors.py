@@ -1,15 +1,19 @@
-"""Executors against recording stand-ins for the daemon's side of each protocol.
+"""Executors against recording stand-ins for the daemon's side of each port.
 
 The end-to-end path (real fleetd, real engine process, real store) is tested in
-tests/daemon; here each decision's mechanics and the audit trail are checked one by one.
+tests/daemon; here each decision's mechanics, the latch, dry run and the audit trail are
+checked one by one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
+import pytest
+
+from hwcheck.model import Advice, LatchWaiver
 from recovery.decisions import (
-    Advice,
     Hold,
     NoAction,
     Reason,
@@ -18,99 +22,188 @@ from recovery.decisions import (
     Start,
     StopAndLatch,
 )
-from recovery.executors import Executors
+from recovery.executors import Context, Executors
+from recovery.facts import EngineCondition, LatchFact, Trigger
+from recovery.history import FaultHistory
+from recovery.ports import Launched, StartKind
+from serving.errors import Refused
+from tests.support.recovery_ports import MemoryPorts
 
 
 @dataclass
-class Rig:
+class Rig(MemoryPorts):
     """Records every call; ``stops`` says whether the engine agrees to stop."""
 
     stops: bool = True
+    refuse_start: str | None = None
     calls: list[str] = field(default_factory=list)
-    audit: list[tuple[str, str, str, str]] = field(default_factory=list)
-    latch: str | None = None
+    power_cycle: str | None = None
+
+    # EnginePort
+    def condition(self) -> EngineCondition:
+        return EngineCondition.STOPPED
+
+    def held_by_a_person(self) -> bool:
+        return False
+
+    def recipe_cards(self) -> frozenset[int] | None:
+        return None
+
+    def recipe_errors(self) -> tuple[str, ...]:
+        return ()
+
+    def start(self, reason: str, kind: StartKind) -> Launched:
+        if self.refuse_start is not None:
+            raise Refused(self.refuse_start, "port_in_use")
+        self.calls.append(f"start {kind}: {reason}")
+        return Launched(1234)
+
+    def restart(self, reason: str) -> None:
+        self.calls.append(f"restart: {reason}")
 
     def stop_cleanly(self, reason: str) -> bool:
         self.calls.append(f"stop: {reason}")
         return self.stops
 
-    def start(self, reason: str) -> None:
-        self.calls.append(f"start: {reason}")
+    def restart_after(self, delay_s: float, reason: str) -> None:
+        self.calls.append(f"restart_after {delay_s:g}")
 
     def hold(self, reason: str) -> None:
         self.calls.append(f"hold: {reason}")
 
-    def restart_after(self, delay_s: float, reason: str) -> None:
-        self.calls.append(f"restart_after {delay_s:g}")
+    def stay_stopped(self, reason: str) -> None:
+        self.calls.append(f"stay_stopped: {reason}")
 
-    def set_latch(self, reason: str, advice: str) -> None:
+    # LatchPort
+    def latch(self) -> LatchFact | None:
+        return self.latched
+
+    def set_latch(self, reason: str, advice: Advice) -> None:
         self.calls.append("set_latch")
-        self.latch = self.latch or f"{reason} -> {advice}"
+        self.latched = self.latched or LatchFact(reason, advice)
 
-    def clear_latch(self, reason: str, by: str) -> bool:
-        was_set = self.latch is not None
-        self.latch = None
+    def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
+        was_set = self.latched is not None
+        self.latched = None
         self.calls.append(f"clear_latch by {by}")
         return was_set
 
-    def record(self, actor: str, action: str, reason: str, result: str) -> None:
-        self.audit.append((actor, action, reason, result))
+    # HostCommands
+    def describe(self, cold: bool) -> str | None:
+        return self.power_cycle if cold else "systemctl reboot"
 
-    def describe(self) -> str:
-        return "systemctl reboot"
-
-    def reboot(self) -> str:
-        self.calls.append("reboot")
-        return "systemctl reboot"
+    def run(self, cold: bool) -> str:
+        self.calls.append("power_cycle" if cold else "reboot")
+        return str(self.describe(cold))
 
 
 def executors(rig: Rig, dry_run: bool = False) -> Executors:
-    return Executors(rig, rig, rig, rig, dry_run=dry_run)
+    history = FaultHistory(rig)
+    history.new_boot("boot-1", "t0")
+    runner = Executors(rig, rig, rig, history, dry_run=dry_run)
+    runner.attach_engine(rig)
+    return runner
 
 
 LATCH = StopAndLatch("Xid 119 on card 2: GSP RPC timeout", Advice.COLD_POWER_CYCLE, 2)
+ON_XID = Context(Trigger.XID)
 
 
-def test_stop_and_latch_latches_first_then_stops_with_the_advice() -> None:
+def test_stop_and_latch_latches_first_then_stops_and_notes_the_cards_fault() -> None:
     rig = Rig()
-    outcome = executors(rig).carry_out(LATCH)
+    outcome = executors(rig).carry_out(LATCH, ON_XID)
     assert outcome.done
     assert rig.calls == ["set_latch", "stop: Xid 119 on card 2: GSP RPC timeout"]
-    assert rig.latch is not None
-    assert "30 s" in rig.latch
+    assert rig.latched == LatchFact(LATCH.reason, Advice.COLD_POWER_CYCLE)
+    assert "30 s" in outcome.message
     assert rig.audit == [("recovery", "stop_and_latch", LATCH.reason, "latch set, engine stopped")]
+    assert rig.document is not None
+    assert [(f["card"], f["what"]) for f in rig.document["faults"]] == [(2, "Xid 119 on card 2")]
 
 
 def test_an_engine_that_will_not_stop_still_latches_and_says_so() -> None:
     rig = Rig(stops=False)
-    outcome = executors(rig).carry_out(LATCH)
+    outcome = executors(rig).carry_out(LATCH, ON_XID)
     assert not outcome.done
-    assert rig.latch is not None
+    assert rig.latched is not None
     assert rig.audit[0][3] == "latch set; the engine would not stop (a person must stop it)"
 
 
-def test_dry_run_records_every_decision_and_touches_nothing() -> None:
+def test_dry_run_records_repairs_touches_nothing_and_still_starts() -> None:
     rig = Rig()
     runner = executors(rig, dry_run=True)
-    for decision in (LATCH, Start("autostart"), RestartAfter(10, 1, "crash"), Hold("breaker")):
-        assert not runner.carry_out(decision).done
-    assert rig.calls == []
-    assert [row[1] for row in rig.audit] == ["stop_and_latch", "start", "restart_after", "hold"]
+    for decision in (LATCH, RestartAfter(10, 1, "crash"), Hold("breaker")):
+        assert not runner.carry_out(decision, ON_XID).done
+    assert not runner.latch_now(LATCH)
+    assert rig.calls == [] and rig.latched is None
+    assert [row[1] for row in rig.audit] == ["stop_and_latch", "restart_after", "hold"]
     assert {row[3] for row in rig.audit} == {"dry run: decided, not carried out"}
     assert not runner.reboot("alice").done
     assert rig.calls == []
+    # A start is no repair: a person's, autostart's and the bring-up's still happen.
+    assert runner.carry_out(Start("autostart"), Context(Trigger.AUTOSTART)).done
+    assert rig.calls == ["start automatic: autostart"]
 
 
-def test_mechanical_decisions_reach_the_engine() -> None:
+def test_a_repair_in_dry_run_after_an_exit_leaves_the_engine_stopped_saying_so() -> None:
+    rig = Rig()
+    executors(rig, dry_run=True).carry_out(
+        RestartAfter(10, 1, "crash"), Context(Trigger.ENGINE_EXIT)
+    )
+    assert rig.calls == ["stay_stopped: dry run: decided restart_after (crash); not carried out"]
+
+
+@pytest.mark.parametrize(
+    ("trigger", "kind"),
+    [
+        (Trigger.START_REQUEST, "person"),
+        (Trigger.AUTOSTART, "automatic"),
+        (Trigger.BRING_UP, "automatic"),
+        (Trigger.BACKOFF_DUE, "restart"),
+    ],
+)
+def test_each_start_reaches_the_engine_as_its_kind(trigger: Trigger, kind: str) -> None:
+    rig = Rig()
+    outcome = executors(rig).carry_out(Start("why"), Context(trigger, actor="api"))
+    assert outcome.done and outcome.launched == Launched(1234)
+    assert rig.calls == [f"start {kind}: why"]
+    assert rig.audit == [("api", "start", "why", "done")]
+
+
+def test_a_persons_restart_goes_to_the_engine_as_one_restart() -> None:
+    rig = Rig()
+    warned = (Reason("critical_check", "power_brake (card 0): braking", "tape pin B30"),)
+    outcome = executors(rig).carry_out(
+        Start("started by a person", warned), Context(Trigger.START_REQUEST, "api", restart=True)
+    )
+    assert outcome.done
+    assert rig.calls == ["restart: started by a person"]
+    assert rig.audit[0][3].startswith("done, with warnings: power_brake (card 0): braking")
+
+
+def test_a_refusal_of_the_mechanics_comes_back_with_its_code() -> None:
+    rig = Rig(refuse_start="port 8000 on 127.0.0.1 is taken")
+    outcome = executors(rig).carry_out(Start("why"), Context(Trigger.START_REQUEST))
+    assert not outcome.done
+    assert outcome.refusals == (Reason("port_in_use", "port 8000 on 127.0.0.1 is taken"),)
+
+
+def test_answers_to_an_exit_or_a_backoff_reach_the_engine() -> None:
     rig = Rig()
     runner = executors(rig)
-    runner.carry_out(Start("autostart"))
-    runner.carry_out(RestartAfter(20.0, 2, "engine ended"))
-    runner.carry_out(Hold("5 restarts"))
-    runner.carry_out(Refuse((Reason("reboot_latch", "reboot required"),)))
-    runner.carry_out(NoAction("nothing"))
-    assert rig.calls == ["start: autostart", "restart_after 20", "hold: 5 restarts"]
-    assert [row[1] for row in rig.audit] == ["start", "restart_after", "hold", "refuse"]
+    exit_ = Context(Trigger.ENGINE_EXIT)
+    runner.carry_out(RestartAfter(20.0, 2, "engine ended"), exit_)
+    runner.carry_out(Hold("5 restarts"), exit_)
+    runner.carry_out(NoAction("the host is rebooting"), exit_)
+    refusal = Refuse((Reason("reboot_latch", "reboot required"),))
+    runner.carry_out(refusal, Context(Trigger.BACKOFF_DUE))
+    assert rig.calls == [
+        "restart_after 20",
+        "hold: 5 restarts",
+        "stay_stopped: the host is rebooting",
+        "stay_stopped: automatic restart refused: reboot required",
+    ]
+    assert [row[1] for row in rig.audit] == ["restart_after", "hold", "refuse"]
 
 
 def test_a_confirmed_reboot_runs_only_after_a_clean_stop() -> None:
@@ -119,6 +212,7 @@ def test_a_confirmed_reboot_runs_only_after_a_clean_stop() -> None:
     assert outcome.done
     assert rig.calls == ["stop: reboot confirmed by a person", "reboot"]
     assert rig.audit[-1] == ("alice", "reboot", "confirmed by a person", "ran systemctl reboot")
+    assert rig.document is not None and rig.document["pending_reboot"] == "warm"
 
     stuck = Rig(stops=False)
     outcome = executors(stuck).reboot("alice")
@@ -127,19 +221,49 @@ def test_a_confirmed_reboot_runs_only_after_a_clean_stop() -> None:
     assert "would not stop" in outcome.message
 
 
+def test_a_cold_power_cycle_runs_its_own_command_or_explains_the_manual_way() -> None:
+    rig = Rig(power_cycle="ipmitool chassis power cycle")
+    outcome = executors(rig).reboot("alice", cold=True)
+    assert outcome.done
+    assert rig.calls == ["stop: power cycle confirmed by a person", "power_cycle"]
+    assert rig.document is not None and rig.document["pending_reboot"] == "cold"
+
+    none = Rig()
+    outcome = executors(none).reboot("alice", cold=True)
+    assert not outcome.done
+    assert none.calls == [], "no stop when nothing can be power-cycled"
+    assert "power_cycle_command" in outcome.message and "30 s" in outcome.message
+    assert "power_cycle_command" in executors(none).explain_reboot(cold=True)
+
+
 def test_the_explanation_names_the_command_and_the_clean_stop() -> None:
-    text = executors(Rig()).explain_reboot()
+    text = executors(Rig()).explain_reboot(cold=False)
     assert "systemctl reboot" in text
     assert "never SIGKILL" in text
 
 
 def test_clearing_the_latch_needs_a_reason_and_is_recorded() -> None:
-    rig = Rig(latch="Xid 31")
+    rig = Rig(latched=LatchFact("Xid 31"))
     runner = executors(rig)
-    assert not runner.clear_latch("  ", "alice").done
-    assert rig.latch == "Xid 31"
-    outcome = runner.clear_latch("card replaced", "alice")
+    waiver = LatchWaiver("card replaced", datetime.now(UTC))
+    assert not runner.clear_latch("  ", "alice", waiver).done
+    assert rig.latched is not None
+    outcome = runner.clear_latch("card replaced", "alice", waiver)
     assert outcome.done
-    assert rig.latch is None
-    assert rig.audit[-1] == ("alice", "clear_latch", "card replaced", "latch cleared")
-    assert not runner.clear_latch("again", "alice").done
+    assert rig.latched is None
+    assert rig.audit[-1][:3] == ("alice", "clear_latch", "card replaced")
+    assert rig.audit[-1][3].startswith("latch cleared")
+    assert not runner.clear_latch("again", "alice", waiver).done
+
+
+class BrokenStore(Rig):
+    """A latch that cannot be written (a full disk, a locked database)."""
+
+    def set_latch(self, reason: str, advice: Advice) -> None:
+        raise OSError("No space left on device")
+
+
+def test_a_latch_that_cannot_be_written_does_not_keep_the_engine_running() -> None:
+    rig = BrokenStore()
+    executors(rig).carry_out(LATCH, ON_XID)
+    assert rig.calls == ["stop: Xid 119 on card 2: GSP RPC timeout"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hwcheck.kernellog.catalogue import DEFAULT_ENTRIES, RECOVERY_ACTIONS, XidCatalogue, XidOverride
-from hwcheck.model import XidAction, XidClass
+from hwcheck.model import CheckResult, LostKind, Severity, XidAction, XidClass
 from recovery.decisions import (
     Advice,
     AdviseInspection,
@@ -19,10 +19,11 @@ from recovery.decisions import (
 from recovery.facts import (
     CardFault,
     CardProbe,
-    CriticalCheck,
     EngineCondition,
     EngineExit,
     Facts,
+    LatchFact,
+    PastFault,
     PolicySettings,
     ProbeOutcome,
     Trigger,
@@ -37,8 +38,7 @@ CATALOGUE = XidCatalogue()
 def xid_fact(
     xid: int, message: str = "", card: int | None = 1, catalogue: XidCatalogue = CATALOGUE
 ) -> XidFact:
-    info = catalogue.info(xid, message)
-    return XidFact(xid, info.xid_class, info.action, info.explanation, card=card)
+    return XidFact(catalogue.info(xid, message), card=card)
 
 
 def on_xid(*facts: XidFact, engine: EngineCondition = EngineCondition.RUNNING) -> Facts:
@@ -72,6 +72,7 @@ AWS_CRITICAL = (
 
 
 def expected_for(info_class: XidClass, action: XidAction) -> type:
+    """Written out from DESIGN's rule 3, independent of ``XidInfo.latches``."""
     if action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE):
         return StopAndLatch
     if info_class is XidClass.HARDWARE and action is not XidAction.NONE:
@@ -149,8 +150,10 @@ def test_an_unknown_xid_is_recorded_and_advised_for_inspection() -> None:
 @pytest.mark.parametrize(
     ("fault", "advice"),
     [
-        (CardFault(2, lost=True), Advice.WARM_REBOOT),
-        (CardFault(2, reset_required=True), Advice.WARM_REBOOT),
+        (CardFault(2, lost_kind=LostKind.GPU_IS_LOST), Advice.WARM_REBOOT),
+        (CardFault(2, lost_kind=LostKind.RESET_REQUIRED), Advice.WARM_REBOOT),
+        (CardFault(2, lost_kind=LostKind.NOT_ANSWERING), Advice.WARM_REBOOT),
+        (CardFault(2, lost_kind=LostKind.UNKNOWN), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=1), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=2), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=4), Advice.WARM_REBOOT),
@@ -269,19 +272,26 @@ def test_no_restart_when_automatic_restarts_are_off() -> None:
 
 def test_an_exit_while_the_latch_is_set_is_not_restarted() -> None:
     facts = Facts(
-        Trigger.ENGINE_EXIT, engine_exit=EngineExit("unknown"), latch_reason="Xid 31 on card 1"
+        Trigger.ENGINE_EXIT, engine_exit=EngineExit("unknown"), latch=LatchFact("Xid 31 on card 1")
     )
     decision = decide(facts, NOW_S)
     assert isinstance(decision, Refuse)
     assert [r.code for r in decision.reasons] == ["reboot_latch"]
 
 
-@pytest.mark.parametrize("trigger", [Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BACKOFF_DUE])
+STARTS = [Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BRING_UP, Trigger.BACKOFF_DUE]
+
+
+def check(check_id: str, severity: Severity, card: int | None = None) -> CheckResult:
+    return CheckResult(check_id, card, severity, f"{check_id} is {severity}", f"fix {check_id}")
+
+
+@pytest.mark.parametrize("trigger", STARTS)
 def test_every_start_passes_the_same_gate(trigger: Trigger) -> None:
     facts = Facts(
         trigger,
-        latch_reason="Xid 79 on card 0",
-        critical_checks=(CriticalCheck("vram_unlocked", "8192 MiB: locked", card=2),),
+        latch=LatchFact("Xid 79 on card 0"),
+        checks=(CheckResult("vram_unlocked", 2, Severity.CRITICAL, "8192 MiB: locked"),),
     )
     decision = decide(facts, NOW_S)
     assert isinstance(decision, Refuse)
@@ -289,9 +299,141 @@ def test_every_start_passes_the_same_gate(trigger: Trigger) -> None:
     assert "(card 2)" in decision.reasons[1].message
 
 
-@pytest.mark.parametrize("trigger", [Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BACKOFF_DUE])
+@pytest.mark.parametrize("trigger", STARTS)
 def test_a_healthy_rig_starts(trigger: Trigger) -> None:
     assert isinstance(decide(Facts(trigger), NOW_S), Start)
+
+
+# (check results, the recipe's cards, refused by, warned about): what gates a start.
+GATE_TABLE = [
+    # a locked card among the recipe's cards refuses; on a card it does not use, it warns
+    ((check("vram_unlocked", Severity.CRITICAL, 7),), None, ["vram_unlocked"], []),
+    ((check("vram_unlocked", Severity.CRITICAL, 7),), frozenset(range(6)), [], ["vram_unlocked"]),
+    ((check("vram_unlocked", Severity.CRITICAL, 5),), frozenset(range(6)), ["vram_unlocked"], []),
+    # a rig-wide result gates whatever the cards
+    ((check("card_count", Severity.CRITICAL),), frozenset({0, 1}), ["card_count"], []),
+    # speed and hygiene problems warn, even when critical
+    ((check("power_brake", Severity.CRITICAL, 0),), None, [], ["power_brake"]),
+    ((check("power_cap", Severity.WARNING, 1),), None, [], ["power_cap"]),
+    ((check("foreign_gpu_processes", Severity.WARNING),), None, [], ["foreign_gpu_processes"]),
+    ((check("engine_output", Severity.CRITICAL),), None, [], ["engine_output"]),
+    ((check("temperature", Severity.WARNING, 2),), None, [], ["temperature"]),
+    ((check("temperature", Severity.CRITICAL, 2),), None, ["temperature"], []),
+    # a warning of a gating check only warns; ok results say nothing
+    ((check("xid_since_boot", Severity.WARNING, 1),), None, [], ["xid_since_boot"]),
+    ((check("cuda_probe", Severity.OK, 1),), None, [], []),
+    ((check("cuda_probe", Severity.CRITICAL, 1),), None, ["cuda_probe"], []),
+    # the host checks (judged against the baseline) gate by default
+    ((check("host_kernel", Severity.CRITICAL),), None, ["host_kernel"], []),
+]
+
+
+@pytest.mark.parametrize(("checks", "cards", "refused", "warned"), GATE_TABLE)
+def test_the_gate_refuses_on_what_is_unsafe_and_warns_about_the_rest(
+    checks: tuple[CheckResult, ...],
+    cards: frozenset[int] | None,
+    refused: list[str],
+    warned: list[str],
+) -> None:
+    decision = decide(Facts(Trigger.START_REQUEST, checks=checks, recipe_cards=cards), NOW_S)
+    if refused:
+        assert isinstance(decision, Refuse)
+        assert [r.message.split(" ")[0].split(":")[0] for r in decision.reasons] == refused
+        assert all(r.remedy.startswith("fix ") for r in decision.reasons)
+    else:
+        assert isinstance(decision, Start)
+        assert [w.message.split(" ")[0].split(":")[0] for w in decision.warnings] == warned
+
+
+def test_gate_checks_choose_what_refuses() -> None:
+    brake = (check("power_brake", Severity.CRITICAL, 0),)
+    strict = PolicySettings(gate_checks=frozenset({"power_brake"}))
+    assert isinstance(
+        decide(Facts(Trigger.AUTOSTART, checks=brake, settings=strict), NOW_S), Refuse
+    )
+    lax = PolicySettings(gate_checks=frozenset())
+    locked = (check("vram_unlocked", Severity.CRITICAL, 1),)
+    assert isinstance(decide(Facts(Trigger.AUTOSTART, checks=locked, settings=lax), NOW_S), Start)
+
+
+def test_the_latch_always_gates_and_says_the_way_out() -> None:
+    for advice, way in (
+        (Advice.WARM_REBOOT, "reboot --confirm"),
+        (Advice.COLD_POWER_CYCLE, "--cold"),
+    ):
+        facts = Facts(
+            Trigger.START_REQUEST,
+            latch=LatchFact("Xid 31 on card 1", advice),
+            settings=PolicySettings(gate_checks=frozenset()),
+        )
+        decision = decide(facts, NOW_S)
+        assert isinstance(decision, Refuse)
+        (reason,) = decision.reasons
+        assert reason.code == "reboot_latch"
+        assert reason.message == "reboot required: Xid 31 on card 1"
+        assert way in reason.remedy and "clear-reboot-latch --reason" in reason.remedy
+
+
+def test_lint_errors_refuse_a_start() -> None:
+    facts = Facts(Trigger.START_REQUEST, recipe_errors=("layer-partition-sum: 40 != 43",))
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, Refuse)
+    assert [r.code for r in decision.reasons] == ["lint"]
+
+
+# (earlier faults of the card, the setting, the advice now): escalation to a cold cycle.
+ESCALATION_TABLE = [
+    ((), 1, Advice.WARM_REBOOT),
+    ((PastFault(1, 1, "Xid 31 on card 1", "t0", "t1"),), 1, Advice.COLD_POWER_CYCLE),
+    ((PastFault(1, 2, "Xid 31 on card 1", "t0", "t1"),), 1, Advice.WARM_REBOOT),
+    ((PastFault(1, 2, "Xid 31 on card 1", "t0", "t1"),), 2, Advice.COLD_POWER_CYCLE),
+    ((PastFault(1, 1, "Xid 31 on card 1", "t0", "t1"),), 0, Advice.WARM_REBOOT),
+    ((PastFault(2, 1, "Xid 31 on card 2", "t0", "t1"),), 1, Advice.WARM_REBOOT),  # another card
+    ((PastFault(1, 1, "Xid 79", "t0", "t1", power_cycled=True),), 1, Advice.WARM_REBOOT),
+]
+
+
+@pytest.mark.parametrize(("past", "within", "advice"), ESCALATION_TABLE)
+def test_a_fault_again_after_a_warm_reboot_escalates_to_a_cold_power_cycle(
+    past: tuple[PastFault, ...], within: int, advice: Advice
+) -> None:
+    facts = Facts(
+        Trigger.XID,
+        new_xids=(xid_fact(31, card=1),),
+        past_faults=past,
+        settings=PolicySettings(escalate_within_boots=within),
+    )
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, StopAndLatch)
+    assert decision.advice is advice
+    if advice is Advice.COLD_POWER_CYCLE:
+        assert "had a hardware fault" in decision.reason and "t0" in decision.reason
+        assert "the warm reboot at t1 after it did not help" in decision.reason
+
+
+def test_lost_cards_and_failed_probes_escalate_too() -> None:
+    past = (PastFault(0, 1, "card 0 is lost", "t0", "t1"),)
+    for fault in (
+        Facts(
+            Trigger.CARD_FAULT, card_faults=(CardFault(0, LostKind.GPU_IS_LOST),), past_faults=past
+        ),
+        Facts(Trigger.PROBE, probes=(CardProbe(0, ProbeOutcome.FAILED),), past_faults=past),
+    ):
+        decision = decide(fault, NOW_S)
+        assert isinstance(decision, StopAndLatch)
+        assert decision.advice is Advice.COLD_POWER_CYCLE
+
+
+def test_a_run_ready_long_enough_starts_a_new_streak() -> None:
+    settings = PolicySettings(backoff_reset_after_s=600.0)
+    for ready_s, failure in ((None, 4), (599.0, 4), (600.0, 1), (3600.0, 1)):
+        exit_ = EngineExit("unknown", ready_for_s=ready_s)
+        facts = Facts(
+            Trigger.ENGINE_EXIT, engine_exit=exit_, failures_in_a_row=3, settings=settings
+        )
+        decision = decide(facts, NOW_S)
+        assert isinstance(decision, RestartAfter)
+        assert decision.failure_in_a_row == failure, ready_s
 
 
 def test_autostart_respects_a_persons_stop_and_the_switch() -> None:
@@ -300,6 +442,7 @@ def test_autostart_respects_a_persons_stop_and_the_switch() -> None:
         decide(Facts(Trigger.AUTOSTART, settings=PolicySettings(autostart=False)), NOW_S), NoAction
     )
     assert isinstance(decide(Facts(Trigger.AUTOSTART, EngineCondition.RUNNING), NOW_S), NoAction)
+    assert isinstance(decide(Facts(Trigger.BRING_UP, operator_hold=True), NOW_S), NoAction)
     # A person's own start is not blocked by their earlier stop.
     assert isinstance(decide(Facts(Trigger.START_REQUEST, operator_hold=True), NOW_S), Start)
 
@@ -310,3 +453,22 @@ def test_the_policy_cannot_express_a_forbidden_move() -> None:
     names = " ".join(dir(decisions)).lower()
     for forbidden in ("rmmod", "modprobe", "reload", "gpu_reset", "kill"):
         assert forbidden not in names
+
+
+@pytest.mark.parametrize("xid_class", list(XidClass))
+@pytest.mark.parametrize("action", list(XidAction))
+def test_one_answer_per_xid_the_check_and_the_policy_agree(
+    xid_class: XidClass, action: XidAction
+) -> None:
+    """A ``[xid.N]`` override of any class and action: critical exactly when it latches."""
+    from hwcheck.checks.xid import xid_severity
+    from hwcheck.model import ClassifiedXid, XidEvent, XidInfo
+
+    info = XidInfo(77, xid_class, action, "an override")
+    decision = decide(on_xid(XidFact(info, card=0)), NOW_S)
+    item = ClassifiedXid(XidEvent(77, "NVRM: Xid (PCI:0000:01:00): 77", "m"), info)
+    assert isinstance(decision, StopAndLatch) is info.latches
+    assert (xid_severity(item) is Severity.CRITICAL) is info.latches
+    assert expected_for(xid_class, action) is StopAndLatch or not info.latches
+    if isinstance(decision, StopAndLatch):
+        assert decision.advice is info.advice

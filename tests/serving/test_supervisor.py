@@ -1,5 +1,10 @@
 """The supervisor with real engines: the simulated engine as a child process, real HTTP
-probes on loopback, real signals. Small timings keep it fast; every wait has a deadline."""
+probes on loopback, real signals. Small timings keep it fast; every wait has a deadline.
+
+What follows an ended run (a backoff, the breaker's hold, a restart) is recovery's
+decision: the supervisor reports, recovery's real controller (its ports in memory,
+``tests.support.recovery_ports``) answers, as in fleetd.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +20,17 @@ import httpx
 import psutil
 import pytest
 
-from recovery.facts import PolicySettings
+from recovery.controller import RecoveryController
+from recovery.facts import Trigger
 from recovery.policy import backoff_delay_s
-from recovery.supervision import PolicyAdvisor, policy_settings
+from recovery.settings import RecoverySettings, policy_settings
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.classify import CrashClass
+from serving.runtime.commands import StartFor
 from serving.runtime.container_launcher import ContainerLauncher
 from serving.runtime.launchers import Launcher
 from serving.runtime.process_launcher import ProcessLauncher
+from serving.runtime.reports import RunEnded
 from serving.runtime.states import (
     Refusal,
     ServingChange,
@@ -31,7 +39,7 @@ from serving.runtime.states import (
     StartRefused,
 )
 from serving.runtime.supervisor import Supervisor
-from serving.settings import RecoverySettings, ServingSettings, SupervisorTuning
+from serving.settings import ServingSettings, SupervisorTuning
 from tests.serving.engine_helpers import (
     SERVED_NAME,
     EventLog,
@@ -44,6 +52,7 @@ from tests.serving.engine_helpers import (
     sim_spec,
     wait_until,
 )
+from tests.support.recovery_ports import attach, standalone_recovery
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,7 @@ class Rig:
     events: EventLog
     state_dir: Path
     launcher: Launcher
+    recovery: RecoveryController | None
 
 
 class Harness:
@@ -112,8 +122,9 @@ class Harness:
         launcher: Launcher | None = None,
         open_now: bool = True,
         listener: Callable[[Supervisor, ServingEvent], None] | None = None,
-        policy: PolicySettings | None = None,
+        recovery: bool = True,
     ) -> Rig:
+        """A supervisor, with recovery's controller answering its reports (unless not)."""
         state = state_dir or self.tmp_path / "state"
         events = EventLog()
         if isinstance(spec_factory, SpecSequence):
@@ -126,19 +137,20 @@ class Harness:
             if listener is not None:
                 listener(holder[0], event)
 
+        controller, reports = standalone_recovery(settings.recovery)
         supervisor = Supervisor(
             spec_factory,
             chosen,
             state,
             serving=settings.serving,
-            recovery=settings.recovery,
             tuning=settings.tuning,
             preflight=preflight,
             on_event=on_event,
-            advise=PolicyAdvisor(policy or policy_settings(settings.recovery)),
+            reports=reports if recovery else None,
         )
+        attach(controller, supervisor)
         holder.append(supervisor)
-        rig = Rig(supervisor, events, state, chosen)
+        rig = Rig(supervisor, events, state, chosen, controller if recovery else None)
         self.rigs.append(rig)
         if open_now:
             supervisor.open()
@@ -147,6 +159,8 @@ class Harness:
     def cleanup(self) -> None:
         for rig in self.rigs:
             rig.supervisor.close()
+            if rig.recovery is not None:
+                rig.recovery.close()
         for rig in self.rigs:
             for pid in rig.events.launch_pids():
                 kill_group(pid)
@@ -257,7 +271,12 @@ def test_hang_goes_unhealthy_and_is_restarted_gracefully(harness: Harness) -> No
     states = rig.events.states()
     assert ServingState.UNHEALTHY in states
     unhealthy = states.index(ServingState.UNHEALTHY)
-    assert states[unhealthy + 1 : unhealthy + 3] == [ServingState.STOPPING, ServingState.BACKOFF]
+    # Stopped (the run is over, reported), then recovery's answer: a backoff.
+    assert states[unhealthy + 1 : unhealthy + 4] == [
+        ServingState.STOPPING,
+        ServingState.STOPPED,
+        ServingState.BACKOFF,
+    ]
     ended = [
         e.launch
         for e in rig.events.of(ServingChange.LAUNCH)
@@ -290,8 +309,9 @@ def test_breaker_holds_after_too_many_restarts_and_a_person_can_start_again(
     ]
     assert "restarting in 0.1 s" in backoffs[0]
     assert "restarting in 0.2 s" in backoffs[1]
-    # A person's start clears the hold.
-    rig.supervisor.start()
+    # A person's start (recovery's start path, as fleetctl start) clears the hold.
+    assert rig.recovery is not None
+    assert rig.recovery.request_start(Trigger.START_REQUEST, "test").started
     wait_ready(rig)
     assert rig.supervisor.status().restarts == 2  # a running total, never reset
 
@@ -390,7 +410,7 @@ def test_allow_kill_sigkills_an_engine_that_ignores_signals(harness: Harness) ->
 
 def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
     port = free_port()
-    latch = Refusal("reboot_latch", "reboot required: Xid 79 on card 1")
+    latch = Refusal("port_in_use", "port 8000 on 127.0.0.1 is taken")
     rig = harness.make(lambda: sim_spec(port), preflight=lambda: [latch])
     with pytest.raises(StartRefused) as refused:
         rig.supervisor.start()
@@ -398,7 +418,7 @@ def test_blocking_preflight_refuses_the_start(harness: Harness) -> None:
     status = rig.supervisor.status()
     assert status.state is ServingState.STOPPED
     assert status.last_refusal == (latch,)
-    assert status.as_dict()["last_refusal"][0]["code"] == "reboot_latch"
+    assert status.as_dict()["last_refusal"][0]["code"] == "port_in_use"
     assert rig.events.of(ServingChange.REFUSED)[0].refusals == (latch,)
     assert not (rig.state_dir / "engine.pid").exists()
     assert rig.events.launch_pids() == []
@@ -421,25 +441,37 @@ def test_preflight_is_checked_again_before_an_automatic_restart(harness: Harness
     )
     rig.supervisor.start()
     wait_ready(rig)
-    refusals.append(Refusal("reboot_latch", "reboot required"))
-    after = rig.events.count()
-    rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=after)
+    refusals.append(Refusal("port_in_use", "port 8000 on 127.0.0.1 is taken"))
+    rig.events.wait_for(
+        lambda evs: any("automatic restart refused" in e.message for e in evs),
+        DEADLINE_S,
+        "the automatic restart refused",
+    )
     status = rig.supervisor.status()
     assert "automatic restart refused" in (status.reason or "")
     assert status.restarts == 0
 
 
-def test_restart_refused_by_preflight_leaves_the_engine_running(harness: Harness) -> None:
+def test_a_restart_whose_launch_is_refused_ends_stopped_with_the_reason(
+    harness: Harness,
+) -> None:
+    """Whether to restart was decided before (recovery's gate refuses with it running);
+    the mechanics after the stop (here the port) can still refuse the launch."""
     port = free_port()
     refusals: list[Refusal] = []
     rig = harness.make(lambda: sim_spec(port), preflight=lambda: list(refusals))
     rig.supervisor.start()
     pid = wait_ready(rig)
-    refusals.append(Refusal("critical_check", "card 2 is locked at 8192 MiB"))
-    with pytest.raises(StartRefused, match="locked"):
+    refusals.append(Refusal("port_in_use", f"port {port} on 127.0.0.1 is taken"))
+    with pytest.raises(StartRefused, match="is taken"):
         rig.supervisor.restart()
-    assert rig.supervisor.status().state is ServingState.READY
-    assert rig.supervisor.status().pid == pid
+    status = rig.supervisor.status()
+    assert status.state is ServingState.STOPPED and status.pid is None
+    assert [r.code for r in status.last_refusal] == ["port_in_use"]
+    assert not is_running(pid)
+    # Never a "stopped" between the stop and the launch (a watcher would read it as the end).
+    states = rig.events.states()
+    assert ServingState.STOPPED not in states[states.index(ServingState.STOPPING) + 1 : -1]
 
 
 def test_restart_replaces_the_engine(harness: Harness) -> None:
@@ -593,12 +625,13 @@ def test_close_with_stop_engine_stops_it(harness: Harness) -> None:
 
 
 def test_crash_while_starting_is_classified(harness: Harness) -> None:
+    """With nobody listening to its reports the supervisor leaves an ended run stopped."""
     port = free_port()
     rig = harness.make(
         lambda: sim_spec(
             port, "--sim-fail-start-after-s", "0.1", "--sim-crash-kind", "kv_oom", ready_after_s=5
         ),
-        policy=policy_settings(FAST.recovery, restart_on_failure=False),
+        recovery=False,
     )
     rig.supervisor.start()
     rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=1)
@@ -786,3 +819,61 @@ def test_secrets_never_reach_events(harness: Harness) -> None:
     assert "--api-key" in dumped
     assert "sk-live-secret" not in dumped
     assert "hf_secret_value" not in dumped
+
+
+class RecordedReports:
+    """An ``EngineReports`` listener that only records (the test answers by hand)."""
+
+    def __init__(self) -> None:
+        self.ended: list[RunEnded] = []
+        self.backoffs_due = 0
+
+    def engine_exited(self, ended: RunEnded) -> None:
+        self.ended.append(ended)
+
+    def backoff_due(self) -> None:
+        self.backoffs_due += 1
+
+
+def test_an_ended_run_is_reported_and_the_answer_obeyed(tmp_path: Path) -> None:
+    """Serving reports and obeys: it never decides on a restart itself."""
+    port = free_port()
+    reports = RecordedReports()
+    events = EventLog()
+    supervisor = Supervisor(
+        lambda: sim_spec(port),
+        ProcessLauncher(tmp_path),
+        tmp_path,
+        serving=FAST.serving,
+        tuning=FAST.tuning,
+        on_event=events,
+        reports=reports,
+    )
+    supervisor.open()
+    try:
+        first = supervisor.start().pid
+        assert first is not None
+        events.wait_state(ServingState.READY, DEADLINE_S)
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: bool(reports.ended), DEADLINE_S, "the exit reported")
+        (ended,) = reports.ended
+        assert ended.crash_class == "unknown" and ended.signal == signal.SIGKILL
+        assert ended.ready_for_s is not None and ended.ready_for_s >= 0
+        assert supervisor.status().state is ServingState.STOPPED
+        # An automatic restart nobody waits for is refused; a hold is ignored later on.
+        with pytest.raises(StartRefused, match="moved meanwhile"):
+            supervisor.start("automatic restart", StartFor.RESTART)
+        supervisor.restart_after(0.1, "restarting in 0.1 s")
+        events.wait_state(ServingState.BACKOFF, DEADLINE_S)
+        wait_until(lambda: reports.backoffs_due == 1, DEADLINE_S, "the backoff's end reported")
+        assert supervisor.status().state is ServingState.BACKOFF  # waiting for the answer
+        second = supervisor.start("automatic restart", StartFor.RESTART).pid
+        assert second not in (None, first)
+        assert supervisor.status().restarts == 1
+        supervisor.hold("too late")  # nothing waits for it: ignored
+        events.wait_state(ServingState.READY, DEADLINE_S, after=events.count() - 1)
+        assert supervisor.status().state is ServingState.READY
+    finally:
+        supervisor.close()
+        for pid in events.launch_pids():
+            kill_group(pid)

@@ -14,6 +14,7 @@ from hwcheck.checks.xid import xid_severity
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import (
+    Advice,
     CheckResult,
     ClassifiedXid,
     EventKind,
@@ -333,7 +334,9 @@ def test_check_states_survive_a_reopen(store_url: str) -> None:
 def test_latch_set_clear_and_the_clearing_event(store: Store) -> None:
     assert store.get_latch() is None
 
-    latch = store.set_latch("Xid 79 on card 1", "recovery", advice="reboot", now=at(10))
+    latch = store.set_latch(
+        "Xid 79 on card 1", "recovery", advice=Advice.COLD_POWER_CYCLE, now=at(10)
+    )
     again = store.set_latch("Xid 154 on card 2", "recovery", now=at(20))
 
     assert latch == again
@@ -341,7 +344,7 @@ def test_latch_set_clear_and_the_clearing_event(store: Store) -> None:
         "Xid 79 on card 1",
         "recovery",
         at(10),
-        "reboot",
+        Advice.COLD_POWER_CYCLE,
     )
     assert store.get_latch() == latch
 

@@ -14,6 +14,7 @@ CONTRACT_CHECK_IDS = frozenset(
         "persistence_mode",
         "driver_version",
         "foreign_gpu_processes",
+        "cuda_probe",
     }
 )
 

@@ -271,18 +271,21 @@ function wireButtons() {
       }),
     );
   }
-  $("reboot-confirm").addEventListener("click", () =>
+  $("reboot-confirm").addEventListener("click", () => {
+    // A cold power cycle when the latch asks for one ([recovery] power_cycle_command).
+    const cold = $("reboot-confirm").dataset.cold === "true";
+    const what = cold ? "Power-cycle the rig" : "Reboot the host";
     mutate(
-      "Reboot the host now? The engine is stopped cleanly first; the reboot runs only if that stop succeeds.",
+      `${what} now? The engine is stopped cleanly first; the ${cold ? "power cycle" : "reboot"} runs only if that stop succeeds.`,
       "/api/v1/recovery/reboot",
-      { confirm: true },
-      (answer) => `reboot: ${answer.message || "accepted"}`,
-    ),
-  );
+      { confirm: true, cold },
+      (answer) => `${cold ? "power cycle" : "reboot"}: ${answer.message || "accepted"}`,
+    );
+  });
   $("reboot-clear").addEventListener("click", () => {
     if (needToken()) return;
     const reason = window.prompt(
-      "Clear the reboot-required latch WITHOUT a reboot? Only if you know the cards are fine. Why (recorded):",
+      "Clear the reboot-required latch WITHOUT a reboot? Only if you know the cards are fine: the faults seen so far then no longer refuse a start (a new one latches again). Why (recorded):",
     );
     if (!reason || !reason.trim()) return;
     post("/api/v1/recovery/clear", { reason: reason.trim() }, (answer) => `clear: ${answer.message || "done"}`);

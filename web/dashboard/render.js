@@ -72,20 +72,8 @@ export function renderVerdict(status) {
   document.title = `${overall.toUpperCase()} - cmpfleet`;
 }
 
-// Advice is a word (warm_reboot, cold_power_cycle) or a sentence; either way say which.
-function adviceKind(advice) {
-  const text = String(advice || "").toLowerCase();
-  if (text.includes("cold") || text.includes("power cycle") || text.includes("power the rig off")) {
-    return "Cold power cycle:";
-  }
-  return "Warm reboot:";
-}
-
-const ADVICE_TEXT = {
-  warm_reboot: "reboot the host once the engine has stopped.",
-  cold_power_cycle:
-    "power the rig off for about 30 s, then on (a warm reboot is not enough for GSP/PMU faults).",
-};
+// The latch's advice comes typed (recovery.advice_kind) with its text from the daemon's one table.
+const ADVICE_KIND = { warm_reboot: "Warm reboot:", cold_power_cycle: "Cold power cycle:" };
 
 export function renderReboot(status) {
   const recovery = status.recovery || {};
@@ -99,9 +87,13 @@ export function renderReboot(status) {
   box.hidden = !recovery.reboot_required;
   if (!recovery.reboot_required) return;
   document.getElementById("reboot-reason").textContent = recovery.reason || "(no reason given)";
-  document.getElementById("reboot-kind").textContent = adviceKind(recovery.advice);
-  document.getElementById("reboot-advice").textContent =
-    ADVICE_TEXT[recovery.advice] || recovery.advice || "";
+  const cold = recovery.advice_kind === "cold_power_cycle";
+  document.getElementById("reboot-kind").textContent = ADVICE_KIND[recovery.advice_kind] || "Warm reboot:";
+  document.getElementById("reboot-advice").textContent = recovery.advice || "";
+  document.getElementById("reboot-way-out").textContent = recovery.way_out ? `Ways out: ${recovery.way_out}.` : "";
+  const confirm = document.getElementById("reboot-confirm");
+  confirm.dataset.cold = String(cold);
+  confirm.textContent = cold ? "Power-cycle the rig\u2026" : "Reboot the host\u2026";
   document.getElementById("reboot-since").textContent = recovery.since
     ? `latched since ${timeOf(recovery.since)}`
     : "";
@@ -253,7 +245,7 @@ export function renderChecks(status) {
 // --- canaries -----------------------------------------------------------------------------
 
 // Badges take the severity colours: a failure is as loud as a critical check.
-const CANARY_LEVEL = { pass: "ok", warn: "warning", fail: "critical", skipped: "unknown" };
+const CANARY_LEVEL = { pass: "ok", warn: "warning", fail: "critical", skipped: "unknown", stale: "unknown" };
 
 function canaryFigure(canary) {
   if (canary.figure === null || canary.figure === undefined) return "n/a";

@@ -1,0 +1,35 @@
+"""``POST /api/v1/serving/{start,restart}``'s answer: recovery's start path, in the API's words.
+
+A person's start and restart go through recovery (``request_start``: one decision, the
+gate, a probe), never straight to the supervisor: a refusal raises ``Refused`` at once,
+before anything is stopped, with every reason and what to do on one line (the API's
+409, fleetctl's exit 4); a start answers with the warnings it was made with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recovery.decisions import Reason
+from recovery.starts import StartAnswer
+from serving.errors import Refused
+
+
+def warning_document(reason: Reason) -> dict[str, Any]:
+    """A warning that went with a start (``RefusalDocument``'s shape, not blocking)."""
+    return {"code": reason.code, "message": reason.line, "blocking": False}
+
+
+def start_document(action: str, answer: StartAnswer, serving: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a person's ``start``/``restart``; ``Refused`` when it did not start."""
+    if not answer.started:
+        codes = [reason.code for reason in answer.refusals]
+        raise Refused(answer.why_not or f"{action} refused", codes[0] if codes else "refused")
+    launched = None if answer.outcome is None else answer.outcome.launched
+    return {
+        "action": action,
+        "accepted": True,
+        "already_running": bool(launched is not None and launched.already_running),
+        "warnings": [warning_document(reason) for reason in answer.warnings],
+        "serving": serving,
+    }

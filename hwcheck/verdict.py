@@ -1,0 +1,60 @@
+"""The rig's one verdict: OK, WARNING, CRITICAL or UNKNOWN, and the one line that says why.
+
+One function judges it, so ``fleetctl check`` (the results alone), fleetd's status, its
+systemd ``STATUS=`` line and ``/metrics`` (results, the reboot latch, the engine's state)
+can never disagree. fleetd judges once per poll and whenever the latch or the engine's
+state changes; a reader only turns a verdict ``unknown`` when the readings behind it have
+gone stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hwcheck.model import CheckResult, Severity, worst_severity
+
+# An engine in these states serves nothing: the rig is not OK even if every card is.
+ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
+UNKNOWN = "unknown"
+# The monitoring-plugin code of each verdict (``status``/``check`` exit codes, /metrics).
+RANKS = {"ok": 0, "warning": 1, "critical": 2, UNKNOWN: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class RigVerdict:
+    """``overall`` (``ok|warning|critical|unknown``) and why, in one line."""
+
+    overall: str
+    why: str
+
+    @property
+    def rank(self) -> int:
+        """0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the exit code of ``status``)."""
+        return RANKS[self.overall]
+
+    def read(self, stale_reason: str | None) -> RigVerdict:
+        """This verdict as a reader sees it now: unknown once its readings are stale."""
+        return self if stale_reason is None else RigVerdict(UNKNOWN, stale_reason)
+
+
+NO_DATA = RigVerdict(UNKNOWN, "no poll yet")
+
+
+def judge(
+    results: Sequence[CheckResult],
+    *,
+    latch_reason: str | None = None,
+    engine_state: str | None = None,
+) -> RigVerdict:
+    """The verdict on ``results``, the latch (critical) and an engine that serves nothing."""
+    worst = worst_severity(list(results))
+    problems = sorted(
+        (r for r in results if r.severity.rank > 0), key=lambda r: r.severity.rank, reverse=True
+    )
+    why = f"{problems[0].id}: {problems[0].message}" if problems else "every check passes"
+    if latch_reason is not None:
+        return RigVerdict(Severity.CRITICAL.value, f"reboot required: {latch_reason}")
+    if engine_state in ENGINE_DOWN_STATES and worst is Severity.OK:
+        return RigVerdict(Severity.WARNING.value, f"the engine is {engine_state}")
+    return RigVerdict(worst.value, why)

@@ -1,0 +1,261 @@
+"""Recovery's controller: every trigger goes facts -> ``decide`` -> executors, here.
+
+A new Xid (the follower's listener), a card NVML calls lost or asking for a reset (the
+poller's snapshot listener), a CUDA probe, an engine run that ended on its own and the
+end of a backoff (the supervisor's reports), and every start (``starts.StartPath``: a
+person's start or restart, autostart, the bring-up) ask ``decide`` once and hand the
+decision to the executors, which record it in the audit trail. The controller reads
+fleetd's state only through its ports (``recovery.ports``), which ``daemon/`` implements.
+
+Threads: listeners run on the follower's, the poller's and the supervisor's threads and
+must not block, so a stop-and-latch sets the latch at once (it blocks restarts and shows
+in the status) and the rest, which may take minutes (a graceful stop), runs on this
+controller's worker, one job at a time. Starts run on their caller's thread (the API's,
+or the worker's), one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from hwcheck.cuda_results import CudaProber
+from hwcheck.model import ClassifiedXid, GpuSnapshot, LatchWaiver, LostKind, RigSnapshot, xid_key
+from recovery.decisions import Decision, NoAction, StopAndLatch
+from recovery.executors import Context, Executors
+from recovery.facts import CardFault, EngineCondition, EngineExit, Facts, Trigger, XidFact
+from recovery.history import FaultHistory
+from recovery.policy import decide
+from recovery.ports import (
+    AuditTrail,
+    DocumentStore,
+    EnginePort,
+    HostCommands,
+    LatchPort,
+    RigView,
+)
+from recovery.settings import RecoverySettings, policy_settings
+from recovery.starts import StartAnswer, StartPath
+from recovery.streak import RestartStreak
+from serving.errors import InvalidInput, Refused
+
+LOG = logging.getLogger("fleetd.recovery")
+
+# Reading the kernel log up to the present before an exit decision waits at most this.
+CATCH_UP_S = 1.5
+
+
+def card_fault_of(card: GpuSnapshot) -> CardFault | None:
+    """What NVML says is wrong with one card of a snapshot, or None when nothing is."""
+    if card.lost:
+        return CardFault(card.index, card.lost_kind or LostKind.UNKNOWN, card.recovery_action)
+    if card.recovery_action:
+        return CardFault(card.index, None, card.recovery_action)
+    return None
+
+
+class RecoveryController:
+    """Facts in, the policy's decisions out, carried out (or, in dry run, recorded)."""
+
+    def __init__(
+        self,
+        recovery: RecoverySettings,
+        *,
+        autostart: bool,
+        rig: RigView,
+        latch: LatchPort,
+        audit: AuditTrail,
+        prober: CudaProber,
+        host: HostCommands,
+        history: DocumentStore,
+        catch_up: Callable[[float], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = policy_settings(recovery, autostart=autostart)
+        self.dry_run = recovery.dry_run
+        self._rig = rig
+        self._latch = latch
+        self._audit = audit
+        self._catch_up = catch_up
+        self._clock = clock
+        self.history = FaultHistory(history)
+        self.executors = Executors(latch, audit, host, self.history, self.dry_run)
+        self.streak = RestartStreak()
+        self._engine: EnginePort | None = None
+        self._faulty_cards: dict[int, CardFault] = {}
+        self.rebooting = threading.Event()
+        self.last_bring_up: dict[str, Any] | None = None
+        self.starts = StartPath(self, rig, prober, clock)
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._work, name="recovery", daemon=True)
+        self._worker.start()
+
+    # -- wiring -----------------------------------------------------------------------
+    def attach_engine(self, engine: EnginePort) -> None:
+        """The engine it drives (its mechanics: start, stop, the backoff, the hold)."""
+        self._engine = engine
+        self.executors.attach_engine(engine)
+
+    @property
+    def engine(self) -> EnginePort | None:
+        """The engine, when the rig has one."""
+        return self._engine
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the worker (carry-outs that may block)."""
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception:
+                LOG.exception("a recovery job failed")
+
+    def close(self) -> None:
+        """Stop the worker after the jobs queued so far."""
+        self._jobs.put(None)
+        self._worker.join(5.0)
+
+    # -- facts ------------------------------------------------------------------------
+    def engine_condition(self) -> EngineCondition:
+        """Whether an engine process exists (or is about to)."""
+        engine = self._engine
+        return EngineCondition.STOPPED if engine is None else engine.condition()
+
+    def facts(self, trigger: Trigger, **more: Any) -> Facts:
+        """The facts every decision shares (through the ports), plus ``more``."""
+        engine = self._engine
+        now_s = self._clock()
+        base = Facts(
+            trigger=trigger,
+            engine=self.engine_condition(),
+            checks=self._rig.results(),
+            latch=self._latch.latch(),
+            recipe_cards=None if engine is None else engine.recipe_cards(),
+            recipe_errors=() if engine is None else engine.recipe_errors(),
+            past_faults=self.history.past_faults(),
+            restart_times_s=self.streak.recent(now_s, self.settings.breaker_window_s),
+            failures_in_a_row=self.streak.failures_in_a_row,
+            operator_hold=False if engine is None else engine.held_by_a_person(),
+            host_rebooting=self.rebooting.is_set(),
+            settings=self.settings,
+        )
+        return replace(base, **more)
+
+    # -- carrying out -----------------------------------------------------------------
+    def act(self, decision: Decision, trigger: Trigger) -> None:
+        """Carry ``decision`` out: a latch at once, the rest (a stop) on the worker."""
+        if isinstance(decision, NoAction):
+            return
+        if isinstance(decision, StopAndLatch):
+            self.executors.latch_now(decision)
+        self.submit(lambda: self._carry_out(decision, Context(trigger)))
+
+    def _carry_out(self, decision: Decision, context: Context) -> None:
+        outcome = self.executors.carry_out(decision, context)
+        if not outcome.done:
+            LOG.warning("recovery: %s", outcome.message)
+
+    # -- triggers ---------------------------------------------------------------------
+    def on_xid(self, item: ClassifiedXid, card: int | None) -> None:
+        """The Xid path's listener: every new Xid goes to the policy."""
+        fact = XidFact(item.info, card, item.event.pci_bus_id)
+        decision = decide(self.facts(Trigger.XID, new_xids=(fact,)), self._clock())
+        self.act(decision, Trigger.XID)
+        if not isinstance(decision, StopAndLatch) and not self.dry_run:
+            # A suspicious event while no engine runs: is the card still usable?
+            why = f"after Xid {fact.xid} with the engine stopped"
+            self.submit(lambda: self._probe_if_stopped(why))
+
+    def _probe_if_stopped(self, why: str) -> None:
+        if self.engine_condition() is EngineCondition.STOPPED:
+            self.probe(why)
+
+    def on_snapshot(self, snapshot: RigSnapshot) -> None:
+        """The poller's listener: a card newly lost, asking for a reset or a reboot."""
+        faults: list[CardFault] = []
+        seen: dict[int, CardFault] = {}
+        for card in snapshot.cards:
+            fault = card_fault_of(card)
+            if fault is None:
+                continue
+            seen[card.index] = fault
+            if self._faulty_cards.get(card.index) != fault:
+                faults.append(fault)
+        self._faulty_cards = seen
+        if faults:
+            facts = self.facts(Trigger.CARD_FAULT, card_faults=tuple(faults))
+            self.act(decide(facts, self._clock()), Trigger.CARD_FAULT)
+
+    def on_engine_exit(self, exit_: EngineExit) -> None:
+        """The supervisor's report of a run that ended on its own: decided on the worker."""
+        self.submit(lambda: self._after_exit(exit_))
+
+    def _after_exit(self, exit_: EngineExit) -> None:
+        # The kernel log is read up to the present first: an Xid 31 often kills the engine
+        # a moment before its line is read, and the restart must not race the latch.
+        if not self._catch_up(CATCH_UP_S):
+            LOG.warning("the kernel log could not be read up to now before the exit decision")
+        decision = decide(self.facts(Trigger.ENGINE_EXIT, engine_exit=exit_), self._clock())
+        self.streak.note(decision)
+        self._carry_out(decision, Context(Trigger.ENGINE_EXIT))
+
+    def on_backoff_due(self) -> None:
+        """The supervisor's report that a backoff is over: the start path, on the worker."""
+        self.submit(self._backoff_due)
+
+    def _backoff_due(self) -> None:
+        answer = self.request_start(Trigger.BACKOFF_DUE)
+        if not answer.started:
+            LOG.warning("automatic restart not made: %s", answer.why_not)
+
+    def request_start(
+        self, trigger: Trigger, actor: str = "recovery", restart: bool = False
+    ) -> StartAnswer:
+        """Every start: one ``decide``, carried out, the answer back to the caller."""
+        return self.starts.request(trigger, actor, restart)
+
+    def new_boot(self, boot_id: str) -> None:
+        """A new boot (or fleetd's start in one): card faults are judged afresh."""
+        self._faulty_cards = {}
+        self.history.new_boot(boot_id, datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def probe(self, why: str, cards: Sequence[int] | None = None) -> str | None:
+        """Run the CUDA probe (engine stopped) and decide on it; the failure, or None."""
+        return self.starts.probe(why, cards)
+
+    def record(self, action: str, reason: str, result: str) -> None:
+        """One audit row and event by fleetd itself (the bring-up)."""
+        self._audit.record("fleetd", action, reason, result)
+
+    def record_probe(self, why: str, summary: str) -> None:
+        """A probe round in the audit trail (recovery's own)."""
+        self._audit.record("recovery", "probe", why, summary)
+
+    # -- a person's requests ----------------------------------------------------------
+    def reboot(self, confirm: bool, actor: str, cold: bool = False) -> dict[str, Any]:
+        """``reboot``: explain without ``confirm``; else clean stop, then the command."""
+        if not confirm:
+            message = self.executors.explain_reboot(cold)
+            return {"confirmed": False, "done": False, "cold": cold, "message": message}
+        outcome = self.executors.reboot(actor, cold)
+        if not outcome.done:
+            raise Refused(outcome.message, "reboot_refused")
+        return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}
+
+    def clear(self, reason: str, actor: str) -> dict[str, Any]:
+        """The recorded operator override: the latch goes, earlier faults stop gating."""
+        if not reason.strip():
+            raise InvalidInput("a reason is required to clear the reboot latch")
+        keys = frozenset(xid_key(item.event) for item in self._rig.xids())
+        waiver = LatchWaiver(reason.strip(), datetime.now(UTC), keys)
+        outcome = self.executors.clear_latch(reason, actor, waiver)
+        self._rig.rejudge()  # the waived checks are no longer critical, now
+        return {"cleared": outcome.done, "message": outcome.message}

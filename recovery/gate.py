@@ -1,0 +1,65 @@
+"""The start gate: what refuses a start, and what only warns. Pure, no I/O.
+
+Every start (a person's, autostart's, the bring-up's, the end of a backoff) passes it.
+It refuses on what makes a start unsafe: the reboot-required latch (always), the recipe's
+lint errors, and a critical result of a check listed in ``[recovery] gate_checks`` on a
+card the recipe uses (or on the whole rig, ``card=None``). Everything else that is not ok
+(the power brake, a cap off target, a warm card, foreign processes, critical results on
+cards the recipe does not use...) is a warning that goes with the start, written into
+its audit and returned to the caller: a speed or hygiene problem must not keep a rig
+from serving.
+"""
+
+from __future__ import annotations
+
+from hwcheck.model import Advice, CheckResult, Severity
+from recovery.decisions import Reason
+from recovery.facts import Facts
+
+CLEAR_LATCH = "fleetctl clear-reboot-latch --reason TEXT"
+WAY_OUT = {
+    Advice.WARM_REBOOT: f"reboot (fleetctl reboot --confirm), or clear the latch ({CLEAR_LATCH})",
+    Advice.COLD_POWER_CYCLE: (
+        "power-cycle the rig (fleetctl reboot --confirm --cold, or off for about 30 s by hand), "
+        f"or clear the latch ({CLEAR_LATCH})"
+    ),
+}
+
+
+def _where(check: CheckResult) -> str:
+    return f"{check.id} (card {check.card})" if check.card is not None else check.id
+
+
+def gates(check: CheckResult, facts: Facts) -> bool:
+    """True when ``check`` refuses a start under these facts."""
+    if check.severity is not Severity.CRITICAL:
+        return False
+    if check.id not in facts.settings.gate_checks:
+        return False
+    cards = facts.recipe_cards
+    return check.card is None or cards is None or check.card in cards
+
+
+def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
+    """``(refusals, warnings)`` for a start now (no refusal: it may start)."""
+    refusals: list[Reason] = []
+    warnings: list[Reason] = []
+    latch = facts.latch
+    if latch is not None:
+        refusals.append(
+            Reason("reboot_latch", f"reboot required: {latch.reason}", WAY_OUT[latch.advice])
+        )
+    refusals.extend(
+        Reason("lint", f"recipe: {error}", "fix the recipe (fleetctl recipe lint)")
+        for error in facts.recipe_errors
+    )
+    for check in facts.checks:
+        if check.severity is Severity.OK or check.severity is Severity.INFO:
+            continue
+        reason = Reason(
+            "critical_check" if check.severity is Severity.CRITICAL else "warning_check",
+            f"{_where(check)}: {check.message}",
+            check.remedy,
+        )
+        (refusals if gates(check, facts) else warnings).append(reason)
+    return tuple(refusals), tuple(warnings)

@@ -1,0 +1,158 @@
+"""The controller's ports: what recovery needs of the rest of fleetd, as small protocols.
+
+Recovery does no I/O of its own: ``daemon/`` implements these over its monitor, store,
+engine service and host commands and hands them in. The engine port is the only way an
+engine moves (start, stop, restart, the backoff, the breaker's hold), and none of the
+ports can reload ``nvidia_uvm``, reset a GPU or kill a worker: such moves are not
+expressible here.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hwcheck.cuda_results import ProbeRound
+from hwcheck.model import Advice, CheckResult, ClassifiedXid, GpuSnapshot, LatchWaiver
+from recovery.facts import EngineCondition, LatchFact
+
+
+class StartKind(enum.StrEnum):
+    """Who a start is for: a person, an automatic start (autostart, bring-up), a restart."""
+
+    PERSON = "person"
+    AUTOMATIC = "automatic"
+    RESTART = "restart"  # the end of a backoff: counted in the running restart total
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    """What a start did: the engine's pid, or that one already ran."""
+
+    pid: int | None
+    already_running: bool = False
+
+
+class EnginePort(Protocol):
+    """The engine as recovery drives it (the supervisor's mechanics behind it).
+
+    ``start`` raises ``serving.errors.Refused`` when the mechanics refuse (the port is
+    taken, processes of the last engine survive, the launcher fails). ``restart_after``,
+    ``hold`` and ``stay_stopped`` answer an exit or a backoff's end: the supervisor
+    ignores them when a person moved the engine in the meantime.
+    """
+
+    def condition(self) -> EngineCondition:
+        """Whether an engine process exists (or is about to)."""
+        ...
+
+    def held_by_a_person(self) -> bool:
+        """A person's stop or a breaker hold: automatic starts leave the engine down."""
+        ...
+
+    def recipe_cards(self) -> frozenset[int] | None:
+        """The cards the recipe uses (``None``: every card)."""
+        ...
+
+    def recipe_errors(self) -> tuple[str, ...]:
+        """The recipe's lint errors, one line each."""
+        ...
+
+    def start(self, reason: str, kind: StartKind) -> Launched:
+        """Launch now (a no-op when it runs)."""
+        ...
+
+    def restart(self, reason: str) -> None:
+        """A person's restart: stop cleanly, then launch (finishes in the background)."""
+        ...
+
+    def stop_cleanly(self, reason: str) -> bool:
+        """Graceful signals (SIGKILL only with ``[serving] allow_kill``); True when stopped."""
+        ...
+
+    def restart_after(self, delay_s: float, reason: str) -> None:
+        """Wait ``delay_s`` (``backoff``), then report that the backoff is due."""
+        ...
+
+    def hold(self, reason: str) -> None:
+        """The breaker: ``held`` until a person starts it."""
+        ...
+
+    def stay_stopped(self, reason: str) -> None:
+        """No restart after an exit or a backoff: ``stopped``, with the reason shown."""
+        ...
+
+
+class RigView(Protocol):
+    """The rig as fleetd sees it now (the monitor's memory), and its refresh."""
+
+    def results(self) -> tuple[CheckResult, ...]:
+        """The check results of the last poll."""
+        ...
+
+    def cards(self) -> tuple[GpuSnapshot, ...]:
+        """The cards of the last poll (empty before the first)."""
+        ...
+
+    def xids(self) -> tuple[ClassifiedXid, ...]:
+        """This boot's Xids so far."""
+        ...
+
+    def note_probes(self, probes: ProbeRound) -> None:
+        """Keep the last probe round (the ``cuda_probe`` check judges it)."""
+        ...
+
+    def rejudge(self) -> None:
+        """Run the checks again now (after a clear or a probe), not at the next poll."""
+        ...
+
+
+class LatchPort(Protocol):
+    """The durable reboot-required latch and a person's waiver (written by executors only)."""
+
+    def latch(self) -> LatchFact | None:
+        """The latch in force, or None."""
+        ...
+
+    def set_latch(self, reason: str, advice: Advice) -> None:
+        """Set it (a second fault keeps the first reason and time)."""
+        ...
+
+    def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
+        """The operator override, with what it waives; False when it was not set."""
+        ...
+
+
+class AuditTrail(Protocol):
+    """Who did what, why, and how it ended."""
+
+    def record(
+        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+    ) -> None:
+        """Append one audit row (and its event; a warning event when ``warnings``)."""
+        ...
+
+
+class HostCommands(Protocol):
+    """The host's reboot and power cycle (under ``--simulate``: the simulated reboot)."""
+
+    def describe(self, cold: bool) -> str | None:
+        """What a confirmed reboot (``cold``: power cycle) would run; None: not configured."""
+        ...
+
+    def run(self, cold: bool) -> str:
+        """Run it now; returns what ran (raises with one line when it fails)."""
+        ...
+
+
+class DocumentStore(Protocol):
+    """One JSON document kept across fleetd restarts and reboots (the fault history)."""
+
+    def load(self) -> dict[str, Any] | None:
+        """The document, or None when there is none."""
+        ...
+
+    def save(self, document: dict[str, Any]) -> None:
+        """Replace it."""
+        ...

@@ -1,0 +1,164 @@
+"""The one start path: ``request`` -> facts (with a CUDA probe) -> ``decide`` -> executors.
+
+A person's ``start`` and ``restart`` (and ``serve``), autostart, the bring-up after a
+reboot and the end of a backoff all come here. The facts include a CUDA probe of the
+recipe's cards when no engine runs and no latch is set (never beside a running engine; a
+probe that passed in the last ``PROBE_FRESH_S``, the bring-up's, is not run again). The
+decision goes back to the caller as a ``StartAnswer``: a refusal returns at once, with
+every reason and what to do; a start with the warnings it was made with.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from hwcheck.cuda_results import CardProbe, CudaProber, ProbeOutcome, ProbeRound
+from recovery.decisions import Decision, NoAction, Reason, Refuse, Start, StopAndLatch
+from recovery.executors import Context, Outcome
+from recovery.facts import EngineCondition, Facts, Trigger
+from recovery.gate import WAY_OUT
+from recovery.policy import decide
+from recovery.ports import RigView
+
+if TYPE_CHECKING:
+    from recovery.controller import RecoveryController
+
+# A start this soon after a passed probe (the bring-up's) does not probe again.
+PROBE_FRESH_S = 30.0
+_AUTOMATIC = frozenset({Trigger.AUTOSTART, Trigger.BRING_UP})
+
+
+@dataclass(frozen=True, slots=True)
+class StartAnswer:
+    """The decision a start request got, and what carrying it out did."""
+
+    decision: Decision
+    outcome: Outcome | None = None
+
+    @property
+    def started(self) -> bool:
+        """True when the engine was started (or already ran)."""
+        return isinstance(self.decision, Start) and self.outcome is not None and self.outcome.done
+
+    @property
+    def refusals(self) -> tuple[Reason, ...]:
+        """Why it did not start: the gate's reasons, a failed probe, or the mechanics'."""
+        match self.decision:
+            case Refuse(reasons=reasons):
+                return reasons
+            case StopAndLatch(reason=reason, advice=advice):
+                return (Reason("reboot_latch", f"reboot required: {reason}", WAY_OUT[advice]),)
+        return () if self.outcome is None else self.outcome.refusals
+
+    @property
+    def warnings(self) -> tuple[Reason, ...]:
+        """What is wrong but did not refuse the start."""
+        return self.decision.warnings if isinstance(self.decision, Start) else ()
+
+    @property
+    def why_not(self) -> str:
+        """One line: why the engine did not start (empty when it did)."""
+        if self.started:
+            return ""
+        if self.refusals:
+            return "; ".join(reason.line for reason in self.refusals)
+        if isinstance(self.decision, NoAction):
+            return self.decision.reason
+        return "" if self.outcome is None else self.outcome.message
+
+
+def probe_summary(results: Sequence[CardProbe]) -> str:
+    """One line: each card's probe outcome (with the CUDA error name when it failed)."""
+    if results and all(r.outcome is ProbeOutcome.UNAVAILABLE for r in results):
+        return f"unavailable: {results[0].error or 'no CUDA driver library'}"
+    parts = []
+    for result in results:
+        text = f"card {result.card} {result.outcome}"
+        if result.outcome is not ProbeOutcome.OK and result.error:
+            text += f" ({result.error})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+class StartPath:
+    """Starts and probes, one at a time (a probe never runs beside a start)."""
+
+    def __init__(
+        self,
+        controller: RecoveryController,
+        rig: RigView,
+        prober: CudaProber,
+        clock: Callable[[], float],
+    ) -> None:
+        self._controller = controller
+        self._rig = rig
+        self._prober = prober
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._probe_passed_at_s = float("-inf")
+
+    def request(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
+        """One start request: the facts, one decision, carried out; the answer."""
+        controller = self._controller
+        with self._lock:
+            if controller.engine is None:
+                return StartAnswer(NoAction("no engine is configured on this rig"))
+            if trigger is Trigger.START_REQUEST:
+                controller.streak.clear()  # a person acted: backoff and breaker start over
+            facts = controller.facts(trigger)
+            if self._probe_needed(facts):
+                facts = replace(facts, probes=self._probe_for_start(facts))
+            decision = decide(facts, self._clock())
+            if isinstance(decision, StopAndLatch):
+                controller.executors.latch_now(decision)
+            outcome = controller.executors.carry_out(decision, Context(trigger, actor, restart))
+            if trigger is Trigger.BACKOFF_DUE and isinstance(decision, Start) and outcome.done:
+                controller.streak.count_restart(self._clock())
+            return StartAnswer(decision, outcome)
+
+    def _probe_needed(self, facts: Facts) -> bool:
+        if facts.latch is not None or facts.engine is EngineCondition.RUNNING:
+            return False
+        if facts.trigger in _AUTOMATIC:
+            return facts.settings.autostart and not facts.operator_hold
+        return True
+
+    def _cards(self, wanted: frozenset[int] | None) -> list[int]:
+        """The live cards to probe: the recipe's (``None``: every card)."""
+        live = [card.index for card in self._rig.cards() if not card.lost]
+        return [card for card in live if wanted is None or card in wanted]
+
+    def _probe_for_start(self, facts: Facts) -> tuple[CardProbe, ...]:
+        if self._clock() - self._probe_passed_at_s < PROBE_FRESH_S:
+            self._probe_passed_at_s = float("-inf")  # one start per passed probe
+            return ()
+        cards = self._cards(facts.recipe_cards)
+        if not cards:
+            return ()
+        return self._run("before an engine start", cards)
+
+    def _run(self, why: str, cards: Sequence[int]) -> tuple[CardProbe, ...]:
+        results = tuple(self._prober.probe(cards))
+        self._rig.note_probes(ProbeRound(datetime.now(UTC), results))
+        self._controller.record_probe(why, probe_summary(results))
+        return results
+
+    def probe(self, why: str, cards: Sequence[int] | None = None) -> str | None:
+        """Probe (the engine stopped) and decide on the results; the failure, or None."""
+        controller = self._controller
+        with self._lock:
+            chosen = list(cards) if cards is not None else self._cards(None)
+            if not chosen:
+                return None
+            results = self._run(why, chosen)
+            decision = decide(controller.facts(Trigger.PROBE, probes=results), self._clock())
+            if isinstance(decision, StopAndLatch):
+                controller.act(decision, Trigger.PROBE)
+                self._rig.rejudge()
+                return decision.reason
+            self._probe_passed_at_s = self._clock()
+            return None

@@ -1,0 +1,227 @@
+"""The controller: every trigger reaches ``decide`` once and the executors carry it out.
+
+Its ports are the memory ones (``tests.support.recovery_ports``) plus an engine that
+records the commands it gets; the real supervisor behind the same port is tested in
+tests/serving, and the whole of it in fleetd in tests/daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from hwcheck.cuda_results import CardProbe, ProbeOutcome
+from hwcheck.model import Advice, CheckResult, GpuSnapshot, LostKind, RigSnapshot, Severity
+from recovery.controller import RecoveryController
+from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
+from recovery.ports import Launched, StartKind
+from recovery.settings import RecoverySettings
+from tests.hwcheck.cards import BOOT_AT, make_card
+from tests.support.recovery_ports import MemoryPorts, standalone_recovery
+
+
+@dataclass
+class Ports(MemoryPorts):
+    """Memory ports with a rig of cards, check results and probe answers to choose."""
+
+    rig_cards: tuple[GpuSnapshot, ...] = ()
+    rig_results: tuple[CheckResult, ...] = ()
+    wedged: frozenset[int] = frozenset()
+    probed: list[list[int]] = field(default_factory=list)
+    rejudged: int = 0
+
+    def cards(self) -> tuple[GpuSnapshot, ...]:
+        return self.rig_cards
+
+    def results(self) -> tuple[CheckResult, ...]:
+        return self.rig_results
+
+    def rejudge(self) -> None:
+        self.rejudged += 1
+
+    def probe(self, cards: Sequence[int]) -> tuple[CardProbe, ...]:  # type: ignore[override]
+        self.probed.append(list(cards))
+        return tuple(
+            CardProbe(c, ProbeOutcome.FAILED if c in self.wedged else ProbeOutcome.OK, "E")
+            for c in cards
+        )
+
+
+@dataclass
+class Engine:
+    """An engine port that records; ``running`` says whether a process exists."""
+
+    running: bool = False
+    gpus: frozenset[int] | None = None
+    calls: list[str] = field(default_factory=list)
+
+    def condition(self) -> EngineCondition:
+        return EngineCondition.RUNNING if self.running else EngineCondition.STOPPED
+
+    def held_by_a_person(self) -> bool:
+        return False
+
+    def recipe_cards(self) -> frozenset[int] | None:
+        return self.gpus
+
+    def recipe_errors(self) -> tuple[str, ...]:
+        return ()
+
+    def start(self, reason: str, kind: StartKind) -> Launched:
+        self.calls.append(f"start {kind}")
+        self.running = True
+        return Launched(42)
+
+    def restart(self, reason: str) -> None:
+        self.calls.append("restart")
+
+    def stop_cleanly(self, reason: str) -> bool:
+        self.calls.append(f"stop: {reason}")
+        self.running = False
+        return True
+
+    def restart_after(self, delay_s: float, reason: str) -> None:
+        self.calls.append(f"restart_after {delay_s:g}")
+
+    def hold(self, reason: str) -> None:
+        self.calls.append("hold")
+
+    def stay_stopped(self, reason: str) -> None:
+        self.calls.append(f"stay_stopped: {reason}")
+
+
+@dataclass
+class Rig:
+    """A controller over these ports and this engine (an 8-card rig)."""
+
+    controller: RecoveryController
+    ports: Ports
+    engine: Engine
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    ports = Ports(rig_cards=tuple(make_card(i) for i in range(8)))
+    controller, _ = standalone_recovery(RecoverySettings(backoff_base_s=5), ports)
+    engine = Engine()
+    controller.attach_engine(engine)
+    yield Rig(controller, ports, engine)
+    controller.close()
+
+
+def drain(controller: RecoveryController) -> None:
+    """Wait until the worker ran everything queued so far."""
+    import threading
+
+    done = threading.Event()
+    controller.submit(done.set)
+    assert done.wait(10)
+
+
+def test_a_start_probes_the_recipes_cards_first_then_starts(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    engine.gpus = frozenset(range(6))
+    answer = controller.request_start(Trigger.START_REQUEST, "alice")
+    assert answer.started
+    assert ports.probed == [[0, 1, 2, 3, 4, 5]]
+    assert engine.calls == ["start person"]
+    assert ("alice", "start", "started by a person", "done") in ports.audit
+
+
+def test_a_wedged_card_latches_and_the_start_is_refused_with_the_way_out(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    ports.wedged = frozenset({1})
+    answer = controller.request_start(Trigger.START_REQUEST, "alice")
+    assert not answer.started
+    (refusal,) = answer.refusals
+    assert refusal.code == "reboot_latch"
+    assert "CUDA probe failed on card 1" in refusal.message
+    assert "fleetctl reboot --confirm" in refusal.remedy
+    assert ports.latched is not None and ports.latched.advice is Advice.WARM_REBOOT
+    assert "start person" not in engine.calls
+    # The latch now refuses at once, without another probe.
+    again = controller.request_start(Trigger.START_REQUEST, "alice")
+    assert [r.code for r in again.refusals] == ["reboot_latch"]
+    assert len(ports.probed) == 1
+
+
+def test_no_probe_beside_a_running_engine(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    engine.running = True
+    assert controller.request_start(Trigger.START_REQUEST, "alice", restart=True).started
+    assert ports.probed == []
+    assert engine.calls == ["restart"]
+
+
+def test_a_refused_start_touches_nothing_and_says_every_reason(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    engine.running = True
+    ports.latched = LatchFact("Xid 79 on card 0")
+    ports.rig_results = (CheckResult("vram_unlocked", 7, Severity.CRITICAL, "locked", "reload"),)
+    answer = controller.request_start(Trigger.START_REQUEST, "alice", restart=True)
+    assert not answer.started
+    assert [r.code for r in answer.refusals] == ["reboot_latch", "critical_check"]
+    assert "reboot required: Xid 79 on card 0" in answer.why_not
+    assert engine.calls == []
+
+
+def test_a_lost_card_latches_once_however_many_polls_see_it(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    engine.running = True
+    lost = make_card(3, lost=True, lost_kind=LostKind.RESET_REQUIRED, lost_reason="NVML 16")
+    snapshot = RigSnapshot(BOOT_AT, 0.0, (make_card(0), lost))
+    controller.on_snapshot(snapshot)
+    controller.on_snapshot(snapshot)
+    drain(controller)
+    assert ports.latched is not None
+    assert (
+        ports.latched.reason
+        == "card 3 needs a reset (NVML: reset required; a reboot on these cards)"
+    )
+    assert [c for c in engine.calls if c.startswith("stop")] == [f"stop: {ports.latched.reason}"]
+
+
+def test_an_exit_is_answered_with_a_backoff_and_its_end_with_a_restart(rig: Rig) -> None:
+    controller, engine = rig.controller, rig.engine
+    controller.on_engine_exit(EngineExit("unknown", None, 9, "engine was killed by signal 9"))
+    drain(controller)
+    assert engine.calls == ["restart_after 5"]
+    assert controller.streak.failures_in_a_row == 1
+    controller.on_backoff_due()
+    drain(controller)
+    assert engine.calls[-1] == "start restart"
+
+
+def test_the_clear_waives_what_was_seen_and_runs_the_checks_again(rig: Rig) -> None:
+    controller, ports = rig.controller, rig.ports
+    ports.latched = LatchFact("Xid 31 on card 1")
+    answer = controller.clear("the card was checked", "alice")
+    assert answer["cleared"] is True
+    assert ports.latched is None
+    assert ports.rejudged == 1
+    assert ports.audit[-1][:3] == ("alice", "clear_latch", "the card was checked")
+
+
+def test_a_fault_again_after_the_warm_reboot_asks_for_a_cold_power_cycle(rig: Rig) -> None:
+    controller, ports = rig.controller, rig.ports
+    ports.wedged = frozenset({2})
+    controller.probe("after an Xid")
+    drain(controller)
+    assert ports.latched is not None and ports.latched.advice is Advice.WARM_REBOOT
+    controller.history.note_reboot(cold=False)
+    controller.new_boot("boot-2")
+    ports.latched = None
+    controller.probe("after the reboot")
+    drain(controller)
+    assert ports.latched is not None
+    assert ports.latched.advice is Advice.COLD_POWER_CYCLE
+    assert "the warm reboot at" in ports.latched.reason
+    # A cold power cycle since: no escalation beyond what the cold cycle answers.
+    controller.history.note_reboot(cold=True)
+    controller.new_boot("boot-3")
+    ports.latched = None
+    controller.probe("after the power cycle")
+    drain(controller)
+    assert ports.latched is not None and ports.latched.advice is Advice.WARM_REBOOT
