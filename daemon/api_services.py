@@ -24,6 +24,7 @@ from daemon.store import Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, RigProfile, Severity
+from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
 from recovery.starts import StartAnswer
@@ -207,7 +208,7 @@ class DaemonServices:
                 reboot_required=True,
                 reason=latch.reason,
                 since=iso(latch.since),
-                advice=latch.advice_text,
+                advice=latch.advice_text(self.serving_state() in ENGINE_RUNNING_STATES),
                 advice_kind=latch.advice,
                 way_out=WAY_OUT[latch.advice],
             )

@@ -20,6 +20,7 @@ from daemon.monitor import RigMonitor
 from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter
 from daemon.xidpath import FollowerThread
+from hwcheck.advice import RigNow
 from hwcheck.backend import BackendUnavailable
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.checks import nvml as nvml_check
@@ -40,6 +41,8 @@ log = logging.getLogger("fleetd")
 HOLDER_SCAN_EVERY_S = 30.0
 
 SnapshotListener = Callable[[RigSnapshot], None]
+# The engine's and the latch's state now: each fault's step is worded for it.
+RigNowSource = Callable[[], RigNow]
 # Recovery's part of the checks' input: the last CUDA probe round and a person's waiver.
 RecoveryInputs = Callable[[], tuple[ProbeRound | None, LatchWaiver | None]]
 
@@ -63,6 +66,7 @@ class RigPoller:
         record_metrics: Callable[[], None] | None = None,
         extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
         recovery_inputs: RecoveryInputs | None = None,
+        rig_now: RigNowSource = RigNow,
     ) -> None:
         self._settings = settings
         self._host = host
@@ -77,6 +81,7 @@ class RigPoller:
         self._record_metrics = record_metrics
         self._extra_checks = extra_checks
         self._recovery_inputs = recovery_inputs or (lambda: (None, None))
+        self._rig_now = rig_now
         self._listeners: list[SnapshotListener] = []
         self._store_severity = Severity.OK
         self._error_logged: str | None = None
@@ -156,6 +161,7 @@ class RigPoller:
                 kernel_module_version=self._kernel_module_version,
                 probes=probes,
                 waiver=waiver,
+                rig_now=self._rig_now(),
             )
         )
         results.append(self._follower.health.result())  # the daemon's own kernel_log check

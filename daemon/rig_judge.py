@@ -15,7 +15,8 @@ from collections.abc import Callable
 from daemon.metrics_source import LatchMirror
 from daemon.monitor import RigMonitor
 from daemon.store import Store, StoreError
-from hwcheck.verdict import judge
+from hwcheck.advice import RigNow
+from hwcheck.verdict import judge, rig_now
 
 log = logging.getLogger("fleetd")
 
@@ -41,6 +42,10 @@ class RigJudge:
         results = self._monitor.view().results
         verdict = judge(results, latch_reason=self.latch.reason, engine_state=self._engine_state())
         self._monitor.set_verdict(verdict)
+
+    def rig_now(self) -> RigNow:
+        """Whether the engine runs and the latch is set: the words of each fault's step."""
+        return rig_now(self._engine_state(), self.latch.required)
 
     def mirror_latch(self) -> None:
         """Re-read the latch from the store (on the store writer's thread, after a poll)."""

@@ -217,6 +217,7 @@ class Daemon:
             record_metrics=None if self.engine is None else self.engine.record_metrics,
             extra_checks=None if self.canaries is None else self._canary_checks,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
+            rig_now=self.judge.rig_now,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()

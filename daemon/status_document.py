@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from daemon.monitor import MonitorView
 from hwcheck.checks import card_states, pcie_link
+from hwcheck.explain import explanations
 from hwcheck.model import CheckResult, RigProfile
 from hwcheck.report import card_document, xid_counts_by_card
 from hwcheck.verdict import NO_DATA, RigVerdict
@@ -23,6 +24,7 @@ from web.models import (
     CardDocument,
     CheckDocument,
     DaemonInfoDocument,
+    ExplanationDocument,
     LogSignatureDocument,
     Overall,
     RecoveryDocument,
@@ -126,5 +128,12 @@ def status_document(
             # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine).
             gpu_pids=gpu_pids,
         ),
+        explanations=[
+            ExplanationDocument(**item.as_dict())
+            for item in explanations(
+                (x.info for x in view.xids),
+                recovery.advice_kind if recovery.reboot_required else None,
+            )
+        ],
         **extra,
     )

@@ -78,7 +78,8 @@ class XidPath:
         if record.boot_id is not None and record.seq is not None:
             cursor = KernelLogCursor(boot_id=record.boot_id, last_seq=record.seq)
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
-        message = f"Xid {item.event.xid} on {where}: {item.info.explanation}"
+        # The headline only: the explanation is shown once (fleetctl explain, status).
+        message = item.info.headline(where)
         is_new = self._store.record_xid_and_cursor(
             item, card=card, message=message, cursor=cursor
         )  # no severity: the store takes the xid check's own rule (xid_severity)

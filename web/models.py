@@ -257,6 +257,14 @@ class LogSignatureDocument(Document):
     last_seen_hour: IsoTime | None
 
 
+class ExplanationDocument(Document):
+    """The long text behind a fault's headline, held once (``fleetctl explain`` prints it)."""
+
+    fault: str = Field(description="the fault kind, as `fleetctl explain` takes it: `xid 31`")
+    title: str = Field(description="its short name, as headlines say it")
+    text: str
+
+
 class StatusDocument(Document):
     """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
 
@@ -269,6 +277,11 @@ class StatusDocument(Document):
     daemon: DaemonInfoDocument | None = None
     canaries: list[CanaryResultDocument] | None = None
     log_signatures: list[LogSignatureDocument] | None = None
+    explanations: list[ExplanationDocument] | None = Field(
+        None,
+        description="each fault of this boot's long explanation, once: checks, the latch, "
+        "events and alerts carry only headlines",
+    )
 
 
 class EventDocument(Document):

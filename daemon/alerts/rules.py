@@ -29,7 +29,8 @@ from typing import Any
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
-from hwcheck.model import ACTION_TEXT, EventKind, Severity, XidAction
+from hwcheck.advice import ACTION_STEPS, ADVICE_STEPS, RigNow
+from hwcheck.model import EventKind, Severity, XidAction
 
 ADVICE_UNCLEAN = (
     "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
@@ -70,6 +71,11 @@ def _camel(word: str) -> str:
 def _sentence(text: str) -> str:
     """An advice line of the one table, as an alert reads it: capital first, full stop."""
     return text[:1].upper() + text[1:].rstrip(".") + "."
+
+
+# An alert is read after recovery acted: a fault that latches has stopped the engine
+# (its step says so), one that does not has left it running or restarting.
+_AFTER_RECOVERY = {True: RigNow(engine_running=False, latched=True), False: RigNow()}
 
 
 def _action(word: str) -> XidAction:
@@ -113,17 +119,19 @@ def xid_signals(event: EventRow) -> list[AlertSignal]:
     """An Xid: one alert per card and class (more of the same fold into it)."""
     details = event.details or {}
     xid_class = str(details.get("class", "unknown"))
-    action = str(details.get("action", "inspect"))
+    action = _action(str(details.get("action", "inspect")))
     severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
+    latches = event.severity is Severity.CRITICAL  # the xid check's rule: it latches
     return [
         AlertSignal(
             fingerprint=f"xid:{xid_class}:{_where(event)}",
             fire=True,
             rule="xid",
             severity=severity,
-            summary=f"Xid {event.xid} ({xid_class}) on {_card_words(event)}: "
-            f"{details.get('explanation') or event.message}",
-            advice=_sentence(ACTION_TEXT[_action(action)]),
+            # The headline (the event's message) and one step: never the explanation.
+            summary=f"Xid {event.xid} ({details.get('title') or xid_class}) on "
+            f"{_card_words(event)}",
+            advice=_sentence(ACTION_STEPS[action].text(_AFTER_RECOVERY[latches])),
             labels={
                 "alertname": f"Xid{_camel(xid_class)}",
                 "xid": event.xid,
@@ -276,7 +284,7 @@ def latch_signal(latch: Latch | None) -> AlertSignal:
         rule="reboot_required",
         severity=Severity.CRITICAL,
         summary=f"Reboot required: {latch.reason}",
-        advice=_sentence(latch.advice_text),
+        advice=_sentence(ADVICE_STEPS[latch.advice].text(_AFTER_RECOVERY[True])),
         labels={"alertname": "RebootRequired", "latch_source": latch.source},
     )
 

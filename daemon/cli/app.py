@@ -127,6 +127,7 @@ def main_options(
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+XidConfig = Annotated[Path | None, typer.Option("--config", help="fleet.toml (Xid overrides).")]
 
 
 @app.command("check")
@@ -155,9 +156,7 @@ def xid_scan(
     file: Annotated[
         str, typer.Argument(help="A saved kernel log (dmesg, journalctl -k, kmsg), or - for stdin.")
     ] = "-",
-    config: Annotated[
-        Path | None, typer.Option("--config", help="fleet.toml (Xid overrides).")
-    ] = None,
+    config: XidConfig = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """List the Xid events in a saved kernel log."""
@@ -168,7 +167,15 @@ def xid_scan(
 
 
 @app.command("status")
-def status(ctx: typer.Context, only: OnlyOption = None, json_mode: JsonFlag = False) -> None:
+def status(
+    ctx: typer.Context,
+    only: OnlyOption = None,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Add the long explanation of each fault, once."),
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
     """Rig overview from fleetd (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN/unreachable)."""
     from daemon.cli import cmd_daemon
     from daemon.cli.options import only_cards
@@ -176,7 +183,24 @@ def status(ctx: typer.Context, only: OnlyOption = None, json_mode: JsonFlag = Fa
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     picked = only_cards(out, only, 3)
-    raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3), picked))
+    raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3), picked, verbose))
+
+
+@app.command("explain")
+def explain(
+    ctx: typer.Context,
+    kind: Annotated[str, typer.Argument(help="xid or advice.")],
+    key: Annotated[
+        str, typer.Argument(help="The Xid number, or the advice (warm_reboot, cold_power_cycle).")
+    ],
+    config: XidConfig = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """The long explanation behind a fault's headline: `explain xid 31` (no daemon needed)."""
+    from daemon.cli import cmd_explain
+
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_explain.run(opts.output(json_mode), kind, key, config))
 
 
 @app.command("top")

@@ -8,6 +8,7 @@ daemon's config: a monitor runs it every minute (``bench/cli_startup.py``).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +32,27 @@ def status_lines(
     return [verdict, *rig_body(doc, screen, datetime.now(UTC), only, used=1)]
 
 
+def explanation_lines(items: list[dict[str, Any]], width: int | None) -> list[str]:
+    """``explanations:``, then each fault's long text: wrapped on a terminal, whole in a pipe."""
+    lines = ["explanations:"]
+    for item in items:
+        text = f"{item.get('fault')} ({item.get('title')}): {item.get('text')}"
+        if width is None:
+            lines.append(f"  {text}")
+        else:
+            lines.extend(
+                textwrap.wrap(
+                    text,
+                    max(width, 40),
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
+    return lines
+
+
 def show_lines(out: Output, lines: list[Line]) -> None:
     """Lines to stdout: coloured on a terminal, plain (rich never loaded) into a pipe."""
     if out.is_terminal:
@@ -43,8 +65,14 @@ def show_lines(out: Output, lines: list[Line]) -> None:
         out.write(plain(lines))
 
 
-def status(out: Output, client: FleetClient, only: Collection[int] | None = None) -> int:
-    """``fleetctl status``: plugin exit codes; 3 when fleetd cannot be reached."""
+def status(
+    out: Output, client: FleetClient, only: Collection[int] | None = None, verbose: bool = False
+) -> int:
+    """``fleetctl status``: plugin exit codes; 3 when fleetd cannot be reached.
+
+    ``verbose`` adds each fault's long explanation (the document holds it once); without
+    it one line names the ``fleetctl explain`` commands that print them.
+    """
     try:
         doc = client.status()
     except ClientError as exc:
@@ -54,6 +82,13 @@ def status(out: Output, client: FleetClient, only: Collection[int] | None = None
     else:
         width = out.console.width if out.is_terminal else None
         show_lines(out, status_lines(doc, Screen(width), only))
+        explained = doc.get("explanations") or []
+        if verbose:
+            for line in explanation_lines(explained, width):
+                out.line(line)
+        elif explained:
+            faults = ", ".join(f"fleetctl explain {item['fault']}" for item in explained)
+            out.line(f"why: {faults} (or status --verbose)")
     return OVERALL_EXIT.get(str(doc.get("overall")), EXIT_UNKNOWN)
 
 

@@ -26,13 +26,17 @@ def test_xids_alert_per_card_and_class_with_the_catalogues_advice() -> None:
         xid=79,
         card=1,
         pci_bus_id="0000:21:00.0",
-        details={"class": "hardware", "action": "reboot", "explanation": "fallen off the bus"},
+        details={"class": "hardware", "action": "reboot", "title": "GPU has fallen off the bus"},
     )
     (signal,) = event_signals(xid)
     assert signal.fire and signal.fingerprint == "xid:hardware:0000:21:00.0"
     assert signal.severity is Severity.CRITICAL
-    assert signal.summary == "Xid 79 (hardware) on card 1: fallen off the bus"
-    assert signal.advice.startswith("Reboot the host")
+    # The headline and one step; recovery has stopped the engine by the time it is read.
+    assert signal.summary == "Xid 79 (GPU has fallen off the bus) on card 1"
+    assert (
+        signal.advice
+        == "Reboot the host: fleetctl reboot --confirm (the engine is already stopped)."
+    )
     assert signal.labels["alertname"] == "XidHardware"
 
 
@@ -107,7 +111,10 @@ def test_latch_and_unclean_stop() -> None:
     assert (
         fired.severity is Severity.CRITICAL and fired.summary == "Reboot required: Xid 79 on card 1"
     )
-    assert fired.advice == "Reboot the host (fleetctl reboot --confirm)."
+    assert (
+        fired.advice
+        == "Reboot the host: fleetctl reboot --confirm (the engine is already stopped)."
+    )
     cold = Latch("Xid 119 on card 2", "recovery", T0, Advice.COLD_POWER_CYCLE)
     assert latch_signal(cold).advice.startswith("Power the rig off for about 30 s")
     assert not latch_signal(None).fire
