@@ -1,7 +1,10 @@
 """Read-only NVML probe: print one snapshot of this machine's GPUs as JSON, then exit.
 
 Run on a machine with a real GPU (``python bench/nvml_probe.py``) to check NvmlBackend
-against a real driver. It never sets anything. Exit status: 0 with JSON on stdout, 2 with
+against a real driver. It never sets anything. Each card's snapshot carries the host-truth
+readings (``bar1_total_mib``, ``sm_clock_max_mhz``, ``memory_clock_max_mhz``,
+``pcie_replay_count``: null where the card says "not supported"), and ``p2p`` lists
+NVML's P2P read status of every pair of cards. Exit status: 0 with JSON on stdout, 2 with
 one line on stderr when NVML cannot be used.
 """
 
@@ -30,12 +33,14 @@ def _probe(call_timeout_s: float) -> dict[str, Any]:
         started_s = time.monotonic()
         backend.snapshot()
         second_s = time.monotonic() - started_s
+        pairs = backend.p2p_status(first)
         return {
             "backend": backend.name,
             "device_count": backend.device_count(),
             "first_snapshot_s": round(first_s, 4),
             "second_snapshot_s": round(second_s, 4),
             "snapshot": dataclasses.asdict(first),
+            "p2p": [{"a": p.a, "b": p.b, "status": p.status.value} for p in pairs],
         }
     finally:
         backend.close()

@@ -9,18 +9,19 @@ Refusals are ``serving.errors`` classes; the web layer gives them their status c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
 from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
 from daemon.history import history_document
+from daemon.host_watch import HostWatch
 from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS
 from daemon.serving_actions import start_document
 from daemon.status_document import status_document
-from daemon.store import Store
+from daemon.store import AuditRow, Latch, Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, RigProfile, Severity
@@ -132,6 +133,9 @@ class DaemonServices:
         canaries: CanaryControl | None = None,
         recovery: RecoveryControl | None = None,
         rig: RigProfile | None = None,
+        host_watch: HostWatch | None = None,
+        latch_in_force: Callable[[], Latch | None] | None = None,
+        audit_rows: Callable[[int], list[AuditRow]] | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -145,7 +149,11 @@ class DaemonServices:
         self.canaries = canaries
         self._recovery = recovery
         self._rig = rig or RigProfile()
+        self._host_watch = host_watch
         self._started_at = datetime.now(UTC)
+        # From memory when given (issue 22: the status must not depend on the store).
+        self._latch_in_force = latch_in_force or store.get_latch
+        self._audit_rows = audit_rows or (lambda limit: store.list_audit(limit=limit))
 
     @property
     def sim(self) -> SimulationControl | None:
@@ -200,7 +208,7 @@ class DaemonServices:
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> RecoveryDocument:
         """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
-        latch = self._store.get_latch()
+        latch = self._latch_in_force()
         if latch is None:
             doc = RecoveryDocument(reboot_required=False, reason=None, since=None, advice=None)
         else:
@@ -226,7 +234,7 @@ class DaemonServices:
 
     def last_decisions(self) -> list[RecoveryDecisionDocument]:
         """The newest recovery decisions and actions from the audit trail."""
-        rows = [r for r in self._store.list_audit(limit=100) if r.action in RECOVERY_ACTIONS]
+        rows = [r for r in self._audit_rows(100) if r.action in RECOVERY_ACTIONS]
         return [
             RecoveryDecisionDocument(
                 ts=iso(row.ts),
@@ -266,6 +274,7 @@ class DaemonServices:
             kernel_records_lost=self._follower.lost_records,
             started_at=iso(self._started_at),
             gpu_pids=sorted(self.own_gpu_pids()),
+            host=None if self._host_watch is None else self._host_watch.status(),
         )
 
     def own_gpu_pids(self) -> set[int]:

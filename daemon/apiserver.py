@@ -16,6 +16,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from daemon.http_limits import HEAD_TIMEOUT_S, uvicorn_limits
 from web.rendered import invalidate_rendered
 from web.streams import close_streams
 
@@ -49,8 +50,9 @@ LISTEN_HINTS = {
 class ApiServer:
     """uvicorn serving one app on ``listen`` (``HOST:PORT``) from a daemon thread."""
 
-    def __init__(self, listen: str) -> None:
+    def __init__(self, listen: str, head_timeout_s: float = HEAD_TIMEOUT_S) -> None:
         self.listen = listen
+        self._head_timeout_s = head_timeout_s
         self.host, self.port = split_listen(listen)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -97,7 +99,13 @@ class ApiServer:
             self.close()
             hint = LISTEN_HINTS.get(exc.errno or 0, "")
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror}{hint}") from None
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            **uvicorn_limits(self._head_timeout_s),
+        )
         server = self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=lambda: server.run(sockets=[sock]), name="api", daemon=True

@@ -13,7 +13,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -25,10 +25,12 @@ from pydantic import (
 )
 
 from daemon import defaults
+from daemon.config_bounds import first_problem
 from hwcheck.checks import CHECK_IDS
+from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
-from recovery.settings import DEFAULT_GATE_CHECKS, RecoverySettings
+from recovery.settings import RecoverySettings
 from serving.canary.settings import CanarySettings
 from serving.settings import ServingSettings
 
@@ -48,10 +50,10 @@ class _Section(BaseModel):
 
 
 # Check ids fleetd itself adds to the hardware checks (``kernel_log``, ``store``, the
-# canaries' ``engine_output``): with the registry's and the gate's defaults (the host
-# checks among them), what ``[recovery] gate_checks`` may name.
-DAEMON_CHECK_IDS = ("kernel_log", "store", "engine_output")
-KNOWN_CHECK_IDS = frozenset((*CHECK_IDS, *DAEMON_CHECK_IDS, *DEFAULT_GATE_CHECKS))
+# canaries' ``engine_output``, the memory test's ``memtest``): with the registry's, what
+# ``[recovery] gate_checks`` may name (its default names only these: a test holds it).
+DAEMON_CHECK_IDS = ("kernel_log", "store", "engine_output", "memtest")
+KNOWN_CHECK_IDS = frozenset((*CHECK_IDS, *DAEMON_CHECK_IDS))
 
 # Below this a poll cannot finish before the next is due (NVML reads, checks, a store
 # write): 0.0001 s only spins the CPU and floods the store.
@@ -189,6 +191,8 @@ class Settings(_Section):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     canary: CanarySettings = Field(default_factory=CanarySettings)
     xid: dict[str, XidOverride] = Field(default_factory=dict)
+    # The host baseline's pins (any key wins over the recorded baseline) and its knob.
+    host: HostBaseline = Field(default_factory=HostBaseline)
 
     @field_validator("xid")
     @classmethod
@@ -218,11 +222,14 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 def _did_you_mean(loc: tuple[int | str, ...]) -> str:
     """`` (did you mean 'power_cap_w'?)`` for a misspelt key, from the section's own fields."""
     model: type[BaseModel] | None = Settings
+    keyed = False  # the part after a table of tables ([host.cards."<address>"]) is its key
     for part in loc[:-1]:
-        if isinstance(part, int):
-            continue  # an item of a list of tables: same model
+        if isinstance(part, int) or keyed:
+            keyed = False
+            continue  # an item of a list of tables, or a key of a table of tables: same model
         field = model.model_fields.get(part) if model is not None else None
         model = _model_in(field.annotation) if field is not None else None
+        keyed = field is not None and get_origin(field.annotation) is dict
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
@@ -297,7 +304,7 @@ def _env_value(raw: str) -> Any:
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``CMPFLEET_POLL_INTERVAL_S=1`` -> ``{"poll": {"interval_s": 1}}``."""
-    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary")
+    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary", "host")
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX):
@@ -341,6 +348,11 @@ def load_settings(
         table = _merge(table, env)
     if overrides:
         table = _merge(table, overrides)
+    bounds = first_problem(table, Settings)
+    if bounds is not None:
+        loc, problem = bounds
+        where = _blame(loc[:2], source, env, overrides or {})
+        raise ConfigError(f"{where}: {'.'.join(loc)}: {problem}")
     try:
         settings = Settings.model_validate(table)
     except ValidationError as exc:

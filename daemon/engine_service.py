@@ -22,7 +22,7 @@ import psutil
 
 from daemon.config import Settings
 from daemon.statedir import StateDir
-from daemon.store import Store
+from daemon.store import Store, StoreError
 from hwcheck.atomic import atomic_write
 from hwcheck.model import EventKind, Severity
 from serving.errors import Busy, Unavailable
@@ -104,8 +104,12 @@ class EngineService:
         reports: EngineReports,
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
         known_secrets: KnownSecrets | None = None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.recipe = recipe
+        # Serving events reach the store through ``defer`` (fleetd's store writer): a
+        # locked or full store must not hold the supervisor's stop back (issue 22).
+        self._defer = defer or (lambda job: job())
         self._settings = settings
         self._store = store
         self._state_dir = state_dir
@@ -180,12 +184,6 @@ class EngineService:
         return tuple(f.line() for f in findings if f.severity == "error")
 
     def _on_event(self, event: ServingEvent) -> None:
-        try:
-            self._record(event)
-        except Exception:
-            log.exception("could not record a serving event")
-
-    def _record(self, event: ServingEvent) -> None:
         severity = event.severity.as_event()
         log.log(
             logging.WARNING if severity.rank > Severity.OK.rank else logging.INFO,
@@ -193,8 +191,19 @@ class EngineService:
             event.state,
             event.message,
         )
+        self._defer(lambda: self._record_logged(event))
+
+    def _record_logged(self, event: ServingEvent) -> None:
+        try:
+            self._record(event)
+        except StoreError as exc:  # the store check says so; no traceback per event
+            log.warning("a serving event was not stored: %s", exc)
+        except Exception:
+            log.exception("could not record a serving event")
+
+    def _record(self, event: ServingEvent) -> None:
         self._store.record_event(
-            EventKind.SERVING, severity, event.message, details=event.as_dict()
+            EventKind.SERVING, event.severity.as_event(), event.message, details=event.as_dict()
         )
         if event.kind is ServingChange.STATE:
             self._store.set_serving_state(

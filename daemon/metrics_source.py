@@ -2,9 +2,8 @@
 
 Everything comes from what the daemon already holds: the monitor's latest snapshot and
 check results, the engine supervisor's status, the follower's health, the poll timer.
-The reboot-required latch lives in the store, so ``LatchMirror`` keeps its last known
-value in memory, refreshed on the store writer's thread after every poll and at once
-whenever recovery's executors set or clear it: a scrape never queries the database.
+The reboot-required latch in force is ``LatchMirror`` (``daemon.latch_state`` keeps it:
+memory first, its state file, the store after): a scrape never queries the database.
 The rig's verdict is the one fleetd judged (``hwcheck.verdict``), and the engine's
 state its typed status: nothing here parses the status document back.
 """
@@ -19,6 +18,7 @@ from daemon.monitor import MonitorView, RigMonitor
 from daemon.status_document import view_verdict
 from daemon.store import Latch
 from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
+from hwcheck.hostfacts.model import DeviceAer
 from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
 from serving.runtime.states import ServingState, ServingStatus
 from web.metrics_model import CanaryMetrics, CardMetrics, DurationHistogram, RigMetrics
@@ -53,6 +53,10 @@ class LatchMirror:
         """The latch as last read."""
         with self._lock:
             return self._latch
+
+    def get(self) -> Latch | None:
+        """The latch in force (``latch`` as a callable, for the status)."""
+        return self.latch
 
 
 def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:
@@ -113,6 +117,10 @@ def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
             serial=card.serial,
             vbios_version=card.vbios_version,
             driver_version=card.driver_version,
+            bar1_total_mib=card.bar1_total_mib,
+            sm_clock_max_mhz=card.sm_clock_max_mhz,
+            memory_clock_max_mhz=card.memory_clock_max_mhz,
+            pcie_replay_count=card.pcie_replay_count,
         )
         for card in latest.cards
     )
@@ -129,6 +137,7 @@ class DaemonMetrics:
         latch: LatchMirror,
         poll_durations: DurationHistogram,
         canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
+        pcie_aer: Callable[[], tuple[DeviceAer, ...]] | None = None,
     ) -> None:
         self._monitor = monitor
         self._serving_status = serving_status
@@ -136,6 +145,7 @@ class DaemonMetrics:
         self._latch = latch
         self._poll_durations = poll_durations
         self._canaries = canaries
+        self._pcie_aer = pcie_aer
 
     def metrics_state(self) -> RigMetrics:
         """The picture a scrape exports."""
@@ -159,4 +169,5 @@ class DaemonMetrics:
             last_poll_age_s=view.last_poll_age_s,
             canaries=canaries,
             log_signature_totals=signatures,
+            pcie_aer=() if self._pcie_aer is None else self._pcie_aer(),
         )

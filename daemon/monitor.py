@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot
+from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, xid_key
 from hwcheck.verdict import RigVerdict
 
 
@@ -49,6 +49,7 @@ class RigMonitor:
         self._samples: deque[RigSnapshot] = deque(maxlen=max(sample_window, 1))
         self._results: tuple[CheckResult, ...] = ()
         self._xids: list[ClassifiedXid] = []
+        self._xid_keys: set[str] = set()
         self._boot_id = boot_id
         self._polls = 0
         self._last_poll_s: float | None = None
@@ -126,8 +127,21 @@ class RigMonitor:
 
     def add_xid(self, xid: ClassifiedXid) -> None:
         """An Xid of this boot (already stored)."""
+        self.add_xid_if_new(xid)
+
+    def add_xid_if_new(self, xid: ClassifiedXid) -> bool:
+        """Add an Xid of this boot unless it is known (``xid_key``); True when it was new.
+
+        How the Xid path decides before it stores: memory says what is new, so a store
+        that cannot write neither delays nor repeats the decision.
+        """
+        key = xid_key(xid.event)
         with self._lock:
+            if key in self._xid_keys:
+                return False
+            self._xid_keys.add(key)
             self._xids.append(xid)
+            return True
 
     def xids(self) -> tuple[ClassifiedXid, ...]:
         """This boot's Xids so far."""
@@ -139,6 +153,7 @@ class RigMonitor:
         with self._lock:
             self._boot_id = boot_id
             self._xids = list(xids)
+            self._xid_keys = {xid_key(xid.event) for xid in xids}
 
     def _stale_reason(self, age_s: float | None) -> str | None:
         """Why the last poll is too old to call the rig OK (None while it is fresh)."""

@@ -16,6 +16,7 @@ from functools import partial
 
 from daemon.caps import CapKeeper
 from daemon.config import Settings
+from daemon.host_watch import HostInputs, HostWatch
 from daemon.monitor import RigMonitor
 from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter
@@ -65,6 +66,7 @@ class RigPoller:
         on_polled: Callable[[], None],
         record_metrics: Callable[[], None] | None = None,
         extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
+        host_watch: HostWatch | None = None,
         recovery_inputs: RecoveryInputs | None = None,
         rig_now: RigNowSource = RigNow,
     ) -> None:
@@ -80,6 +82,8 @@ class RigPoller:
         self._on_polled = on_polled
         self._record_metrics = record_metrics
         self._extra_checks = extra_checks
+        self._host_watch = host_watch
+        self._host_inputs: HostInputs | None = None  # the last poll's, for a rejudge
         self._recovery_inputs = recovery_inputs or (lambda: (None, None))
         self._rig_now = rig_now
         self._listeners: list[SnapshotListener] = []
@@ -138,6 +142,8 @@ class RigPoller:
             own_pids = self._own_gpu_pids()
             self._holders = [h for h in self._host.device_holders() if h.pid not in own_pids]
             self._holders_at_s = now_s
+        if self._host_watch is not None:
+            self._host_inputs = self._host_watch.on_poll(snapshot)
         results = self._judge(window)
         self._monitor.set_results(results)  # the live picture first: it never waits on the store
         self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
@@ -151,6 +157,7 @@ class RigPoller:
     def _judge(self, window: Sequence[RigSnapshot]) -> list[CheckResult]:
         """Every check on ``window`` (the last polls), with the daemon's own beside them."""
         probes, waiver = self._recovery_inputs()
+        host = self._host_inputs
         results = run_checks(
             CheckInput(
                 samples=window,
@@ -162,6 +169,7 @@ class RigPoller:
                 probes=probes,
                 waiver=waiver,
                 rig_now=self._rig_now(),
+                **({} if host is None else host.check_fields()),
             )
         )
         results.append(self._follower.health.result())  # the daemon's own kernel_log check

@@ -10,11 +10,13 @@ record says which command a real rig would have run.
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
-from daemon.config import Settings
+from daemon.config import ConfigError, Settings
 
 REBOOT_COMMAND_TIMEOUT_S = 60.0
 
@@ -104,3 +106,29 @@ def host_commands(
             simulate_reboot, recovery.reboot_command, recovery.power_cycle_command
         )
     return HostCommandRunner(recovery.reboot_command, recovery.power_cycle_command)
+
+
+def check_host_commands(settings: Settings, source: str) -> None:
+    """Each configured host command's program exists (a real rig; at load, exit 2).
+
+    Found only when a person confirms a reboot, a missing program fails after the engine
+    was already stopped (``["systemctl reboot"]`` is one program name, with a space).
+    """
+    recovery = settings.recovery
+    for key, argv in (
+        ("reboot_command", recovery.reboot_command),
+        ("power_cycle_command", recovery.power_cycle_command),
+    ):
+        if not argv:
+            continue
+        program = argv[0]
+        found = (
+            os.path.isfile(program) and os.access(program, os.X_OK)
+            if os.sep in program
+            else shutil.which(program) is not None
+        )
+        if not found:
+            raise ConfigError(
+                f"{source}: recovery.{key}: {program!r} is not an executable program "
+                "(an argv list: the program, then each argument)"
+            )

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from daemon.metrics_source import LatchMirror
+from daemon import fault_points
+from daemon.latch_state import LatchState
 from daemon.monitor import RigMonitor
-from daemon.store import Store, StoreError
+from daemon.store import AuditRow, Store, StoreError
 from daemon.store.keyvalue import LATCH_WAIVER
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.model import (
@@ -49,6 +51,7 @@ RECOVERY_ACTIONS = frozenset(
         "probe",
     }
 )
+KEPT_IN_MEMORY = 50  # audit rows the status can show while the store cannot be read
 _SEVERITY_OF_ACTION = {
     "stop_and_latch": Severity.CRITICAL,
     "hold": Severity.CRITICAL,
@@ -127,60 +130,75 @@ class RecoveryMemory:
 
 
 class StoreLatch:
-    """``LatchPort`` on the store's durable latch; ``changed`` re-judges the rig at once.
+    """``LatchPort`` on the latch in force (``daemon.latch_state``); ``changed`` re-judges.
 
-    ``mirror`` is the latch as last read: when the store cannot be read (locked, its disk
-    gone) a decision goes on from it rather than failing (a sick store must not blind
-    recovery).
+    Acting comes first: the latch is set in memory and its state file at once, and the
+    store catches up through ``defer`` (the store writer), so a locked, full or corrupt
+    store never delays the stop that follows (issue 22).
     """
 
     def __init__(
         self,
-        store: Store,
+        state: LatchState,
         memory: RecoveryMemory,
         boot_id: Callable[[], str],
         changed: Callable[[bool], None],
-        mirror: LatchMirror,
+        defer: Callable[[Callable[[], None]], None],
     ) -> None:
-        self._store = store
+        self._state = state
         self._memory = memory
         self._boot_id = boot_id
         self._changed = changed
-        self._mirror = mirror
+        self._defer = defer
 
     def latch(self) -> LatchFact | None:
-        """The latch in force (the store's: another process may have set it)."""
-        try:
-            latch = self._store.get_latch()
-        except StoreError as exc:
-            log.warning("the latch could not be read (%s): deciding on the last one read", exc)
-            latch = self._mirror.latch
+        """The latch in force (this process's, or one another process stored)."""
+        latch = self._state.latch()
         return None if latch is None else LatchFact(latch.reason, latch.advice)
 
     def set_latch(self, reason: str, advice: Advice) -> None:
-        """Set it (a second fault keeps the first reason and time)."""
-        self._store.set_latch(reason, source="recovery", advice=advice)
+        """Set it (a second fault keeps the first reason and time); the store after."""
+        self._state.set(reason, "recovery", advice)
+        fault_points.reached(fault_points.LATCH_SET)
         self._changed(True)
+        self._defer(self._state.catch_up)
 
     def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
         """The operator override, recorded as an event, and its waiver; False when unset."""
-        cleared = self._store.clear_latch(reason, by, "operator") is not None
+        cleared = self._state.clear(reason, by, "operator")
         self._memory.set_waiver(waiver, self._boot_id())
         self._changed(False)
         return cleared
 
 
 class StoreAudit:
-    """``AuditTrail`` on the store: one audit row and one event per record."""
+    """``AuditTrail`` on the store: one audit row and one event per record.
+
+    The last rows are also kept in memory, so the status still shows recovery's last
+    decisions while the store cannot be read (``last``).
+    """
 
     def __init__(self, store: Store, dry_run: bool) -> None:
         self._store = store
         self._dry_run = dry_run
+        self._recent: deque[AuditRow] = deque(maxlen=KEPT_IN_MEMORY)
+        self._lock = threading.Lock()
+
+    def last(self, limit: int) -> list[AuditRow]:
+        """The newest rows first: the store's, else (the store is sick) those kept here."""
+        try:
+            return self._store.list_audit(limit=limit)
+        except StoreError as exc:
+            log.warning("the audit trail could not be read (%s): the rows in memory", exc)
+        with self._lock:
+            return list(reversed(self._recent))[:limit]
 
     def record(
         self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
     ) -> None:
         """Append the row and its ``recovery`` event (never raises: logged instead)."""
+        if action == "stop_and_latch":
+            fault_points.reached(fault_points.DECISION_RECORDING)
         dry_run = self._dry_run and result.startswith("dry run")
         severity = _SEVERITY_OF_ACTION.get(action, Severity.WARNING if warnings else Severity.INFO)
         log.log(
@@ -199,6 +217,10 @@ class StoreAudit:
         }
         if warnings:
             details["warnings"] = list(warnings)
+        with self._lock:
+            self._recent.append(
+                AuditRow(-1, datetime.now(UTC), actor, action, None, reason, dry_run, result, None)
+            )
         try:
             self._store.audit(actor, action, result, reason=reason, dry_run=dry_run)
             self._store.record_event(
@@ -212,19 +234,24 @@ class StoreAudit:
 
 
 class StoreDocument:
-    """``DocumentStore`` on one key of the store (recovery's card fault history)."""
+    """``DocumentStore`` on one key of the store (recovery's card fault history).
 
-    def __init__(self, store: Store, key: str) -> None:
+    ``save`` goes through ``defer`` (the store writer): recovery notes a card's fault
+    while it latches, and a locked database must not hold the stop back.
+    """
+
+    def __init__(self, store: Store, key: str, defer: Callable[[Callable[[], None]], None]) -> None:
         self._store = store
         self._key = key
+        self._defer = defer
 
     def load(self) -> dict[str, Any] | None:
         """The document, or None."""
         return self._store.get_document(self._key)
 
     def save(self, document: dict[str, Any]) -> None:
-        """Replace it."""
-        self._store.set_document(self._key, document)
+        """Replace it (on the store writer's thread)."""
+        self._defer(lambda: self._store.set_document(self._key, document))
 
 
 class MonitorRig:

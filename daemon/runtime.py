@@ -28,7 +28,10 @@ from daemon.canaries import CanaryService, build_canaries
 from daemon.caps import CapKeeper
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
+from daemon.diag_service import build_diag
 from daemon.engine_service import EngineService
+from daemon.host_watch import build_host_watch
+from daemon.latch_state import LATCH_FILE, LatchFile, LatchState
 from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -138,27 +141,30 @@ class Daemon:
         )
         self.judge = RigJudge(
             self.monitor,
-            self.store,
             lambda: None if self.engine is None else self.engine.state()[0].value,
             self.api.state_changed,
         )
         self.recovery_memory = RecoveryMemory(self.store)
+        self.latch_state = LatchState(
+            LatchFile(state_dir / LATCH_FILE), self.store, self.judge.latch
+        )
         rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
+        self.audit = StoreAudit(self.store, settings.recovery.dry_run)
         self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
             rig=rig_view,
             latch=StoreLatch(
-                self.store,
+                self.latch_state,
                 self.recovery_memory,
                 lambda: self.monitor.view().boot_id,
                 self.judge.latch_changed,
-                self.judge.latch,
+                self.writer.submit,
             ),
-            audit=StoreAudit(self.store, settings.recovery.dry_run),
+            audit=self.audit,
             prober=host.cuda_prober or SubprocessCudaProber(),
             host=host_commands(settings, sim is not None, self.simulate_reboot),
-            history=StoreDocument(self.store, CARD_FAULT_HISTORY),
+            history=StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit),
             catch_up=self.follower.catch_up,
         )
         self.xid_path.add_listener(self.recovery.on_xid)
@@ -175,6 +181,7 @@ class Daemon:
                 known_secrets=KnownSecrets(
                     {self.token, *config_secret_values(settings, self.alerts.sinks)}
                 ),
+                defer=self.writer.submit,
             )
             reports.attach(self.recovery)
             self.recovery.attach_engine(SupervisedEngine.for_service(self.engine, rig_view.cards))
@@ -189,6 +196,12 @@ class Daemon:
         self.canaries: CanaryService | None = None
         if self.engine is not None:
             self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
+        self.host_watch = build_host_watch(
+            host, settings, state_dir, self.writer, self.store, recipe
+        )
+        self.diag = build_diag(
+            self.store, self.monitor, host, self.engine, self.recovery.starts.cards_held
+        )
         self.services = DaemonServices(
             self.store,
             self.monitor,
@@ -202,6 +215,9 @@ class Daemon:
             recovery=self.recovery,
             canaries=self.canaries,
             rig=self.settings.rig,
+            host_watch=self.host_watch,
+            latch_in_force=self.judge.latch.get,
+            audit_rows=self.audit.last,
         )
         self.poller = RigPoller(
             settings,
@@ -215,7 +231,8 @@ class Daemon:
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
-            extra_checks=None if self.canaries is None else self._canary_checks,
+            extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
+            host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
             rig_now=self.judge.rig_now,
         )
@@ -228,6 +245,7 @@ class Daemon:
             self.judge.latch,
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
+            pcie_aer=self.host_watch.aer_counters,
         )
 
     # -- helpers ----------------------------------------------------------------------
@@ -274,7 +292,7 @@ class Daemon:
             self.poll_durations.observe(time.monotonic() - began_s)
         finally:
             self.api.state_changed()  # a failed poll changes the picture too (stale, errors)
-        self.writer.submit(self.judge.mirror_latch)
+        self.writer.submit(self.latch_state.catch_up)
 
     def _on_new_boot(self, boot_id: str) -> None:
         """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
@@ -288,7 +306,9 @@ class Daemon:
         The follower must be stopped; the bring-up then runs on the recovery worker.
         """
         track_boot(self.store, boot_id)
+        self.latch_state.new_boot(boot_id)
         self.monitor.new_boot(boot_id)
+        self.host_watch.new_boot()
         self.recovery_memory.new_boot()
         self.recovery.new_boot(boot_id)
         self.follower.start()
@@ -348,10 +368,12 @@ class Daemon:
                 alerts=self.alerts,
                 canary=self.canaries,
                 allowed_hosts=self._allowed_hosts(),
+                diag=self.diag,
             )
         )
         boot_id = self.monitor.view().boot_id
         rebooted = track_boot(self.store, boot_id)
+        self.latch_state.load(boot_id)
         self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
         self.recovery_memory.load(boot_id)
         self.recovery.new_boot(boot_id)
@@ -369,6 +391,9 @@ class Daemon:
                 self.poll()
             except Exception as exc:
                 log.error("poll failed: %s; fleetd keeps running and retries", exc)
+        # What a fleetd killed mid-decision owed (issue 22): decided now, engine adopted.
+        waiver = self.recovery_memory.waiver
+        self.recovery.reconcile(frozenset() if waiver is None else waiver.xid_keys)
         self._sample_until_judged()
         self.writer.flush(READY_TIMEOUT_S)  # READY=1 only once the first polls are stored
         self.scheduler.add_listener(self._job_failed, EVENT_JOB_ERROR)

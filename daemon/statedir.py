@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.defaults import TOKEN_FILE
+from hwcheck.hostfacts.baseline import BASELINE_FILE
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
 from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
@@ -97,6 +98,11 @@ class StateDir:
         """Under ``--simulate``: the previous boot's simulated kernel log."""
         return self.root / KMSG_ROTATED_FILE
 
+    @property
+    def host_baseline(self) -> Path:
+        """The host baseline fleetd recorded at its first start (``[host]``-table TOML)."""
+        return self.root / BASELINE_FILE
+
     def files(self) -> tuple[Path, ...]:
         """Every file named here (not all exist: some only under ``--simulate``)."""
         return (
@@ -111,6 +117,7 @@ class StateDir:
             self.sim_state,
             self.sim_kernel_log,
             self.sim_kernel_log_rotated,
+            self.host_baseline,
         )
 
     def create_private_file(self, path: Path) -> None:

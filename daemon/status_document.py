@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from daemon.host_watch import HostStatus
 from daemon.monitor import MonitorView
 from hwcheck.checks import card_states, pcie_link
 from hwcheck.explain import explanations
+from hwcheck.hostfacts.document import card_bus_fields
 from hwcheck.model import CheckResult, RigProfile
 from hwcheck.report import card_document, xid_counts_by_card
 from hwcheck.verdict import NO_DATA, RigVerdict
@@ -32,6 +34,7 @@ from web.models import (
     ServingDocument,
     StatusDocument,
 )
+from web.models_host import HostDocument
 from web.version import __version__
 
 
@@ -48,8 +51,14 @@ def check_documents(results: Sequence[CheckResult]) -> list[CheckDocument]:
     ]
 
 
-def card_documents(view: MonitorView, rig: RigProfile) -> list[CardDocument]:
-    """The cards of the last poll, with their state and the PCIe baseline they should train."""
+def card_documents(
+    view: MonitorView, rig: RigProfile, host: HostStatus | None = None
+) -> list[CardDocument]:
+    """The cards of the last poll, with their state and the PCIe baseline they should train.
+
+    With ``host`` (fleetd watches the host), each card also gets its bus facts: driver,
+    bridges, uplink and AER counters.
+    """
     latest = view.latest
     if latest is None or view.nvml_down is not None:
         return []  # nothing about the cards is known: the nvml check says why
@@ -59,9 +68,11 @@ def card_documents(view: MonitorView, rig: RigProfile) -> list[CardDocument]:
     for card in latest.cards:
         state = "lost" if card.lost else states.get(card.index, "ok")
         gen, width = pcie_link.baseline(rig, card.pci_bus_id)
+        bus = {} if host is None else card_bus_fields(host.facts, card.pci_bus_id)
         cards.append(
             CardDocument(
                 **card_document(card, counts.get(card.index, 0), state),
+                **bus,
                 pcie_baseline_gen=gen,
                 pcie_baseline_width=width,
                 lost_kind=None if card.lost_kind is None else card.lost_kind.value,
@@ -108,14 +119,17 @@ def status_document(
     kernel_records_lost: int,
     started_at: str | None,
     gpu_pids: list[int],
+    host: HostStatus | None = None,
 ) -> StatusDocument:
-    """The whole document, every block a typed model."""
+    """The whole document, every block a typed model (``host``: the host truth's section)."""
     extra: dict[str, Any] = {}
     if log_signatures is not None:
         extra["log_signatures"] = [LogSignatureDocument.model_validate(s) for s in log_signatures]
+    if host is not None:
+        extra["host"] = HostDocument.model_validate(host.section)
     return StatusDocument(
         overall=cast(Overall, view_verdict(view).overall),
-        cards=card_documents(view, rig),
+        cards=card_documents(view, rig, host),
         checks=check_documents(view.results),
         serving=ServingDocument.model_validate(serving),
         recovery=recovery,

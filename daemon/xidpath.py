@@ -1,8 +1,12 @@
-"""The one event path every Xid takes: kernel-log record -> store -> monitor.
+"""The one event path every Xid takes: kernel-log record -> monitor and recovery -> store.
 
-The follower thread calls ``XidPath.handle`` for each Xid it parses. The store insert and
-the kernel-log cursor move in one transaction keyed by ``(boot_id, seq)``, so a daemon
-killed at any instant neither loses an Xid nor counts it twice after a restart.
+The follower thread calls ``XidPath.handle`` for each Xid it parses. Acting comes first:
+memory (the monitor's keys) says whether the Xid is new, and recovery decides on it (a
+latch, a stop) before it is stored, so a store that is locked, full or corrupt cannot
+delay or swallow the decision (issue 22). The store insert and the kernel-log cursor
+then move in one transaction keyed by ``(boot_id, seq)``; a write that fails raises, the
+follower re-reads from its cursor, and memory keeps the decision from being repeated. A
+daemon killed between the two is caught by the reconcile at its next start.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 
+from daemon import fault_points
 from daemon.kernellog_health import EVENT_KIND, FollowerHealth
 from daemon.monitor import RigMonitor
 from daemon.store import Store
@@ -71,7 +76,8 @@ class XidPath:
         self._listeners.append(listener)
 
     def handle(self, item: ClassifiedXid, record: KernelRecord) -> None:
-        """Store the Xid with its cursor; announce it only if it was new."""
+        """Announce the Xid if it is new (recovery decides), then store it with its cursor."""
+        fault_points.reached(fault_points.XID_READ)
         item = with_journal_key(item, record)
         card = self._card_index_of(item.event.pci_bus_id)
         cursor = None
@@ -80,18 +86,17 @@ class XidPath:
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
         # The headline only: the explanation is shown once (fleetctl explain, status).
         message = item.info.headline(where)
-        is_new = self._store.record_xid_and_cursor(
+        if self._monitor.add_xid_if_new(item):
+            log.warning("%s [class=%s action=%s]", message, item.info.xid_class, item.info.action)
+            for listener in self._listeners:
+                try:
+                    listener(item, card)
+                except Exception:
+                    log.exception("an Xid listener failed")
+        self._store.record_xid_and_cursor(
             item, card=card, message=message, cursor=cursor
         )  # no severity: the store takes the xid check's own rule (xid_severity)
-        if not is_new:
-            return
-        self._monitor.add_xid(item)
-        log.warning("%s [class=%s action=%s]", message, item.info.xid_class, item.info.action)
-        for listener in self._listeners:
-            try:
-                listener(item, card)
-            except Exception:
-                log.exception("an Xid listener failed")
+        fault_points.reached(fault_points.XID_STORED)
 
 
 class FollowerThread:

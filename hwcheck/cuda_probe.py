@@ -10,18 +10,14 @@ engine: the caller's job (the recovery executors run it only while the engine is
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 
+from hwcheck.child_run import json_records, run_child
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 
-_LOG = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 20.0
-_TERM_GRACE_S = 2.0
 
 
 class SubprocessCudaProber:
@@ -38,40 +34,14 @@ class SubprocessCudaProber:
         env = dict(os.environ if self._env is None else self._env)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         argv = [sys.executable, "-m", "hwcheck.cuda_probe_child", *map(str, cards)]
-        child = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            text=True,
-        )
-        try:
-            out, _ = child.communicate(timeout=self._timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            child.terminate()
-            try:
-                out, _ = child.communicate(timeout=_TERM_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _LOG.warning(
-                    "CUDA probe pid %d hangs in the driver; abandoned (never killed)", child.pid
-                )
-                out = ""
-            timed_out = True
-        return parse_probe_output(out or "", cards, timed_out)
+        done = run_child(argv, env, self._timeout_s, "CUDA probe")
+        return parse_probe_output(done.stdout, cards, done.timed_out)
 
 
 def parse_probe_output(text: str, cards: Sequence[int], timed_out: bool) -> tuple[CardProbe, ...]:
     """The child's JSON lines as results; cards it never reported are timed out or failed."""
     found: dict[int, CardProbe] = {}
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text):
         if "unavailable" in record:
             why = str(record["unavailable"])
             return tuple(CardProbe(card, ProbeOutcome.UNAVAILABLE, why) for card in cards)

@@ -9,11 +9,10 @@ point the reader at recorded trees.
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 
-_LOG = logging.getLogger(__name__)
+from hwcheck.textfile import read_text
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ..."
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..."
@@ -30,26 +29,16 @@ def parse_proc_version(text: str) -> str | None:
     return None
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        _LOG.warning("cannot read %s: %s", path, exc.strerror or exc)
-        return None
-
-
 def read_kernel_module_version(
     proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys")
 ) -> str | None:
     """The loaded module's version; None when no nvidia module is loaded (or unreadable)."""
-    text = _read(proc_root / "driver" / "nvidia" / "version")
+    text = read_text(proc_root / "driver" / "nvidia" / "version")
     if text is not None:
         version = parse_proc_version(text)
         if version is not None:
             return version
-    plain = _read(sys_root / "module" / "nvidia" / "version")
+    plain = read_text(sys_root / "module" / "nvidia" / "version")
     if plain is not None and _PLAIN_VERSION.match(plain.strip()):
         return plain.strip()
     return None

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 
 from hwcheck.backend import GpuBackend
 from hwcheck.cuda_results import CudaProber
+from hwcheck.hostfacts.baseline import HostBaseline
+from hwcheck.hostfacts.model import DeviceAer, HostFacts
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
-from hwcheck.model import DeviceHolder, PciDevice
+from hwcheck.memtest_results import Memtester
+from hwcheck.model import DeviceHolder, PciDevice, RigSnapshot
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,12 @@ class HostSources:
     - ``kernel_log_history``: this boot's records so far (for one-shot checks).
     - ``kernel_module_version``: the loaded nvidia kernel module's version, or None.
     - ``cuda_prober``: the simulated rig's CUDA probe (None: the real subprocess probe).
+    - ``host_facts``: the boot chain, nvidia module, bus and P2P facts for the cards of a
+      snapshot (files and bootloader: read once a minute by fleetd); None: not read.
+    - ``pcie_aer``: only the AER counters (cheap file reads, for rates between facts).
+    - ``known_good_baseline``: the simulated rig's baseline (None on a real host: there
+      the baseline is recorded from what is read).
+    - ``memtester``: the simulated memory test (None: the real subprocess test).
     """
 
     gpu: GpuBackend
@@ -40,6 +49,10 @@ class HostSources:
     simulated: bool = False
     kernel_module_version: Callable[[], str | None] = field(default=lambda: None)  # unknown
     cuda_prober: CudaProber | None = None
+    host_facts: Callable[[RigSnapshot], HostFacts] | None = None
+    pcie_aer: Callable[[RigSnapshot], tuple[DeviceAer, ...]] | None = None
+    known_good_baseline: Callable[[], HostBaseline] | None = None
+    memtester: Memtester | None = None
 
     def close(self) -> None:
         """Release the GPU backend."""

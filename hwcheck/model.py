@@ -134,6 +134,13 @@ class GpuSnapshot:
     persistence_mode: bool | None = None
     fan_speed_pct: int | None = None
     recovery_action: int | None = None
+    # Host truth (issue 18): the BAR1 aperture (64 GiB with the bridge-window patch, 256 MiB
+    # stock), the VBIOS's top clocks (1,728 MHz memory; 1,458 on an old VBIOS) and the
+    # PCIe replay counter since boot (risers at Gen1/2 x4 are where link errors live).
+    bar1_total_mib: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    pcie_replay_count: int | None = None
     lost: bool = False
     lost_reason: str | None = None
     lost_kind: LostKind | None = None
@@ -271,6 +278,7 @@ class EventKind(enum.StrEnum):
     OPERATOR = "operator"
     LAUNCH = "launch"
     CANARY = "canary"
+    DIAG = "diag"  # a diagnostic run (the memory test)
 
 
 @dataclass(frozen=True, slots=True)

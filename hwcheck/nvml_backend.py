@@ -20,10 +20,13 @@ from typing import Any
 
 from hwcheck import nvml_power
 from hwcheck.backend import BackendTimeout, BackendUnavailable
+from hwcheck.hostfacts.model import P2pPair
 from hwcheck.model import RigSnapshot
+from hwcheck.nvml_calls import Call
 from hwcheck.nvml_cards import CardReader
 from hwcheck.nvml_errors import NvmlDown, nvml_unavailable
-from hwcheck.nvml_gateway import MODULE_MISSING_MESSAGE, Call, NvmlCallError, NvmlGateway
+from hwcheck.nvml_gateway import MODULE_MISSING_MESSAGE, NvmlCallError, NvmlGateway
+from hwcheck.nvml_p2p import read_p2p
 from hwcheck.nvml_values import text
 
 __all__ = ["MODULE_MISSING_MESSAGE", "NvmlBackend"]
@@ -72,6 +75,11 @@ class NvmlBackend:
             driver_version=driver_version,
             nvml_version=nvml_version,
         )
+
+    def p2p_status(self, snapshot: RigSnapshot) -> tuple[P2pPair, ...]:
+        """NVML's P2P read status of every pair of the snapshot's live cards."""
+        cards = [(card.index, card.pci_bus_id) for card in snapshot.cards if not card.lost]
+        return read_p2p(self._gateway, cards)
 
     def set_power_limit(self, index: int, watts: float) -> None:
         """Set card ``index``'s power limit in W (root; lost at reboot and GPU reset)."""

@@ -21,7 +21,8 @@ from typing import Any
 from hwcheck import nvml_values as values
 from hwcheck.backend import BackendTimeout
 from hwcheck.model import GpuSnapshot, LostKind
-from hwcheck.nvml_gateway import Call, Field, NvmlCallError, NvmlError, NvmlGateway
+from hwcheck.nvml_calls import Call, Field
+from hwcheck.nvml_gateway import NvmlCallError, NvmlError, NvmlGateway
 
 logger = logging.getLogger(__name__)
 
@@ -192,10 +193,13 @@ class CardReader:
         }
 
     def _memory(self, index: int, handle: Any) -> dict[str, Any]:
+        bar1 = self._read(index, (Call.BAR1_MEMORY,), handle)
+        bar1_mib = {} if bar1 is None else {"bar1_total_mib": values.mib(bar1.bar1Total)}
         memory = self._read(index, (Call.MEMORY_INFO,), handle)
         if memory is None:
-            return {}
+            return bar1_mib
         return {
+            **bar1_mib,
             "memory_total_mib": values.mib(memory.total),
             "memory_used_mib": values.mib(memory.used),
         }
@@ -224,6 +228,8 @@ class CardReader:
             "clock_event_reasons": read_int(Call.CLOCK_EVENT_REASONS, Call.CLOCK_THROTTLE_REASONS),
             "sm_clock_mhz": read_int(Call.SM_CLOCK),
             "memory_clock_mhz": read_int(Call.MEMORY_CLOCK),
+            "sm_clock_max_mhz": read_int(Call.SM_CLOCK_MAX),
+            "memory_clock_max_mhz": read_int(Call.MEMORY_CLOCK_MAX),
         }
 
     def _thermal(self, index: int, handle: Any) -> dict[str, Any]:
@@ -245,5 +251,6 @@ class CardReader:
             "pcie_width_current": read_int(Call.PCIE_WIDTH_CURRENT),
             "pcie_gen_max": read_int(Call.PCIE_GEN_MAX),
             "pcie_width_max": read_int(Call.PCIE_WIDTH_MAX),
+            "pcie_replay_count": read_int(Call.PCIE_REPLAY_COUNTER),
             "persistence_mode": self._read(index, (Call.PERSISTENCE_ENABLED,), handle),
         }

@@ -28,6 +28,8 @@ from types import ModuleType
 from typing import Any
 
 from hwcheck.backend import BackendError, BackendTimeout, BackendUnavailable
+from hwcheck.hostfacts.model import P2pStatus
+from hwcheck.nvml_calls import Call, Field
 from hwcheck.nvml_errors import NvmlDown, nvml_unavailable
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
@@ -55,6 +57,13 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "NVML_FEATURE_ENABLED",
     "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
     "NVML_FI_DEV_MEMORY_TEMP",
+    "NVML_P2P_CAPS_INDEX_READ",
+    "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED",
+    "NVML_P2P_STATUS_DISABLED_BY_REGKEY",
+    "NVML_P2P_STATUS_GPU_NOT_SUPPORTED",
+    "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED",
+    "NVML_P2P_STATUS_NOT_SUPPORTED",
+    "NVML_P2P_STATUS_OK",
     "NVML_SUCCESS",
     "NVML_TEMPERATURE_GPU",
     "NVML_VALUE_TYPE_DOUBLE",
@@ -64,6 +73,7 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "NVML_VALUE_TYPE_UNSIGNED_LONG",
     "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG",
     "NVML_VALUE_TYPE_UNSIGNED_SHORT",
+    "nvmlDeviceGetBAR1MemoryInfo",
     "nvmlDeviceGetClockInfo",
     "nvmlDeviceGetCount",
     "nvmlDeviceGetCurrPcieLinkGeneration",
@@ -74,11 +84,14 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "nvmlDeviceGetFanSpeed",
     "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetMaxClockInfo",
     "nvmlDeviceGetMaxPcieLinkGeneration",
     "nvmlDeviceGetMaxPcieLinkWidth",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetName",
+    "nvmlDeviceGetP2PStatus",
     "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetPcieReplayCounter",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetPowerManagementDefaultLimit",
     "nvmlDeviceGetPowerManagementLimit",
@@ -157,47 +170,6 @@ class NvmlCallError(Exception):
         self.call = call
 
 
-class Call(enum.Enum):
-    """The NVML functions the readers may ask for (the gateway binds each to ``pynvml``)."""
-
-    DEVICE_COUNT = "device_count"
-    DRIVER_VERSION = "driver_version"
-    NVML_VERSION = "nvml_version"
-    HANDLE_BY_INDEX = "handle_by_index"
-    PCI_INFO = "pci_info"
-    UUID = "uuid"
-    NAME = "name"
-    SERIAL = "serial"
-    VBIOS_VERSION = "vbios_version"
-    MEMORY_INFO = "memory_info"
-    POWER_USAGE = "power_usage"
-    POWER_LIMIT = "power_limit"
-    ENFORCED_POWER_LIMIT = "enforced_power_limit"
-    DEFAULT_POWER_LIMIT = "default_power_limit"
-    POWER_LIMIT_CONSTRAINTS = "power_limit_constraints"
-    TOTAL_ENERGY = "total_energy"  # mJ since the driver loaded (Volta and newer)
-    SET_POWER_LIMIT = "set_power_limit"
-    CLOCK_EVENT_REASONS = "clock_event_reasons"
-    CLOCK_THROTTLE_REASONS = "clock_throttle_reasons"
-    SM_CLOCK = "sm_clock"
-    MEMORY_CLOCK = "memory_clock"
-    TEMPERATURE = "temperature"
-    TEMPERATURE_V = "temperature_v"
-    FAN_SPEED = "fan_speed"
-    PCIE_GEN_CURRENT = "pcie_gen_current"
-    PCIE_WIDTH_CURRENT = "pcie_width_current"
-    PCIE_GEN_MAX = "pcie_gen_max"
-    PCIE_WIDTH_MAX = "pcie_width_max"
-    PERSISTENCE_ENABLED = "persistence_enabled"
-
-
-class Field(enum.Enum):
-    """Readings that come through the field-values API."""
-
-    MEMORY_TEMPERATURE = "memory_temperature"
-    GPU_RECOVERY_ACTION = "gpu_recovery_action"
-
-
 @dataclass(frozen=True, slots=True)
 class StuckCall:
     """A call on a card that timed out and whose worker has not returned yet."""
@@ -256,6 +228,8 @@ class NvmlGateway:
         result = self._timed(card, nvml, fn, *args, *bound_args)
         if call is Call.PERSISTENCE_ENABLED:
             return result == nvml.NVML_FEATURE_ENABLED
+        if call is Call.P2P_READ_STATUS:
+            return _p2p_status(nvml, result)
         return result
 
     def field_value(self, card: int, handle: Any, field: Field) -> float | int | None:
@@ -413,6 +387,16 @@ def _bind(nvml: ModuleType, call: Call) -> tuple[Callable[..., Any] | None, tupl
             return nvml.nvmlDeviceGetMaxPcieLinkWidth, ()
         case Call.PERSISTENCE_ENABLED:
             return nvml.nvmlDeviceGetPersistenceMode, ()
+        case Call.BAR1_MEMORY:
+            return nvml.nvmlDeviceGetBAR1MemoryInfo, ()
+        case Call.SM_CLOCK_MAX:
+            return nvml.nvmlDeviceGetMaxClockInfo, (nvml.NVML_CLOCK_SM,)
+        case Call.MEMORY_CLOCK_MAX:
+            return nvml.nvmlDeviceGetMaxClockInfo, (nvml.NVML_CLOCK_MEM,)
+        case Call.PCIE_REPLAY_COUNTER:
+            return nvml.nvmlDeviceGetPcieReplayCounter, ()
+        case Call.P2P_READ_STATUS:
+            return nvml.nvmlDeviceGetP2PStatus, (nvml.NVML_P2P_CAPS_INDEX_READ,)
     raise AssertionError(call)  # pragma: no cover - the match covers every Call
 
 
@@ -433,6 +417,19 @@ def _error_kind(nvml: ModuleType, exc: Exception) -> NvmlError:
         (nvml.NVMLError_LibRmVersionMismatch, NvmlError.LIB_RM_VERSION_MISMATCH),
     )
     return next((kind for cls, kind in classes if isinstance(exc, cls)), NvmlError.OTHER)
+
+
+def _p2p_status(nvml: ModuleType, code: int) -> P2pStatus:
+    """NVML's P2P status code as a word ("not supported" is an answer, not an error)."""
+    statuses = {
+        nvml.NVML_P2P_STATUS_OK: P2pStatus.OK,
+        nvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED: P2pStatus.CHIPSET_NOT_SUPPORTED,
+        nvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED: P2pStatus.GPU_NOT_SUPPORTED,
+        nvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED: P2pStatus.TOPOLOGY_NOT_SUPPORTED,
+        nvml.NVML_P2P_STATUS_DISABLED_BY_REGKEY: P2pStatus.DISABLED_BY_REGKEY,
+        nvml.NVML_P2P_STATUS_NOT_SUPPORTED: P2pStatus.NOT_SUPPORTED,
+    }
+    return statuses.get(int(code), P2pStatus.UNKNOWN)
 
 
 def _error_text(exc: Exception) -> str:

@@ -4,14 +4,15 @@ It samples the cards a few times over about two seconds (so a power brake must b
 sustained to count as critical), reads this boot's kernel log for Xids, runs the CUDA
 probe on each card that answers (the same probe fleetd runs before a start, with its
 timeout; unless asked not to, or an engine holds the cards: a probe never runs beside
-one), and runs every check once over what it saw.
+one), reads the host facts (boot chain, module, bus, P2P) and PCIe error counters with
+each sample, and runs every check once over what it saw.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,10 @@ from hwcheck.checks import CheckInput, run_checks
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
 from hwcheck.host import HostSources
+from hwcheck.hostfacts.baseline import HostBaseline
+from hwcheck.hostfacts.document import add_card_bus_fields, host_document
+from hwcheck.hostfacts.judging import HostJudging, read_counters
+from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.parser import parse_xid
 from hwcheck.kernellog.records import KernelRecord
@@ -36,10 +41,16 @@ class CheckReport:
     samples: tuple[RigSnapshot, ...]
     results: tuple[CheckResult, ...]
     xids: tuple[ClassifiedXid, ...]
+    host: HostFacts | None = None
+    baseline: HostBaseline = field(default_factory=HostBaseline)
+    tensor_parallel_size: int = 1
 
     def document(self) -> dict[str, Any]:
-        """``{overall, cards, checks}`` as in CONTRACT."""
-        return rig_document(self.samples[-1], self.results, self.xids)
+        """``{overall, cards, checks}`` as in CONTRACT, plus the ``host`` section."""
+        doc = rig_document(self.samples[-1], self.results, self.xids)
+        add_card_bus_fields(doc["cards"], self.host)
+        doc["host"] = host_document(self.host, self.baseline, self.tensor_parallel_size)
+        return doc
 
 
 def classify_records(
@@ -61,14 +72,17 @@ def sample_rig(
     samples: int = DEFAULT_SAMPLES,
     span_s: float = DEFAULT_SPAN_S,
     sleep: Callable[[float], None] = time.sleep,
+    on_sample: Callable[[RigSnapshot], None] | None = None,
 ) -> list[RigSnapshot]:
-    """``samples`` snapshots spread evenly over ``span_s`` seconds."""
+    """``samples`` snapshots spread evenly over ``span_s`` seconds (each shown to ``on_sample``)."""
     gap_s = span_s / max(samples - 1, 1)
     taken: list[RigSnapshot] = []
     for number in range(samples):
         if number:
             sleep(gap_s)
         taken.append(host.gpu.snapshot())
+        if on_sample is not None:
+            on_sample(taken[-1])
     return taken
 
 
@@ -91,26 +105,40 @@ def run_local_check(
     samples: int = DEFAULT_SAMPLES,
     span_s: float = DEFAULT_SPAN_S,
     sleep: Callable[[float], None] = time.sleep,
+    host_judging: HostJudging | None = None,
     probe: bool = False,
     skip_probe: str | None = None,
 ) -> CheckReport:
-    """Sample, read the kernel log, probe CUDA (with ``probe``), run every check.
+    """Sample, read the kernel log and the host facts, probe CUDA (with ``probe``), check.
 
     ``skip_probe`` (why the probe must not run now, e.g. an engine serves) turns each
     card's probe into a "not probed" note.
     """
-    snapshots = sample_rig(host, samples, span_s, sleep)
+    judging = host_judging or HostJudging()
+    counters: list[PcieCounterSample] = []
+    snapshots = sample_rig(
+        host, samples, span_s, sleep, lambda taken: counters.append(read_counters(host, taken))
+    )
     probes = probe_cards(host, snapshots[-1], skip_probe) if probe else None
     xids = classify_records(host.kernel_log_history(), catalogue)
-    results = run_checks(
-        CheckInput(
-            samples=snapshots,
-            profile=profile,
-            pci_devices=host.pci_devices(),
-            xids=xids,
-            holders=host.device_holders(),
-            kernel_module_version=host.kernel_module_version(),
-            probes=probes,
-        )
+    inp = CheckInput(
+        samples=snapshots,
+        profile=profile,
+        pci_devices=host.pci_devices(),
+        xids=xids,
+        holders=host.device_holders(),
+        kernel_module_version=host.kernel_module_version(),
+        probes=probes,
+        host=None if host.host_facts is None else host.host_facts(snapshots[-1]),
+        baseline=judging.baseline(host),
+        pcie_counters=counters,
+        tensor_parallel_size=judging.tensor_parallel_size,
     )
-    return CheckReport(samples=tuple(snapshots), results=tuple(results), xids=tuple(xids))
+    return CheckReport(
+        samples=tuple(snapshots),
+        results=tuple(run_checks(inp)),
+        xids=tuple(xids),
+        host=inp.host,
+        baseline=inp.baseline,
+        tensor_parallel_size=inp.tensor_parallel_size,
+    )

@@ -14,9 +14,14 @@ from hwcheck.bootid import read_boot_id
 from hwcheck.driver_module import read_kernel_module_version
 from hwcheck.holders import find_device_holders
 from hwcheck.host import HostSources
+from hwcheck.hostfacts.grubby import grubby_default_info
+from hwcheck.hostfacts.model import DeviceAer, HostFacts
+from hwcheck.hostfacts.pcitree import card_bus, read_aer_counters
+from hwcheck.hostfacts.reader import read_host_facts
 from hwcheck.kernellog.filelog import FileSource
 from hwcheck.kernellog.history import host_kernel_log_history, open_host_kernel_log
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
+from hwcheck.model import RigSnapshot
 from hwcheck.nvml_backend import NvmlBackend
 from hwcheck.sysfs import scan_cmp_devices
 
@@ -31,13 +36,34 @@ def real_host_sources(
     sys_root: Path = Path("/sys"),
     proc_root: Path = Path("/proc"),
     exclude_pids: Collection[int] = (),
+    host_root: Path = Path("/"),
 ) -> HostSources:
     """Sources reading this machine (NVML is initialised lazily, at the first snapshot).
 
     ``exclude_pids`` never count as ``/dev/nvidia*`` holders (fleetd and its engine, as
-    named by a running fleetd, when ``fleetctl check`` runs beside one).
+    named by a running fleetd, when ``fleetctl check`` runs beside one). ``host_root`` is
+    where the host-truth readers find ``/proc``, ``/sys``, ``/boot`` and ``/lib/modules``.
     """
     boot_id = partial(read_boot_id, proc_root)
+    gpu = NvmlBackend(call_timeout_s=nvml_timeout_s)
+
+    def card_addresses(snapshot: RigSnapshot) -> list[str]:
+        """NVML's cards and every CMP card on the bus (a card NVML lost is still judged)."""
+        found = {card.pci_bus_id for card in snapshot.cards if card.pci_bus_id}
+        found |= {device.pci_bus_id for device in scan_cmp_devices(sys_root)}
+        return sorted(found)
+
+    def host_facts(snapshot: RigSnapshot) -> HostFacts:
+        return read_host_facts(
+            host_root,
+            card_addresses(snapshot),
+            p2p=partial(gpu.p2p_status, snapshot),
+            grubby_info=grubby_default_info(),
+        )
+
+    def pcie_aer(snapshot: RigSnapshot) -> tuple[DeviceAer, ...]:
+        buses = [card_bus(host_root, address) for address in card_addresses(snapshot)]
+        return read_aer_counters(host_root, buses)
 
     def open_log(cursor: KernelLogCursor | None) -> KernelLogSource:
         if kernel_log == "file":
@@ -55,7 +81,7 @@ def real_host_sources(
         return host_kernel_log_history(boot_id(), prefer=kernel_log)
 
     return HostSources(
-        gpu=NvmlBackend(call_timeout_s=nvml_timeout_s),
+        gpu=gpu,
         pci_devices=partial(scan_cmp_devices, sys_root),
         boot_id=boot_id,
         device_holders=partial(find_device_holders, exclude_pids=frozenset(exclude_pids)),
@@ -63,4 +89,6 @@ def real_host_sources(
         kernel_log_history=history,
         simulated=False,
         kernel_module_version=partial(read_kernel_module_version, proc_root, sys_root),
+        host_facts=host_facts,
+        pcie_aer=pcie_aer,
     )

@@ -43,7 +43,7 @@ from recovery.ports import (
 from recovery.settings import RecoverySettings, policy_settings
 from recovery.starts import StartAnswer, StartPath
 from recovery.streak import RestartStreak
-from serving.errors import InvalidInput, Refused
+from serving.errors import Conflict, InvalidInput, Refused
 
 LOG = logging.getLogger("fleetd.recovery")
 
@@ -90,6 +90,8 @@ class RecoveryController:
         self._engine: EnginePort | None = None
         self._faulty_cards: dict[int, CardFault] = {}
         self.rebooting = threading.Event()
+        self._reboot_lock = threading.Lock()
+        self._reboot_by = ""
         self.last_bring_up: dict[str, Any] | None = None
         self.starts = StartPath(self, rig, prober, clock)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
@@ -145,6 +147,7 @@ class RecoveryController:
             failures_in_a_row=self.streak.failures_in_a_row,
             operator_hold=False if engine is None else engine.held_by_a_person(),
             host_rebooting=self.rebooting.is_set(),
+            cards_held_by=self.starts.cards_held_by,
             settings=self.settings,
         )
         return replace(base, **more)
@@ -222,6 +225,34 @@ class RecoveryController:
         """Every start: one ``decide``, carried out, the answer back to the caller."""
         return self.starts.request(trigger, actor, restart)
 
+    def reconcile(self, waived: frozenset[str]) -> Decision | None:
+        """At start: decide now what recovery owes for this boot's stored faults.
+
+        fleetd may have been killed between reading a hardware Xid (or seeing a lost card)
+        and carrying out its decision; the stored Xid is then no longer new, so nothing
+        else would act on it. Every hardware-class Xid of this boot that a person has not
+        waived (``waived``: their keys) and every card NVML reports lost is decided again
+        unless the latch is set and no engine runs (then nothing is owed). Returns the
+        decision acted on, or None.
+        """
+        cards = {card.pci_bus_id: card.index for card in self._rig.cards()}
+        xids = tuple(
+            XidFact(item.info, cards.get(item.event.pci_bus_id or ""), item.event.pci_bus_id)
+            for item in self._rig.xids()
+            if item.info.advice is not None and xid_key(item.event) not in waived
+        )
+        faults = tuple(f for card in self._rig.cards() if (f := card_fault_of(card)) is not None)
+        if not xids and not faults:
+            return None
+        if self._latch.latch() is not None and self.engine_condition() is EngineCondition.STOPPED:
+            return None
+        trigger = Trigger.XID if xids else Trigger.CARD_FAULT
+        facts = self.facts(trigger, new_xids=xids, card_faults=faults)
+        decision = decide(facts, self._clock())
+        LOG.warning("recovery reconciles this boot's stored faults at start: %s", decision)
+        self.act(decision, trigger)
+        return decision
+
     def new_boot(self, boot_id: str) -> None:
         """A new boot (or fleetd's start in one): card faults are judged afresh."""
         self._faulty_cards = {}
@@ -245,7 +276,15 @@ class RecoveryController:
         if not confirm:
             message = self.executors.explain_reboot(cold)
             return {"confirmed": False, "done": False, "cold": cold, "message": message}
-        outcome = self.executors.reboot(actor, cold)
+        # One at a time: concurrent confirmed reboots collapse into the first (issue 22).
+        if not self._reboot_lock.acquire(blocking=False):
+            raise Conflict(f"a reboot is already in progress ({self._reboot_by})", "reboot_busy")
+        try:
+            what = "power cycle" if cold else "reboot"
+            self._reboot_by = f"{what} asked by {actor} at {datetime.now(UTC):%H:%M:%S} UTC"
+            outcome = self.executors.reboot(actor, cold)
+        finally:
+            self._reboot_lock.release()
         if not outcome.done:
             raise Refused(outcome.message, "reboot_refused")
         return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}

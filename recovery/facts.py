@@ -136,7 +136,8 @@ class Facts:
     times of past automatic restarts; ``failures_in_a_row`` counts engine failures since
     the engine was last ready long enough; ``operator_hold`` is a person's stop (or a
     breaker hold) that automatic starts must respect; ``host_rebooting`` is true while a
-    confirmed (or simulated) reboot ends every process.
+    confirmed (or simulated) reboot ends every process; ``cards_held_by`` names a
+    diagnostic that has the cards to itself (the memory test), during which nothing starts.
     """
 
     trigger: Trigger
@@ -154,4 +155,5 @@ class Facts:
     failures_in_a_row: int = 0
     operator_hold: bool = False
     host_rebooting: bool = False
+    cards_held_by: str | None = None
     settings: PolicySettings = field(default_factory=PolicySettings)

@@ -1,9 +1,10 @@
 """The start gate: what refuses a start, and what only warns. Pure, no I/O.
 
 Every start (a person's, autostart's, the bring-up's, the end of a backoff) passes it.
-It refuses on what makes a start unsafe: the reboot-required latch (always), the recipe's
-lint errors, and a critical result of a check listed in ``[recovery] gate_checks`` on a
-card the recipe uses (or on the whole rig, ``card=None``). Everything else that is not ok
+It refuses on what makes a start unsafe: the reboot-required latch (always), a diagnostic
+that has the cards to itself (the memory test), the recipe's lint errors, and a critical
+result of a check listed in ``[recovery] gate_checks`` on a card the recipe uses (or on
+the whole rig, ``card=None``). Everything else that is not ok
 (the power brake, a cap off target, a warm card, foreign processes, critical results on
 cards the recipe does not use...) is a warning that goes with the start, written into
 its audit and returned to the caller: a speed or hygiene problem must not keep a rig
@@ -48,6 +49,14 @@ def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
     if latch is not None:
         refusals.append(
             Reason("reboot_latch", f"reboot required: {latch.reason}", WAY_OUT[latch.advice])
+        )
+    if facts.cards_held_by is not None:
+        refusals.append(
+            Reason(
+                "cards_busy",
+                f"{facts.cards_held_by} has the cards to itself",
+                "wait until it ends, then start again",
+            )
         )
     refusals.extend(
         Reason("lint", f"recipe: {error}", "fix the recipe (fleetctl recipe lint)")

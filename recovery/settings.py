@@ -19,9 +19,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Unsafe to start on: no driver, a missing, lost or locked card, a hardware Xid, a wedged
-# card, a critical temperature, and the host facts judged against the rig's baseline
-# (the host checks). Speed and hygiene problems (the power brake, a cap off target,
-# foreign processes, the engine's own output) warn instead.
+# card, a critical temperature, the host facts judged against the rig's baseline (the
+# host checks) and a card whose memory test found flipped bits (no ECC: it would serve
+# wrong answers silently). Speed and hygiene problems (the power brake, a cap off target,
+# foreign processes, the engine's own output, vbios, clocks, pcie_errors) warn instead.
 DEFAULT_GATE_CHECKS: tuple[str, ...] = (
     "nvml",
     "card_count",
@@ -35,6 +36,7 @@ DEFAULT_GATE_CHECKS: tuple[str, ...] = (
     "driver_module",
     "bar1",
     "p2p",
+    "memtest",
 )
 
 

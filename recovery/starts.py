@@ -6,12 +6,18 @@ recipe's cards when no engine runs and no latch is set (never beside a running e
 probe that passed in the last ``PROBE_FRESH_S``, the bring-up's, is not run again). The
 decision goes back to the caller as a ``StartAnswer``: a refusal returns at once, with
 every reason and what to do; a start with the warnings it was made with.
+
+A diagnostic that needs the cards to itself (fleetd's memory test) takes them here
+(``cards_held``), between starts and probes: while it holds them a start is refused
+(``cards_busy``, through ``decide``) and no probe runs beside it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -23,12 +29,16 @@ from recovery.facts import EngineCondition, Facts, Trigger
 from recovery.gate import WAY_OUT
 from recovery.policy import decide
 from recovery.ports import RigView
+from serving.errors import Busy
 
 if TYPE_CHECKING:
     from recovery.controller import RecoveryController
 
 # A start this soon after a passed probe (the bring-up's) does not probe again.
 PROBE_FRESH_S = 30.0
+# A diagnostic waits this long for a start or probe under way before it gives up.
+HOLD_WAIT_S = 60.0
+LOG = logging.getLogger("fleetd.recovery")
 _AUTOMATIC = frozenset({Trigger.AUTOSTART, Trigger.BRING_UP})
 
 
@@ -100,6 +110,32 @@ class StartPath:
         self._clock = clock
         self._lock = threading.RLock()
         self._probe_passed_at_s = float("-inf")
+        self._held_by: str | None = None
+
+    @property
+    def cards_held_by(self) -> str | None:
+        """The diagnostic that has the cards to itself now, or None."""
+        return self._held_by
+
+    @contextmanager
+    def cards_held(self, what: str, wait_s: float = HOLD_WAIT_S) -> Iterator[None]:
+        """Give ``what`` the cards: no start and no probe until the block ends.
+
+        Taken between starts and probes, never beside one: it waits up to ``wait_s`` for
+        one under way, then raises ``Busy`` (as it does while another holds the cards).
+        """
+        if not self._lock.acquire(timeout=wait_s):
+            raise Busy("an engine start or a CUDA probe is under way: try again", "start_busy")
+        try:
+            if self._held_by is not None:
+                raise Busy(f"{self._held_by} has the cards", "cards_busy")
+            self._held_by = what
+        finally:
+            self._lock.release()
+        try:
+            yield
+        finally:
+            self._held_by = None
 
     def request(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
         """One start request: the facts, one decision, carried out; the answer."""
@@ -123,6 +159,8 @@ class StartPath:
     def _probe_needed(self, facts: Facts) -> bool:
         if facts.latch is not None or facts.engine is EngineCondition.RUNNING:
             return False
+        if facts.cards_held_by is not None:
+            return False  # refused: the probe would run beside the diagnostic
         if facts.trigger in _AUTOMATIC:
             return facts.settings.autostart and not facts.operator_hold
         return True
@@ -151,6 +189,9 @@ class StartPath:
         """Probe (the engine stopped) and decide on the results; the failure, or None."""
         controller = self._controller
         with self._lock:
+            if self._held_by is not None:
+                LOG.info("no CUDA probe %s: %s has the cards", why, self._held_by)
+                return None
             chosen = list(cards) if cards is not None else self._cards(None)
             if not chosen:
                 return None

@@ -11,7 +11,6 @@ every body; request bodies are capped (``web.limits``).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
@@ -25,6 +24,7 @@ from web.alerts_api import AlertControl, alerts_router
 from web.auth import RemoteToken, request_token, token_matches
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
+from web.diag import DiagControl, diag_router
 from web.errors import error_responses, install_error_handlers
 from web.history import history_router
 from web.hosts import LoopbackHosts
@@ -49,7 +49,7 @@ from web.models import (
     XidInjectedDocument,
 )
 from web.openapi_doc import BEARER, install_plain_openapi
-from web.params import BeforeId, CardFilter, RowId
+from web.params import BeforeId, CardFilter, RowId, SinceTime, UntilTime
 from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
 from web.status_views import StatusViews
@@ -77,6 +77,7 @@ def create_app(
     alerts: AlertControl | None = None,
     canary: CanaryControl | None = None,
     allowed_hosts: Collection[str] | None = None,
+    diag: DiagControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
@@ -85,6 +86,7 @@ def create_app(
     stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
     ``allowed_hosts`` (a loopback listener's): besides loopback names, the ``Host`` names
     served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
+    ``diag``: the daemon's diagnostics (the memory test); absent in stand-ins without it.
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -172,8 +174,8 @@ def create_app(
     def events(
         request: Request,
         response: Response,
-        since: Annotated[datetime | None, Query(description="from this time (included)")] = None,
-        until: Annotated[datetime | None, Query(description="up to this time (included)")] = None,
+        since: SinceTime = None,
+        until: UntilTime = None,
         kind: EventKind | None = None,
         card: CardFilter = None,
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
@@ -285,6 +287,7 @@ def create_app(
         return services.recovery_clear(body.reason)
 
     app.include_router(canary_router(canary, require_token))
+    app.include_router(diag_router(diag, require_token))
     if alerts is not None:
         app.include_router(alerts_router(alerts, require_token))
 

@@ -18,6 +18,7 @@ ASSETS = {
     "dashboard.js": "text/javascript; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
     "render.js": "text/javascript; charset=utf-8",
+    "host.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
     "uPlot.iife.min.js": "text/javascript; charset=utf-8",
     "uPlot.min.css": "text/css; charset=utf-8",

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from hwcheck.hostfacts.model import DeviceAer
 from hwcheck.model import Severity
 from serving.runtime.states import ServingState
 
@@ -88,6 +89,11 @@ class CardMetrics:
     serial: str | None = None
     vbios_version: str | None = None
     driver_version: str | None = None
+    # Host truth: the BAR1 aperture, the VBIOS's top clocks, PCIe replays since boot.
+    bar1_total_mib: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    pcie_replay_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class RigMetrics:
     last_poll_age_s: float | None
     canaries: tuple[CanaryMetrics, ...] = ()
     log_signature_totals: Mapping[str, int] = field(default_factory=dict)  # since fleetd start
+    pcie_aer: tuple[DeviceAer, ...] = ()  # AER counters of the cards and the ports above them
     rig_status: int | None = None  # the rig's verdict: 0 ok, 1 warning, 2 critical, 3 unknown
 
 

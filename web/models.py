@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from hwcheck.model import Advice, EventKind, Severity
 from serving.runtime.states import ServingState
+from web.models_host import AerDocument, HostDocument
 
 # An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
 Number = int | float
@@ -74,6 +75,17 @@ class CardDocument(Document):
     xid_since_boot: int
     state: str = Field(description="ok, warning, critical or lost")
     lost_reason: str | None = None
+    # Host truth (README "What cmpfleet checks on the host").
+    vbios_version: str | None = None
+    bar1_total_mib: int | None = None
+    sm_clock_max_mhz: int | None = None
+    memory_clock_max_mhz: int | None = None
+    pcie_replay_count: int | None = Field(None, description="PCIe replays since boot")
+    driver: str | None = Field(None, description="the driver bound to the card")
+    bridges: list[str] | None = Field(None, description="the bridges above it, parent first")
+    uplink_gen: int | None = None
+    uplink_width: int | None = None
+    aer: AerDocument | None = None
     lost_kind: str | None = Field(
         default=None, description="gpu_is_lost, reset_required, not_answering or unknown"
     )
@@ -175,8 +187,9 @@ class RebootRequest(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    confirm: bool = False
-    cold: bool = False
+    # Only the JSON ``true`` confirms (``"yes"``, ``1`` or ``"on"`` answer 422): a reboot.
+    confirm: StrictBool = False
+    cold: StrictBool = False
 
 
 class ClearLatchRequest(BaseModel):
@@ -282,6 +295,7 @@ class StatusDocument(Document):
         description="each fault of this boot's long explanation, once: checks, the latch, "
         "events and alerts carry only headlines",
     )
+    host: HostDocument | None = None
 
 
 class EventDocument(Document):

@@ -51,6 +51,16 @@ CHECK_TITLES = {
     "persistence_mode": ("PersistenceOff", "Persistence mode off"),
     "foreign_gpu_processes": ("ForeignGpuProcess", "Foreign process on the GPUs"),
     "store": ("StoreUnwritable", "History cannot be written"),
+    # Host truth, judged against the host baseline.
+    "host_kernel": ("HostKernelDrift", "Not the baseline kernel"),
+    "kernel_cmdline": ("KernelArgsMissing", "Kernel arguments missing"),
+    "driver_module": ("DriverModuleDrift", "Not the baseline nvidia module"),
+    "bar1": ("Bar1Lost", "64 GB BAR1 gone"),
+    "p2p": ("P2pLost", "P2P lost"),
+    "vbios": ("VbiosChanged", "VBIOS changed"),
+    "clocks": ("ClocksCapped", "Max clocks below baseline"),
+    "pcie_errors": ("PcieErrors", "PCIe errors climbing"),
+    "memtest": ("MemoryTestFailed", "Memory test failed"),
 }
 # Left to their own events: Xids alert per Xid, the canaries per canary (``canary:<name>``).
 SKIPPED_CHECKS = frozenset({"xid_since_boot", "engine_output"})

@@ -71,6 +71,10 @@ canary_app = typer.Typer(
 )
 app.add_typer(canary_app, name="canary")
 app.add_typer(fleet_app, name="fleet")
+diag_app = typer.Typer(
+    no_args_is_help=True, help="Diagnostics fleetd runs on the cards.", rich_markup_mode=HELP_MARKUP
+)
+app.add_typer(diag_app, name="diag")
 alerts_app = typer.Typer(
     help="Recent alerts and their delivery; `alerts test` sends a test alert.",
     rich_markup_mode=HELP_MARKUP,
@@ -272,12 +276,20 @@ def init(
             "--force", help="Write the baseline keys into an existing config (all else kept)."
         ),
     ] = False,
+    show: Annotated[
+        bool, typer.Option("--show", help="Print the host baseline in force; write nothing.")
+    ] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Detect the cards and record today's baseline in the config (shown as a diff)."""
-    from daemon.cli import cmd_init
+    """Detect the cards and record today's baseline in the config (--show: print the host's)."""
+    from daemon.cli import cmd_init, host_baseline
+    from daemon.cli.host_judging import local_state_dir
 
     opts: GlobalOptions = ctx.obj
+    if show:
+        out = opts.output(json_mode)
+        raise typer.Exit(host_baseline.show(out, config, simulate, local_state_dir()))
     raise typer.Exit(cmd_init.run(opts.output(json_mode), output, simulate, power_cap_w, force))
 
 
@@ -455,6 +467,25 @@ def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
+
+
+@diag_app.command("memtest")
+def diag_memtest(
+    ctx: typer.Context,
+    card: Annotated[
+        int | None, typer.Option("--card", min=0, max=63, help="Only this card (NVML index).")
+    ] = None,
+    gib: Annotated[
+        float, typer.Option("--gib", min=0.001, max=256, help="GiB of each card's memory to test.")
+    ] = 8.0,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Pattern-test the cards' memory (the engine must be stopped: else exit 4; 2: errors)."""
+    from daemon.cli import cmd_diag
+
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_diag.run_memtest(out, opts.client(out), card, gib))
 
 
 @alerts_app.callback(invoke_without_command=True)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from daemon.cli.cmd_daemon import show_lines
+from daemon.cli.host_judging import host_judging
 from daemon.cli.output import Output
 from daemon.cli.rigview import Screen, rig_body
 from daemon.cli.screen import SEVERITY_STYLE, Line, Piece
@@ -37,8 +38,14 @@ def _check(
     out: Output, host: HostSources, config: Path | None, probe: bool, skip: str | None = None
 ) -> int:
     settings = load_cli_settings(config)
+    judging = host_judging(settings, config, simulated=host.simulated)
     report = run_local_check(
-        host, settings.rig, xid_catalogue(settings), probe=probe, skip_probe=skip
+        host,
+        settings.rig,
+        xid_catalogue(settings),
+        host_judging=judging,
+        probe=probe,
+        skip_probe=skip,
     )
     if out.json_mode:
         out.emit_json(report.document())

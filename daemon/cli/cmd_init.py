@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from daemon.cli.config_edit import ConfigEditError, TableUpdate, apply_updates
+from daemon.cli.host_baseline import host_baseline_updates
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.config import DEFAULT_CONFIG_PATH
 from daemon.install.installer import example_config
@@ -111,6 +112,7 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             with tempfile.TemporaryDirectory(prefix="cmpfleet-init-") as state_dir:
                 host = SimulatedRig(load_scenario(simulate), Path(state_dir)).host_sources()
                 snapshot = host.gpu.snapshot()
+                host_updates = host_baseline_updates(host, snapshot)
                 host.close()
         else:
             from hwcheck.realhost import real_host_sources
@@ -118,6 +120,7 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             host = real_host_sources()
             try:
                 snapshot = host.gpu.snapshot()
+                host_updates = host_baseline_updates(host, snapshot)
             finally:
                 host.close()
     except (BackendError, ScenarioError, SimStateError) as exc:
@@ -138,7 +141,9 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
     exists = output.exists()
     try:
         current = output.read_text(encoding="utf-8") if exists else example_config()
-        text = baseline_text(current, card_baseline(snapshot, power_cap_w))
+        # The host's baseline (boot chain, module, bus, P2P) beside the cards'.
+        updates = card_baseline(snapshot, power_cap_w) + host_updates
+        text = baseline_text(current, updates)
     except OSError as exc:
         out.fail(f"cannot read {output}: {exc.strerror}", EXIT_FAILED)
     except UnicodeDecodeError:

@@ -50,13 +50,21 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from serving.errors import Unavailable
 from serving.recipe.masking import mask_url_passwords
 
 # -- errors -------------------------------------------------------------------------
 
 
-class StoreError(Exception):
-    """The database could not be opened, upgraded, read or written."""
+class StoreError(Unavailable):
+    """The database could not be opened, upgraded, read or written.
+
+    An ``Unavailable``: an API request that needs the store (the history, the events)
+    answers 503 with this one line, while the status, ``/metrics`` and recovery go on
+    from memory.
+    """
+
+    default_code = "store_unavailable"
 
 
 class StoreInputError(ValueError):

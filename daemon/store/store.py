@@ -20,6 +20,7 @@ from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
 from daemon.store.events import EventQueries
 from daemon.store.keyvalue import KeyValueQueries
 from daemon.store.launches import LaunchQueries
+from daemon.store.memtests import MemtestQueries
 from daemon.store.migrations import schema_version, upgrade
 from daemon.store.outbox import OutboxQueries
 from daemon.store.rollups import RollupQueries
@@ -38,6 +39,7 @@ class Store(
     AlertQueries,
     OutboxQueries,
     CanaryQueries,
+    MemtestQueries,
 ):
     """Events, samples, rollups, latch, launches, audit and alerts in one SQL database."""
 

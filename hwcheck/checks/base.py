@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from hwcheck.advice import RigNow
 from hwcheck.cuda_results import ProbeRound
+from hwcheck.hostfacts.baseline import HostBaseline
+from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
 from hwcheck.model import (
     CheckResult,
     ClassifiedXid,
@@ -35,6 +37,11 @@ class CheckInput:
     - ``xids``: this boot's classified Xids.
     - ``holders``: foreign processes holding ``/dev/nvidia*`` (engine pids excluded).
     - ``kernel_module_version``: the loaded nvidia kernel module (None when unknown).
+    - ``host``: the host facts (boot chain, module, bus, P2P); None where they are not read,
+      and then the host checks report nothing.
+    - ``baseline``: the host baseline in force (recorded, with the config's pins).
+    - ``pcie_counters``: PCIe error counters over time, oldest first (rates need two).
+    - ``tensor_parallel_size``: the engine's; P2P is critical only under tensor parallel.
     - ``probes``: the last CUDA probe round (None: not probed, no ``cuda_probe`` result).
     - ``waiver``: a person's clear of the reboot latch this boot (what it waived).
     - ``rig_now``: whether the engine runs and the latch is set: a remedy's words depend
@@ -48,6 +55,10 @@ class CheckInput:
     xids: Sequence[ClassifiedXid] = ()
     holders: Sequence[DeviceHolder] = ()
     kernel_module_version: str | None = None
+    host: HostFacts | None = None
+    baseline: HostBaseline = field(default_factory=HostBaseline)
+    pcie_counters: Sequence[PcieCounterSample] = ()
+    tensor_parallel_size: int = 1
     probes: ProbeRound | None = None
     waiver: LatchWaiver | None = None
     rig_now: RigNow = field(default_factory=RigNow)

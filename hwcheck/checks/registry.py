@@ -9,17 +9,25 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from hwcheck.checks import (
+    bar1,
     card_count,
     card_lost,
+    clocks,
     cuda_probe,
     driver,
     foreign,
+    host_kernel,
+    kernel_cmdline,
+    nvidia_module,
     nvml,
+    p2p,
+    pcie_errors,
     pcie_link,
     persistence,
     power_brake,
     power_cap,
     temperature,
+    vbios,
     vram,
     xid,
 )
@@ -48,6 +56,15 @@ CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(persistence.CHECK_ID, persistence.check),
     RegisteredCheck(driver.CHECK_ID, driver.check),
     RegisteredCheck(foreign.CHECK_ID, foreign.check),
+    # Host truth, judged against the host baseline (no results where it is not read).
+    RegisteredCheck(host_kernel.CHECK_ID, host_kernel.check),
+    RegisteredCheck(kernel_cmdline.CHECK_ID, kernel_cmdline.check),
+    RegisteredCheck(nvidia_module.CHECK_ID, nvidia_module.check),
+    RegisteredCheck(bar1.CHECK_ID, bar1.check),
+    RegisteredCheck(p2p.CHECK_ID, p2p.check),
+    RegisteredCheck(vbios.CHECK_ID, vbios.check),
+    RegisteredCheck(clocks.CHECK_ID, clocks.check),
+    RegisteredCheck(pcie_errors.CHECK_ID, pcie_errors.check),
 )
 CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
 

@@ -33,6 +33,8 @@ from hwcheck.model import NVIDIA_VENDOR_ID, ClockEventReason, DeviceHolder, GpuS
 from hwcheck.sim.backend import SimulatedBackend
 from hwcheck.sim.cuda import SimulatedCudaProber
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
+from hwcheck.sim.hostfacts import SimulatedHostFacts
+from hwcheck.sim.memtest import SimulatedMemtester
 from hwcheck.sim.scenario import (
     CMP170HX_DEFAULTS,
     LoseCardStep,
@@ -107,6 +109,7 @@ class SimulatedRig:
         self._started_mono_s = 0.0
         self._uptime_at_start_s = 0.0
         self.rebooted = False  # a simulated reboot happened in this process (wedges cleared)
+        self.host_truth = SimulatedHostFacts(scenario, self.uptime_s)
         boot_id = self._files.read_boot_id()
         if boot_id is None:
             self._boot(reset_power_limits=False)
@@ -372,10 +375,21 @@ class SimulatedRig:
         return SimCard(card, frozenset(overrides))
 
     def cards(self) -> tuple[SimCard, ...]:
-        """Every card as it is now (due timeline steps fired first)."""
+        """Every card as it is now (due timeline steps fired first; replays climbed)."""
         with self._lock:
             self.tick()
-            return tuple(self._card(index) for index in range(len(self.scenario.cards)))
+            return tuple(
+                self._climbed(self._card(index)) for index in range(len(self.scenario.cards))
+            )
+
+    def _climbed(self, sim: SimCard) -> SimCard:
+        """The card with its PCIe replay counter climbed at the scenario's rate."""
+        if "pcie_replay_count" in sim.overridden:
+            return sim
+        count = self.host_truth.replay_count(sim.card.index, sim.card.pcie_replay_count)
+        if count == sim.card.pcie_replay_count:
+            return sim
+        return SimCard(replace(sim.card, pcie_replay_count=count), sim.overridden)
 
     def pci_devices(self) -> list[PciDevice]:
         """Cards on the simulated PCI bus: every scenario card (lost ones too) and extras."""
@@ -437,4 +451,8 @@ class SimulatedRig:
             simulated=True,
             kernel_module_version=self.kernel_module_version,
             cuda_prober=SimulatedCudaProber(self.scenario, lambda: self.rebooted),
+            host_facts=self.host_truth.facts,
+            pcie_aer=lambda _snapshot: self.host_truth.aer(),
+            known_good_baseline=lambda: self.host_truth.known_good(self._state.booted_at),
+            memtester=SimulatedMemtester(self.scenario),
         )

@@ -66,6 +66,11 @@ CMP170HX_DEFAULTS: Final[Mapping[str, CardValue]] = types.MappingProxyType(
         "persistence_mode": True,
         "fan_speed_pct": None,  # passive card: the chassis fans cool it
         "recovery_action": 0,
+        # Host truth: the 64 GB BAR1 of the patched kernel, a current VBIOS's top clocks.
+        "bar1_total_mib": 65536,
+        "sm_clock_max_mhz": 1410,
+        "memory_clock_max_mhz": 1728,
+        "pcie_replay_count": 0,
     }
 )
 

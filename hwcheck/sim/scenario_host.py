@@ -7,7 +7,7 @@ or missing NVML, a half-upgraded kernel module and per-card CUDA probe answers. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hwcheck.model import NVIDIA_VENDOR_ID, DeviceHolder, PciDevice
 from hwcheck.nvml_errors import NvmlDown
@@ -22,6 +22,7 @@ from hwcheck.sim.fields import (
     expect_table,
     reject_unknown,
 )
+from hwcheck.sim.scenario_hostfacts import HOST_FACT_KEYS, HostFactsScenario, build_host_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,9 @@ class HostScenario:
     # the "nvidia-smi looks fine but cuInit fails" wedge. Cards not named answer ok; a
     # simulated reboot clears every wedge, as a real one does.
     cuda_probe: tuple[tuple[int, str], ...] = ()
+    # Host truth: boot chain, nvidia module, bus, P2P, PCIe errors, memory test
+    # (``scenario_hostfacts``).
+    facts: HostFactsScenario = field(default_factory=HostFactsScenario)
 
 
 def build_host(table: dict[str, object], count: int) -> HostScenario:
@@ -67,6 +71,7 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
                 "nvml_unavailable",
                 "nvml_back_after_s",
                 "cuda_probe",
+                *HOST_FACT_KEYS,
             }
         ),
     )
@@ -125,6 +130,7 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
             "host.nvml_back_after_s", table.get("nvml_back_after_s")
         ),
         cuda_probe=_cuda_probe(expect_table("host.cuda_probe", table.get("cuda_probe", {})), count),
+        facts=build_host_facts(table, count),
     )
 
 

@@ -21,6 +21,10 @@ EXPECTED_EXIT = {
     "engine-corrupt": 0,
     "serving-persistenced": 0,  # persistenced and fleetd hold /dev/nvidia*: never foreign
     "cuda-wedge": 2,  # NVML sees healthy cards: the CUDA probe finds the wedge
+    "stock-kernel": 2,  # host_kernel and bar1 critical, p2p a warning (no tensor parallel)
+    "boot-drift": 1,  # host_kernel: the next reboot boots another kernel
+    "riser-errors": 1,  # pcie_errors on card 2
+    "bad-hbm": 0,  # only the memory test (engine stopped, through fleetd) finds it
 }
 
 

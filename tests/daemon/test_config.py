@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import ConfigError, Settings, WebhookSettings, load_settings
+from daemon.config import KNOWN_CHECK_IDS, ConfigError, Settings, WebhookSettings, load_settings
 from hwcheck.kernellog.catalogue import XidOverride
+from recovery.settings import DEFAULT_GATE_CHECKS
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import run_fleetd
 
@@ -185,3 +186,13 @@ def test_the_defaults_are_the_contracts_and_help_names_them() -> None:
     assert "config file (default /etc/cmpfleet/fleet.toml)" in words
     assert "state directory (default /var/lib/cmpfleet)" in words
     assert "(default [web] listen, else 127.0.0.1:8170)" in words
+
+
+def test_the_default_gate_checks_name_only_checks_that_exist() -> None:
+    # KNOWN_CHECK_IDS is the registry's and fleetd's own ids: a default naming a check that
+    # is not built (or was renamed) would gate on nothing.
+    assert set(DEFAULT_GATE_CHECKS) <= KNOWN_CHECK_IDS
+    assert {"host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p", "memtest"} <= set(
+        DEFAULT_GATE_CHECKS
+    )
+    assert load_settings(None, environ={}).recovery.gate_checks == DEFAULT_GATE_CHECKS

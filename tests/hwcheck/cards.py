@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
+from hwcheck.hostfacts.baseline import HostBaseline
+from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
 from hwcheck.model import (
     NVIDIA_VENDOR_ID,
     CheckResult,
@@ -75,6 +77,10 @@ def make_card(index: int = 0, **overrides: Any) -> GpuSnapshot:
         persistence_mode=True,
         fan_speed_pct=None,
         recovery_action=0,
+        bar1_total_mib=65_536,
+        sm_clock_max_mhz=1_410,
+        memory_clock_max_mhz=1_728,
+        pcie_replay_count=0,
     )
     return replace(card, **overrides)
 
@@ -154,15 +160,24 @@ def make_input(
     pci_devices: Sequence[PciDevice] | None = None,
     xids: Sequence[ClassifiedXid] = (),
     holders: Sequence[DeviceHolder] = (),
+    host: HostFacts | Literal["healthy"] | None = "healthy",
+    baseline: HostBaseline | None = None,
+    pcie_counters: Sequence[PcieCounterSample] = (),
+    tensor_parallel_size: int = 1,
     probes: ProbeRound | None = None,
     waiver: LatchWaiver | None = None,
 ) -> CheckInput:
-    """A CheckInput over a healthy 4-card rig unless told otherwise.
+    """A CheckInput over a healthy 4-card rig on a healthy patched host unless told otherwise.
 
-    ``pci_devices`` defaults to the cards of the last sample (all on the bus); ``probes``
-    to a CUDA probe that passed on every card that answers.
+    ``pci_devices`` defaults to the cards of the last sample (all on the bus); ``host``
+    and ``baseline`` to the healthy host of ``tests.hwcheck.hosts`` for that many cards
+    (``host=None``: host facts not read); ``probes`` to a CUDA probe that passed on every
+    card that answers.
     """
+    from tests.hwcheck.hosts import make_baseline, make_host
+
     chosen = list(samples) if samples is not None else [make_rig()]
+    count = max(len(chosen[-1].cards), 1)
     if probes is None:
         live = [card.index for card in chosen[-1].cards if not card.lost]
         probes = ProbeRound(BOOT_AT, tuple(CardProbe(card, ProbeOutcome.OK) for card in live))
@@ -172,6 +187,10 @@ def make_input(
         pci_devices=pci_devices if pci_devices is not None else pci_for(chosen[-1].cards),
         xids=xids,
         holders=holders,
+        host=make_host(count) if host == "healthy" else host,
+        baseline=baseline if baseline is not None else make_baseline(count),
+        pcie_counters=pcie_counters,
+        tensor_parallel_size=tensor_parallel_size,
         probes=probes,
         waiver=waiver,
     )

@@ -42,6 +42,10 @@ class FakeCard:
     clock_event_reasons: int | None = 0
     sm_clock_mhz: int = 1410
     memory_clock_mhz: int = 1215
+    sm_clock_max_mhz: int | None = 1410
+    memory_clock_max_mhz: int | None = 1728  # 1,458 on an old VBIOS
+    bar1_total_bytes: int | None = 65536 * MIB  # the bridge-window patch's 64 GiB BAR1
+    pcie_replay_count: int | None = 0
     temperature_c: int | None = 61
     memory_temperature_c: int | None = 68  # None: the driver does not report the field
     recovery_action: int | None = 0  # None: the driver predates field 230
@@ -79,6 +83,7 @@ class FakeNvml(types.ModuleType):
         nvml_version: str = "12.570.172.08",
         init_error: type[Exception] | None = None,
         omitted: tuple[str, ...] = (),
+        p2p_status: int | None = None,
     ) -> None:
         super().__init__("fake_pynvml")
         for attr in dir(real):
@@ -92,6 +97,9 @@ class FakeNvml(types.ModuleType):
         self.init_gate: threading.Event | None = None
         self.rig_errors: dict[str, type[Exception]] = {}
         self.omitted = frozenset(omitted)
+        # Every pair's P2P read status (NVML_P2P_STATUS_OK unless given); per pair overrides.
+        self.p2p_status = real.NVML_P2P_STATUS_OK if p2p_status is None else p2p_status
+        self.p2p_pairs: dict[frozenset[int], int] = {}
         self.lock = threading.Lock()
         self.initialised = False
         self.init_calls = 0
@@ -269,6 +277,23 @@ class FakeNvml(types.ModuleType):
             return card.memory_clock_mhz
         raise self.NVMLError_InvalidArgument()
 
+    def nvmlDeviceGetMaxClockInfo(self, handle: FakeCard, clock_type: int) -> int:
+        card = self._enter("nvmlDeviceGetMaxClockInfo", handle)
+        if clock_type == self.NVML_CLOCK_SM:
+            return int(self._unsupported_if_none(card.sm_clock_max_mhz))
+        if clock_type == self.NVML_CLOCK_MEM:
+            return int(self._unsupported_if_none(card.memory_clock_max_mhz))
+        raise self.NVMLError_InvalidArgument()
+
+    def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeCard) -> Any:
+        card = self._enter("nvmlDeviceGetBAR1MemoryInfo", handle)
+        total = self._unsupported_if_none(card.bar1_total_bytes)
+        bar1 = self.real.c_nvmlBAR1Memory_t()
+        bar1.bar1Total = total
+        bar1.bar1Used = 2 * MIB
+        bar1.bar1Free = total - 2 * MIB
+        return bar1
+
     # -- thermal, PCIe, modes, fields ------------------------------------------------
 
     def nvmlDeviceGetTemperature(self, handle: FakeCard, sensor: int) -> int:
@@ -298,6 +323,18 @@ class FakeNvml(types.ModuleType):
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeCard) -> int:
         return self._enter("nvmlDeviceGetMaxPcieLinkWidth", handle).pcie_width_max
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeCard) -> int:
+        card = self._enter("nvmlDeviceGetPcieReplayCounter", handle)
+        return int(self._unsupported_if_none(card.pcie_replay_count))
+
+    def nvmlDeviceGetP2PStatus(self, first: FakeCard, second: FakeCard, index: int) -> int:
+        """The pair's read status; the call is counted (and can fail) on the first card."""
+        self._enter("nvmlDeviceGetP2PStatus", first)
+        if index != self.NVML_P2P_CAPS_INDEX_READ:
+            raise self.NVMLError_InvalidArgument()
+        pair = frozenset({self.cards.index(first), self.cards.index(second)})
+        return self.p2p_pairs.get(pair, self.p2p_status)
 
     def nvmlDeviceGetPersistenceMode(self, handle: FakeCard) -> int:
         card = self._enter("nvmlDeviceGetPersistenceMode", handle)

@@ -7,29 +7,11 @@ The library is a stand-in for libcuda.so.1 compiled from tests/hwcheck/fake_libc
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from hwcheck.cuda_probe import SubprocessCudaProber, parse_probe_output
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
-
-SOURCE = Path(__file__).with_name("fake_libcuda.c")
-
-
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    compiler = shutil.which("cc")
-    if compiler is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("cc (Debian package gcc) is needed to build the fake libcuda")
-        pytest.skip("cc (Debian package gcc) is needed to build the fake libcuda")
-    library = tmp_path_factory.mktemp("cuda") / "libcuda.so.1"
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(SOURCE)], check=True)
-    return library
 
 
 def prober(library: Path | str, mode: str, timeout_s: float = 20.0) -> SubprocessCudaProber:

@@ -130,6 +130,10 @@ def test_healthy_card_reads_every_field_with_units(
             persistence_mode=True,
             fan_speed_pct=None,
             recovery_action=1,
+            bar1_total_mib=65536,
+            sm_clock_max_mhz=1410,
+            memory_clock_max_mhz=1728,
+            pcie_replay_count=0,
         ),
     )
 
@@ -661,6 +665,9 @@ def test_the_probe_prints_json_or_exits_2_with_one_line() -> None:
         report = json.loads(done.stdout)
         assert report["backend"] == "nvml"
         assert len(report["snapshot"]["cards"]) == report["device_count"]
+        cards = report["device_count"]
+        assert len(report["p2p"]) == cards * (cards - 1) // 2
+        assert all("bar1_total_mib" in card for card in report["snapshot"]["cards"])
 
 
 def test_only_the_gateway_loads_pynvml() -> None:

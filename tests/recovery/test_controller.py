@@ -7,6 +7,7 @@ tests/serving, and the whole of it in fleetd in tests/daemon.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from recovery.controller import RecoveryController
 from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
 from recovery.ports import Launched, StartKind
 from recovery.settings import RecoverySettings
+from serving.errors import Busy, Conflict
 from tests.hwcheck.cards import BOOT_AT, make_card
 from tests.support.recovery_ports import MemoryPorts, standalone_recovery
 
@@ -225,3 +227,59 @@ def test_a_fault_again_after_the_warm_reboot_asks_for_a_cold_power_cycle(rig: Ri
     controller.probe("after the power cycle")
     drain(controller)
     assert ports.latched is not None and ports.latched.advice is Advice.WARM_REBOOT
+
+
+def test_a_diagnostic_holding_the_cards_refuses_starts_and_stops_probes(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    with controller.starts.cards_held("the memory test"):
+        answer = controller.request_start(Trigger.START_REQUEST, "alice")
+        assert not answer.started
+        (refusal,) = answer.refusals
+        assert refusal.code == "cards_busy"
+        assert refusal.message == "the memory test has the cards to itself"
+        assert controller.probe("after Xid 13 with the engine stopped") is None
+        with pytest.raises(Busy), controller.starts.cards_held("another test"):
+            pytest.fail("a second diagnostic got the cards")  # one at a time
+    assert ports.probed == [] and engine.calls == []
+    assert controller.request_start(Trigger.START_REQUEST, "alice").started
+    assert ports.probed == [list(range(8))]
+
+
+@dataclass
+class SlowHost(Ports):
+    """A reboot command that runs until the test lets it end, counting its runs."""
+
+    release: threading.Event = field(default_factory=threading.Event)
+    running: threading.Event = field(default_factory=threading.Event)
+    runs: int = 0
+
+    def describe(self, cold: bool) -> str | None:
+        return "systemctl reboot"
+
+    def run(self, cold: bool) -> str:
+        self.runs += 1
+        self.running.set()
+        assert self.release.wait(10)
+        return "systemctl reboot"
+
+
+def test_concurrent_confirmed_reboots_run_one_and_refuse_the_others_naming_it() -> None:
+    ports = SlowHost(rig_cards=tuple(make_card(i) for i in range(4)))
+    controller, _ = standalone_recovery(RecoverySettings(), ports)
+    controller.attach_engine(Engine(running=True))
+    answers: list[object] = []
+    first = threading.Thread(target=lambda: answers.append(controller.reboot(True, "alice")))
+    first.start()
+    try:
+        assert ports.running.wait(10)
+        for actor in ("bob", "carol"):
+            with pytest.raises(Conflict) as refused:
+                controller.reboot(True, actor)
+            assert refused.value.code == "reboot_busy"
+            assert "reboot asked by alice" in refused.value.message
+    finally:
+        ports.release.set()
+        first.join(10)
+        controller.close()
+    assert ports.runs == 1
+    assert answers and answers[0]["done"] is True  # type: ignore[index]

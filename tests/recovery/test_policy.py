@@ -327,6 +327,19 @@ GATE_TABLE = [
     ((check("cuda_probe", Severity.CRITICAL, 1),), None, ["cuda_probe"], []),
     # the host checks (judged against the baseline) gate by default
     ((check("host_kernel", Severity.CRITICAL),), None, ["host_kernel"], []),
+    ((check("kernel_cmdline", Severity.CRITICAL),), None, ["kernel_cmdline"], []),
+    ((check("driver_module", Severity.CRITICAL, 3),), None, ["driver_module"], []),
+    ((check("bar1", Severity.CRITICAL, 0),), None, ["bar1"], []),
+    ((check("p2p", Severity.CRITICAL),), None, ["p2p"], []),  # critical: tensor parallel
+    ((check("p2p", Severity.WARNING),), None, [], ["p2p"]),
+    ((check("host_kernel", Severity.WARNING),), None, [], ["host_kernel"]),  # next boot
+    # a cost in speed, not safety: they warn, even critical
+    ((check("vbios", Severity.WARNING, 1),), None, [], ["vbios"]),
+    ((check("clocks", Severity.WARNING, 1),), None, [], ["clocks"]),
+    ((check("pcie_errors", Severity.CRITICAL, 2),), None, [], ["pcie_errors"]),
+    # a card whose memory test failed gates the recipes that use it
+    ((check("memtest", Severity.CRITICAL, 3),), None, ["memtest"], []),
+    ((check("memtest", Severity.CRITICAL, 7),), frozenset(range(6)), [], ["memtest"]),
 ]
 
 
@@ -374,6 +387,15 @@ def test_the_latch_always_gates_and_says_the_way_out() -> None:
         assert reason.code == "reboot_latch"
         assert reason.message == "reboot required: Xid 31 on card 1"
         assert way in reason.remedy and "clear-reboot-latch --reason" in reason.remedy
+
+
+@pytest.mark.parametrize("trigger", STARTS)
+def test_no_start_while_a_diagnostic_has_the_cards(trigger: Trigger) -> None:
+    decision = decide(Facts(trigger, cards_held_by="the memory test"), NOW_S)
+    assert isinstance(decision, Refuse)
+    (reason,) = decision.reasons
+    assert reason.code == "cards_busy"
+    assert reason.message == "the memory test has the cards to itself"
 
 
 def test_lint_errors_refuse_a_start() -> None:

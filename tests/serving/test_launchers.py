@@ -414,6 +414,13 @@ def test_container_firm_stop_signals_and_kill_is_the_runtimes_stop(
     launcher = ContainerLauncher(state_dir, "docker")
     handle = launcher.start(container_spec(free_port(), "--sim-ignore-signals"))
     try:
+        # The engine ignores TERM only once it has set its handlers (before its first line):
+        # a TERM sent earlier, on a loaded machine, ends it and proves nothing.
+        wait_until(
+            lambda: "vLLM API server version" in launcher.log_path.read_text(),
+            10,
+            "the engine's first line (its signal handlers set)",
+        )
         launcher.signal_stop(handle, graceful=False)
         assert ["kill", "--signal", "TERM", "vllm-test"] in fake_docker.calls()
         assert not launcher.wait(handle, timeout_s=0.3)

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-CONTRACT_CHECK_IDS = frozenset(
+# The host checks, judged against the baseline fleetctl init records.
+CONTRACT_HOST_CHECK_IDS = frozenset(
+    {
+        "host_kernel",
+        "kernel_cmdline",
+        "driver_module",
+        "bar1",
+        "p2p",
+        "vbios",
+        "clocks",
+        "pcie_errors",
+    }
+)
+CONTRACT_CHECK_IDS = CONTRACT_HOST_CHECK_IDS | frozenset(
     {
         "card_count",
         "vram_unlocked",

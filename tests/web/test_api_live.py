@@ -112,6 +112,30 @@ def test_bad_event_queries_name_what_is_wrong(fleetd: Fleetd) -> None:
     assert problem["loc"] == ["query", "kind"] and "'xid'" in problem["msg"]
 
 
+@pytest.mark.parametrize(
+    "edge", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+23:59"]
+)
+def test_a_time_at_the_calendars_edge_is_a_422_not_a_500(fleetd: Fleetd, edge: str) -> None:
+    for param in ("since", "until"):
+        answer = httpx.get(f"{fleetd.url}/api/v1/events", params={param: edge}, timeout=10)
+        assert answer.status_code == 422, answer.text
+        (problem,) = answer.json()["detail"]
+        assert problem["loc"] == ["query", param] and "range" in problem["msg"]
+
+
+@pytest.mark.parametrize("confirm", ["yes", 1, "on", "true", None])
+def test_only_the_json_true_confirms_a_reboot(fleetd: Fleetd, confirm: object) -> None:
+    answer = httpx.post(
+        f"{fleetd.url}/api/v1/recovery/reboot",
+        json={"confirm": confirm},
+        headers=auth(fleetd),
+        timeout=10,
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"][0]["loc"] == ["body", "confirm"]
+    assert fleetd.get("/api/v1/status").json()["serving"]["state"] == "ready"
+
+
 def test_the_log_tail_as_text(fleetd: Fleetd) -> None:
     answer = httpx.get(
         f"{fleetd.url}/api/v1/serving/logs/text", params={"lines": 3}, headers=auth(fleetd)

@@ -231,6 +231,22 @@ def test_the_24h_span_draws_from_rollups(page: Page, rig: Rig) -> None:
     expect(page.locator("#chart-power")).to_have_attribute("data-span-s", "86400")
 
 
+def test_the_host_panel_shows_the_boot_chain_and_each_cards_bus(page: Page, rig: Rig) -> None:
+    open_dashboard(page, rig)
+    facts = rig.status()["host"]["facts"]
+
+    expect(page.locator("#host")).to_be_visible()
+    expect(page.locator("#host-verdict")).to_have_text("ok")
+    expect(page.locator("#host-facts")).to_contain_text(f"Running kernel{facts['running_kernel']}")
+    expect(page.locator("#host-facts")).to_contain_text("6 of 6 pairs OK")
+    expect(page.locator("#host-cards tr")).to_have_count(4)
+    row = page.locator('#host-cards tr[data-card="2"]')
+    expect(row.locator(".bar1")).to_have_text("65,536 MiB")
+    expect(row).to_contain_text("nvidia")
+    expect(row).to_contain_text("1,728 MHz")
+    expect(row.locator(".replays")).to_have_text("0")
+
+
 def test_phone_width_has_no_horizontal_overflow(browser: Browser, rig: Rig) -> None:
     context = _context(browser, rig, PHONE)
     try:

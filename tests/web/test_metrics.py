@@ -257,6 +257,28 @@ def test_rig_level_metrics(rig: Rig) -> None:
     assert count == inf >= 2  # the start-up polls were timed
 
 
+def test_host_truth_metrics(rig: Rig) -> None:
+    families = {f.name: f for f in text_string_to_metric_families(rig.scrape())}
+
+    def by_gpu(name: str) -> dict[str, float]:
+        return {s.labels["gpu"]: s.value for s in families[name].samples}
+
+    assert by_gpu("cmpfleet_gpu_bar1_total_bytes") == dict.fromkeys("0123", 65536 * 1024 * 1024)
+    assert set(by_gpu("cmpfleet_gpu_memory_clock_max_hertz").values()) == {1728e6}
+    assert set(by_gpu("cmpfleet_gpu_sm_clock_max_hertz").values()) == {1410e6}
+    replays = families["cmpfleet_gpu_pcie_replay_errors"]
+    assert replays.type == "counter"
+    assert {s.name for s in replays.samples} == {"cmpfleet_gpu_pcie_replay_errors_total"}
+    assert {s.value for s in replays.samples} == {0.0}
+    aer = families["cmpfleet_pcie_aer_errors"].samples
+    devices = {s.labels["pci_bus_id"] for s in aer}
+    assert {"0000:01:00.0", "0000:00:01.1"} <= devices  # a card and the root port above it
+    assert {s.labels["severity"] for s in aer} == {"correctable", "nonfatal", "fatal"}
+    checks = {s.labels["check"]: s.value for s in families["cmpfleet_check_status"].samples}
+    host_checks = {"host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p", "pcie_errors"}
+    assert {checks[c] for c in host_checks | {"vbios", "clocks", "memtest"}} == {0.0}
+
+
 def test_an_injected_xid_is_counted_by_card_and_number(rig: Rig) -> None:
     sim = rig.daemon.services.sim
     assert sim is not None

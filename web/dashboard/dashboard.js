@@ -5,6 +5,7 @@
 
 import { getJson, isUnreachable, postJson, savedToken, saveToken } from "./api.js";
 import { Charts } from "./charts.js";
+import { renderHost } from "./host.js";
 import {
   renderCanaries,
   renderCards,
@@ -19,7 +20,7 @@ const STATUS_EVERY_MS = 2000;
 const EVENTS_EVERY_MS = 5000;
 const LOG_EVERY_MS = 3000;
 const HISTORY_EVERY_MS = { "1h": 15000, "24h": 60000 };
-const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch"];
+const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch", "diag"];
 
 const view = {
   status: null,
@@ -147,6 +148,7 @@ function showStatus(status) {
   renderEngine(status.serving, Date.now());
   renderChecks(status);
   renderCanaries(status, Date.now());
+  renderHost(status);
   renderRigInfo(status);
   renderCardFilter(status);
   if (wasOffline || (view.daemonPid !== null && pid !== view.daemonPid)) {

@@ -1,0 +1,69 @@
+"""Limits on fleetd's HTTP listener: idle and half-sent requests end, connections are capped.
+
+1,100 connections that each sent part of a request once exhausted fleetd's descriptors
+(uvicorn never times out a request head, nor a connection that sends nothing), and every
+request then failed with a traceback (issue 22). Here: a connection waiting for (the rest
+of) a request head longer than ``HEAD_TIMEOUT_S`` is closed, idle keep-alive connections
+end after ``KEEP_ALIVE_S``, at most ``MAX_CONNECTIONS`` are served at once (uvicorn
+answers 503 beyond) and a request head is at most ``MAX_HEAD_BYTES``. The unit's
+``LimitNOFILE`` leaves room far above these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+HEAD_TIMEOUT_S = 10.0
+KEEP_ALIVE_S = 5
+MAX_CONNECTIONS = 256
+MAX_HEAD_BYTES = 16 * 1024
+
+
+class HeadTimeoutProtocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection that takes too long to send a request head.
+
+    Checked every ``head_timeout_s``: a connection with no response under way whose
+    client has not completed a request head since the last check is closed (a stream or a
+    slow response keeps it open).
+    """
+
+    head_timeout_s = HEAD_TIMEOUT_S
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Arm the head timer with the connection."""
+        super().connection_made(transport)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._check_head)
+
+    def _check_head(self) -> None:
+        if self.transport.is_closing():
+            return
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and self.conn.their_state is h11.IDLE:
+            self.transport.close()  # nothing (or only part of a head) in head_timeout_s
+            return
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Disarm the timer, then uvicorn's own cleanup."""
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        super().connection_lost(exc)
+
+
+def uvicorn_limits(head_timeout_s: float = HEAD_TIMEOUT_S) -> dict[str, Any]:
+    """The ``uvicorn.Config`` keywords that bound the listener."""
+    protocol = type("BoundedH11", (HeadTimeoutProtocol,), {"head_timeout_s": head_timeout_s})
+    return {
+        "http": protocol,
+        "timeout_keep_alive": KEEP_ALIVE_S,
+        "limit_concurrency": MAX_CONNECTIONS,
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
+    }

@@ -1,0 +1,207 @@
+"""The memory test as fleetd runs it: refused while the engine runs, one run at a time, the
+cards taken from recovery while it runs, a failure critical until a passing run (a restart
+keeps it).
+
+Real store (SQLite), the simulated rig's own memory test (``bad-hbm``: card 3 has bad HBM).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from daemon.diag_service import DiagService
+from daemon.monitor import RigMonitor
+from daemon.store import Store
+from hwcheck.memtest_results import CardMemtest, Memtester, MemtestOutcome
+from hwcheck.model import EventKind, Severity
+from hwcheck.sim.rig import SimulatedRig
+from hwcheck.sim.scenario import load_scenario
+from serving.errors import Busy, Conflict, NotFound, Refused
+from serving.runtime.states import ServingState
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> SimulatedRig:
+    return SimulatedRig(load_scenario("bad-hbm"), tmp_path / "state")
+
+
+@pytest.fixture
+def monitor(rig: SimulatedRig) -> RigMonitor:
+    watched = RigMonitor(rig.boot_id(), 3)
+    watched.add_sample(rig.host_sources().gpu.snapshot())
+    return watched
+
+
+class Hold:
+    """Recovery's ``cards_held`` as the memory test sees it: who holds the cards, or a refusal."""
+
+    def __init__(self, refuse: Busy | None = None) -> None:
+        self.held_by: str | None = None
+        self.refuse = refuse
+
+    @contextmanager
+    def __call__(self, what: str) -> Iterator[None]:
+        if self.refuse is not None:
+            raise self.refuse
+        self.held_by = what
+        try:
+            yield
+        finally:
+            self.held_by = None
+
+
+def diag(
+    store: Store,
+    monitor: RigMonitor,
+    memtester: Memtester,
+    state: ServingState = ServingState.STOPPED,
+    pid: int | None = None,
+    hold: Hold | None = None,
+) -> DiagService:
+    return DiagService(store, monitor, memtester, lambda: (state, pid), hold or Hold())
+
+
+def sim_memtester(rig: SimulatedRig) -> Memtester:
+    memtester = rig.host_sources().memtester
+    assert memtester is not None
+    return memtester
+
+
+@pytest.mark.parametrize(
+    ("state", "pid"),
+    [
+        (ServingState.READY, 4242),
+        (ServingState.STARTING, 4242),
+        (ServingState.BACKOFF, None),  # a restart is due: not idle
+        (ServingState.STOPPED, 4242),  # a process still there
+    ],
+)
+def test_refused_while_the_engine_runs_or_is_about_to(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig, state: ServingState, pid: int | None
+) -> None:
+    service = diag(store, monitor, sim_memtester(rig), state, pid)
+
+    with pytest.raises(Refused) as caught:
+        service.memtest(None, 1.0, "api")
+
+    assert caught.value.code == "engine_running"
+    assert "fleetctl stop" in caught.value.message
+    assert store.list_events(kind=EventKind.DIAG) == []
+
+
+def test_a_failure_stays_critical_for_its_card_until_a_passing_run(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    service = diag(store, monitor, sim_memtester(rig), ServingState.HELD)
+
+    run = service.memtest(None, 2.0, "api")
+
+    assert run["exit_code"] == 2
+    assert [c["outcome"] for c in run["cards"]] == ["passed"] * 3 + ["failed"]
+    assert run["cards"][3]["pci_bus_id"] == "0000:61:00.0"
+    assert run["cards"][3]["tested_mib"] == 2048
+    assert "errors on card(s) 3" in run["message"]
+    (event,) = store.list_events(kind=EventKind.DIAG)
+    assert (event.severity, event.card) == (Severity.CRITICAL, 3)
+    assert event.details is not None
+    assert event.details["memtest"][3]["bit_errors"] == 37
+    results = {r.card: r for r in service.check_results()}
+    assert results[3].severity is Severity.CRITICAL
+    assert "37 bit errors" in results[3].message
+    assert "diag memtest --card 3" in results[3].remedy
+    assert {results[i].severity for i in (0, 1, 2)} == {Severity.OK}
+    # a restarted fleetd reads the verdicts back
+    restarted = diag(store, monitor, sim_memtester(rig))
+    assert {r.card: r.severity for r in restarted.check_results()}[3] is Severity.CRITICAL
+
+    class Healed:
+        def test(self, card: int, mib: int) -> CardMemtest:
+            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=mib)
+
+    cleared = diag(store, monitor, Healed()).memtest(3, 1.0, "cli")
+
+    assert cleared["exit_code"] == 0
+    assert [c["card"] for c in cleared["cards"]] == [3]
+    fresh = diag(store, monitor, Healed())
+    assert {r.severity for r in fresh.check_results()} == {Severity.OK}
+
+
+def test_one_run_at_a_time_holding_the_cards_meanwhile(store: Store, monitor: RigMonitor) -> None:
+    release = threading.Event()
+    started = threading.Event()
+    hold = Hold()
+
+    class Slow:
+        def test(self, card: int, mib: int) -> CardMemtest:
+            started.set()
+            assert release.wait(30)
+            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=mib)
+
+    service = diag(store, monitor, Slow(), hold=hold)
+    first = threading.Thread(target=service.memtest, args=(0, 1.0, "api"))
+    first.start()
+    try:
+        assert started.wait(30)
+        assert service.memtest_document()["running"] is True
+        assert hold.held_by == "the memory test"  # recovery refuses starts and probes
+        with pytest.raises(Busy):
+            service.memtest(None, 1.0, "api")
+    finally:
+        release.set()
+        first.join(30)
+    assert hold.held_by is None
+    assert service.memtest_document()["running"] is False
+    assert service.memtest_document()["cards"][0]["pci_bus_id"] == "0000:01:00.0"
+
+
+def test_unknown_lost_and_missing_cards(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    service = diag(store, monitor, sim_memtester(rig))
+    with pytest.raises(NotFound):
+        service.memtest(9, 1.0, "api")
+    rig.lose_card(1)
+    monitor.add_sample(rig.host_sources().gpu.snapshot())
+    with pytest.raises(Conflict) as caught:
+        service.memtest(1, 1.0, "api")
+    assert caught.value.code == "card_lost"
+    empty = DiagService(store, RigMonitor("boot", 3), sim_memtester(rig), None)
+    with pytest.raises(Conflict):
+        empty.memtest(None, 1.0, "api")
+
+
+def test_a_card_that_could_not_be_tested_exits_1(store: Store, monitor: RigMonitor) -> None:
+    class NoLibrary:
+        def test(self, card: int, mib: int) -> CardMemtest:
+            return CardMemtest(card, MemtestOutcome.UNAVAILABLE, error="no CUDA driver library")
+
+    run = diag(store, monitor, NoLibrary()).memtest(0, 1.0, "api")
+
+    assert run["exit_code"] == 1
+    assert store.memtest_verdicts() == {}
+
+
+def test_no_test_while_recovery_cannot_give_the_cards(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    busy = Busy("an engine start or a CUDA probe is under way: try again", "start_busy")
+    service = diag(store, monitor, sim_memtester(rig), hold=Hold(busy))
+
+    with pytest.raises(Busy) as caught:
+        service.memtest(None, 1.0, "api")
+
+    assert caught.value.code == "start_busy"
+    assert store.list_events(kind=EventKind.DIAG) == []
+    assert service.memtest_document()["running"] is False

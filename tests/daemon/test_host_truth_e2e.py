@@ -1,0 +1,125 @@
+"""Host truth end to end: a real fleetd under ``--simulate``, driven by a real fleetctl.
+
+``bad-hbm``: the memory test is refused while the engine runs (exit 4), finds card 3 with
+the engine stopped (exit 2, naming it), is stored as a ``diag`` event and keeps card 3
+CRITICAL; the status carries the host section and the cards' host facts, and fleetd
+recorded the host baseline at its first start. ``stock-kernel``: fleetd's polls judge the
+drift (host_kernel and bar1 critical) and autostart refuses the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.statedir import StateDir
+from hwcheck.hostfacts.baseline import load_baseline_file
+from tests.support.cli import run_fleetctl
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def fleetctl(daemon: Fleetd, *args: str) -> Any:
+    return run_fleetctl("--url", daemon.url, *args, env={"FLEETCTL_TOKEN": daemon.token})
+
+
+def status(daemon: Fleetd) -> dict[str, Any]:
+    answer = daemon.get("/api/v1/status")
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+@pytest.fixture(scope="module")
+def bad_hbm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
+    tmp = tmp_path_factory.mktemp("bad-hbm")
+    config = tmp / "fleet.toml"
+    config.write_text("[serving]\nstop_timeout_s = 5\n")
+    daemon = start_fleetd(tmp, tmp / "state", simulate="bad-hbm", config=config)
+    try:
+        wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 30, "the engine")
+        yield daemon
+    finally:
+        stop_all([daemon])
+
+
+def test_memtest_is_refused_while_the_engine_runs_then_finds_card_3(bad_hbm: Fleetd) -> None:
+    refused = fleetctl(bad_hbm, "diag", "memtest", "--gib", "1")
+    assert refused.returncode == 4, refused.stderr
+    assert refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        "fleetctl: the engine is ready: stop it first (fleetctl stop); the memory test needs "
+        "the cards to itself"
+    ]
+
+    assert fleetctl(bad_hbm, "stop").returncode == 0
+    found = fleetctl(bad_hbm, "diag", "memtest", "--gib", "1", "--json")
+    assert found.returncode == 2, found.stderr
+    run = json.loads(found.stdout)
+    assert [(c["card"], c["outcome"]) for c in run["cards"]] == [
+        (0, "passed"),
+        (1, "passed"),
+        (2, "passed"),
+        (3, "failed"),
+    ]
+    assert run["cards"][3]["bit_errors"] == 37
+    human = fleetctl(bad_hbm, "diag", "memtest", "--card", "3", "--gib", "1")
+    assert human.returncode == 2
+    assert "memory test found errors on card(s) 3" in human.stdout
+
+    doc = status(bad_hbm)
+    memtest = [c for c in doc["checks"] if c["id"] == "memtest" and c["severity"] != "ok"]
+    assert [(c["card"], c["severity"]) for c in memtest] == [(3, "critical")]
+    assert doc["overall"] == "critical"
+    events = json.loads(fleetctl(bad_hbm, "events", "--kind", "diag", "--json").stdout)
+    assert len(events) == 2
+    assert {e["severity"] for e in events} == {"critical"}
+    overview = bad_hbm.get("/api/v1/diag/memtest").json()
+    assert overview["running"] is False
+    assert {c["card"]: c["outcome"] for c in overview["cards"]}[3] == "failed"
+    restart = fleetctl(bad_hbm, "start", "--no-wait")
+    assert restart.returncode == 4  # a card that failed its memory test is critical
+
+
+def test_the_status_carries_the_host_truth(bad_hbm: Fleetd) -> None:
+    doc = status(bad_hbm)
+
+    host = doc["host"]
+    assert host["facts"]["running_kernel"] == "6.8.12-cmp-bar1"
+    assert host["facts"]["default_boot"]["kernel"] == "6.8.12-cmp-bar1"
+    assert {p["status"] for p in host["facts"]["p2p"]} == {"ok"}
+    assert host["baseline"]["kernel_release"] == "6.8.12-cmp-bar1"
+    assert host["tensor_parallel_size"] == 1
+    for card in doc["cards"]:
+        assert card["bar1_total_mib"] == 65536
+        assert card["memory_clock_max_mhz"] == 1728
+        assert card["driver"] == "nvidia"
+        assert card["aer"] == {"correctable": 0, "nonfatal": 0, "fatal": 0}
+    ids = {c["id"] for c in doc["checks"]}
+    assert {"host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p"} <= ids
+    assert {"vbios", "clocks", "pcie_errors", "memtest"} <= ids
+    recorded = load_baseline_file(StateDir(bad_hbm.state_dir).host_baseline)
+    assert recorded is not None
+    assert len(recorded.cards) == 4
+    events = json.loads(fleetctl(bad_hbm, "events", "--kind", "daemon", "--json").stdout)
+    assert any("host baseline recorded" in e["message"] for e in events)
+
+
+def test_a_stock_kernel_is_judged_by_fleetds_polls(tmp_path: Path) -> None:
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate="stock-kernel")
+    try:
+        result = fleetctl(daemon, "status", "--json")
+        assert result.returncode == 2
+        doc = json.loads(result.stdout)
+        critical = {(c["id"], c["card"]) for c in doc["checks"] if c["severity"] == "critical"}
+        assert ("host_kernel", None) in critical
+        assert {("bar1", card) for card in range(4)} <= critical
+        assert {c["severity"] for c in doc["checks"] if c["id"] == "p2p"} == {"warning"}
+        assert doc["serving"]["state"] == "stopped"  # autostart refused: the rig is not safe
+        assert {card["bar1_total_mib"] for card in doc["cards"]} == {256}
+    finally:
+        stop_all([daemon])

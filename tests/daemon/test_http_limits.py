@@ -1,0 +1,69 @@
+"""The listener ends connections that send nothing or half a request head (issue 22).
+
+A real uvicorn (fleetd's ``ApiServer``) on a loopback port, real sockets.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from daemon.apiserver import ApiServer
+from daemon.http_limits import MAX_CONNECTIONS, uvicorn_limits
+from tests.support.fleetd import free_port
+
+HEAD_TIMEOUT_S = 0.5
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ApiServer]:
+    app = FastAPI()
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    api = ApiServer(f"127.0.0.1:{free_port()}", head_timeout_s=HEAD_TIMEOUT_S)
+    api.start(app)
+    api.wait_ready(threading.Event(), 20)
+    yield api
+    api.stop()
+
+
+def closed_after_s(sock: socket.socket, limit_s: float) -> float:
+    """Seconds until the server closes ``sock`` (an empty read), failing after ``limit_s``."""
+    began_s = time.monotonic()
+    sock.settimeout(limit_s)
+    assert sock.recv(1024) == b"", "the server answered instead of closing"
+    return time.monotonic() - began_s
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"])
+def test_a_connection_without_a_whole_request_head_is_closed(
+    server: ApiServer, sent: bytes
+) -> None:
+    with socket.create_connection((server.host, server.port)) as sock:
+        sock.sendall(sent)
+        assert closed_after_s(sock, 10 * HEAD_TIMEOUT_S + 5) >= HEAD_TIMEOUT_S * 0.9
+    assert httpx.get(f"http://{server.host}:{server.port}/healthz").status_code == 200
+
+
+def test_a_whole_request_is_served_and_the_idle_connection_then_ends(server: ApiServer) -> None:
+    with socket.create_connection((server.host, server.port)) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        sock.settimeout(5)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        closed_after_s(sock, 20)
+
+
+def test_the_listener_is_bounded() -> None:
+    limits = uvicorn_limits()
+    assert limits["limit_concurrency"] == MAX_CONNECTIONS < 1024  # below a default ulimit
+    assert limits["timeout_keep_alive"] > 0
+    assert limits["h11_max_incomplete_event_size"] == 16 * 1024
