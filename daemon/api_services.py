@@ -24,7 +24,8 @@ from daemon.status_document import status_document
 from daemon.store import AuditRow, Latch, Store
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.model import EventKind, RigProfile
+from hwcheck.model import EventKind, RigProfile, Severity
+from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
 from recovery.starts import StartAnswer
@@ -250,7 +251,7 @@ class DaemonServices:
                 reboot_required=True,
                 reason=latch.reason,
                 since=iso(latch.since),
-                advice=latch.advice_text,
+                advice=latch.advice_text(self.serving_state() in ENGINE_RUNNING_STATES),
                 advice_kind=latch.advice,
                 way_out=WAY_OUT[latch.advice],
             )
@@ -331,6 +332,7 @@ class DaemonServices:
             card=query.card,
             acked=query.acked,
             before_id=query.before_id,
+            min_severity=None if query.min_severity is None else Severity(query.min_severity),
         )
         return [
             EventDocument(

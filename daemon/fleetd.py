@@ -28,6 +28,7 @@ from daemon.config import (
     Settings,
     load_settings,
 )
+from web.version import __version__
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2  # a bad config or flag: the unit's RestartPreventExitStatus
@@ -66,6 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="HOST:PORT",
         help=f"API/dashboard address (default [web] listen, else {DEFAULT_LISTEN})",
     )
+    parser.add_argument("--version", action="version", version=f"fleetd {__version__}")
     parser.add_argument(
         "--log-level",
         default=os.environ.get("CMPFLEET_LOG_LEVEL", "info"),

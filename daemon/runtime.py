@@ -247,6 +247,7 @@ class Daemon:
             extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
+            rig_now=self.judge.rig_now,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()

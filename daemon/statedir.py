@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.defaults import TOKEN_FILE
 from hwcheck.hostfacts.baseline import BASELINE_FILE
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
@@ -24,7 +25,6 @@ from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
 from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
 
 DB_FILE = "fleet.db"
-TOKEN_FILE = "api-token"  # noqa: S105 - a file name, not a secret
 LOCK_FILE = "fleetd.lock"
 ENGINE_PORT_FILE = "engine-port"
 ACTIVE_PROFILE_FILE = "profile.json"

@@ -159,7 +159,7 @@ class Executors:
             else "latch set; the engine would not stop (a person must stop it)"
         )
         self._audit.record(ACTOR, action, decision.reason, result)
-        return Outcome(stopped, f"{result}: {decision.advice_text}")
+        return Outcome(stopped, f"{result}: {decision.advice_text(engine_running=not stopped)}")
 
     def _start(self, decision: Start, context: Context) -> Outcome:
         action, reason = describe(decision)

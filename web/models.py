@@ -38,6 +38,7 @@ class HealthDocument(Document):
     """``GET /healthz``."""
 
     status: Literal["ok"]
+    version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
 
 
 class ErrorDocument(Document):
@@ -63,6 +64,7 @@ class CardDocument(Document):
     clock_event_reasons: list[str] | None = None
     sm_clock_mhz: int | None = None
     temperature_c: Number | None
+    memory_temperature_c: Number | None = Field(None, description="HBM temperature")
     pcie_gen: int | None
     pcie_width: int | None
     pcie_gen_max: int | None = None
@@ -261,6 +263,7 @@ class DaemonInfoDocument(Document):
 
     pid: int
     started_at: IsoTime
+    version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
     gpu_pids: list[int] | None = Field(
         None, description="fleetd and the engine's process tree: never foreign GPU processes"
     )
@@ -294,6 +297,14 @@ class LogSignatureDocument(Document):
     last_seen_hour: IsoTime | None
 
 
+class ExplanationDocument(Document):
+    """The long text behind a fault's headline, held once (``fleetctl explain`` prints it)."""
+
+    fault: str = Field(description="the fault kind, as `fleetctl explain` takes it: `xid 31`")
+    title: str = Field(description="its short name, as headlines say it")
+    text: str
+
+
 class StatusDocument(Document):
     """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
 
@@ -306,6 +317,11 @@ class StatusDocument(Document):
     daemon: DaemonInfoDocument | None = None
     canaries: list[CanaryResultDocument] | None = None
     log_signatures: list[LogSignatureDocument] | None = None
+    explanations: list[ExplanationDocument] | None = Field(
+        None,
+        description="each fault of this boot's long explanation, once: checks, the latch, "
+        "events and alerts carry only headlines",
+    )
     host: HostDocument | None = None
 
 

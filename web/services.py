@@ -18,7 +18,7 @@ from web.models import EventDocument, RecipeDocument, StatusDocument
 
 @dataclass(frozen=True)
 class EventQuery:
-    """Filters of ``GET /api/v1/events``: a time window, kind, card, acknowledged or not.
+    """Filters of ``GET /api/v1/events``: time window, kind, card, acknowledged, severity.
 
     ``before_id`` is the cursor of the next page (the last id of the page before);
     ``until`` and ``since`` both include their instant.
@@ -31,6 +31,7 @@ class EventQuery:
     acked: bool | None = None
     before_id: int | None = None
     limit: int = 100
+    min_severity: str | None = None  # this severity or worse (info lists every event)
 
 
 class SimulationControl(Protocol):

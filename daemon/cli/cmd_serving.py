@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from daemon.cli.client import ClientError, FleetClient, token_refusal
 from daemon.cli.output import (
     EXIT_BAD_INPUT,
@@ -209,6 +207,8 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             for line in got["lines"]:
                 sys.stdout.write(line + "\n")
         return 0
+    import httpx  # a stream that never ends: httpx's, imported only for this command
+
     url = client.url.rstrip("/") + "/api/v1/serving/logs/follow"
     # The engine log needs the token even on loopback: it goes along from the first try.
     headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
@@ -221,7 +221,9 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             timeout=httpx.Timeout(10, read=None),
         ) as response:
             if response.status_code in (401, 403):
-                out.fail(f"cannot follow the engine log: {token_refusal(response.status_code)}")
+                out.fail(
+                    f"cannot follow the engine log: {token_refusal(response.status_code, client.token_source)}"
+                )
             if response.status_code != 200:
                 out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
             for line in response.iter_lines():

@@ -402,7 +402,7 @@ def test_an_injected_xid31_shows_critical_then_the_confirmed_reboot_clears_it(
     ).to_be_visible()
     prompt = page.locator("#reboot")
     expect(prompt).to_be_visible()
-    expect(page.locator("#reboot-reason")).to_contain_text("Xid 31 on card 1")
+    expect(page.locator("#reboot-reason")).to_contain_text("Xid 31 (MMU page fault) on card 1")
     expect(page.locator("#reboot-kind")).to_have_text("Warm reboot:")
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "stopped", timeout=20000)
     page.screenshot(path=rig.shots / "critical.png", full_page=True)
