@@ -467,10 +467,10 @@ def recipe_lint(
     json_mode: JsonFlag = False,
 ) -> None:
     """Validate a launch recipe (exit 0 clean, 1 warnings only, 2 errors)."""
-    from daemon.cli import cmd_serving
+    from daemon.cli import cmd_recipe
 
     opts: GlobalOptions = ctx.obj
-    raise typer.Exit(cmd_serving.lint(opts.output(json_mode), file, config))
+    raise typer.Exit(cmd_recipe.lint(opts.output(json_mode), file, config))
 
 
 @recipe_app.command("show")
@@ -483,11 +483,11 @@ def recipe_show(
     json_mode: JsonFlag = False,
 ) -> None:
     """The exact argv and environment the daemon would launch."""
-    from daemon.cli import cmd_serving
+    from daemon.cli import cmd_recipe
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))
+    raise typer.Exit(cmd_recipe.show(out, opts.client(out), file, diff))
 
 
 @canary_app.command("run")
