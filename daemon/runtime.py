@@ -51,7 +51,8 @@ from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
-from hwcheck.sim.rig import SimulatedRig
+from hwcheck.sim.rig import SimulatedRig, SimulationError
+from hwcheck.sim.state import SimStateError
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
 from serving.recipe.masking import KnownSecrets
@@ -327,12 +328,18 @@ class Daemon:
         """
         if self.sim is None:
             raise RuntimeError("not simulating")
+        self.sim.check_can_reboot()  # a read-only state dir: refused, nothing ended
         self.recovery.rebooting.set()
         if self.engine is not None:
             end_as_a_reboot_does(self.engine)
         with self.poller.lock:
             self.follower.stop()
-            boot_id = self.sim.reboot()
+            try:
+                boot_id = self.sim.reboot()
+            except (SimStateError, OSError) as exc:  # the disk failed mid-way: the old boot stays
+                self.recovery.rebooting.clear()
+                self.follower.start()
+                raise SimulationError(f"the simulated reboot failed: {exc}") from None
             self._begin_boot(boot_id)
         return boot_id
 
