@@ -31,7 +31,7 @@ from daemon.config_secrets import config_secret_values
 from daemon.diag_service import build_diag
 from daemon.engine_service import EngineService
 from daemon.host_watch import build_host_watch
-from daemon.latch_state import LATCH_FILE, LatchFile, LatchState
+from daemon.latch_state import LatchFile, LatchState
 from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -139,6 +139,7 @@ class Daemon:
             self.store,
             rig=socket.gethostname(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
+            latch=lambda: self.judge.latch.latch,  # the latch in force: never waits on the store
         )
         self.judge = RigJudge(
             self.monitor,
@@ -147,7 +148,7 @@ class Daemon:
         )
         self.recovery_memory = RecoveryMemory(self.store)
         self.latch_state = LatchState(
-            LatchFile(state_dir / LATCH_FILE), self.store, self.judge.latch
+            LatchFile(StateDir(state_dir).latch), self.store, self.judge.latch
         )
         rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
@@ -159,7 +160,7 @@ class Daemon:
                 self.latch_state,
                 self.recovery_memory,
                 lambda: self.monitor.view().boot_id,
-                self.judge.latch_changed,
+                self._latch_changed,
                 self.writer.submit,
             ),
             audit=self.audit,
@@ -262,6 +263,11 @@ class Daemon:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
         self.judge.rejudge()
         self.notifier.status(self.summary())
+
+    def _latch_changed(self, required: bool) -> None:
+        """Recovery set or cleared the latch: the verdict, the picture and the alerts now."""
+        self.judge.latch_changed(required)
+        self.alerts.engine.wake()
 
     def _rejudge_checks(self) -> None:
         """Recovery changed what the checks read (a clear, a probe): judge again now."""

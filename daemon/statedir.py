@@ -27,6 +27,7 @@ DB_FILE = "fleet.db"
 TOKEN_FILE = "api-token"  # noqa: S105 - a file name, not a secret
 LOCK_FILE = "fleetd.lock"
 ENGINE_PORT_FILE = "engine-port"
+LATCH_FILE = "latch.json"
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -62,6 +63,11 @@ class StateDir:
     def engine_port(self) -> Path:
         """The loopback port chosen for a ``port = 0`` recipe, kept across restarts."""
         return self.root / ENGINE_PORT_FILE
+
+    @property
+    def latch(self) -> Path:
+        """``latch.json``: this boot's reboot latch, readable without the store."""
+        return self.root / LATCH_FILE
 
     @property
     def engine_record(self) -> Path:
@@ -110,6 +116,7 @@ class StateDir:
             self.token,
             self.lock,
             self.engine_port,
+            self.latch,
             self.engine_record,
             self.engine_log,
             self.supervisor_state,
