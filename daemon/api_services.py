@@ -22,6 +22,7 @@ from daemon.recovery_parts import RECOVERY_ACTIONS
 from daemon.serving_actions import start_document
 from daemon.status_document import status_document
 from daemon.store import AuditRow, Latch, Store
+from daemon.store.xids import kernel_time_of
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, RigProfile
@@ -310,6 +311,7 @@ class DaemonServices:
                 acked=row.acked,
                 acked_at=iso(row.acked_at),
                 acked_by=row.acked_by,
+                **kernel_time_of(row),
             )
             for row in rows
         ]

@@ -122,7 +122,9 @@ class Daemon:
             settings.rig.power_cap_tolerance_w,
             dry_run=settings.recovery.dry_run,
         )
-        self.xid_path = XidPath(self.store, self.monitor, self._card_index_of)
+        self.xid_path = XidPath(
+            self.store, self.monitor, self._card_index_of, kernel_clock_s=host.kernel_clock_s
+        )
         self.follower = FollowerThread(
             host,
             self.catalogue,

@@ -236,6 +236,7 @@ class XidEvent:
     seq: int | None = None
     boot_id: str | None = None
     line: int | None = None
+    ts_kernel: datetime | None = None  # when the kernel printed it (``kernellog.kernel_time``)
 
 
 class Severity(enum.StrEnum):

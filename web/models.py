@@ -293,6 +293,7 @@ class EventDocument(Document):
     severity: Severity = Field(description="events carry info for news that is no verdict")
     message: str
     pci_bus_id: str | None = None
+    ts_kernel: IsoTime | None = None  # an Xid's time in the kernel log (``ts``: when stored)
     acked: bool | None = None
     acked_at: IsoTime | None = None
     acked_by: str | None = None

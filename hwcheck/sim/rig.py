@@ -469,4 +469,5 @@ class SimulatedRig:
             pcie_aer=lambda _snapshot: self.host_truth.aer(),
             known_good_baseline=lambda: self.host_truth.known_good(self._state.booted_at),
             memtester=SimulatedMemtester(self.scenario),
+            kernel_clock_s=self.uptime_s,  # its kmsg records count the simulated uptime
         )
