@@ -15,7 +15,7 @@ from typing import Any, Protocol, overload
 
 from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
-from daemon.history import history_document
+from daemon.history_cache import HistoryCache
 from daemon.host_watch import HostWatch
 from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS
@@ -138,6 +138,7 @@ class DaemonServices:
         audit_rows: Callable[[int], list[AuditRow]] | None = None,
     ) -> None:
         self._store = store
+        self.history_cache = HistoryCache(store)  # runtime drops it after each rollup
         self._monitor = monitor
         self._engine = engine
         self._caps = caps
@@ -335,4 +336,4 @@ class DaemonServices:
         """The dashboard's charts of the cards in the latest poll over ``span``."""
         latest = self._monitor.view().latest
         cards = [] if latest is None else [(card.index, card.uuid) for card in latest.cards]
-        return history_document(self._store, cards, span)
+        return self.history_cache.document(cards, span)

@@ -356,11 +356,13 @@ class Daemon:
         self.writer.submit(self._rollup_now)
 
     def _rollup_now(self) -> None:
-        self.store.rollup_and_prune(
+        report = self.store.rollup_and_prune(
             datetime.now(UTC),
             raw_retention_s=self.settings.store.raw_retention_h * 3600,
             rollup_retention_s=self.settings.store.rollup_retention_days * 86400,
         )
+        if report.minutes_rolled:  # the 24 h chart reads rollups: a kept one is out of date
+            self.services.history_cache.rollups_changed()
 
     def summary(self) -> str:
         """One line for ``STATUS=`` and the logs: the verdict the status serves."""
