@@ -22,6 +22,7 @@ from recovery.settings import RecoverySettings
 from recovery.starts import PROBE_FRESH_S
 from tests.hwcheck.cards import make_card
 from tests.recovery.test_controller import Engine, Ports, drain
+from tests.support.recovery_ports import standalone_recovery
 
 STORM = 4052
 
@@ -56,19 +57,7 @@ class Rig:
 def rig() -> Iterator[Rig]:
     ports = Ports(rig_cards=tuple(make_card(i) for i in range(8)))
     clock = Clock()
-    controller = RecoveryController(
-        RecoverySettings(),
-        autostart=True,
-        rig=ports,
-        latch=ports,
-        audit=ports,
-        prober=ports,
-        host=ports,
-        history=ports,
-        catch_up=lambda _timeout_s: True,
-        clock=clock,
-    )
-    controller.new_boot("boot-1")
+    controller, _ = standalone_recovery(RecoverySettings(), ports, clock=clock)
     engine = HeldEngine()
     controller.attach_engine(engine)
     yield Rig(controller, ports, engine, clock)
