@@ -25,7 +25,8 @@ from daemon.store import AuditRow, Latch, Store
 from daemon.store.xids import kernel_time_of
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
-from hwcheck.model import EventKind, RigProfile
+from hwcheck.model import EventKind, RigProfile, Severity
+from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
 from recovery.starts import StartAnswer
@@ -52,6 +53,20 @@ class EngineControl(Protocol):
 
     def stop_by_person(self) -> dict[str, Any]:
         """A person's stop (it finishes in the background)."""
+        ...
+
+    def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
+        """``--stop-foreign``: refused first if the gate refuses; else stop them, on record."""
+        ...
+
+    def switch(
+        self, name: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
+        """Stop cleanly, switch to profile ``name``, start it (``engine_switch``)."""
+        ...
+
+    def profiles_document(self) -> dict[str, Any]:
+        """The launch profiles and their lint verdicts."""
         ...
 
     def logs(self, lines: int) -> list[str]:
@@ -170,24 +185,45 @@ class DaemonServices:
     def serving_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""
         if self._engine is None:
-            return {"state": "stopped", "pid": None, "restarts": 0, "since": None, "url": None}
+            return {
+                "state": "stopped",
+                "pid": None,
+                "restarts": 0,
+                "since": None,
+                "url": None,
+                "profile": None,
+            }
         return self._engine.status_document()
 
     def serving_state(self) -> str:
         """The engine's state word."""
         return str(self.serving_document()["state"])
 
-    def serving_action(self, action: str) -> dict[str, Any]:
-        """A person's stop (the engine service), start or restart (recovery's start path)."""
+    def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """A person's stop (the engine service), start or restart (recovery's start path).
+
+        ``stop_foreign`` (start only) first stops the foreign containers holding the port
+        or the profile's cards, unless the start gate refuses the start anyway.
+        """
         engine = self._require_engine()
         if action == "stop":
             return engine.stop_by_person()
         if action not in ("start", "restart"):
             raise NotFound(f"unknown action {action!r}")
-        answer = self._require_recovery().request_start(
-            Trigger.START_REQUEST, "api", action == "restart"
-        )
-        return start_document(action, answer, engine.status_document())
+        recovery = self._require_recovery()
+        wanted = stop_foreign and action == "start"
+        stopped = engine.stop_foreign_before_start("api") if wanted else None
+        answer = recovery.request_start(Trigger.START_REQUEST, "api", action == "restart")
+        document = start_document(action, answer, engine.status_document())
+        return document if stopped is None else {**document, "stopped_foreign": stopped}
+
+    def serving_profiles(self) -> dict[str, Any]:
+        """``GET /api/v1/serving/profiles``."""
+        return self._require_engine().profiles_document()
+
+    def serving_switch(self, profile: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """``POST /api/v1/serving/switch``: stop cleanly, switch, recovery's start path."""
+        return self._require_engine().switch(profile, "api", stop_foreign=stop_foreign)
 
     def serving_logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
@@ -217,7 +253,7 @@ class DaemonServices:
                 reboot_required=True,
                 reason=latch.reason,
                 since=iso(latch.since),
-                advice=latch.advice_text,
+                advice=latch.advice_text(self.serving_state() in ENGINE_RUNNING_STATES),
                 advice_kind=latch.advice,
                 way_out=WAY_OUT[latch.advice],
             )
@@ -298,6 +334,7 @@ class DaemonServices:
             card=query.card,
             acked=query.acked,
             before_id=query.before_id,
+            min_severity=None if query.min_severity is None else Severity(query.min_severity),
         )
         return [
             EventDocument(

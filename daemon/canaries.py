@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.canary_runner import CanaryRunner
+from daemon.config import Settings
 from daemon.engine_service import EngineService
 from daemon.log_signatures import LogSignatureCounter
 from daemon.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.model import CheckResult, Severity
-from serving.canary.settings import CanarySettings
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
 from web.metrics_model import CanaryMetrics
@@ -73,24 +73,37 @@ class CanaryService:
 
 
 def build_canaries(
-    settings: CanarySettings, store: Store, engine: EngineService, monitor: RigMonitor
+    config: Settings, store: Store, engine: EngineService, monitor: RigMonitor
 ) -> CanaryService:
-    """The canary service for this engine (the schedule runs only when enabled)."""
+    """The canary service for this engine (the schedule runs only when enabled).
+
+    The log signatures are the built-ins, ``[[canary.log_signatures]]`` and, with their
+    severity, ``[[serving.log_signatures]]``.
+    """
+    settings = config.canary
 
     def power_brake_active() -> bool:
         return any(
             r.id == "power_brake" and r.severity is not Severity.OK for r in monitor.view().results
         )
 
-    recipe = engine.recipe
+    def expectations() -> Expectations:
+        recipe = engine.recipe  # the profile in force: a switch changes it
+        return Expectations(
+            recipe.expected_decode_tok_s,
+            recipe.expected_prefill_tok_s,
+            recipe.expected_reasoning_field,
+        )
+
     runner = CanaryRunner(
         settings,
         store,
         engine.status_document,
-        recipe.engine_name,
-        Expectations(recipe.expected_decode_tok_s, recipe.expected_prefill_tok_s),
+        lambda: engine.recipe.engine_name,
+        expectations,
         power_brake_active,
     )
-    table = SignatureTable.build(settings.log_signatures)
+    rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
+    table = SignatureTable.build(settings.log_signatures, rules)
     counter = LogSignatureCounter(table, store, engine.supervisor.log_capture)
     return CanaryService(runner, counter)

@@ -40,8 +40,8 @@ class CanaryRunner:
         settings: CanarySettings,
         store: Store,
         serving_status: ServingStatus,
-        model: str,
-        expectations: Expectations,
+        model: str | Callable[[], str],
+        expectations: Expectations | Callable[[], Expectations],
         power_brake_active: Callable[[], bool],
         api_factory: Callable[[str, str], EngineApi] = HttpEngineApi,
         tick_s: float = TICK_S,
@@ -117,8 +117,12 @@ class CanaryRunner:
 
     def _round(self, why: str, serving: dict[str, Any], force: bool) -> list[CanaryResult]:
         with self._round_lock:
-            api = self._api_factory(str(serving["url"]), self._model)
-            suite = CanarySuite(api, self._settings, self._expectations, self._power_brake_active)
+            # Read at each round: a profile switch changes the served name and expectations.
+            model = self._model() if callable(self._model) else self._model
+            expected = self._expectations
+            expectations = expected() if callable(expected) else expected
+            api = self._api_factory(str(serving["url"]), model)
+            suite = CanarySuite(api, self._settings, expectations, self._power_brake_active)
             started = time.monotonic()
             try:
                 results = suite.run_round(force=force)

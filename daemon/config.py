@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from daemon import defaults
 from daemon.config_bounds import first_problem
 from hwcheck.checks import CHECK_IDS
 from hwcheck.hostfacts.baseline import HostBaseline
@@ -33,9 +34,10 @@ from recovery.settings import RecoverySettings
 from serving.canary.settings import CanarySettings
 from serving.settings import ServingSettings
 
-DEFAULT_CONFIG_PATH = Path("/etc/cmpfleet/fleet.toml")
-DEFAULT_STATE_DIR = Path("/var/lib/cmpfleet")
-DEFAULT_LISTEN = "127.0.0.1:8170"
+# Defined in daemon.defaults, which fleetctl reads without importing this module.
+DEFAULT_CONFIG_PATH = defaults.DEFAULT_CONFIG_PATH
+DEFAULT_STATE_DIR = defaults.DEFAULT_STATE_DIR
+DEFAULT_LISTEN = defaults.DEFAULT_LISTEN
 ENV_PREFIX = "CMPFLEET_"
 
 

@@ -13,7 +13,7 @@ The file's own table is judged, not the merged settings: a password given throug
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,10 @@ def secret_keys(table: dict[str, Any]) -> list[str]:
     recipe = serving.get("recipe") if isinstance(serving, dict) else None
     if isinstance(recipe, dict):
         found.extend(f"serving.recipe.{key}" for key in recipe_secret_keys(recipe))
+    profiles = serving.get("profiles") if isinstance(serving, dict) else None
+    for name, profile in (profiles if isinstance(profiles, dict) else {}).items():
+        if isinstance(profile, dict):
+            found.extend(f"serving.profiles.{name}.{key}" for key in recipe_secret_keys(profile))
     return found
 
 
@@ -65,16 +69,20 @@ def recipe_secret_keys(recipe: dict[str, Any]) -> list[str]:
     return found
 
 
-def exposed_secrets(config_path: Path, recipe: object) -> list[tuple[Path, list[str]]]:
-    """Each file others can read that holds secrets: the config, and a recipe file it names.
+def exposed_secrets(
+    config_path: Path, recipe: object, profile_recipes: Iterable[object] = ()
+) -> list[tuple[Path, list[str]]]:
+    """Each file others can read that holds secrets: the config, and recipe files it names.
 
-    ``recipe`` is ``[serving] recipe`` as configured (a path, relative to the config's
-    folder, is a file of its own whose mode matters as much).
+    ``recipe`` is ``[serving] recipe`` as configured and ``profile_recipes`` the profiles'
+    ``recipe = "path"`` (a path, relative to the config's folder, is a file of its own
+    whose mode matters as much).
     """
     found = [(config_path, readable_secret_keys(config_path))]
-    if isinstance(recipe, str):
-        path = Path(recipe) if Path(recipe).is_absolute() else config_path.parent / recipe
-        found.append((path, _readable(path, recipe_secret_keys)))
+    for named in (recipe, *profile_recipes):
+        if isinstance(named, str):
+            path = Path(named) if Path(named).is_absolute() else config_path.parent / named
+            found.append((path, _readable(path, recipe_secret_keys)))
     return [(path, keys) for path, keys in found if keys]
 
 

@@ -1,11 +1,14 @@
-"""fleetd's side of the engine: recipe, launcher, supervisor, preflight, records.
+"""fleetd's side of the engine: profiles, launcher, supervisor, preflight, records.
 
 The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
-the latch; this module hands it a spec factory, a preflight of the mechanics (the port),
-the listener of its reports (recovery's controller) and an event sink that records every
-state change and launch. Whether the engine starts is recovery's decision
-(``daemon.recovery_engine`` is the engine as recovery drives it); a person's stop is
-audited here.
+the latch; this module hands it a spec factory (the active profile's recipe), a preflight
+of this host's mechanics (``engine_preflight``: who holds the port or the profile's cards,
+an engine of another recipe left running), the listener of its reports (recovery's
+controller) and an event sink that records every state change and launch. Whether the
+engine starts is recovery's decision (``daemon.recovery_engine`` is the engine as recovery
+drives it; it reads the active profile's cards and lint errors here); a person's stop is
+audited here. Switching profiles is ``engine_switch``'s: it stops the engine, makes another
+profile active here (``activate``), then asks recovery's one start path.
 """
 
 from __future__ import annotations
@@ -21,21 +24,39 @@ from typing import Any
 import psutil
 
 from daemon.config import Settings
+from daemon.engine_preflight import (
+    drift_refusal,
+    foreign_refusals,
+    lint_refusals,
+    rig_card_ids,
+    rig_cards,
+    scan_foreign,
+)
+from daemon.engine_switch import ProfileSwitcher, StartRequests
+from daemon.foreign_stop import stop_foreign_containers
+from daemon.monitor import RigMonitor
+from daemon.profiles import ActiveProfile
+from daemon.recipe_view import recipe_document
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
 from hwcheck.atomic import atomic_write
+from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
-from serving.errors import Busy, Unavailable
-from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.recipe.lint import lint_recipe
-from serving.recipe.masking import KnownSecrets, mask_argv, mask_spec
-from serving.recipe.recipe import Recipe, load_recipe, preset_recipe, recipe_from_table
+from recovery.decisions import Reason
+from serving.errors import Busy, Refused, Unavailable
+from serving.profiles import ProfileSet
+from serving.recipe.build import build_launch
+from serving.recipe.cards import gate_cards
+from serving.recipe.masking import KnownSecrets, mask_argv
+from serving.recipe.recipe import Recipe
 from serving.recipe.spec import LaunchSpec
-from serving.runtime.container_launcher import ContainerLauncher
+from serving.runtime.engine_record import RecordError, RecordFile
+from serving.runtime.foreign import ContainerProbe
+from serving.runtime.foreign_containers import RuntimeContainers
 from serving.runtime.launchers import Launcher, launch_secrets
 from serving.runtime.logcapture import LogCapture, LogSubscription
+from serving.runtime.mode_launcher import ModeLauncher
 from serving.runtime.ports import free_port, port_in_use
-from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.reports import EngineReports
 from serving.runtime.states import (
     Refusal,
@@ -45,38 +66,13 @@ from serving.runtime.states import (
     SupervisorClosed,
 )
 from serving.runtime.supervisor import Supervisor
-from serving.sim.scenario import EngineScenario, simulated_engine_args
-from web.models import LastReadyLaunchDocument, LaunchSpecDocument, RecipeDocument
+from web.models import RecipeDocument
 
 log = logging.getLogger("fleetd.engine")
 
-SIM_PRESET = "sim-engine"
 SIM_ENGINE_MODULE = "serving.sim.engine"
 OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
-
-
-def resolve_recipe(
-    settings: Settings, config_dir: Path | None, sim_engine: EngineScenario | None
-) -> Recipe | None:
-    """The configured recipe; the simulated engine under ``--simulate``; else none.
-
-    Raises ``RecipeError`` (one line) for a bad recipe file or table.
-    """
-    configured = settings.serving.recipe
-    if isinstance(configured, str):
-        path = Path(configured)
-        if not path.is_absolute() and config_dir is not None:
-            path = config_dir / path
-        return load_recipe(path)
-    if isinstance(configured, dict):
-        return recipe_from_table(configured, "[serving.recipe]")
-    if sim_engine is None:
-        return None
-    recipe = preset_recipe(SIM_PRESET)
-    return recipe.model_copy(
-        update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
-    )
 
 
 def is_simulated_engine(recipe: Recipe) -> bool:
@@ -85,10 +81,8 @@ def is_simulated_engine(recipe: Recipe) -> bool:
 
 
 def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:
-    """The launcher for the recipe's mode."""
-    if recipe.mode == "process":
-        return ProcessLauncher(state_dir)
-    return ContainerLauncher(state_dir, runtime=str(recipe.mode))
+    """The launcher for every mode (profiles may run as a process or a container)."""
+    return ModeLauncher(state_dir)
 
 
 class EngineService:
@@ -96,33 +90,46 @@ class EngineService:
 
     def __init__(
         self,
-        recipe: Recipe,
+        profiles: ProfileSet,
         settings: Settings,
         state_dir: Path,
         store: Store,
+        monitor: RigMonitor,
+        host: HostSources,
         *,
         reports: EngineReports,
+        starts: StartRequests,
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
+        containers: ContainerProbe | None = None,
         known_secrets: KnownSecrets | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
-        self.recipe = recipe
+        self.profiles = profiles
+        self._active_file = ActiveProfile(state_dir)
+        self.profile = self._active_file.choose(profiles)
+        self._active_file.save(self.profile, profiles)
+        self.recipe = profiles.get(self.profile).recipe
+        self._containers = containers or RuntimeContainers()
         # Serving events reach the store through ``defer`` (fleetd's store writer): a
         # locked or full store must not hold the supervisor's stop back (issue 22).
         self._defer = defer or (lambda job: job())
         self._settings = settings
         self._store = store
+        self._monitor = monitor
+        self._host = host
+        self._starts = starts
         self._state_dir = state_dir
         self._launch_ids: dict[str, int] = {}
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
+        self.switcher = ProfileSwitcher(self, monitor, settings.rig, starts)
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
         self.supervisor = Supervisor(
             self._spec,
-            launcher_factory(recipe, state_dir),
+            launcher_factory(self.recipe, state_dir),
             state_dir,
             serving=settings.serving,
             preflight=self.preflight,
@@ -132,19 +139,22 @@ class EngineService:
         )
 
     def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:
-        """``known`` plus the recipe's launch secrets, before the log's history is loaded.
+        """``known`` plus every profile's launch secrets, before the log's history is loaded.
 
-        The engine to adopt was most likely launched from this recipe, and its start-up
-        lines (the echoed flags) are in the history. The port does not matter here, so the
-        spec is built without choosing one (that is the launch's business).
+        The engine to adopt was most likely launched from one of these recipes (the profile
+        in force, or the one before a switch), and its start-up lines (the echoed flags)
+        are in the history. The port does not matter here, so the spec is built without
+        choosing one (that is the launch's business).
         """
         known = KnownSecrets() if known is None else known
-        known.add(launch_secrets(build_launch(self.recipe)))
+        for name in self.profiles.names:
+            known.add(launch_secrets(build_launch(self.profiles.get(name).recipe)))
         return known
 
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
-        return build_launch(self.recipe, port=self._engine_port())
+        spec = build_launch(self.recipe, port=self._engine_port())
+        return dataclasses.replace(spec, profile=self.profile)
 
     def _engine_port(self) -> int | None:
         """``port = 0``: one free loopback port chosen per daemon and kept in the state dir.
@@ -159,29 +169,82 @@ class EngineService:
             saved = int(path.read_text().strip())
         except (OSError, ValueError):
             saved = 0
-        engine_running = self.supervisor.status().pid is not None
+        engine_running = self.supervisor.status().pid is not None or self._recorded_port() == saved
         if saved and (engine_running or not port_in_use(self.recipe.host, saved)):
             return saved
         port = free_port(self.recipe.host)  # first launch, or someone else took ours
         atomic_write(path, f"{port}\n")
         return port
 
-    def preflight(self) -> list[Refusal]:
-        """The mechanics that block a launch: the recipe's port held by another process.
+    def _recorded_port(self) -> int | None:
+        """The port of the engine ``engine.pid`` names (ours, running or about to be adopted)."""
+        try:
+            record = RecordFile(self._state_dir).read()
+        except RecordError:
+            return None
+        return None if record is None else record.port
 
+    def preflight(self) -> list[Refusal]:
+        """The mechanics of this host that block a launch, naming what blocks and what to do.
+
+        Who holds the engine's port or the active profile's cards (a foreign process on
+        other cards only warns), and an engine of another recipe left running (drift).
         Whether to start at all (the latch, the checks, the CUDA probe, lint errors) was
         decided by recovery before the start reached the supervisor.
         """
-        if self.recipe.port and port_in_use(self.recipe.host, self.recipe.port):
-            return [
-                Refusal("port_in_use", f"port {self.recipe.port} on {self.recipe.host} is taken")
-            ]
-        return []
+        refusals: list[Refusal] = []
+        status = self.supervisor.status()
+        if status.drift is not None:
+            refusals.append(drift_refusal(status.drift, self.profiles, self.profile))
+        refusals += foreign_refusals(self.recipe, self._scan_foreign())
+        return refusals
 
-    def lint_errors(self) -> tuple[str, ...]:
-        """The recipe's lint errors (one line each): they refuse a start."""
-        findings = lint_recipe(self.recipe, host_checks=False)
-        return tuple(f.line() for f in findings if f.severity == "error")
+    def recipe_cards(self, recipe: Recipe | None = None) -> frozenset[int] | None:
+        """The cards whose checks gate a start of ``recipe`` (the active profile's by default)."""
+        recipe = self.recipe if recipe is None else recipe
+        return gate_cards(recipe.gpus, rig_card_ids(self._monitor))
+
+    def lint_errors(self, recipe: Recipe | None = None) -> tuple[str, ...]:
+        """The lint errors (one line each) of ``recipe`` (the active profile's by default).
+
+        Judged with the model family's rules, the waivers and fits-the-cards against this
+        rig's cards as last polled; recovery's start gate refuses on them.
+        """
+        recipe = self.recipe if recipe is None else recipe
+        cards = rig_cards(self._monitor, self._settings.rig)
+        return tuple(refusal.message for refusal in lint_refusals(recipe, cards))
+
+    def _scan_foreign(self) -> Any:
+        """Who, not ours, holds the active profile's port or cards."""
+        status = self.supervisor.status()
+        recipe = self.recipe
+        running_url = status.url if status.pid is not None else None
+        if status.drift is not None:
+            running_url = status.drift.url  # the drift refusal already explains that one
+        return scan_foreign(
+            recipe,
+            holders=self._host.device_holders(),
+            own_pids=self.engine_pids(),
+            allowed=self._settings.rig.allowed_gpu_processes,
+            probe=self._containers,
+            rig_cards_ids=rig_card_ids(self._monitor),
+            port_is_ours=running_url is not None and running_url.endswith(f":{recipe.port}"),
+        )
+
+    def stop_foreign(self, actor: str) -> list[dict[str, Any]]:
+        """``--stop-foreign``: stop the foreign containers holding the port or the cards.
+
+        A drifted engine's container is one of them (it holds the port); a foreign bare
+        process is never signalled: the start's refusal names it (``foreign_stop``).
+        """
+        return stop_foreign_containers(
+            self._scan_foreign().containers(),
+            self.supervisor.status().drift,
+            self._containers,
+            self._settings.serving.stop_foreign_timeout_s,
+            self._store,
+            actor,
+        )
 
     def _on_event(self, event: ServingEvent) -> None:
         severity = event.severity.as_event()
@@ -301,8 +364,65 @@ class EngineService:
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
-        """CONTRACT's ``serving`` block plus extras."""
-        return self.supervisor.status().as_dict()
+        """CONTRACT's ``serving`` block plus extras (the active ``profile`` among them)."""
+        document = self.supervisor.status().as_dict()
+        document["profile"] = self.profile
+        switch = self.switcher.progress()
+        if switch is not None:
+            document["switch"] = switch
+        return document
+
+    def switch(
+        self, name: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
+        """``fleetctl serve NAME`` (``engine_switch``): stop cleanly, switch, start NAME."""
+        try:
+            return self.switcher.switch(name, actor, stop_foreign)
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+
+    def profiles_document(self) -> dict[str, Any]:
+        """``GET /api/v1/serving/profiles``."""
+        return self.switcher.profiles_document()
+
+    def activate(self, name: str, actor: str) -> str:
+        """Make profile ``name`` the one in force (the engine must be stopped); the old name.
+
+        Kept across fleetd restarts; recorded as an event and an audit row.
+        """
+        profile = self.profiles.get(name)
+        previous = self.profile
+        self.recipe = profile.recipe
+        self.profile = name
+        self._active_file.save(name, self.profiles)
+        message = f"launch profile switched from {previous} to {name} by {actor}"
+        log.info("%s", message)
+        self._store.record_event(
+            EventKind.OPERATOR,
+            Severity.INFO,
+            message,
+            details={"profile": name, "from": previous, "source": profile.source},
+        )
+        self._store.audit(actor, "profile_switch", "done", target=name, reason=message)
+        return previous
+
+    def refused(self, action: str, refusals: tuple[Reason, ...], actor: str) -> Refused:
+        """A refusal given before anything moved, audited, as the API's 409 (fleetctl's 4)."""
+        message = "; ".join(reason.line for reason in refusals) or f"{action} refused"
+        self._store.audit(actor, f"engine_{action}", "refused", reason=message)
+        return Refused(message, refusals[0].code if refusals else "refused")
+
+    def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
+        """``start --stop-foreign``: what the start gate refuses is refused first, at once.
+
+        Only then are the foreign containers stopped (the start itself is recovery's
+        ``request_start``, asked by the caller next): nobody's container is stopped for a
+        start that cannot happen.
+        """
+        refusals = self._starts.start_refusals()
+        if refusals:
+            raise self.refused("start", refusals, actor)
+        return self.stop_foreign(actor)
 
     def stop_by_person(self) -> dict[str, Any]:
         """A person's stop (finishes in the background): autostart then leaves it down."""
@@ -316,30 +436,7 @@ class EngineService:
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        # Served over the API and compared with stored launches: both masked alike.
-        spec = mask_spec(build_launch(self.recipe, port=self._engine_port()))
-        spec_document = LaunchSpecDocument.model_validate(spec_to_dict(spec))
-        last = self._store.last_ready_launch()
-        if last is None:
-            return RecipeDocument(
-                spec=spec_document, text=show_text(spec), last_ready=None, diff=None
-            )
-        previous = dataclasses.replace(spec, argv=tuple(last.argv), env=dict(last.env))
-        return RecipeDocument(
-            spec=spec_document,
-            text=show_text(spec),
-            last_ready=LastReadyLaunchDocument(
-                id=last.id,
-                started_at=last.started_at.isoformat(),
-                ready_at=None if last.ready_at is None else last.ready_at.isoformat(),
-                argv=list(last.argv),
-                env=dict(last.env),
-                recipe_hash=last.recipe_hash,
-            ),
-            diff=diff_specs(
-                previous, spec, old_label=f"last ready launch #{last.id}", new_label="next launch"
-            ),
-        )
+        return recipe_document(self._spec(), self._store.last_ready_launch())
 
     def logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
@@ -375,10 +472,3 @@ class EngineService:
     def close(self, stop_engine: bool) -> None:
         """Stop supervising (the engine keeps running unless ``stop_engine``)."""
         self.supervisor.close(stop_engine=stop_engine)
-
-
-def recipe_for_daemon(
-    settings: Settings, config_path: Path | None, sim_engine: EngineScenario | None
-) -> Recipe | None:
-    """``resolve_recipe`` relative to the config file's folder."""
-    return resolve_recipe(settings, config_path.parent if config_path else None, sim_engine)

@@ -1,4 +1,8 @@
-"""``fleetctl`` entry point: one clear line for every error, never a traceback."""
+"""``fleetctl`` entry point: one clear line for every error, never a traceback.
+
+``fleetctl --version`` is answered here before the command tree (typer) is imported:
+people and scripts run it to check a rig quickly, and it needs nothing else.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,6 @@ import json
 import os
 import sys
 from types import ModuleType
-
-import typer
 
 MONITORING_COMMANDS = frozenset({"status", "check"})
 EXIT_USAGE = 2
@@ -58,8 +60,47 @@ def _click_exceptions() -> ModuleType:
         return importlib.import_module("click.exceptions")
 
 
+def _version_only(argv: list[str]) -> bool:
+    """``fleetctl --version`` (or ``--json --version``): print the version, nothing more."""
+    if "--version" not in argv or not set(argv) <= {"--version", "--json"}:
+        return False
+    from web.version import build_info
+
+    info = build_info()
+    if "--json" in argv:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+    else:
+        sys.stdout.write(f"fleetctl {info['version']}\n")
+    return True
+
+
+def _fast_status(argv: list[str]) -> int | None:
+    """``status`` by its fast path (``daemon.cli.fastpath``), or None for the typer path."""
+    from daemon.cli.fastpath import run_status
+    from daemon.cli.pipes import OutputClosed
+
+    try:
+        code = run_status(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("fleetctl: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # as below: one line, never a traceback
+        if isinstance(exc, OutputClosed | BrokenPipeError) or os.environ.get("FLEETCTL_DEBUG"):
+            raise
+        return _unexpected(exc, argv)
+    if code is not None:
+        sys.stdout.flush()  # a reader that left early must be met here
+    return code
+
+
 def _run() -> int:
     """Run the CLI and return its exit code; usage errors are one line on stderr."""
+    if _version_only(sys.argv[1:]):
+        return 0
+    if (code := _fast_status(sys.argv[1:])) is not None:
+        return code
+    import typer
+
     from daemon.cli.app import app
     from daemon.cli.pipes import OutputClosed
 

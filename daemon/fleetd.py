@@ -28,6 +28,7 @@ from daemon.config import (
     Settings,
     load_settings,
 )
+from web.version import __version__
 
 log = logging.getLogger("fleetd")
 EXIT_CONFIG = 2  # a bad config or flag: the unit's RestartPreventExitStatus
@@ -66,6 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="HOST:PORT",
         help=f"API/dashboard address (default [web] listen, else {DEFAULT_LISTEN})",
     )
+    parser.add_argument("--version", action="version", version=f"fleetd {__version__}")
     parser.add_argument(
         "--log-level",
         default=os.environ.get("CMPFLEET_LOG_LEVEL", "info"),
@@ -89,17 +91,25 @@ def resolve_settings(args: argparse.Namespace) -> tuple[Settings, Path | None]:
     return load_settings(path, overrides=overrides, missing_ok=True), path
 
 
-def check_configured_recipe(settings: Settings, config_path: Path | None) -> None:
-    """A configured recipe that cannot be read is a config error (exit 2, one line)."""
-    if settings.serving.recipe is None:
-        return
-    from daemon.engine_service import resolve_recipe
-    from serving.recipe.recipe import RecipeError
+def check_configured_recipe(
+    settings: Settings, config_path: Path | None, simulate: str | None = None
+) -> None:
+    """A configured recipe or profile that cannot be read is a config error (exit 2, one line).
 
+    Every profile is checked, not only the one in force: a switch must not be the moment
+    a typo in another profile's table is found.
+    """
+    serving = settings.serving
+    if serving.recipe is None and not serving.profiles and serving.profile is None:
+        return
+    from daemon.profiles import SIM_PRESET, resolve_profiles
+    from serving.recipe.recipe import RecipeError, preset_recipe
+
+    simulated = preset_recipe(SIM_PRESET) if simulate is not None else None
     try:
-        resolve_recipe(settings, config_path.parent if config_path else None, None)
+        resolve_profiles(settings, config_path.parent if config_path else None, simulated)
     except RecipeError as exc:
-        raise ConfigError(f"{config_path or 'config'}: serving.recipe: {exc}") from None
+        raise ConfigError(f"{config_path or 'config'}: {exc}") from None
 
 
 def setup_logging(level: str) -> None:
@@ -131,14 +141,19 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         settings, config_path = resolve_settings(args)
-        check_configured_recipe(settings, config_path)
+        check_configured_recipe(settings, config_path, args.simulate)
         if args.simulate is None:  # under --simulate no host command ever runs
             check_host_commands(settings, str(config_path or "config"))
         build_sinks(settings.alerts)  # a webhook secret_file that cannot be read: exit 2
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(EXIT_CONFIG)
-    exposed = [] if config_path is None else exposed_secrets(config_path, settings.serving.recipe)
+    profile_recipes = [table.get("recipe") for table in settings.serving.profiles.values()]
+    exposed = (
+        []
+        if config_path is None
+        else exposed_secrets(config_path, settings.serving.recipe, profile_recipes)
+    )
     for path, keys in exposed:
         log.warning(
             "%s holds secrets (%s) and others can read it: chmod 600 it", path, ", ".join(keys)

@@ -221,14 +221,16 @@ def build_host_watch(
     state_dir: Path,
     writer: StoreWriter,
     store: Store,
-    recipe: Recipe | None,
+    recipe: Callable[[], Recipe | None],
 ) -> HostWatch:
-    """fleetd's host watch: events through the store writer, the recipe's TP size."""
-    tp_size = tensor_parallel_size(recipe)
+    """fleetd's host watch: events through the store writer, the TP size of ``recipe()``.
+
+    ``recipe`` is asked each time: the profile in force changes with ``fleetctl serve``.
+    """
     return HostWatch(
         host,
         settings.host,
         state_dir,
         record_event=lambda *event: writer.submit(partial(store.record_event, *event), writes=True),
-        tensor_parallel_size=lambda: tp_size,
+        tensor_parallel_size=lambda: tensor_parallel_size(recipe()),
     )

@@ -3,6 +3,9 @@
 A thread follows the engine's ``LogCapture`` (new lines only: a restarted fleetd neither
 re-counts old lines nor loses the hour's count, which it reloads from the store) and
 writes the current hour's counts at most every ``flush_s`` and at every hour change.
+A signature of severity ``warning`` or ``critical`` (``[[serving.log_signatures]]``) is
+also a ``serving`` event of that severity the first time it is seen in an hour; the event
+names the signature, never the line (engine output can hold users' prompts).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from daemon.store import Store, StoreError
-from serving.canary.signatures import SignatureTable, hour_of
+from hwcheck.model import EventKind, Severity
+from serving.canary.signatures import INFO, SignatureTable, hour_of
 from serving.runtime.logcapture import LAUNCH_MARKER_PREFIX, LogCapture
 
 log = logging.getLogger("fleetd.canary")
@@ -47,6 +51,7 @@ class LogSignatureCounter:
         self._counts: Counter[str] = Counter()
         self._totals: Counter[str] = Counter()  # since fleetd started (a Prometheus counter)
         self._dirty = False
+        self._announced: set[str] = set()  # this hour's sightings already recorded as events
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -94,6 +99,29 @@ class LogSignatureCounter:
             self._counts.update(found)
             self._totals.update(found)
             self._dirty = True
+            news = [
+                n for n in found if self._table.severity(n) != INFO and n not in self._announced
+            ]
+            self._announced.update(news)
+        for name in news:
+            self._announce(name)
+
+    def _announce(self, name: str) -> None:
+        """A ``serving`` event for a warning/critical signature's first sighting this hour."""
+        severity = Severity(self._table.severity(name))
+        message = (
+            f"engine log signature {name!r} seen ({severity.value}); "
+            "fleetctl logs shows the engine's lines"
+        )
+        try:
+            self._store.record_event(
+                EventKind.SERVING,
+                severity,
+                message,
+                details={"signature": name, "severity": severity.value},
+            )
+        except StoreError as exc:
+            log.error("log-signature event not stored: %s", exc)
 
     def _roll(self) -> None:
         """At an hour change, write the finished hour and start a new one."""
@@ -103,6 +131,7 @@ class LogSignatureCounter:
         self._flush()
         with self._lock:
             self._hour, self._counts, self._dirty = hour, Counter(), False
+            self._announced = set()
 
     def _flush(self) -> None:
         with self._lock:
@@ -145,6 +174,7 @@ class LogSignatureCounter:
             entries.append(
                 {
                     "name": name,
+                    "severity": self._table.severity(name),
                     "this_hour": current.get(name, 0),
                     "last_24h": window.get(name, 0) + current.get(name, 0),
                     "last_seen_hour": None if seen is None else seen.isoformat(),

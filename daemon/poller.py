@@ -21,6 +21,7 @@ from daemon.monitor import RigMonitor
 from daemon.store import Store, StoreError
 from daemon.storewriter import StoreWriter
 from daemon.xidpath import FollowerThread
+from hwcheck.advice import RigNow
 from hwcheck.backend import BackendUnavailable
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.checks import nvml as nvml_check
@@ -41,6 +42,8 @@ log = logging.getLogger("fleetd")
 HOLDER_SCAN_EVERY_S = 30.0
 
 SnapshotListener = Callable[[RigSnapshot], None]
+# The engine's and the latch's state now: each fault's step is worded for it.
+RigNowSource = Callable[[], RigNow]
 # Recovery's part of the checks' input: the last CUDA probe round and a person's waiver.
 RecoveryInputs = Callable[[], tuple[ProbeRound | None, LatchWaiver | None]]
 
@@ -65,6 +68,7 @@ class RigPoller:
         extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
         host_watch: HostWatch | None = None,
         recovery_inputs: RecoveryInputs | None = None,
+        rig_now: RigNowSource = RigNow,
     ) -> None:
         self._settings = settings
         self._host = host
@@ -81,6 +85,7 @@ class RigPoller:
         self._host_watch = host_watch
         self._host_inputs: HostInputs | None = None  # the last poll's, for a rejudge
         self._recovery_inputs = recovery_inputs or (lambda: (None, None))
+        self._rig_now = rig_now
         self._listeners: list[SnapshotListener] = []
         self._store_severity = Severity.OK
         self._error_logged: str | None = None
@@ -163,6 +168,7 @@ class RigPoller:
                 kernel_module_version=self._kernel_module_version,
                 probes=probes,
                 waiver=waiver,
+                rig_now=self._rig_now(),
                 **({} if host is None else host.check_fields()),
             )
         )

@@ -15,9 +15,11 @@ from typing import Protocol
 
 from daemon.engine_service import EngineService
 from hwcheck.model import GpuSnapshot
+from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit
 from recovery.ports import Launched, StartKind
 from serving.errors import Refused, Unavailable
+from serving.recipe.cards import gate_cards
 from serving.runtime.commands import StartFor
 from serving.runtime.reports import RunEnded
 from serving.runtime.states import ServingState, StartRefused, SupervisorClosed
@@ -38,19 +40,10 @@ def cards_of(gpus: str, cards: tuple[GpuSnapshot, ...]) -> frozenset[int] | None
     """The card indices a recipe's ``gpus`` names (``None``: every card).
 
     ``gpus`` is ``all`` or a comma-separated list of indices or UUIDs; a UUID is found
-    among ``cards`` (the last poll). Nothing recognised reads as every card: a gate on
-    too many cards is safe, one on too few is not.
+    among ``cards`` (the last poll). Nothing recognised reads as every card
+    (``serving.recipe.cards.gate_cards``).
     """
-    if gpus.strip() == "all":
-        return None
-    by_uuid = {card.uuid: card.index for card in cards}
-    found: set[int] = set()
-    for part in (p.strip() for p in gpus.split(",")):
-        if part.isdigit():
-            found.add(int(part))
-        elif part in by_uuid:
-            found.add(by_uuid[part])
-    return frozenset(found) or None
+    return gate_cards(gpus, [(card.index, card.uuid) for card in cards])
 
 
 class PersonsStop(Protocol):
@@ -133,7 +126,8 @@ class SupervisedEngine:
             raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:
             return Launched(None)  # the launch is under way; the status shows it
-        return Launched(result.pid, result.already_running)
+        warnings = tuple(Reason(w.code, w.message) for w in result.warnings)
+        return Launched(result.pid, result.already_running, warnings)
 
     def restart(self, reason: str) -> None:
         """Stop cleanly, then launch (the supervisor finishes it in the background)."""

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from daemon.metrics_source import LatchMirror
 from daemon.monitor import RigMonitor
-from hwcheck.verdict import judge
+from hwcheck.advice import RigNow
+from hwcheck.verdict import judge, rig_now
 
 
 class RigJudge:
@@ -35,6 +36,10 @@ class RigJudge:
         results = self._monitor.view().results
         verdict = judge(results, latch_reason=self.latch.reason, engine_state=self._engine_state())
         self._monitor.set_verdict(verdict)
+
+    def rig_now(self) -> RigNow:
+        """Whether the engine runs and the latch is set: the words of each fault's step."""
+        return rig_now(self._engine_state(), self.latch.required)
 
     def latch_changed(self, required: bool) -> None:
         """Recovery set or cleared the latch (the mirror has it): the picture says so now."""

@@ -40,6 +40,7 @@ from daemon.recovery_engine import ReportsToRecovery, SupervisedEngine
 from daemon.recovery_parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
 from daemon.rig_judge import RigJudge
 from daemon.sdnotify import Notifier
+from daemon.sim_containers import SimulatedContainers
 from daemon.simcontrol import SimControl, end_as_a_reboot_does
 from daemon.statedir import StateDir
 from daemon.status_document import view_verdict
@@ -55,6 +56,7 @@ from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.sim.state import SimStateError
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
+from serving.profiles import ProfileSet
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
 from web.app import create_app
@@ -93,6 +95,7 @@ class Daemon:
         sim: SimulatedRig | None,
         notifier: Notifier,
         recipe: Recipe | None = None,
+        profiles: ProfileSet | None = None,
         api: ApiServer | None = None,
     ) -> None:
         self.settings = settings
@@ -173,14 +176,19 @@ class Daemon:
         )
         self.xid_path.add_listener(self.recovery.on_xid)
         self.engine: EngineService | None = None
-        if recipe is not None:
+        profiles = profiles or (None if recipe is None else ProfileSet.single(recipe))
+        if profiles is not None:
             reports = ReportsToRecovery()
             self.engine = EngineService(
-                recipe,
+                profiles,
                 settings,
                 state_dir,
                 self.store,
+                self.monitor,
+                host,
                 reports=reports,
+                starts=self.recovery,
+                containers=None if sim is None else SimulatedContainers(sim),
                 # Masked in every engine log line fleetd serves (each launch adds its own).
                 known_secrets=KnownSecrets(
                     {self.token, *config_secret_values(settings, self.alerts.sinks)}
@@ -199,9 +207,14 @@ class Daemon:
         )
         self.canaries: CanaryService | None = None
         if self.engine is not None:
-            self.canaries = build_canaries(settings.canary, self.store, self.engine, self.monitor)
+            self.canaries = build_canaries(settings, self.store, self.engine, self.monitor)
         self.host_watch = build_host_watch(
-            host, settings, state_dir, self.writer, self.store, recipe
+            host,
+            settings,
+            state_dir,
+            self.writer,
+            self.store,
+            lambda: None if self.engine is None else self.engine.recipe,
         )
         self.diag = build_diag(
             self.store, self.monitor, host, self.engine, self.recovery.starts.cards_held
@@ -238,6 +251,7 @@ class Daemon:
             extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
+            rig_now=self.judge.rig_now,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()

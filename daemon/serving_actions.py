@@ -1,9 +1,10 @@
 """``POST /api/v1/serving/{start,restart}``'s answer: recovery's start path, in the API's words.
 
-A person's start and restart go through recovery (``request_start``: one decision, the
-gate, a probe), never straight to the supervisor: a refusal raises ``Refused`` at once,
-before anything is stopped, with every reason and what to do on one line (the API's
-409, fleetctl's exit 4); a start answers with the warnings it was made with.
+A person's start and restart (and ``serve``'s start, after its switch) go through recovery
+(``request_start``: one decision, the gate, a probe), never straight to the supervisor: a
+refusal raises ``Refused`` at once, before anything is stopped, with every reason and what
+to do on one line (the API's 409, fleetctl's exit 4); a start answers with the warnings it
+was made with (the gate's, and the mechanics' such as foreign processes on other cards).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from recovery.starts import StartAnswer
 from serving.errors import Refused
 
 
-def warning_document(reason: Reason) -> dict[str, Any]:
-    """A warning that went with a start (``RefusalDocument``'s shape, not blocking)."""
-    return {"code": reason.code, "message": reason.line, "blocking": False}
+def refusal_document(reason: Reason, blocking: bool = True) -> dict[str, Any]:
+    """A reason in ``RefusalDocument``'s shape (a warning that went with a start: not blocking)."""
+    return {"code": reason.code, "message": reason.line, "blocking": blocking}
 
 
 def start_document(action: str, answer: StartAnswer, serving: dict[str, Any]) -> dict[str, Any]:
@@ -30,6 +31,6 @@ def start_document(action: str, answer: StartAnswer, serving: dict[str, Any]) ->
         "action": action,
         "accepted": True,
         "already_running": bool(launched is not None and launched.already_running),
-        "warnings": [warning_document(reason) for reason in answer.warnings],
+        "warnings": [refusal_document(reason, blocking=False) for reason in answer.warnings],
         "serving": serving,
     }

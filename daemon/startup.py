@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from daemon.apiserver import ApiServer
 from daemon.config import ENV_PREFIX, Settings
-from daemon.engine_service import recipe_for_daemon
+from daemon.profiles import profiles_for
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.statedir import DIR_MODE, StateDir
@@ -181,8 +181,8 @@ def build_daemon(
         api.close()
         raise
     try:
-        recipe = recipe_for_daemon(settings, config_path, sim_engine)
-        return Daemon(settings, state_dir, host, rig, Notifier(), recipe, api=api)
+        profiles = profiles_for(settings, config_path, sim_engine)
+        return Daemon(settings, state_dir, host, rig, Notifier(), profiles=profiles, api=api)
     except StoreError as exc:
         host.close()
         api.close()

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.defaults import TOKEN_FILE
 from hwcheck.hostfacts.baseline import BASELINE_FILE
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
@@ -24,10 +25,10 @@ from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
 from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
 
 DB_FILE = "fleet.db"
-TOKEN_FILE = "api-token"  # noqa: S105 - a file name, not a secret
 LOCK_FILE = "fleetd.lock"
 ENGINE_PORT_FILE = "engine-port"
 LATCH_FILE = "latch.json"
+ACTIVE_PROFILE_FILE = "profile.json"
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -68,6 +69,11 @@ class StateDir:
     def latch(self) -> Path:
         """``latch.json``: this boot's reboot latch, readable without the store."""
         return self.root / LATCH_FILE
+
+    @property
+    def active_profile(self) -> Path:
+        """The launch profile in force (``fleetctl serve`` switches it; kept across restarts)."""
+        return self.root / ACTIVE_PROFILE_FILE
 
     @property
     def engine_record(self) -> Path:
@@ -117,6 +123,7 @@ class StateDir:
             self.lock,
             self.engine_port,
             self.latch,
+            self.active_profile,
             self.engine_record,
             self.engine_log,
             self.supervisor_state,

@@ -16,6 +16,7 @@ from typing import Any, cast
 from daemon.host_watch import HostStatus
 from daemon.monitor import MonitorView
 from hwcheck.checks import card_states, pcie_link
+from hwcheck.explain import explanations
 from hwcheck.hostfacts.document import card_bus_fields
 from hwcheck.model import CheckResult, RigProfile
 from hwcheck.report import card_document, xid_counts_by_card
@@ -25,6 +26,7 @@ from web.models import (
     CardDocument,
     CheckDocument,
     DaemonInfoDocument,
+    ExplanationDocument,
     LogSignatureDocument,
     Overall,
     RecoveryDocument,
@@ -33,6 +35,7 @@ from web.models import (
     StatusDocument,
 )
 from web.models_host import HostDocument
+from web.version import __version__
 
 
 def iso_or_none(ts: datetime | None) -> str | None:
@@ -135,8 +138,16 @@ def status_document(
         daemon=DaemonInfoDocument(
             pid=os.getpid(),
             started_at=started_at or "",
+            version=__version__,
             # fleetctl check leaves these out of foreign_gpu_processes (fleetd, the engine).
             gpu_pids=gpu_pids,
         ),
+        explanations=[
+            ExplanationDocument(**item.as_dict())
+            for item in explanations(
+                (x.info for x in view.xids),
+                recovery.advice_kind if recovery.reboot_required else None,
+            )
+        ],
         **extra,
     )

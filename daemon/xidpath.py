@@ -105,7 +105,8 @@ class XidPath:
         if record.boot_id is not None and record.seq is not None:
             cursor = KernelLogCursor(boot_id=record.boot_id, last_seq=record.seq)
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
-        message = f"Xid {item.event.xid} on {where}: {item.info.explanation}"
+        # The headline only: the explanation is shown once (fleetctl explain, status).
+        message = item.info.headline(where)
         if self._monitor.add_xid_if_new(item):
             log.warning("%s [class=%s action=%s]", message, item.info.xid_class, item.info.action)
             for listener in self._listeners:

@@ -11,6 +11,7 @@ normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
 from __future__ import annotations
 
 import enum
+import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
@@ -120,6 +121,7 @@ class GpuSnapshot:
     power_default_limit_w: float | None = None
     power_min_limit_w: float | None = None
     power_max_limit_w: float | None = None
+    energy_total_mj: int | None = None  # since the driver loaded: a counter, 0 at each boot
     clock_event_reasons: int | None = None
     sm_clock_mhz: int | None = None
     memory_clock_mhz: int | None = None
@@ -192,12 +194,18 @@ class PciDevice:
 
 @dataclass(frozen=True, slots=True)
 class DeviceHolder:
-    """A process that holds a ``/dev/nvidia*`` node open."""
+    """A process that holds a ``/dev/nvidia*`` node open.
+
+    ``container``/``image``: the container it runs in, when the source knows it (the
+    simulated host does; on a real host the serving preflight asks the runtime).
+    """
 
     pid: int
     name: str
     device: str
     cmdline: str = ""
+    container: str | None = None
+    image: str | None = None
 
 
 class XidClass(enum.StrEnum):
@@ -289,6 +297,10 @@ class CheckResult:
     severity: Severity
     message: str
     remedy: str = ""
+    # False while a check has seen a fault too briefly to call it (the power brake in 1 of
+    # 3 samples): status shows it, alerts wait for the confirmed result (no warning that
+    # a critical follows a second later).
+    confirmed: bool = True
 
     def as_dict(self) -> dict[str, object]:
         """The CONTRACT's ``{id, card, severity, message, remedy}`` form."""
@@ -361,32 +373,17 @@ class RigProfile(_ConfigSection):
 
 
 class Advice(enum.StrEnum):
-    """The host-level step a reboot-required latch asks a person for (stored as this word)."""
+    """The host-level step a reboot-required latch asks a person for (stored as this word).
+
+    Its words, by the rig's state, are the one advice table's (``hwcheck.advice``).
+    """
 
     WARM_REBOOT = "warm_reboot"
     COLD_POWER_CYCLE = "cold_power_cycle"
 
 
-# The one table of what each advice tells a person (status, latch, alerts, dashboard, top).
-ADVICE_TEXT: dict[Advice, str] = {
-    Advice.WARM_REBOOT: "reboot the host (fleetctl reboot --confirm)",
-    Advice.COLD_POWER_CYCLE: (
-        "power the rig off for about 30 s, then on (fleetctl reboot --confirm --cold; a warm "
-        "reboot is not enough for GSP/PMU faults on these cards)"
-    ),
-}
-# What to do after an Xid, per catalogue action (the xid check's remedy, the Xid alerts'
-# advice); the two that need the host say what the latch says.
-ACTION_TEXT: dict[XidAction, str] = {
-    XidAction.COLD_POWER_CYCLE: ADVICE_TEXT[Advice.COLD_POWER_CYCLE],
-    XidAction.REBOOT: (
-        f"{ADVICE_TEXT[Advice.WARM_REBOOT]}: fleetd stops the engine cleanly first; never "
-        "reload nvidia_uvm or run nvidia-smi -r"
-    ),
-    XidAction.INSPECT: "inspect the kernel log around it (dmesg | grep -i xid) and the engine log",
-    XidAction.RESTART_ENGINE: "restart the engine (fleetctl restart); the card itself is healthy",
-    XidAction.NONE: "no action needed; watch for repeats",
-}
+# A title's length: "Xid 154 (<title>) on 0000:21:00.0" stays within 80 characters.
+TITLE_MAX_CHARS = 48
 _HOST_ACTIONS = frozenset({XidAction.REBOOT, XidAction.COLD_POWER_CYCLE})
 
 
@@ -412,6 +409,24 @@ class XidInfo:
         if self.action in _HOST_ACTIONS:
             return True
         return self.xid_class is XidClass.HARDWARE and self.action is not XidAction.NONE
+
+    @property
+    def title(self) -> str:
+        """The fault's short name, cut at a word so that a headline stays short.
+
+        It is the explanation's lead clause: the catalogue writes each one as "name: why".
+        """
+        lead = self.explanation.split(": ", 1)[0]
+        return textwrap.shorten(lead, TITLE_MAX_CHARS, placeholder="…")
+
+    def headline(self, where: str | None) -> str:
+        """``Xid 31 (MMU page fault) on card 1``: what and where, at most 80 characters.
+
+        Events, log lines, the latch's reason and alerts carry this; the explanation is
+        shown once (``fleetctl explain xid N``, the status document's ``explanations``).
+        """
+        line = f"Xid {self.xid} ({self.title})"
+        return line if where is None else f"{line} on {where}"
 
     @property
     def advice(self) -> Advice | None:

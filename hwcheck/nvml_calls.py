@@ -27,6 +27,7 @@ class Call(enum.Enum):
     ENFORCED_POWER_LIMIT = "enforced_power_limit"
     DEFAULT_POWER_LIMIT = "default_power_limit"
     POWER_LIMIT_CONSTRAINTS = "power_limit_constraints"
+    TOTAL_ENERGY = "total_energy"  # mJ since the driver loaded (Volta and newer)
     SET_POWER_LIMIT = "set_power_limit"
     CLOCK_EVENT_REASONS = "clock_event_reasons"
     CLOCK_THROTTLE_REASONS = "clock_throttle_reasons"

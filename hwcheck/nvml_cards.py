@@ -217,6 +217,7 @@ class CardReader:
             "power_default_limit_w": read_w(Call.DEFAULT_POWER_LIMIT),
             "power_min_limit_w": values.watts(min_mw),
             "power_max_limit_w": values.watts(max_mw),
+            "energy_total_mj": values.optional_int(self._read(index, (Call.TOTAL_ENERGY,), handle)),
         }
 
     def _clocks(self, index: int, handle: Any) -> dict[str, Any]:

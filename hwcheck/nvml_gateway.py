@@ -100,6 +100,7 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "nvmlDeviceGetSerial",
     "nvmlDeviceGetTemperature",
     "nvmlDeviceGetTemperatureV",
+    "nvmlDeviceGetTotalEnergyConsumption",
     "nvmlDeviceGetUUID",
     "nvmlDeviceGetVbiosVersion",
     "nvmlDeviceSetPowerManagementLimit",
@@ -358,6 +359,8 @@ def _bind(nvml: ModuleType, call: Call) -> tuple[Callable[..., Any] | None, tupl
             return nvml.nvmlDeviceGetPowerManagementDefaultLimit, ()
         case Call.POWER_LIMIT_CONSTRAINTS:
             return nvml.nvmlDeviceGetPowerManagementLimitConstraints, ()
+        case Call.TOTAL_ENERGY:  # absent from old modules: then "not available"
+            return getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None), ()
         case Call.SET_POWER_LIMIT:
             return nvml.nvmlDeviceSetPowerManagementLimit, ()
         case Call.CLOCK_EVENT_REASONS:  # renamed from "throttle" reasons in newer modules

@@ -44,6 +44,7 @@ def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[st
         "clock_event_reasons": card.clock_event_names,
         "sm_clock_mhz": card.sm_clock_mhz,
         "temperature_c": card.temperature_c,
+        "memory_temperature_c": card.memory_temperature_c,  # HBM, judged by temperature
         "pcie_gen": card.pcie_gen_current,
         "pcie_width": card.pcie_width_current,
         "pcie_gen_max": card.pcie_gen_max,

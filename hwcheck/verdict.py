@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hwcheck.advice import RigNow
 from hwcheck.model import CheckResult, Severity, worst_severity
 
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
+# An engine process exists (or is about to) in these: a step must stop it first.
+ENGINE_RUNNING_STATES = frozenset({"starting", "ready", "unhealthy", "stopping"})
 UNKNOWN = "unknown"
 # The monitoring-plugin code of each verdict (``status``/``check`` exit codes, /metrics).
 RANKS = {"ok": 0, "warning": 1, "critical": 2, UNKNOWN: 3}
@@ -58,3 +61,8 @@ def judge(
     if engine_state in ENGINE_DOWN_STATES and worst is Severity.OK:
         return RigVerdict(Severity.WARNING.value, f"the engine is {engine_state}")
     return RigVerdict(worst.value, why)
+
+
+def rig_now(engine_state: str | None, latched: bool) -> RigNow:
+    """The state a fault's step is worded for (``hwcheck.model.Step``): no engine, stopped."""
+    return RigNow(engine_running=engine_state in ENGINE_RUNNING_STATES, latched=latched)

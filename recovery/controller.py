@@ -27,9 +27,10 @@ from typing import Any
 
 from hwcheck.cuda_results import CudaProber
 from hwcheck.model import ClassifiedXid, GpuSnapshot, LatchWaiver, LostKind, RigSnapshot, xid_key
-from recovery.decisions import Decision, NoAction, StopAndLatch
+from recovery.decisions import Decision, NoAction, Reason, StopAndLatch
 from recovery.executors import Context, Executors
 from recovery.facts import CardFault, EngineCondition, EngineExit, Facts, Trigger, XidFact
+from recovery.gate import start_gate
 from recovery.history import FaultHistory
 from recovery.policy import decide
 from recovery.ports import (
@@ -261,6 +262,23 @@ class RecoveryController:
         LOG.warning("recovery reconciles this boot's stored faults at start: %s", decision)
         self.act(decision, trigger)
         return decision
+
+    def start_refusals(
+        self,
+        recipe_cards: frozenset[int] | None = None,
+        recipe_errors: tuple[str, ...] | None = None,
+    ) -> tuple[Reason, ...]:
+        """What the start gate would refuse now, before anything moves (nothing is done).
+
+        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards and lint
+        errors) before it stops the running engine, and ``start --stop-foreign`` before it
+        stops anyone's container; the start itself is still ``request_start``'s decision.
+        Without a recipe's cards and errors, the engine's (the profile in force).
+        """
+        facts = self.facts(Trigger.START_REQUEST)
+        if recipe_errors is not None:
+            facts = replace(facts, recipe_cards=recipe_cards, recipe_errors=recipe_errors)
+        return start_gate(facts)[0]
 
     def new_boot(self, boot_id: str) -> None:
         """A new boot (or fleetd's start in one): card faults are judged afresh."""

@@ -2,17 +2,18 @@
 
 Executors ``match`` on these; each carries the reason a person reads in the audit trail.
 The advice a latch asks for is ``hwcheck.model.Advice`` (the word the latch stores) and
-its text comes from the one table, ``hwcheck.model.ADVICE_TEXT``.
+its words come from the one table, ``hwcheck.advice.ADVICE_STEPS``, by the rig's state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwcheck.model import ADVICE_TEXT, Advice
+from hwcheck.advice import ADVICE_STEPS, RigNow
+from hwcheck.model import Advice
 
 __all__ = [
-    "ADVICE_TEXT",
+    "ADVICE_STEPS",
     "Advice",
     "AdviseInspection",
     "Decision",
@@ -88,10 +89,9 @@ class StopAndLatch:
     advice: Advice
     card: int | None = None
 
-    @property
-    def advice_text(self) -> str:
-        """The exact next step for a person."""
-        return ADVICE_TEXT[self.advice]
+    def advice_text(self, engine_running: bool) -> str:
+        """The exact next step for a person, once the latch is set."""
+        return ADVICE_STEPS[self.advice].text(RigNow(engine_running, latched=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,14 +159,13 @@ class Executors:
             else "latch set; the engine would not stop (a person must stop it)"
         )
         self._audit.record(ACTOR, action, decision.reason, result)
-        return Outcome(stopped, f"{result}: {decision.advice_text}")
+        return Outcome(stopped, f"{result}: {decision.advice_text(engine_running=not stopped)}")
 
     def _start(self, decision: Start, context: Context) -> Outcome:
         action, reason = describe(decision)
         engine = self._engine
         if engine is None:
             return Outcome(False, "no engine is configured on this rig")
-        warned = tuple(w.line for w in decision.warnings)
         try:
             if context.restart:
                 engine.restart(decision.reason)
@@ -177,6 +176,7 @@ class Executors:
             refusal = Reason(exc.code, exc.message)
             self._audit.record(context.actor, action, reason, f"refused: {exc.message}")
             return Outcome(False, exc.message, refusals=(refusal,))
+        warned = tuple(w.line for w in (*decision.warnings, *launched.warnings))
         result = "done" if not warned else "done, with warnings: " + "; ".join(warned)
         self._audit.record(context.actor, action, reason, result, warnings=warned)
         return Outcome(True, reason, launched=launched)

@@ -93,9 +93,8 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
     for fact in facts.new_xids:
         advice = fact.info.advice
         if advice is not None:
-            where = f" on card {fact.card}" if fact.card is not None else ""
-            reason = f"Xid {fact.xid}{where}: {fact.info.explanation}"
-            yield StopAndLatch(reason, advice, fact.card)
+            where = f"card {fact.card}" if fact.card is not None else None
+            yield StopAndLatch(fact.info.headline(where), advice, fact.card)
     for fault in facts.card_faults:
         found = _card_fault(fault)
         if found is not None:
@@ -214,5 +213,6 @@ def decide(facts: Facts, now_s: float) -> Decision:
     unknown = [x for x in facts.new_xids if x.info.xid_class is XidClass.UNKNOWN]
     if unknown:
         first = unknown[0]
-        return AdviseInspection(f"Xid {first.xid}: {first.info.explanation}", first.card)
+        where = f"card {first.card}" if first.card is not None else None
+        return AdviseInspection(first.info.headline(where), first.card)
     return NoAction("no hardware fault")

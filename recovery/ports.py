@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.model import Advice, CheckResult, ClassifiedXid, GpuSnapshot, LatchWaiver
+from recovery.decisions import Reason
 from recovery.facts import EngineCondition, LatchFact
 
 
@@ -28,10 +29,15 @@ class StartKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Launched:
-    """What a start did: the engine's pid, or that one already ran."""
+    """What a start did: the engine's pid, or that one already ran.
+
+    ``warnings`` are the mechanics' (a foreign process on cards the recipe does not use):
+    they go with the start like the gate's.
+    """
 
     pid: int | None
     already_running: bool = False
+    warnings: tuple[Reason, ...] = ()
 
 
 class EnginePort(Protocol):

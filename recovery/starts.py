@@ -67,8 +67,11 @@ class StartAnswer:
 
     @property
     def warnings(self) -> tuple[Reason, ...]:
-        """What is wrong but did not refuse the start."""
-        return self.decision.warnings if isinstance(self.decision, Start) else ()
+        """What is wrong but did not refuse the start (the gate's, then the mechanics')."""
+        if not isinstance(self.decision, Start):
+            return ()
+        launched = None if self.outcome is None else self.outcome.launched
+        return self.decision.warnings + (() if launched is None else launched.warnings)
 
     @property
     def why_not(self) -> str:

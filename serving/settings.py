@@ -8,13 +8,34 @@ defaults suit a real rig; tests and the bench make them short.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from serving.canary.settings import compiled_regex
+from serving.profiles import DEFAULT_PROFILE, PROFILE_NAME_RE
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LogSignatureRule(_Section):
+    """One ``[[serving.log_signatures]]``: a line pattern of the engine log worth counting.
+
+    Added to the built-in set (out-of-vocab tokens, tripwires, grammar rejections, tool-call
+    salvage, tracebacks); ``severity`` ``warning`` or ``critical`` also records an event the
+    first time in an hour it is seen (the line itself is never copied: it can hold prompts).
+    """
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=48)]
+    pattern: Annotated[str, Field(min_length=1)]
+    severity: Literal["info", "warning", "critical"] = "warning"
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return compiled_regex(value)
 
 
 class ServingSettings(_Section):
@@ -24,9 +45,18 @@ class ServingSettings(_Section):
     SIGINT, waits ``stop_timeout_s``, sends SIGTERM and waits as long again; SIGKILL only
     with ``allow_kill``. ``probe_failures`` health probes failing in a row make the engine
     unhealthy (then restarted).
+
+    ``recipe`` is the profile ``default``; ``profiles`` are the others (recipe keys, or
+    ``recipe = "path"``); ``profile`` the one autostarted (``default`` when ``recipe`` is
+    set, else the first profile). ``stop_foreign_timeout_s`` is the grace that
+    ``--stop-foreign`` gives a foreign container (``docker|podman stop --time``).
     """
 
     recipe: str | dict[str, Any] | None = None
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    profile: str | None = None
+    log_signatures: list[LogSignatureRule] = Field(default_factory=list)
+    stop_foreign_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     autostart: bool = True
     startup_timeout_s: Annotated[float, Field(gt=0)] = 2700.0
     probe_interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
@@ -35,6 +65,44 @@ class ServingSettings(_Section):
     stop_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     stop_on_exit: bool = False
     allow_kill: bool = False
+
+    @field_validator("profiles")
+    @classmethod
+    def _profile_tables(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, table in value.items():
+            if not PROFILE_NAME_RE.match(name):
+                raise ValueError(f"profile name {name!r}: letters, digits, '.', '_', '-'")
+            if "recipe" in table and len(table) > 1:
+                extra = ", ".join(sorted(key for key in table if key != "recipe"))
+                raise ValueError(
+                    f'profile {name!r}: give recipe = "path" or recipe keys, not both ({extra})'
+                )
+            if "recipe" in table and not isinstance(table["recipe"], str):
+                raise ValueError(f"profile {name!r}: recipe should be a path (a string)")
+        return value
+
+    @model_validator(mode="after")
+    def _known_profile(self) -> ServingSettings:
+        if self.recipe is not None and DEFAULT_PROFILE in self.profiles:
+            raise ValueError(
+                f"[serving] recipe is the profile {DEFAULT_PROFILE!r}: "
+                f"[serving.profiles.{DEFAULT_PROFILE}] would be a second one"
+            )
+        named = self.profile
+        if named is not None and named != DEFAULT_PROFILE and named not in self.profiles:
+            known = ([DEFAULT_PROFILE] if self.recipe is not None else []) + list(self.profiles)
+            raise ValueError(
+                f"profile {named!r} names no profile (known: {', '.join(known) or 'none'})"
+            )
+        return self
+
+    def active_default(self) -> str:
+        """The profile autostarted: ``profile``, else ``default``, else the first profile."""
+        if self.profile is not None:
+            return self.profile
+        if self.recipe is None and self.profiles:
+            return next(iter(self.profiles))
+        return DEFAULT_PROFILE
 
 
 class SupervisorTuning(_Section):

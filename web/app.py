@@ -11,15 +11,15 @@ every body; request bodies are capped (``web.limits``).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
-from hwcheck.model import EventKind
+from hwcheck.model import EventKind, Severity
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import RemoteToken, request_token, token_matches
 from web.canary import CanaryControl, canary_router
@@ -48,11 +48,14 @@ from web.models import (
     StatusDocument,
     XidInjectedDocument,
 )
+from web.openapi_doc import BEARER, install_plain_openapi
 from web.params import BeforeId, CardFilter, RowId, SinceTime, UntilTime
+from web.profiles import ServingActionRequest, install_profile_routes
 from web.rendered import InvalidateOnMutation, rendered_documents
 from web.services import EventQuery, SimulationControl, WebServices
 from web.status_views import StatusViews
 from web.streams import StreamGate, install_status_stream
+from web.version import __version__
 
 
 class XidInjection(BaseModel):
@@ -65,14 +68,6 @@ class XidInjection(BaseModel):
 
 
 DOCS_ASSETS_URL = "/docs-assets"
-
-
-def package_version() -> str:
-    """cmpfleet's installed version."""
-    try:
-        return version("cmpfleet")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def create_app(
@@ -98,7 +93,7 @@ def create_app(
     # so /docs must not load from a CDN (and the validator badge would call out: off).
     app = FastAPIOffline(
         title="cmpfleet",
-        version=package_version(),
+        version=__version__,
         description="Rig supervisor for NVIDIA CMP 170HX inference rigs.",
         static_url=DOCS_ASSETS_URL,
         swagger_ui_parameters={"validatorUrl": None},
@@ -111,8 +106,11 @@ def create_app(
         if not token_matches(services.token, given):
             raise HTTPException(403, "wrong token")
 
-    def require_token(request: Request) -> None:
-        check_token(request)
+    def require_token(
+        request: Request,
+        _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+    ) -> None:
+        check_token(request)  # reads the header itself: Basic too (see web.auth)
 
     def require_sim() -> SimulationControl:
         sim = services.sim
@@ -130,6 +128,7 @@ def create_app(
     if allowed_hosts is not None:  # outermost: a rebound name is refused before anything runs
         app.add_middleware(LoopbackHosts, allowed=allowed_hosts)
     install_error_handlers(app)
+    install_plain_openapi(app)
     if metrics is not None:
         install_metrics(app, metrics)
     # Routes are added to the app itself, not through include_router: FastAPI keeps an
@@ -143,8 +142,18 @@ def create_app(
 
     @app.get("/healthz", response_model=HealthDocument)
     def healthz() -> dict[str, str]:
-        """200 once the daemon runs."""
-        return {"status": "ok"}
+        """200 once the daemon runs, with cmpfleet's version."""
+        return {"status": "ok", "version": __version__}
+
+    # HEAD for load balancers and uptime checkers that never read a body.
+    app.add_api_route(
+        "/healthz",
+        healthz,
+        methods=["HEAD"],
+        response_model=HealthDocument,
+        operation_id="healthz_head",
+        summary="Healthz (HEAD)",
+    )
 
     @app.get("/api/v1/status", response_model=StatusDocument, response_model_exclude_unset=True)
     async def status(request: Request) -> Response:
@@ -173,6 +182,9 @@ def create_app(
         acked: Annotated[bool | None, Query(description="only (un)acknowledged ones")] = None,
         before_id: BeforeId = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
+        min_severity: Annotated[
+            Severity | None, Query(description="this severity or worse (info: every event)")
+        ] = None,
     ) -> Sequence[EventDocument]:
         """Events, newest first; a full page links the next one (``Link: rel="next"``).
 
@@ -180,7 +192,14 @@ def create_app(
         a client pages back never shift or repeat what it sees.
         """
         query = EventQuery(
-            since, until, None if kind is None else kind.value, card, acked, before_id, limit
+            since,
+            until,
+            None if kind is None else kind.value,
+            card,
+            acked,
+            before_id,
+            limit,
+            None if min_severity is None else min_severity.value,
         )
         page = services.list_events(query)
         if len(page) == limit:
@@ -210,6 +229,9 @@ def create_app(
         """Re-apply the configured power cap (caps reset at every boot)."""
         return services.apply_caps()
 
+    # Before the templated /serving/{action}: "switch" is not one of its actions.
+    install_profile_routes(app, services, require_token)
+
     @app.post(
         "/api/v1/serving/{action}",
         dependencies=[Depends(require_token)],
@@ -217,8 +239,16 @@ def create_app(
         response_model_exclude_unset=True,
         responses=error_responses(409, 503),
     )
-    def serving(action: Literal["start", "stop", "restart"]) -> dict[str, Any]:
-        """Start, stop or restart the engine (409 with the reason and its code when refused)."""
+    def serving(
+        action: Literal["start", "stop", "restart"], body: ServingActionRequest | None = None
+    ) -> dict[str, Any]:
+        """Start, stop or restart the engine (409 with the reason and its code when refused).
+
+        ``{"stop_foreign": true}`` with ``start``: first stop foreign containers that hold
+        the port or the profile's cards (``docker|podman stop``; recorded).
+        """
+        if body is not None and body.stop_foreign:
+            return services.serving_action(action, stop_foreign=True)
         return services.serving_action(action)
 
     @app.get(
@@ -230,6 +260,18 @@ def create_app(
     def serving_recipe() -> RecipeDocument:
         """The argv and environment the daemon would launch; diff to the last ready launch."""
         return services.serving_recipe()
+
+    @app.get(
+        "/api/v1/recovery/reboot",
+        response_model=RebootDocument,
+        response_model_exclude_unset=True,
+    )
+    def recovery_reboot_plan(cold: bool = False) -> dict[str, Any]:
+        """What a confirmed reboot would do now (changes nothing, so no token on loopback).
+
+        What ``fleetctl reboot [--cold]`` without ``--confirm`` shows (``cold``: a power cycle).
+        """
+        return services.recovery_reboot(False, cold)
 
     @app.post(
         "/api/v1/recovery/reboot",

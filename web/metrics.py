@@ -30,6 +30,7 @@ from serving.runtime.states import ServingState
 from web.metrics_host import host_metrics
 from web.metrics_model import CardMetrics, MetricsSource, RigMetrics
 from web.rendered import rendered_documents
+from web.version import build_info
 
 CARD_LABELS = ("gpu", "uuid", "pci_bus_id")
 # The classic text format every Prometheus 2.x reads (our names need none of 1.0.0's escaping).
@@ -52,7 +53,9 @@ def _card_gauges(cards: tuple[CardMetrics, ...]) -> Iterator[Metric]:
         ("power_watts", "Power draw.", 1.0, "power_draw_w"),
         ("power_limit_watts", "Power limit in force.", 1.0, "power_limit_w"),
         ("memory_total_bytes", "Memory the card reports.", MIB_BYTES, "memory_total_mib"),
+        ("memory_used_bytes", "Memory in use on the card.", MIB_BYTES, "memory_used_mib"),
         ("temperature_celsius", "GPU core temperature.", 1.0, "temperature_c"),
+        ("memory_temperature_celsius", "HBM temperature.", 1.0, "memory_temperature_c"),
         ("sm_clock_hertz", "SM clock.", MHZ_HERTZ, "sm_clock_mhz"),
         ("pcie_link_gen", "Current PCIe link generation.", 1.0, "pcie_gen"),
         ("pcie_link_width", "Current PCIe link width (lanes).", 1.0, "pcie_width"),
@@ -91,6 +94,46 @@ def _card_gauges(cards: tuple[CardMetrics, ...]) -> Iterator[Metric]:
             xids.add_metric([*_card_labels(card), str(xid)], float(count))
     yield lost
     yield xids
+    yield from _card_facts(cards)
+
+
+INFO_LABELS = (*CARD_LABELS, "name", "serial", "vbios", "driver")
+
+
+def _card_facts(cards: tuple[CardMetrics, ...]) -> Iterator[Metric]:
+    """Energy counter, active clock event reasons and the card's identity (info, value 1)."""
+    energy = CounterMetricFamily(
+        "cmpfleet_gpu_energy_joules",
+        "Energy the card used since the driver loaded (NVML total energy; 0 at a reboot).",
+        labels=CARD_LABELS,
+    )
+    reasons = GaugeMetricFamily(
+        "cmpfleet_gpu_clock_event_reason",
+        "1 for each clock event (throttle) reason active now, e.g. hw_power_brake_slowdown.",
+        labels=[*CARD_LABELS, "reason"],
+    )
+    info = GaugeMetricFamily(
+        "cmpfleet_gpu_info", "The card's identity, always 1 (join on gpu).", labels=INFO_LABELS
+    )
+    for card in cards:
+        labels = _card_labels(card)
+        if card.energy_total_mj is not None:
+            energy.add_metric(labels, card.energy_total_mj / 1000.0)
+        for reason in card.clock_event_reasons or ():
+            reasons.add_metric([*labels, reason], 1.0)
+        identity = (card.name, card.serial, card.vbios_version, card.driver_version)
+        info.add_metric([*labels, *(value or "" for value in identity)], 1.0)
+    yield from (energy, reasons, info)
+
+
+def _build_info() -> Metric:
+    """``cmpfleet_build_info{version, python, python_implementation} 1``."""
+    facts = build_info()
+    family = GaugeMetricFamily(
+        "cmpfleet_build_info", "The cmpfleet version serving, always 1.", labels=list(facts)
+    )
+    family.add_metric(list(facts.values()), 1.0)
+    return family
 
 
 def _rig_metrics(state: RigMetrics) -> Iterator[Metric]:
@@ -212,6 +255,7 @@ class RigCollector(Collector):
         yield from _card_gauges(state.cards)
         yield from _rig_metrics(state)
         yield from _canary_metrics(state)
+        yield _build_info()
         yield from host_metrics(state)
 
 

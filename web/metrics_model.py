@@ -73,14 +73,22 @@ class CardMetrics:
     lost: bool
     power_draw_w: float | None = None
     power_limit_w: float | None = None
+    energy_total_mj: int | None = None  # NVML's counter since the driver loaded
     memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
     vram_unlocked: bool | None = None  # the vram_unlocked check's verdict for this card
     power_brake_active: bool | None = None
     temperature_c: float | None = None
+    memory_temperature_c: float | None = None  # HBM
     sm_clock_mhz: int | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
     xid_counts: Mapping[int, int] = field(default_factory=dict)  # Xid number -> since boot
+    clock_event_reasons: tuple[str, ...] | None = None  # active ones by name; None: unknown
+    name: str = ""
+    serial: str | None = None
+    vbios_version: str | None = None
+    driver_version: str | None = None
     # Host truth: the BAR1 aperture, the VBIOS's top clocks, PCIe replays since boot.
     bar1_total_mib: int | None = None
     sm_clock_max_mhz: int | None = None

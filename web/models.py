@@ -38,6 +38,7 @@ class HealthDocument(Document):
     """``GET /healthz``."""
 
     status: Literal["ok"]
+    version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
 
 
 class ErrorDocument(Document):
@@ -63,6 +64,7 @@ class CardDocument(Document):
     clock_event_reasons: list[str] | None = None
     sm_clock_mhz: int | None = None
     temperature_c: Number | None
+    memory_temperature_c: Number | None = Field(None, description="HBM temperature")
     pcie_gen: int | None
     pcie_width: int | None
     pcie_gen_max: int | None = None
@@ -117,6 +119,30 @@ class EngineMetricsDocument(Document):
     ts: IsoTime
 
 
+class DriftDocument(Document):
+    """An engine that runs but was not adopted: another recipe than the active profile's."""
+
+    pid: int
+    container_name: str | None
+    recipe_hash: str = Field(description="what it runs (empty: a container with no label)")
+    expected_hash: str = Field(description="the active profile's recipe hash")
+    url: str
+    mode: str
+
+
+class SwitchProgressDocument(Document):
+    """A profile switch (``fleetctl serve``): in progress, or the last one."""
+
+    id: str
+    previous: str = Field(description="the profile in force before the switch")
+    profile: str = Field(description="the profile switched to")
+    phase: Literal["stopping", "starting", "done", "refused", "failed"]
+    message: str | None
+    refusals: list[RefusalDocument]
+    started_at: IsoTime
+    ended_at: IsoTime | None
+
+
 class ServingDocument(Document):
     """The ``serving`` block: ``{state, pid, restarts, since, url}`` and extras."""
 
@@ -135,6 +161,9 @@ class ServingDocument(Document):
     adopted: bool | None = None
     backoff_remaining_s: Number | None = None
     last_refusal: list[RefusalDocument] | None = None
+    profile: str | None = Field(None, description="the launch profile in force")
+    drift: DriftDocument | None = None
+    switch: SwitchProgressDocument | None = None
 
 
 class RecoveryDecisionDocument(Document):
@@ -234,6 +263,7 @@ class DaemonInfoDocument(Document):
 
     pid: int
     started_at: IsoTime
+    version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
     gpu_pids: list[int] | None = Field(
         None, description="fleetd and the engine's process tree: never foreign GPU processes"
     )
@@ -267,6 +297,14 @@ class LogSignatureDocument(Document):
     last_seen_hour: IsoTime | None
 
 
+class ExplanationDocument(Document):
+    """The long text behind a fault's headline, held once (``fleetctl explain`` prints it)."""
+
+    fault: str = Field(description="the fault kind, as `fleetctl explain` takes it: `xid 31`")
+    title: str = Field(description="its short name, as headlines say it")
+    text: str
+
+
 class StatusDocument(Document):
     """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
 
@@ -279,6 +317,11 @@ class StatusDocument(Document):
     daemon: DaemonInfoDocument | None = None
     canaries: list[CanaryResultDocument] | None = None
     log_signatures: list[LogSignatureDocument] | None = None
+    explanations: list[ExplanationDocument] | None = Field(
+        None,
+        description="each fault of this boot's long explanation, once: checks, the latch, "
+        "events and alerts carry only headlines",
+    )
     host: HostDocument | None = None
 
 

@@ -18,7 +18,7 @@ from web.models import EventDocument, RecipeDocument, StatusDocument
 
 @dataclass(frozen=True)
 class EventQuery:
-    """Filters of ``GET /api/v1/events``: a time window, kind, card, acknowledged or not.
+    """Filters of ``GET /api/v1/events``: time window, kind, card, acknowledged, severity.
 
     ``before_id`` is the cursor of the next page (the last id of the page before);
     ``until`` and ``since`` both include their instant.
@@ -31,6 +31,7 @@ class EventQuery:
     acked: bool | None = None
     before_id: int | None = None
     limit: int = 100
+    min_severity: str | None = None  # this severity or worse (info lists every event)
 
 
 class SimulationControl(Protocol):
@@ -76,8 +77,24 @@ class WebServices(Protocol):
         """Re-apply the configured power cap to cards that are off it."""
         ...
 
-    def serving_action(self, action: str) -> dict[str, Any]:
-        """``start|stop|restart`` the engine; ``Refused``/``Conflict`` with the reason if refused."""
+    def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """``start|stop|restart`` the engine; ``Refused``/``Conflict`` with the reason if refused.
+
+        ``stop_foreign`` (start only): stop foreign containers holding the port or the
+        profile's cards first.
+        """
+        ...
+
+    def serving_profiles(self) -> dict[str, Any]:
+        """The launch profiles, the one in force, and each one's lint verdict."""
+        ...
+
+    def serving_switch(self, profile: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """Stop the engine cleanly, switch to ``profile``, start it.
+
+        ``NotFound`` for an unknown name (naming the known ones); ``Refused`` when the
+        latch or the profile's lint errors refuse it before anything stops.
+        """
         ...
 
     def serving_logs(self, lines: int) -> list[str]:

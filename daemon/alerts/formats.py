@@ -91,7 +91,17 @@ def render_json(note: Notification, ctx: RenderContext) -> Any:
         "started_at": p["started_at"],
         "resolved_at": p["resolved_at"],
         "queued_at": note.queued_at.isoformat(),
+        **({"cards": p["cards"], "members": p["members"]} if p.get("members") else {}),
     }
+
+
+def members(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alerts a notification is about: its group's members, or the alert alone.
+
+    A board-level fault's notification (``daemon.store.alert_batch``) carries one member
+    per card; each is the group's payload with that card's id, fingerprint and labels.
+    """
+    return [{**payload, **member} for member in payload.get("members") or [payload]]
 
 
 def am_labels(payload: dict[str, Any], rig: str) -> dict[str, str]:
@@ -133,20 +143,28 @@ def _am_alert(note: Notification, ctx: RenderContext) -> dict[str, Any]:
 
 
 def render_alertmanager(note: Notification, ctx: RenderContext) -> Any:
-    """Alertmanager's webhook v4 body (one alert per notification)."""
-    alert = _am_alert(note, ctx)
-    group = {"alertname": alert["labels"]["alertname"]}
+    """Alertmanager's webhook v4 body: one alert, or one per card of a board-level fault."""
+    alerts = [
+        _am_alert(Notification(note.uid, m, note.queued_at), ctx) for m in members(note.payload)
+    ]
+    group = {"alertname": alerts[0]["labels"]["alertname"]}
+    common = {
+        key: value
+        for key, value in alerts[0]["labels"].items()
+        if all(a["labels"].get(key) == value for a in alerts)
+    }
+    annotations = dict(alerts[0]["annotations"], summary=note.payload["summary"])
     return {
         "version": "4",
         "groupKey": f'{{}}:{{alertname="{group["alertname"]}"}}',
         "truncatedAlerts": 0,
-        "status": alert["status"],
+        "status": alerts[0]["status"],
         "receiver": ctx.sink,
         "groupLabels": group,
-        "commonLabels": alert["labels"],
-        "commonAnnotations": alert["annotations"],
+        "commonLabels": common,
+        "commonAnnotations": annotations,
         "externalURL": ctx.external_url,
-        "alerts": [alert],
+        "alerts": alerts,
     }
 
 
@@ -196,20 +214,16 @@ def render_alertmanager_api(note: Notification, ctx: RenderContext) -> Any:
     alert nobody re-posts, and cmpfleet re-posts firing alerts to this sink every repeat
     interval (half the hold), so only a dead cmpfleet lets it lapse.
     """
-    p = note.payload
-    ends = (
-        p["resolved_at"]
-        if p["status"] == "resolved"
-        else (note.queued_at + timedelta(seconds=ctx.hold_s)).isoformat()
-    )
+    hold = (note.queued_at + timedelta(seconds=ctx.hold_s)).isoformat()
     return [
         {
             "labels": am_labels(p, ctx.rig),
             "annotations": {"summary": p["summary"], "description": p["advice"]},
             "startsAt": p["started_at"],
-            "endsAt": ends,
+            "endsAt": p["resolved_at"] if p["status"] == "resolved" else hold,
             "generatorURL": ctx.external_url,
         }
+        for p in members(note.payload)  # Alertmanager groups a board-level fault itself
     ]
 
 

@@ -8,7 +8,10 @@ advice: the next step. Sources:
   the next reboot, application-class ones also when the engine is ready again.
 - Check transitions (``check:<id>:<card|rig>``): VRAM relocked, power brake, power cap
   drift, thermal, NVML unavailable, kernel-log follower down, card lost...; warning or
-  critical fires, ok resolves. ``xid_since_boot`` is left to the Xid events themselves.
+  critical fires, ok resolves. ``xid_since_boot`` is left to the Xid events themselves,
+  and a result the check has not confirmed yet (the brake in 1 of 3 samples) fires
+  nothing: the confirmed one does, so a warning is not followed by its critical a
+  second later.
 - Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
 - Recovery events of warning or worse (a cap that could not be applied, a decision that
   stopped the engine): one-shot news.
@@ -26,15 +29,17 @@ from typing import Any
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
-from hwcheck.model import ACTION_TEXT, EventKind, Severity, XidAction
+from hwcheck.advice import ACTION_STEPS, ADVICE_STEPS, RigNow
+from hwcheck.model import EventKind, Severity, XidAction
 
 ADVICE_UNCLEAN = (
     "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
 )
-# Friendly names of checks whose alerts people meet most often.
+# Friendly names of checks whose alerts people meet most often: a noun, to which the
+# summary adds " on card N" (never a title ending in "on": "Power brake on on card 0").
 CHECK_TITLES = {
     "vram_unlocked": ("VramRelocked", "VRAM relocked"),
-    "power_brake": ("PowerBrake", "Power brake on"),
+    "power_brake": ("PowerBrake", "Power brake"),
     "power_cap": ("PowerCapDrift", "Power cap drifted"),
     "temperature": ("Thermal", "Too hot"),
     "nvml": ("NvmlUnavailable", "NVML unavailable"),
@@ -78,6 +83,11 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:].rstrip(".") + "."
 
 
+# An alert is read after recovery acted: a fault that latches has stopped the engine
+# (its step says so), one that does not has left it running or restarting.
+_AFTER_RECOVERY = {True: RigNow(engine_running=False, latched=True), False: RigNow()}
+
+
 def _action(word: str) -> XidAction:
     return XidAction(word) if word in set(XidAction) else XidAction.INSPECT
 
@@ -90,14 +100,25 @@ def _where(event: EventRow) -> str:
 
 
 def _card_labels(event: EventRow) -> dict[str, Any]:
+    """The card's labels as ``/metrics`` names them (``gpu``, ``uuid``, ``pci_bus_id``).
+
+    ``card`` (the same index as ``gpu``) stays for receivers written against schema 1.
+    """
     labels: dict[str, Any] = {}
     if event.card is not None:
+        labels["gpu"] = event.card
         labels["card"] = event.card
+    if event.card_uuid:
+        labels["uuid"] = event.card_uuid
     if event.pci_bus_id:
         labels["pci_bus_id"] = event.pci_bus_id
     if event.card_serial:
         labels["serial"] = event.card_serial
     return labels
+
+
+# "card 2 (0000:41:00.0): " at the head of a check's message: the summary says the card.
+_CARD_PREFIX = re.compile(r"^card \d+ \([0-9a-f:.]+\): ")
 
 
 def _card_words(event: EventRow) -> str:
@@ -108,17 +129,19 @@ def xid_signals(event: EventRow) -> list[AlertSignal]:
     """An Xid: one alert per card and class (more of the same fold into it)."""
     details = event.details or {}
     xid_class = str(details.get("class", "unknown"))
-    action = str(details.get("action", "inspect"))
+    action = _action(str(details.get("action", "inspect")))
     severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
+    latches = event.severity is Severity.CRITICAL  # the xid check's rule: it latches
     return [
         AlertSignal(
             fingerprint=f"xid:{xid_class}:{_where(event)}",
             fire=True,
             rule="xid",
             severity=severity,
-            summary=f"Xid {event.xid} ({xid_class}) on {_card_words(event)}: "
-            f"{details.get('explanation') or event.message}",
-            advice=_sentence(ACTION_TEXT[_action(action)]),
+            # The headline (the event's message) and one step: never the explanation.
+            summary=f"Xid {event.xid} ({details.get('title') or xid_class}) on "
+            f"{_card_words(event)}",
+            advice=_sentence(ACTION_STEPS[action].text(_AFTER_RECOVERY[latches])),
             labels={
                 "alertname": f"Xid{_camel(xid_class)}",
                 "xid": event.xid,
@@ -138,8 +161,11 @@ def check_signals(event: EventRow) -> list[AlertSignal]:
     fingerprint = f"check:{check}:{'rig' if event.card is None else event.card}"
     if event.severity not in _PROBLEM:
         return [AlertSignal(fingerprint, fire=False)]
+    if details.get("confirmed") is False:
+        return []  # seen too briefly to call: the confirmed result (often critical) alerts
     name, title = CHECK_TITLES.get(check, (f"Check{_camel(check)}", check.replace("_", " ")))
     message = event.message.split(": ", 1)[-1]  # past "<id> <before> -> <after>: "
+    message = _CARD_PREFIX.sub("", message)
     where = "" if event.card is None else f" on card {event.card}"
     return [
         AlertSignal(
@@ -268,7 +294,7 @@ def latch_signal(latch: Latch | None) -> AlertSignal:
         rule="reboot_required",
         severity=Severity.CRITICAL,
         summary=f"Reboot required: {latch.reason}",
-        advice=_sentence(latch.advice_text),
+        advice=_sentence(ADVICE_STEPS[latch.advice].text(_AFTER_RECOVERY[True])),
         labels={"alertname": "RebootRequired", "latch_source": latch.source},
     )
 

@@ -17,7 +17,6 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 
 import httpx
 
@@ -26,6 +25,7 @@ from daemon.alerts.signing import SIGNATURE_HEADER, sign
 from daemon.alerts.sinks import Sink, display_url
 from daemon.store import Store, StoreError
 from daemon.store.alerts import NotificationRow
+from web.version import __version__
 
 log = logging.getLogger("fleetd.alerts")
 
@@ -59,10 +59,7 @@ def backoff_s(failures: int, timing: DeliveryTiming, rng: random.Random) -> floa
 
 def user_agent() -> str:
     """``cmpfleet/<version>``."""
-    try:
-        return f"cmpfleet/{version('cmpfleet')}"
-    except PackageNotFoundError:
-        return "cmpfleet"
+    return f"cmpfleet/{__version__}"
 
 
 def read_capped(response: httpx.Response, cap_bytes: int = MAX_ANSWER_BYTES) -> int:

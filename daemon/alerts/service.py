@@ -21,6 +21,7 @@ from daemon.alerts.sender import DeliveryTiming, SinkSender
 from daemon.alerts.sinks import Sink, build_sinks, display_url
 from daemon.config import AlertSettings
 from daemon.store import Latch, Store
+from daemon.store.alert_batch import GROUP_REACH
 from daemon.store.alerts import AlertPolicy, AlertRow, NotificationRow
 from serving.errors import Conflict, NotFound
 
@@ -46,9 +47,22 @@ def delivery_dict(note: NotificationRow) -> dict[str, Any]:
 
 
 def alert_dict(alert: AlertRow, notes: list[NotificationRow]) -> dict[str, Any]:
-    """One alert with its deliveries."""
+    """One alert with its deliveries: its own, or its board-level group's.
+
+    A card's alert sent in a group (``daemon.store.alert_batch``) has no notification of
+    its own: its deliveries are the group's, and ``sent_with`` names the alert leading it.
+    """
     document = alert.to_dict()
-    document["deliveries"] = [delivery_dict(n) for n in notes if n.alert_id == alert.id]
+    own = [n for n in notes if n.alert_id == alert.id]
+    grouped = [
+        n
+        for n in notes
+        if n.alert_id != alert.id
+        and any(m.get("alert_id") == alert.id for m in n.payload.get("members") or [])
+    ]
+    if not own and grouped:
+        document["sent_with"] = grouped[0].alert_id
+    document["deliveries"] = [delivery_dict(n) for n in own or grouped]
     return document
 
 
@@ -123,7 +137,10 @@ class AlertService:
     def list_alerts(self, limit: int, status: str | None) -> dict[str, Any]:
         """Recent alerts newest first, each with its deliveries, and the sinks."""
         alerts = self._store.list_alerts(limit, status)
-        notes = self._store.notifications_of([a.id for a in alerts])
+        # A group's notification belongs to its first card's alert, an older id nearby.
+        ids = {a.id for a in alerts}
+        ids |= {i for a in alerts for i in range(max(1, a.id - GROUP_REACH), a.id)}
+        notes = self._store.notifications_of(sorted(ids))
         return {"sinks": self.sinks_document(), "alerts": [alert_dict(a, notes) for a in alerts]}
 
     def get_alert(self, alert_id: int) -> dict[str, Any]:
@@ -131,7 +148,21 @@ class AlertService:
         alert = self._store.get_alert(alert_id)
         if alert is None:
             raise NotFound(f"no alert {alert_id}")
-        return alert_dict(alert, self._store.notifications_of([alert_id]))
+        near = list(range(max(1, alert_id - GROUP_REACH), alert_id + 1))
+        notes = self._store.notifications_of(near)
+        document = alert_dict(alert, notes)
+        by_uid = {note.uid: note for note in notes}
+        for delivery in document["deliveries"]:
+            note = by_uid.get(delivery["id"])
+            if note is not None and note.state == "pending":
+                self._explain_wait(delivery, note)
+        return document
+
+    def _explain_wait(self, delivery: dict[str, Any], note: NotificationRow) -> None:
+        """A pending delivery queued behind a sink that is failing says so (``blocked_by``)."""
+        count, error = self._store.backlog_before(note.sink, note.id)
+        if count and error:
+            delivery["blocked_by"] = {"queued_before": count, "last_error": error}
 
     def send_test(self, sink: str | None) -> dict[str, Any]:
         """Queue a test alert for ``sink`` (default: every sink), whatever its min_severity."""

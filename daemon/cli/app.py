@@ -2,41 +2,52 @@
 
 ``--json`` is accepted before the command (``fleetctl --json check``) or at its end
 (``fleetctl check --json``); either one turns on JSON output.
+
+Start-up cost: this module imports typer and nothing else heavy. Each command imports
+what it uses in its own body (``from daemon.cli import cmd_x`` as its first line), so
+``--help`` and ``--version`` never load httpx, rich, the config or the daemon's modules,
+and ``status`` loads only the client and its renderer (``bench/cli_startup.py``;
+``tests/cli/test_startup.py`` holds the line). A new command follows the same pattern.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from daemon.cli import (
-    cmd_alerts,
-    cmd_canary,
-    cmd_check,
-    cmd_daemon,
-    cmd_diag,
-    cmd_fleet,
-    cmd_init,
-    cmd_recovery,
-    cmd_serving,
-    cmd_top,
-    cmd_xid,
-    host_baseline,
-)
-from daemon.cli.client import ClientError, FleetClient, find_token, url_problem
-from daemon.cli.fleetfile import FleetFileError, resolve_rig
-from daemon.cli.host_judging import local_state_dir
-from daemon.cli.output import EXIT_BAD_INPUT, EXIT_UNKNOWN, Output
-from daemon.cli.pipes import PipeSafeGroup
-from daemon.config import DEFAULT_CONFIG_PATH
+from daemon.cli.cmd_fleet import OnlyOption, fleet_app
+from daemon.cli.options import DEFAULT_URL, GlobalOptions
+from daemon.cli.pipes import OutputClosed
+from daemon.defaults import DEFAULT_CONFIG_PATH
+from web.version import __version__
 
-DEFAULT_URL = "http://127.0.0.1:8170"
+
+class PipeSafeGroup(TyperGroup):
+    """The top-level command group: a closed stdout anywhere below becomes ``OutputClosed``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Top-level ``--help`` (and the usage shown for no arguments) is printed here."""
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError as exc:
+            raise OutputClosed from exc
+
+    def invoke(self, ctx: Any) -> Any:
+        """Every command (and its own ``--help``) runs inside this call."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise OutputClosed from exc
+
+
 # Plain click help: typer's rich help labels every flag "<bool>" (newer typer), as if
 # ``--json`` took a value; the plain layout shows types only where a value is expected.
 HELP_MARKUP = None
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # inherited by every subcommand
 
 app = typer.Typer(
     cls=PipeSafeGroup,
@@ -45,6 +56,7 @@ app = typer.Typer(
     help="Control and inspect a cmpfleet rig (CMP 170HX inference rig supervisor).",
     pretty_exceptions_enable=False,
     rich_markup_mode=HELP_MARKUP,
+    context_settings=HELP_OPTIONS,
 )
 xid_app = typer.Typer(
     no_args_is_help=True, help="Kernel-log Xid tools.", rich_markup_mode=HELP_MARKUP
@@ -58,8 +70,11 @@ canary_app = typer.Typer(
     no_args_is_help=True, help="Engine canaries (output checks).", rich_markup_mode=HELP_MARKUP
 )
 app.add_typer(canary_app, name="canary")
-app.add_typer(cmd_fleet.fleet_app, name="fleet")
-app.add_typer(cmd_diag.diag_app, name="diag")
+app.add_typer(fleet_app, name="fleet")
+diag_app = typer.Typer(
+    no_args_is_help=True, help="Diagnostics fleetd runs on the cards.", rich_markup_mode=HELP_MARKUP
+)
+app.add_typer(diag_app, name="diag")
 alerts_app = typer.Typer(
     help="Recent alerts and their delivery; `alerts test` sends a test alert.",
     rich_markup_mode=HELP_MARKUP,
@@ -67,34 +82,11 @@ alerts_app = typer.Typer(
 app.add_typer(alerts_app, name="alerts")
 
 
-@dataclass
-class GlobalOptions:
-    """Options given before the command."""
-
-    url: str
-    token_file: Path | None
-    rig: str | None
-    json_mode: bool
-    fleet_file: Path | None = None
-
-    def output(self, json_here: bool) -> Output:
-        """The output for a command, JSON when asked before or after the command."""
-        return Output.create(self.json_mode or json_here)
-
-    def client(self, out: Output, unreachable_code: int = 1) -> FleetClient:
-        """A client for the daemon (``--rig`` picks one of the fleet file)."""
-        url, token_file = self.url, self.token_file
-        try:
-            if self.rig is not None:
-                picked = resolve_rig(self.rig, self.fleet_file)
-                url, token_file = picked.url, token_file or picked.token_file
-            elif (problem := url_problem(url)) is not None:
-                # 2 is CRITICAL for the monitoring commands: a usage error there is UNKNOWN.
-                code = EXIT_UNKNOWN if unreachable_code == EXIT_UNKNOWN else EXIT_BAD_INPUT
-                out.fail(f"--url (or $FLEETCTL_URL): {problem}", code)
-            return FleetClient(url=url, token=find_token(token_file, url))
-        except (ClientError, FleetFileError) as exc:
-            out.fail(str(exc), unreachable_code)
+def _show_version(shown: bool) -> None:
+    """``--version``: print it and stop (``daemon.fleetctl`` answers the plain case sooner)."""
+    if shown:
+        typer.echo(f"fleetctl {__version__}")
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -117,14 +109,29 @@ def main_options(
         ),
     ] = None,
     json_mode: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    no_color: Annotated[
+        bool, typer.Option("--no-color", help="No colours (also when $NO_COLOR is set).")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Control and inspect a cmpfleet rig."""
     ctx.obj = GlobalOptions(
-        url=url, token_file=token_file, rig=rig, json_mode=json_mode, fleet_file=fleet_file
+        url=url,
+        token_file=token_file,
+        rig=rig,
+        json_mode=json_mode,
+        fleet_file=fleet_file,
+        no_color=no_color,
     )
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+XidConfig = Annotated[Path | None, typer.Option("--config", help="fleet.toml (Xid overrides).")]
 
 
 @app.command("check")
@@ -140,6 +147,8 @@ def check(
     json_mode: JsonFlag = False,
 ) -> None:
     """One-shot local hardware check, no daemon (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
+    from daemon.cli import cmd_check
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_check.run(out, simulate, config, daemon_url=opts.url, probe=not no_probe))
@@ -151,22 +160,51 @@ def xid_scan(
     file: Annotated[
         str, typer.Argument(help="A saved kernel log (dmesg, journalctl -k, kmsg), or - for stdin.")
     ] = "-",
-    config: Annotated[
-        Path | None, typer.Option("--config", help="fleet.toml (Xid overrides).")
-    ] = None,
+    config: XidConfig = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """List the Xid events in a saved kernel log."""
+    from daemon.cli import cmd_xid
+
     opts: GlobalOptions = ctx.obj
     raise typer.Exit(cmd_xid.scan(opts.output(json_mode), file, config))
 
 
 @app.command("status")
-def status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+def status(
+    ctx: typer.Context,
+    only: OnlyOption = None,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Add the long explanation of each fault, once."),
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
     """Rig overview from fleetd (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN/unreachable)."""
+    from daemon.cli import cmd_daemon
+    from daemon.cli.options import only_cards
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3)))
+    picked = only_cards(out, only, 3)
+    raise typer.Exit(cmd_daemon.status(out, opts.client(out, 3), picked, verbose))
+
+
+@app.command("explain")
+def explain(
+    ctx: typer.Context,
+    kind: Annotated[str, typer.Argument(help="xid or advice.")],
+    key: Annotated[
+        str, typer.Argument(help="The Xid number, or the advice (warm_reboot, cold_power_cycle).")
+    ],
+    config: XidConfig = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """The long explanation behind a fault's headline: `explain xid 31` (no daemon needed)."""
+    from daemon.cli import cmd_explain
+
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_explain.run(opts.output(json_mode), kind, key, config))
 
 
 @app.command("top")
@@ -175,12 +213,17 @@ def top(
     interval_s: Annotated[
         float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
     ] = 1.0,
+    only: OnlyOption = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
+    from daemon.cli import cmd_top
+    from daemon.cli.options import only_cards
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s))
+    picked = only_cards(out, only, 3)
+    raise typer.Exit(cmd_top.top(out, opts.client(out, 3), interval_s, picked))
 
 
 @app.command("events")
@@ -189,17 +232,27 @@ def events(
     since: Annotated[str | None, typer.Option("--since", help="ISO 8601 time.")] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="xid, check, serving, ...")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 50,
+    card: Annotated[int | None, typer.Option("--card", min=0, help="Only this card.")] = None,
+    severity: Annotated[
+        str | None,
+        typer.Option("--severity", help="info, warning or critical: this severity or worse."),
+    ] = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """Events recorded by fleetd, newest first."""
+    from daemon.cli import cmd_daemon
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_daemon.events(out, opts.client(out), since, kind, limit))
+    query = cmd_daemon.EventFilter(since, kind, limit, card, severity)
+    raise typer.Exit(cmd_daemon.events(out, opts.client(out), query))
 
 
 @app.command("ack")
 def ack(ctx: typer.Context, event_id: int, json_mode: JsonFlag = False) -> None:
     """Acknowledge one event."""
+    from daemon.cli import cmd_daemon
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_daemon.ack(out, opts.client(out), event_id))
@@ -230,6 +283,9 @@ def init(
     json_mode: JsonFlag = False,
 ) -> None:
     """Detect the cards and record today's baseline in the config (--show: print the host's)."""
+    from daemon.cli import cmd_init, host_baseline
+    from daemon.cli.host_judging import local_state_dir
+
     opts: GlobalOptions = ctx.obj
     if show:
         out = opts.output(json_mode)
@@ -240,6 +296,8 @@ def init(
 @caps_app.command("apply")
 def caps_apply(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     """Have fleetd re-apply the configured power cap to every card off it (resets at boot)."""
+    from daemon.cli import cmd_daemon
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_daemon.caps_apply(out, opts.client(out)))
@@ -251,12 +309,31 @@ WaitTimeout = Annotated[
 ]
 
 
+StopForeign = Annotated[
+    bool,
+    typer.Option(
+        "--stop-foreign",
+        help="First stop foreign containers holding the port or the profile's cards "
+        "(docker|podman stop; a foreign bare process is only named).",
+    ),
+]
+
+
 def _engine_action(
-    ctx: typer.Context, name: str, no_wait: bool, timeout_s: float, json_mode: bool
+    ctx: typer.Context,
+    name: str,
+    no_wait: bool,
+    timeout_s: float,
+    json_mode: bool,
+    stop_foreign: bool = False,
 ) -> None:
+    from daemon.cli import cmd_serving
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s))
+    raise typer.Exit(
+        cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
+    )
 
 
 @app.command("start")
@@ -264,10 +341,40 @@ def start(
     ctx: typer.Context,
     no_wait: NoWait = False,
     timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
-    _engine_action(ctx, "start", no_wait, timeout_s, json_mode)
+    _engine_action(ctx, "start", no_wait, timeout_s, json_mode, stop_foreign)
+
+
+@app.command("profiles")
+def profiles(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The launch profiles (* marks the one in force) and each one's lint verdict."""
+    from daemon.cli import cmd_profiles
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_profiles.profiles(out, opts.client(out)))
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The profile to serve (see fleetctl profiles).")],
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the running engine cleanly and start profile NAME (exit 4 refused, 2 unknown NAME)."""
+    from daemon.cli import cmd_profiles
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(
+        cmd_profiles.serve(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
+    )
 
 
 @app.command("stop")
@@ -309,6 +416,8 @@ def reboot(
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop the engine cleanly, then reboot the host (the configured reboot_command)."""
+    from daemon.cli import cmd_recovery
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s, cold))
@@ -321,6 +430,8 @@ def clear_reboot_latch(
     json_mode: JsonFlag = False,
 ) -> None:
     """Clear the reboot-required latch by hand (a recorded operator override)."""
+    from daemon.cli import cmd_recovery
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_recovery.clear_latch(out, opts.client(out), reason))
@@ -336,6 +447,8 @@ def logs(
     json_mode: JsonFlag = False,
 ) -> None:
     """The engine's log (captured by fleetd)."""
+    from daemon.cli import cmd_serving
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_serving.logs(out, opts.client(out), lines, follow))
@@ -354,6 +467,8 @@ def recipe_lint(
     json_mode: JsonFlag = False,
 ) -> None:
     """Validate a launch recipe (exit 0 clean, 1 warnings only, 2 errors)."""
+    from daemon.cli import cmd_serving
+
     opts: GlobalOptions = ctx.obj
     raise typer.Exit(cmd_serving.lint(opts.output(json_mode), file, config))
 
@@ -368,6 +483,8 @@ def recipe_show(
     json_mode: JsonFlag = False,
 ) -> None:
     """The exact argv and environment the daemon would launch."""
+    from daemon.cli import cmd_serving
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_serving.show(out, opts.client(out), file, diff))
@@ -382,6 +499,8 @@ def canary_run(
     json_mode: JsonFlag = False,
 ) -> None:
     """Run the engine canaries now (exit 0 all pass, 1 a warning or skipped, 2 a failure)."""
+    from daemon.cli import cmd_canary
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force))
@@ -390,9 +509,30 @@ def canary_run(
 @canary_app.command("status")
 def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     """The canaries' last results and log-signature counts (exit codes as canary run)."""
+    from daemon.cli import cmd_canary
+
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
+
+
+@diag_app.command("memtest")
+def diag_memtest(
+    ctx: typer.Context,
+    card: Annotated[
+        int | None, typer.Option("--card", min=0, max=63, help="Only this card (NVML index).")
+    ] = None,
+    gib: Annotated[
+        float, typer.Option("--gib", min=0.001, max=256, help="GiB of each card's memory to test.")
+    ] = 8.0,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Pattern-test the cards' memory (the engine must be stopped: else exit 4; 2: errors)."""
+    from daemon.cli import cmd_diag
+
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_diag.run_memtest(out, opts.client(out), card, gib))
 
 
 @alerts_app.callback(invoke_without_command=True)
@@ -405,6 +545,8 @@ def alerts(
     json_mode: JsonFlag = False,
 ) -> None:
     """Recent alerts, newest first, with their delivery state per webhook."""
+    from daemon.cli import cmd_alerts
+
     if ctx.invoked_subcommand is not None:
         return
     opts: GlobalOptions = ctx.find_root().obj
@@ -419,11 +561,19 @@ def alerts_test(
         str | None, typer.Option("--sink", help="Only this webhook (its name).")
     ] = None,
     timeout_s: Annotated[
-        float, typer.Option("--timeout", min=0, help="Seconds to wait for delivery.")
+        float,
+        typer.Option(
+            "--timeout",
+            min=0,
+            help="Seconds to wait for a webhook that has not answered yet (one that failed "
+            "is reported at once).",
+        ),
     ] = 15,
     json_mode: JsonFlag = False,
 ) -> None:
     """Send a test alert through fleetd (exit 0 once every webhook answered 2xx)."""
+    from daemon.cli import cmd_alerts
+
     opts: GlobalOptions = ctx.find_root().obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_alerts.send_test(out, opts.client(out), sink, timeout_s))

@@ -1,4 +1,10 @@
-"""fleetctl's HTTP client for a running fleetd (token discovery, one-line errors)."""
+"""fleetctl's HTTP client for a running fleetd (token discovery, one-line errors).
+
+Requests go through ``daemon.cli.transport`` (the standard library's ``http.client``):
+``fleetctl status`` must answer in well under 150 ms and httpx alone costs more to import.
+Every token remembers where it came from, so a refusal names that file or variable
+instead of listing every place a token could have been.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from daemon.config import DEFAULT_STATE_DIR
-from daemon.statedir import StateDir
+from daemon.cli.transport import Reply, Unreachable, host_of, request
+from daemon.defaults import DEFAULT_STATE_DIR, TOKEN_FILE
 from web.loopback import is_loopback
 
 
@@ -34,32 +38,20 @@ class ClientError(Exception):
 
 def is_local_url(url: str) -> bool:
     """True when ``url`` points at this machine (loopback)."""
-    return is_loopback(httpx.URL(url).host)
-
-
-PORT_LIMIT = 65536
-
-
-def url_problem(url: str) -> str | None:
-    """Why ``url`` is not fleetd's ``http(s)://HOST[:PORT]`` URL, or None when it is one.
-
-    Checked before any request, so ``--url 127.0.0.1:8170`` gets this one line instead
-    of an "UnsupportedProtocol" from the HTTP library.
-    """
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        return f"{url!r} is not a URL: {exc}"
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        return f"{url!r} is not an http(s)://HOST[:PORT] URL"
-    if parsed.port is not None and not 0 < parsed.port < PORT_LIMIT:
-        return f"{url!r}: port {parsed.port} is out of range (1-65535)"
-    return None
+    return is_loopback(host_of(url))
 
 
 # What a header value may hold: printable ASCII without spaces (the daemon's tokens are
-# URL-safe base64). Anything else is the wrong file, and would fail inside the HTTP library.
+# URL-safe base64). Anything else is the wrong file, and would fail inside the HTTP code.
 _TOKEN_SHAPE = re.compile(r"[!-~]+")
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token and where it was read (``--token-file /x``, ``$FLEETCTL_TOKEN``, ...)."""
+
+    value: str
+    source: str
 
 
 def _checked_token(raw: str, source: str) -> str:
@@ -75,53 +67,51 @@ def _checked_token(raw: str, source: str) -> str:
     return token
 
 
-def find_token(token_file: Path | None, url: str | None = None) -> str | None:
+def locate_token(
+    token_file: Path | None, url: str | None = None, *, file_origin: str = "--token-file"
+) -> Token | None:
     """``--token-file``, else ``$FLEETCTL_TOKEN``, else the local daemon's token file.
 
     The local state dir's token is only offered to a daemon on this machine: it must never
     travel to another rig's URL. A token given on purpose (file or variable) that cannot be
     one is an error naming where it came from; the state dir's is only a guess, so a bad
-    one there is skipped.
+    one there is skipped. ``file_origin`` says who named ``token_file`` (``--token-file``,
+    or a rig's ``token_file`` in the fleet file).
     """
     if token_file is not None:
         try:
             raw = token_file.read_bytes()
         except OSError as exc:
-            raise ClientError(f"cannot read token file {token_file}: {exc.strerror}") from None
-        return _checked_token(raw.decode("utf-8", "replace"), f"token file {token_file}")
+            raise ClientError(
+                f"cannot read token file {token_file} ({file_origin}): {exc.strerror}"
+            ) from None
+        source = f"token file {token_file} ({file_origin})"
+        return Token(_checked_token(raw.decode("utf-8", "replace"), source), source)
     env = os.environ.get("FLEETCTL_TOKEN")
     if env is not None and env.strip():
-        return _checked_token(env, "$FLEETCTL_TOKEN")
+        return Token(_checked_token(env, "$FLEETCTL_TOKEN"), "$FLEETCTL_TOKEN")
     if url is not None and not is_local_url(url):
         return None
-    state_dir = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
+    path = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR)) / TOKEN_FILE
     try:
-        token = StateDir(state_dir).token.read_text(encoding="utf-8").strip()
+        token = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return token if _TOKEN_SHAPE.fullmatch(token) else None
+    if not _TOKEN_SHAPE.fullmatch(token):
+        return None
+    return Token(token, f"the local daemon's token file {path}")
 
 
-def unreachable_reason(exc: httpx.HTTPError, timeout_s: float) -> str:
-    """Why a request got no answer, in words (not the HTTP library's class name)."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"no connection within {timeout_s:g} s"
-    if isinstance(exc, httpx.TimeoutException):
-        return f"connected, but no answer within {timeout_s:g} s"
-    if isinstance(exc, httpx.ConnectError):
-        # "[Errno 111] Connection refused" -> "connection refused"
-        text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc)).strip() or "connection failed"
-        return text[0].lower() + text[1:]
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"the peer broke off the HTTP exchange ({exc})"
-    return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+def find_token(token_file: Path | None, url: str | None = None) -> str | None:
+    """The token's value only (see ``locate_token``)."""
+    found = locate_token(token_file, url)
+    return None if found is None else found.value
 
 
-def not_fleetd(url: str, response: httpx.Response) -> str:
+def not_fleetd(url: str, reply: Reply) -> str:
     """The line for an answer that is not fleetd's JSON API (a web server, a proxy)."""
-    kind = response.headers.get("content-type", "no content type").split(";")[0]
     return (
-        f"{url} answered HTTP {response.status_code} ({kind}), not fleetd's JSON API: "
+        f"{url} answered HTTP {reply.status} ({reply.content_type}), not fleetd's JSON API: "
         "is --url (or the rig's url) the fleetd listener?"
     )
 
@@ -133,11 +123,17 @@ class FleetClient:
     url: str
     token: str | None
     timeout_s: float = 10.0
+    token_source: str | None = None  # where ``token`` was read, for a refusal's line
 
-    def send(
-        self, method: str, path: str, *, needs_token: bool = False, **kwargs: Any
-    ) -> httpx.Response:
-        """One request with the token where it belongs.
+    @classmethod
+    def with_token(cls, url: str, token: Token | None, timeout_s: float = 10.0) -> FleetClient:
+        """A client carrying ``token`` (and where it came from)."""
+        if token is None:
+            return cls(url=url, token=None, timeout_s=timeout_s)
+        return cls(url=url, token=token.value, timeout_s=timeout_s, token_source=token.source)
+
+    def send(self, method: str, path: str, *, needs_token: bool = False, **kwargs: Any) -> Reply:
+        """One request with the token where it belongs (``Unreachable`` with no answer).
 
         The token goes with POSTs and with GETs that need it (``needs_token``: the engine
         log), and with another GET only when the daemon asks for it (a 401).
@@ -145,33 +141,31 @@ class FleetClient:
         url = self.url.rstrip("/") + path
         with_token = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         first = with_token if method != "GET" or needs_token else {}
-        response = httpx.request(method, url, headers=first, timeout=self.timeout_s, **kwargs)
-        if response.status_code == 401 and with_token and not first:
-            response = httpx.request(
-                method, url, headers=with_token, timeout=self.timeout_s, **kwargs
-            )
-        return response
+        reply = request(method, url, headers=first, timeout_s=self.timeout_s, **kwargs)
+        if reply.status == 401 and with_token and not first:
+            reply = request(method, url, headers=with_token, timeout_s=self.timeout_s, **kwargs)
+        return reply
 
     def _request(self, method: str, path: str, needs_token: bool = False, **kwargs: Any) -> Any:
         try:
-            response = self.send(method, path, needs_token=needs_token, **kwargs)
-        except httpx.HTTPError as exc:
-            reason = unreachable_reason(exc, self.timeout_s)
+            reply = self.send(method, path, needs_token=needs_token, **kwargs)
+        except Unreachable as exc:
+            reason = str(exc)
             raise ClientError(
                 f"cannot reach fleetd at {self.url}: {reason} (is fleetd running? see --url)",
                 unreachable=True,
                 reason=reason,
             ) from None
-        if response.status_code in (401, 403):
-            raise ClientError(token_refusal(response.status_code), status=response.status_code)
+        if reply.status in (401, 403):
+            raise ClientError(token_refusal(reply.status, self.token_source), status=reply.status)
         try:
-            document = response.json()
+            document = reply.json()
         except ValueError:
-            raise ClientError(not_fleetd(self.url, response), unreachable=True) from None
-        if response.status_code >= 400:
-            raise ClientError(_detail(response.status_code, document), status=response.status_code)
+            raise ClientError(not_fleetd(self.url, reply), unreachable=True) from None
+        if reply.status >= 400:
+            raise ClientError(_detail(reply.status, document), status=reply.status)
         if not isinstance(document, dict | list):
-            raise ClientError(not_fleetd(self.url, response), unreachable=True)
+            raise ClientError(not_fleetd(self.url, reply), unreachable=True)
         return document
 
     def get(
@@ -200,19 +194,17 @@ class FleetClient:
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """POST (with the bearer token) and return the JSON answer."""
-        return self._request("POST", path, json=body or {})
+        return self._request("POST", path, json_body=body or {})
 
 
-def token_refusal(status: int) -> str:
-    """The one line for a 401 (no token) or a 403 (a wrong one), with where to get it."""
-    if status == 401:
+def token_refusal(status: int, source: str | None = None) -> str:
+    """The one line for a 401 (no token) or a 403 (a wrong one), naming the token used."""
+    if status == 401 or source is None:
         return (
-            "fleetd wants a token: use --token-file, $FLEETCTL_TOKEN, or run as the daemon's user"
+            "fleetd wants a token: use --token-file, $FLEETCTL_TOKEN, or run as the "
+            "daemon's user (who can read <state-dir>/api-token)"
         )
-    return (
-        "fleetd refused the token (from --token-file, $FLEETCTL_TOKEN or the state dir's "
-        "api-token): use the daemon's <state-dir>/api-token"
-    )
+    return f"fleetd refused the token from {source}: use the daemon's <state-dir>/api-token"
 
 
 def _detail(status: int, document: Any) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
+from daemon.cli.cmd_daemon import show_lines
 from daemon.cli.host_judging import host_judging
 from daemon.cli.output import Output
-from daemon.cli.render import render_rig
+from daemon.cli.rigview import Screen, rig_body
+from daemon.cli.screen import SEVERITY_STYLE, Line, Piece
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
 from hwcheck.backend import BackendError, BackendUnavailable
 from hwcheck.host import HostSources
@@ -18,11 +21,17 @@ from hwcheck.sim.scenario import ScenarioError, load_scenario
 
 
 def render(out: Output, report: CheckReport) -> None:
-    """The human form: the card table, every check that is not ok, and a summary."""
+    """The human form: the verdict with a count, the cards, every check that is not ok."""
     doc = report.document()
-    not_ok = render_rig(out, doc)
-    passed = len(doc["checks"]) - not_ok
-    out.line(f"overall: {doc['overall'].upper()} ({passed} checks ok, {not_ok} not ok)")
+    not_ok = sum(1 for check in doc["checks"] if check["severity"] != "ok")
+    overall = str(doc["overall"])
+    verdict = Line(
+        Piece("overall: "),
+        Piece(overall.upper(), SEVERITY_STYLE.get(overall, "")),
+        Piece(f" ({len(doc['checks']) - not_ok} checks ok, {not_ok} not ok)"),
+    )
+    width = out.console.width if out.is_terminal else None
+    show_lines(out, [verdict, *rig_body(doc, Screen(width), datetime.now(UTC), used=1)])
 
 
 def _check(

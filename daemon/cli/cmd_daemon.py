@@ -1,41 +1,78 @@
-"""fleetctl commands answered by a running fleetd: ``status``, ``events``, ``ack``."""
+"""fleetctl commands answered by a running fleetd: ``status``, ``events``, ``ack``.
+
+``status`` puts the verdict and the reboot latch first, then one line per card, the
+engine and the failing checks with their remedies (``daemon.cli.rigview``): fitted to a
+terminal's width, unwrapped into a pipe. It imports neither rich (in a pipe) nor the
+daemon's config: a monitor runs it every minute (``bench/cli_startup.py``).
+"""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from daemon.cli.client import ClientError, FleetClient
-from daemon.cli.output import EXIT_FAILED, EXIT_UNKNOWN, Output, severity_cell
-from daemon.cli.render import fmt, render_rig
+from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN, Output, severity_cell
+from daemon.cli.rigview import Screen, fmt, rig_body
+from daemon.cli.screen import SEVERITY_STYLE, Line, Piece
 
 OVERALL_EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
+EVENT_SEVERITIES = ("info", "warning", "critical")
 
 
-def render_status(out: Output, doc: dict[str, Any]) -> None:
-    """Human status: cards, problems, engine, recovery."""
-    render_rig(out, doc)
-    serving = doc.get("serving", {})
-    line = f"engine: {serving.get('state')}"
-    if serving.get("pid"):
-        line += f" (pid {serving['pid']})"
-    line += f", restarts {serving.get('restarts', 0)}"
-    if serving.get("url"):
-        line += f", {serving['url']}"
-    if serving.get("reason"):
-        line += f" - {serving['reason']}"
-    out.line(line)
-    recovery = doc.get("recovery", {})
-    if recovery.get("reboot_required"):
-        out.line(f"REBOOT REQUIRED since {recovery.get('since')}: {recovery.get('reason')}")
-        out.line(f"advice: {recovery.get('advice')}")
-    stale = (doc.get("rig") or {}).get("stale_reason")
-    if stale:
-        out.line(f"STALE: {stale}")
-    out.line(f"overall: {str(doc.get('overall', 'unknown')).upper()}")
+def status_lines(
+    doc: dict[str, Any], screen: Screen, only: Collection[int] | None = None
+) -> list[Line]:
+    """The verdict line, then the latch, cards, engine and failing checks."""
+    overall = str(doc.get("overall", "unknown"))
+    verdict = Line(Piece("overall: "), Piece(overall.upper(), SEVERITY_STYLE.get(overall, "")))
+    return [verdict, *rig_body(doc, screen, datetime.now(UTC), only, used=1)]
 
 
-def status(out: Output, client: FleetClient) -> int:
-    """``fleetctl status``: plugin exit codes; 3 when fleetd cannot be reached."""
+def explanation_lines(items: list[dict[str, Any]], width: int | None) -> list[str]:
+    """``explanations:``, then each fault's long text: wrapped on a terminal, whole in a pipe."""
+    lines = ["explanations:"]
+    for item in items:
+        text = f"{item.get('fault')} ({item.get('title')}): {item.get('text')}"
+        if width is None:
+            lines.append(f"  {text}")
+        else:
+            lines.extend(
+                textwrap.wrap(
+                    text,
+                    max(width, 40),
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
+    return lines
+
+
+def show_lines(out: Output, lines: list[Line]) -> None:
+    """Lines to stdout: coloured on a terminal, plain (rich never loaded) into a pipe."""
+    if out.is_terminal:
+        from daemon.cli.screen import to_rich
+
+        out.console.print(to_rich(lines), soft_wrap=True)
+    else:
+        from daemon.cli.screen import plain
+
+        out.write(plain(lines))
+
+
+def status(
+    out: Output, client: FleetClient, only: Collection[int] | None = None, verbose: bool = False
+) -> int:
+    """``fleetctl status``: plugin exit codes; 3 when fleetd cannot be reached.
+
+    ``verbose`` adds each fault's long explanation (the document holds it once); without
+    it one line names the ``fleetctl explain`` commands that print them.
+    """
     try:
         doc = client.status()
     except ClientError as exc:
@@ -43,16 +80,45 @@ def status(out: Output, client: FleetClient) -> int:
     if out.json_mode:
         out.emit_json(doc)
     else:
-        render_status(out, doc)
+        width = out.console.width if out.is_terminal else None
+        show_lines(out, status_lines(doc, Screen(width), only))
+        explained = doc.get("explanations") or []
+        if verbose:
+            for line in explanation_lines(explained, width):
+                out.line(line)
+        elif explained:
+            faults = ", ".join(f"fleetctl explain {item['fault']}" for item in explained)
+            out.line(f"why: {faults} (or status --verbose)")
     return OVERALL_EXIT.get(str(doc.get("overall")), EXIT_UNKNOWN)
 
 
-def events(
-    out: Output, client: FleetClient, since: str | None, kind: str | None, limit: int
-) -> int:
+@dataclass(frozen=True)
+class EventFilter:
+    """``fleetctl events`` options: time, kind, how many, card, severity (or worse)."""
+
+    since: str | None = None
+    kind: str | None = None
+    limit: int = 50
+    card: int | None = None
+    severity: str | None = None
+
+
+def events(out: Output, client: FleetClient, query: EventFilter) -> int:
     """``fleetctl events``: newest first."""
+    if query.severity is not None and query.severity not in EVENT_SEVERITIES:
+        out.fail(
+            f"--severity: {query.severity!r} is not one of {', '.join(EVENT_SEVERITIES)}",
+            EXIT_BAD_INPUT,
+        )
+    params = {
+        "since": query.since,
+        "kind": query.kind,
+        "limit": query.limit,
+        "card": query.card,
+        "min_severity": query.severity,
+    }
     try:
-        rows = client.get("/api/v1/events", {"since": since, "kind": kind, "limit": limit})
+        rows = client.get("/api/v1/events", params)
     except ClientError as exc:
         out.fail(str(exc), EXIT_FAILED)
     if out.json_mode:

@@ -2,15 +2,15 @@
 
 Exit codes: 0 every card clean, 2 errors found (naming the cards), 4 refused (the engine
 runs: ``fleetctl stop`` first), 1 anything else (a test already running, a card that
-could not be tested, fleetd not reachable), each with one line.
+could not be tested, fleetd not reachable), each with one line. The command itself is
+declared in ``daemon.cli.app`` (which imports this module only when it runs).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Protocol
+from typing import Any
 
-import typer
 from rich.text import Text
 
 from daemon.cli.client import ClientError, FleetClient
@@ -21,17 +21,6 @@ from hwcheck.memtest import timeout_s
 # fleetd bounds each card's test itself; fleetctl waits for the most cards a rig has.
 MAX_CARDS = 16
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "timed_out": "bold red"}
-
-diag_app = typer.Typer(
-    no_args_is_help=True, help="Diagnostics fleetd runs on the cards.", rich_markup_mode=None
-)
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
-
-
-class _Options(Protocol):
-    json_mode: bool
-
-    def client(self, out: Output, unreachable_code: int = 1) -> FleetClient: ...
 
 
 def _row(card: dict[str, Any]) -> list[str | Text]:
@@ -74,20 +63,3 @@ def run_memtest(out: Output, client: FleetClient, card: int | None, gib: float) 
         )
         out.line(str(document.get("message", "")))
     return int(document.get("exit_code", EXIT_FAILED))
-
-
-@diag_app.command("memtest")
-def memtest(
-    ctx: typer.Context,
-    card: Annotated[
-        int | None, typer.Option("--card", min=0, max=63, help="Only this card (NVML index).")
-    ] = None,
-    gib: Annotated[
-        float, typer.Option("--gib", min=0.001, max=256, help="GiB of each card's memory to test.")
-    ] = 8.0,
-    json_mode: JsonFlag = False,
-) -> None:
-    """Pattern-test the cards' memory (the engine must be stopped: else exit 4; 2: errors)."""
-    opts: _Options = ctx.find_root().obj
-    out = Output.create(opts.json_mode or json_mode)
-    raise typer.Exit(run_memtest(out, opts.client(out), card, gib))

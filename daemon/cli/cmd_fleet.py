@@ -9,23 +9,18 @@ whole fleet, and a rig that does not answer is a row saying so, not a failed com
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
-from daemon.cli.fleetfile import FleetFileError, Rig, load_fleet
-from daemon.cli.fleetquery import (
-    DEFAULT_TIMEOUT_S,
-    OVERALL_EXIT,
-    RigReading,
-    RigSummary,
-    poll_fleet,
-    worst,
-)
-from daemon.cli.fleettop import fleet_frame
-from daemon.cli.live import run_live
-from daemon.cli.output import EXIT_UNKNOWN, Output, severity_cell
+if TYPE_CHECKING:  # imported where used: registering these commands must stay cheap
+    from rich.text import Text
+
+    from daemon.cli.fleetfile import Rig
+    from daemon.cli.fleetquery import RigReading, RigSummary
+    from daemon.cli.output import Output
+
+DEFAULT_TIMEOUT_S = 5.0  # fleetquery's default, repeated here for --help without importing it
 
 fleet_app = typer.Typer(
     no_args_is_help=True, help="Every rig of the fleet file at once.", rich_markup_mode=None
@@ -41,6 +36,9 @@ TimeoutOption = Annotated[
     float, typer.Option("--timeout", min=0.1, max=300, help="Seconds to wait for each rig.")
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+OnlyOption = Annotated[
+    str | None, typer.Option("--only", help="Only these cards, e.g. 0,2 or 1-3 (by index).")
+]
 
 
 def fleet_rigs(out: Output, ctx: typer.Context, fleet_file: Path | None) -> list[Rig]:
@@ -48,6 +46,9 @@ def fleet_rigs(out: Output, ctx: typer.Context, fleet_file: Path | None) -> list
 
     Under ``--json`` stdout still gets a fleet document (``overall: unknown``, no rigs).
     """
+    from daemon.cli.fleetfile import FleetFileError, load_fleet
+    from daemon.cli.output import EXIT_UNKNOWN
+
     try:
         return load_fleet(fleet_file or getattr(ctx.obj, "fleet_file", None))
     except FleetFileError as exc:
@@ -64,7 +65,10 @@ def status(
     json_mode: JsonFlag = False,
 ) -> None:
     """One row per rig (exit: the worst rig's 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
-    out = Output.create(getattr(ctx.obj, "json_mode", False) or json_mode)
+    from daemon.cli.fleetquery import OVERALL_EXIT, RigSummary, poll_fleet, worst
+    from daemon.cli.output import EXIT_UNKNOWN
+
+    out = _output(ctx, json_mode)
     rigs = fleet_rigs(out, ctx, fleet_file)
     readings = poll_fleet(rigs, timeout_s)
     summaries = [RigSummary.of(reading) for reading in readings]
@@ -85,20 +89,42 @@ def top(
         float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between refreshes.")
     ] = 1.0,
     timeout_s: TimeoutOption = 2.0,
+    only: OnlyOption = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Live view of every rig, refreshed every second; q quits (one frame when piped)."""
-    out = Output.create(getattr(ctx.obj, "json_mode", False) or json_mode)
+    """Live view of every rig, refreshed every second; q quits (one frame when piped).
+
+    ``--only`` picks cards in the ``--cards`` view (the same indexes on every rig).
+    """
+    from daemon.cli.fleetquery import poll_fleet
+    from daemon.cli.fleettop import fleet_frame
+    from daemon.cli.live import run_live
+    from daemon.cli.options import only_cards
+
+    out = _output(ctx, json_mode)
+    picked = only_cards(out, only, 2)
     rigs = fleet_rigs(out, ctx, fleet_file)
     if out.json_mode:  # one frame as data: fleet status's document (exit 0, as top's frame)
         readings = poll_fleet(rigs, timeout_s)
         out.emit_json(fleet_document(readings))
         return
-    run_live(out.console, lambda: fleet_frame(rigs, timeout_s, cards), interval_s)
+    run_live(
+        out.console, lambda screen: fleet_frame(rigs, timeout_s, cards, screen, picked), interval_s
+    )
+
+
+def _output(ctx: typer.Context, json_here: bool) -> Output:
+    """The command's output, with the global ``--json`` and ``--no-color``."""
+    from daemon.cli.output import Output
+
+    json_mode = getattr(ctx.obj, "json_mode", False) or json_here
+    return Output.create(json_mode, no_color=getattr(ctx.obj, "no_color", False))
 
 
 def fleet_document(readings: list[RigReading]) -> dict[str, Any]:
     """``fleet status --json``: the worst overall and one entry per rig with its status."""
+    from daemon.cli.fleetquery import RigSummary, worst
+
     summaries = [RigSummary.of(reading) for reading in readings]
     return {
         "overall": worst([s.overall for s in summaries]),
@@ -141,6 +167,10 @@ def render_fleet(out: Output, summaries: list[RigSummary], overall: str) -> None
 
 def summary_row(summary: RigSummary) -> list[str | Text]:
     """One rig's cells; a rig with no answer shows dashes and the reason."""
+    from rich.text import Text
+
+    from daemon.cli.output import severity_cell
+
     if summary.error is not None:
         return [summary.rig, severity_cell("unknown"), "-", "-", "-", "-", summary.error]
     cards = f"{summary.cards_ok}/{summary.cards_total}"

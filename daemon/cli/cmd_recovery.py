@@ -1,7 +1,8 @@
 """fleetctl commands for the reboot-required latch: ``reboot`` and ``clear-reboot-latch``.
 
-``reboot`` without ``--confirm`` only explains what would happen (exit 0). With it, fleetd
-stops the engine cleanly and only then runs the configured reboot command (``--cold``:
+``reboot`` without ``--confirm`` only explains what would happen (exit 0; a read, so
+no token needed: ``GET /api/v1/recovery/reboot``). With it, fleetd stops the engine
+cleanly and only then runs the configured reboot command (``--cold``:
 ``[recovery] power_cycle_command``; under ``--simulate``: the simulated reboot); an engine
 that will not stop means no reboot (exit 4, with the reason), and so does ``--cold`` with
 no power-cycle command configured (the line says how to do it by hand).
@@ -87,6 +88,19 @@ def _confirmed_reboot(
     return result
 
 
+def _explained_reboot(out: Output, client: FleetClient, cold: bool) -> dict[str, Any]:
+    """What a reboot would do: a read, so no token is needed (an older fleetd: the POST)."""
+    try:
+        result: dict[str, Any] = client.get(
+            "/api/v1/recovery/reboot", {"cold": "true"} if cold else None
+        )
+    except ClientError as exc:
+        if exc.status != 405:
+            _fail_on(out, exc)
+        return _post(out, client, "/api/v1/recovery/reboot", {"confirm": False, "cold": cold})
+    return result
+
+
 @dataclass
 class _Shown:
     """The progress line last printed into a pipe: its engine state and when."""
@@ -102,7 +116,7 @@ def reboot(
     if confirm:
         result = _confirmed_reboot(out, client, timeout_s, cold)
     else:
-        result = _post(out, client, "/api/v1/recovery/reboot", {"confirm": False, "cold": cold})
+        result = _explained_reboot(out, client, cold)
     what = "power cycle" if cold else "reboot"
     if out.json_mode:
         out.emit_json(result)

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from daemon.cli.client import ClientError, FleetClient, token_refusal
 from daemon.cli.output import (
     EXIT_BAD_INPUT,
@@ -28,12 +26,14 @@ from daemon.cli.output import (
     Output,
 )
 from daemon.cli.waiting import end_progress
-from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, load_cli_settings
+from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_cli_settings
+from daemon.profiles import profiles_for
+from hwcheck.model import RigProfile
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
-from serving.recipe.lint import lint_path, lint_recipe
+from serving.recipe.lint import RigCards, lint_path, lint_recipe
 from serving.recipe.masking import mask_spec
-from serving.recipe.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
+from serving.recipe.recipe import Recipe, RecipeError, load_recipe
 from serving.recipe.spec import LaunchSpec
 
 DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
@@ -42,13 +42,23 @@ POLL_S = 1.0
 PIPE_PROGRESS_S = 30.0
 
 
-def _post_action(out: Output, client: FleetClient, action: str) -> dict[str, Any]:
+def _post_action(
+    out: Output, client: FleetClient, action: str, stop_foreign: bool = False
+) -> dict[str, Any]:
+    body = {"stop_foreign": True} if stop_foreign else None
     try:
-        result: dict[str, Any] = client.post(f"/api/v1/serving/{action}")
+        result: dict[str, Any] = client.post(f"/api/v1/serving/{action}", body)
     except ClientError as exc:
         if exc.status == 409:
             out.fail(f"{action} refused: {exc}", EXIT_REFUSED)
         out.fail(str(exc), EXIT_FAILED)
+    for stopped in result.get("stopped_foreign", []):
+        done = "stopped" if stopped["stopped"] else "could not stop"
+        out.err.print(
+            f"fleetctl: {done} foreign container {stopped['container']} "
+            f"(image {stopped['image']}): {' '.join(stopped['command'])}",
+            markup=False,
+        )
     for warning in result.get("warnings", []):
         out.err.print(f"fleetctl: warning: {warning['message']}", markup=False)
     return result
@@ -83,14 +93,16 @@ def wait_for(
     timeout_s: float,
     sleep: Callable[[float], None] = time.sleep,
     stale_line: str | None = None,
+    started: bool = False,
 ) -> dict[str, Any]:
     """Poll the status until the action finished; fail with one line if it did not.
 
     ``stale_line`` is the engine's last log line before the request: it is not shown
-    until the engine has written another one.
+    until the engine has written another one. ``started``: the start is known to have
+    launched already (``serve`` after its switch), so ``ready`` is this start's.
     """
     try:
-        return _wait(out, client, action, timeout_s, sleep, stale_line)
+        return _wait(out, client, action, timeout_s, sleep, stale_line, started)
     except KeyboardInterrupt:
         end_progress()
         out.fail(
@@ -106,11 +118,12 @@ def _wait(
     timeout_s: float,
     sleep: Callable[[float], None],
     stale_line: str | None,
+    started: bool = False,
 ) -> dict[str, Any]:
     started_s = time.monotonic()
     fresh_log = stale_line is None
-    seen_transition = action == "stop"
-    seen_starting = False
+    seen_transition = action == "stop" or started
+    seen_starting = started
     last_state: str | None = None
     printed_s = float("-inf")
     while True:
@@ -151,10 +164,19 @@ def _wait(
         sleep(POLL_S)
 
 
-def action(out: Output, client: FleetClient, name: str, wait: bool, timeout_s: float) -> int:
-    """``start``/``stop``/``restart`` through the daemon."""
+def action(
+    out: Output,
+    client: FleetClient,
+    name: str,
+    wait: bool,
+    timeout_s: float,
+    stop_foreign: bool = False,
+) -> int:
+    """``start``/``stop``/``restart`` through the daemon (``--stop-foreign``: start only)."""
     stale_line = _last_log_line(client) if wait else None
-    result = _post_action(out, client, name)
+    if stop_foreign:  # fleetd answers once each foreign container's graceful stop is over
+        client = dataclasses.replace(client, timeout_s=max(client.timeout_s, timeout_s))
+    result = _post_action(out, client, name, stop_foreign)
     serving = result.get("serving", {})
     if wait and not result.get("already_running"):
         serving = wait_for(out, client, name, timeout_s, stale_line=stale_line)
@@ -185,6 +207,8 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             for line in got["lines"]:
                 sys.stdout.write(line + "\n")
         return 0
+    import httpx  # a stream that never ends: httpx's, imported only for this command
+
     url = client.url.rstrip("/") + "/api/v1/serving/logs/follow"
     # The engine log needs the token even on loopback: it goes along from the first try.
     headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
@@ -197,7 +221,9 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
             timeout=httpx.Timeout(10, read=None),
         ) as response:
             if response.status_code in (401, 403):
-                out.fail(f"cannot follow the engine log: {token_refusal(response.status_code)}")
+                out.fail(
+                    f"cannot follow the engine log: {token_refusal(response.status_code, client.token_source)}"
+                )
             if response.status_code != 200:
                 out.fail(f"cannot follow the engine log: HTTP {response.status_code}")
             for line in response.iter_lines():
@@ -210,34 +236,46 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
     return 0
 
 
-def _configured_recipe(out: Output, config: Path | None) -> Recipe:
+def _settings(out: Output, config: Path | None) -> Settings | None:
+    """The config for lint (the rig's cards); an unreadable default config is skipped."""
     try:
-        settings = load_cli_settings(config)
+        return load_cli_settings(config)
     except ConfigError as exc:
-        out.fail(str(exc), EXIT_BAD_INPUT)
-    configured = settings.serving.recipe
+        if config is not None:
+            out.fail(str(exc), EXIT_BAD_INPUT)
+        return None
+
+
+def _configured_recipe(out: Output, config: Path | None, settings: Settings | None) -> Recipe:
+    if settings is None:
+        settings = _settings(out, config) or Settings()
     try:
-        if isinstance(configured, dict):
-            return recipe_from_table(configured, "[serving.recipe]")
-        if isinstance(configured, str):
-            path = Path(configured)
-            if not path.is_absolute():  # relative to the config file, as fleetd reads it
-                path = (config or DEFAULT_CONFIG_PATH).parent / path
-            return load_recipe(path)
+        profiles = profiles_for(settings, config or DEFAULT_CONFIG_PATH, None)
     except RecipeError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
-    out.fail("no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT)
+    if profiles is None:
+        out.fail(
+            "no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT
+        )
+    return profiles.get(profiles.configured).recipe
 
 
 def lint(out: Output, file: Path | None, config: Path | None) -> int:
-    """``recipe lint [FILE]``: 0 clean, 1 warnings only, 2 errors."""
+    """``recipe lint [FILE]``: 0 clean, 1 warnings only, 2 errors.
+
+    The rig's ``[rig]`` card count and memory (from the config, when readable) judge the
+    parallel sizes and whether the checkpoint fits.
+    """
+    settings = _settings(out, config)
+    rig = settings.rig if settings is not None else RigProfile()
+    cards = RigCards(count=rig.card_count, expected_mib=rig.memory_total_mib)
     if file is not None:
         if not file.exists():
             out.fail(f"{file}: no such file", EXIT_BAD_INPUT)
-        findings = lint_path(file)
+        findings = lint_path(file, cards=cards)
         source = str(file)
     else:
-        findings = lint_recipe(_configured_recipe(out, config))
+        findings = lint_recipe(_configured_recipe(out, config, settings), cards=cards)
         source = "the configured recipe"
     if out.json_mode:
         out.emit_json([f.to_dict() for f in findings])

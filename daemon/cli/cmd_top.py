@@ -2,22 +2,26 @@
 
 Each refresh is one ``GET /api/v1/status`` with a short timeout. When the daemon does not
 answer (restarting, upgrading) the last picture stays on screen under a "reconnecting"
-line and the next refresh tries again, so ``top`` outlives a daemon restart. With stdout
-not a terminal it prints one frame and exits (3 when the daemon cannot be reached);
-``--json`` prints that one frame as the status document (``status --json``'s) and exits.
+line and the next refresh tries again, so ``top`` outlives a daemon restart. Each frame
+is laid out for the terminal's size at that moment (``daemon.cli.rigview``: at 80x24
+every card, the verdict and the latch fit; a wider screen gets more columns). With
+stdout not a terminal it prints one frame, unwrapped and uncoloured, and exits (3 when
+the daemon cannot be reached); ``--json`` prints that one frame as the status document
+(``status --json``'s) and exits.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
-
-from rich.console import RenderableType
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.live import run_live
 from daemon.cli.output import EXIT_UNKNOWN, Output
+from daemon.cli.rigview import Screen
+from daemon.cli.screen import Line, plain
 from daemon.cli.topview import ViewSource, rig_view
 
 REFRESH_TIMEOUT_S = 2.0
@@ -26,8 +30,9 @@ REFRESH_TIMEOUT_S = 2.0
 class TopSession:
     """The last status seen and why the latest refresh failed, if it did."""
 
-    def __init__(self, client: FleetClient) -> None:
+    def __init__(self, client: FleetClient, only: Collection[int] | None = None) -> None:
         self._client = dataclasses.replace(client, timeout_s=REFRESH_TIMEOUT_S)
+        self._only = only
         self.doc: dict[str, Any] | None = None
         self.error: str | None = None
         self.seen_at: datetime | None = None
@@ -41,30 +46,33 @@ class TopSession:
             return
         self.doc, self.error, self.seen_at = doc, None, datetime.now(UTC)
 
-    def view(self) -> RenderableType:
-        """The frame for what is known now."""
-        return rig_view(self.doc, ViewSource(self._client.url, self.error, self.seen_at))
-
-    def frame(self) -> RenderableType:
-        """Refresh, then draw (what ``run_live`` calls every interval)."""
-        self.refresh()
-        return self.view()
+    def view(self, screen: Screen) -> list[Line]:
+        """The frame for what is known now, fitted to ``screen``."""
+        source = ViewSource(self._client.url, self.error, self.seen_at)
+        return rig_view(self.doc, source, screen=screen, only=self._only)
 
 
-def top(out: Output, client: FleetClient, interval_s: float) -> int:
+def top(
+    out: Output, client: FleetClient, interval_s: float, only: Collection[int] | None = None
+) -> int:
     """Run the live view (one frame when stdout is not a terminal); the exit code."""
-    session = TopSession(client)
+    session = TopSession(client, only)
     if out.json_mode:  # one frame as data: the status document, even in a terminal
         session.refresh()
         if session.doc is None:
             out.fail_unknown(session.error or "no answer from fleetd")
         out.emit_json(session.doc)
         return 0
-    if not out.console.is_terminal:
+    if not out.is_terminal:
         session.refresh()
         if session.doc is None:
             out.fail(session.error or "no answer from fleetd", EXIT_UNKNOWN)
-        out.console.print(session.view())
+        out.write(plain(session.view(Screen())))
         return 0
-    run_live(out.console, session.frame, interval_s)
+
+    def draw(screen: Screen) -> list[Line]:
+        session.refresh()
+        return session.view(screen)
+
+    run_live(out.console, draw, interval_s)
     return 0

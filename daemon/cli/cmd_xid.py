@@ -80,7 +80,7 @@ def scan_rows(stream: Iterable[str], catalogue: XidCatalogue) -> Iterator[dict[s
             "message": event.message,
             "class": info.xid_class.value,
             "action": info.action.value,
-            "explanation": info.explanation,
+            "title": info.title,  # the explanation, once: fleetctl explain xid N
         }
 
 

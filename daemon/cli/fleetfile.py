@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.cli.client import url_problem
+from daemon.cli.transport import url_problem
 
 RIG_KEYS = frozenset({"url", "token_file"})
 

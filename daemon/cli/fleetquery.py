@@ -11,13 +11,14 @@ travels to another host.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from daemon.cli.client import ClientError, find_token, unreachable_reason
+from daemon.cli.client import ClientError, locate_token
 from daemon.cli.fleetfile import Rig
 
 STATUS_PATH = "/api/v1/status"
@@ -138,22 +139,37 @@ async def _read(client: httpx.AsyncClient, rig: Rig, timeout_s: float) -> RigRea
     return RigReading(rig, status, None, time.monotonic() - started)
 
 
+def unreachable_reason(exc: httpx.HTTPError, timeout_s: float) -> str:
+    """Why a request got no answer, in words (not the HTTP library's class name)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection within {timeout_s:g} s"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"connected, but no answer within {timeout_s:g} s"
+    if isinstance(exc, httpx.ConnectError):
+        # "[Errno 111] Connection refused" -> "connection refused"
+        text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(exc)).strip() or "connection failed"
+        return text[0].lower() + text[1:]
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"the peer broke off the HTTP exchange ({exc})"
+    return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+
+
 async def _status(client: httpx.AsyncClient, rig: Rig) -> dict[str, Any]:
     """``GET /api/v1/status`` with the token only when asked for; errors as ClientError."""
-    token = find_token(rig.token_file, rig.url)
+    token = locate_token(rig.token_file, rig.url, file_origin=f"rigs.{rig.name}.token_file")
     url = rig.url + STATUS_PATH
     try:
         response = await client.get(url)
         if response.status_code == 401 and token:
-            response = await client.get(url, headers={"Authorization": f"Bearer {token}"})
+            response = await client.get(url, headers={"Authorization": f"Bearer {token.value}"})
     except httpx.HTTPError as exc:
         reason = unreachable_reason(exc, client.timeout.read or 0.0)
         raise ClientError(f"cannot reach fleetd at {rig.url}: {reason}", unreachable=True) from None
     if response.status_code == 401:
         raise ClientError(f"fleetd wants a token: set rigs.{rig.name}.token_file", status=401)
     if response.status_code == 403:
-        where = rig.token_file or "$FLEETCTL_TOKEN or the local state dir"
-        raise ClientError(f"fleetd refused the token from {where}", status=403)
+        where = "the token" if token is None else f"the token from {token.source}"
+        raise ClientError(f"fleetd refused {where}", status=403)
     if response.status_code != 200:
         status = response.status_code
         raise ClientError(f"{url} answered HTTP {status}", status=status)

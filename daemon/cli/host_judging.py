@@ -1,7 +1,7 @@
 """What ``fleetctl check`` judges the host against.
 
 The config's ``[host]`` pins, fleetd's recorded baseline when this user can read it, and
-the configured recipe's tensor-parallel size.
+the configured profile's tensor-parallel size.
 
 A simulated check never reads the real state dir (nothing of the real host leaks in):
 the simulated rig brings its own baseline.
@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from daemon.config import DEFAULT_STATE_DIR, Settings
+from daemon.profiles import recipe_for_daemon
 from hwcheck.hostfacts.baseline import (
     BASELINE_FILE,
     BaselineFileError,
@@ -21,23 +22,15 @@ from hwcheck.hostfacts.baseline import (
 )
 from hwcheck.hostfacts.judging import HostJudging
 from serving.recipe.parallel import tensor_parallel_size
-from serving.recipe.recipe import Recipe, RecipeError, load_recipe, recipe_from_table
+from serving.recipe.recipe import Recipe, RecipeError
 
 
 def configured_recipe(settings: Settings, config: Path | None) -> Recipe | None:
-    """The config's recipe, or None (none configured, or one ``recipe lint`` would refuse)."""
-    configured = settings.serving.recipe
+    """The configured profile's recipe, or None (none, or one ``recipe lint`` would refuse)."""
     try:
-        if isinstance(configured, str):
-            path = Path(configured)
-            if not path.is_absolute() and config is not None:
-                path = config.parent / path
-            return load_recipe(path)
-        if isinstance(configured, dict):
-            return recipe_from_table(configured, "[serving.recipe]")
+        return recipe_for_daemon(settings, config, None)
     except RecipeError:
         return None
-    return None
 
 
 def recorded_baseline(state_dir: Path) -> HostBaseline | None:

@@ -1,8 +1,10 @@
 """A full-screen view redrawn every interval until ``q``: the loop under ``fleet top``.
 
 Kept apart from what is drawn so any live view can use it: the caller hands in a function
-that builds one frame (it must not raise for a daemon that is away; it draws that instead).
-With stdout not a terminal it prints one frame and returns, for scripts and tests.
+that builds one frame as lines for a screen size (it must not raise for a daemon that is
+away; it draws that instead), called again at every refresh with the terminal's size then,
+so a resized window is filled at the next refresh. With stdout not a terminal it prints
+one frame, plain and unlimited, and returns, for scripts and tests.
 
 The keyboard is read on a daemon thread with the terminal in cbreak mode (keys arrive at
 once, unechoed, Ctrl-C still interrupts) and restored on every way out; the main thread
@@ -20,18 +22,27 @@ import threading
 import tty
 from collections.abc import Callable, Iterator
 
-from rich.console import Console, RenderableType
+from rich.console import Console
 from rich.live import Live
+from rich.text import Text
+
+from daemon.cli.rigview import Screen
+from daemon.cli.screen import Line, plain, to_rich
 
 QUIT_KEYS = frozenset({"q", "Q"})
 KEY_POLL_S = 0.1
 
 
-def run_live(console: Console, frame: Callable[[], RenderableType], interval_s: float) -> None:
-    """Draw ``frame()`` every ``interval_s`` until ``q`` (one frame when not a terminal)."""
+def run_live(console: Console, draw: Callable[[Screen], list[Line]], interval_s: float) -> None:
+    """Draw ``draw(screen)`` every ``interval_s`` until ``q`` (one frame when not a terminal)."""
     if not console.is_terminal:
-        console.print(frame())
+        sys.stdout.write(plain(draw(Screen())))
         return
+
+    def frame() -> Text:
+        size = console.size
+        return to_rich(draw(Screen(size.width, size.height)))
+
     quit_event = threading.Event()
     try:
         with (

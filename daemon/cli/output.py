@@ -1,25 +1,32 @@
 """Printing for fleetctl: one JSON document for scripts, rich tables for people.
 
-When stdout is not a terminal the console is made very wide and colourless, so a table
-never wraps or truncates the words scripts grep for.
+When stdout is not a terminal the console is made very wide and colourless, so a line
+never wraps or truncates the words scripts grep for, and tables are plain aligned text
+(``daemon.cli.screen``: no box drawing, no trailing spaces; rich padded every cell, so a
+10,000-column pipe console wrote kilobytes of blanks per row). ``--no-color`` and
+``$NO_COLOR`` turn colours off on a terminal too.
+
+rich (and typer, for the exit) are imported on first use, not with this module: the
+consoles are made when something is printed through them, so ``fleetctl status`` into a
+pipe writes its plain lines without loading rich at all.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
+import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from daemon.cli.screen import SEVERITY_STYLE, Column, Piece, plain, table_lines
 
-from daemon.cli.pipes import PipeConsole
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
-SEVERITY_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red", "unknown": "magenta"}
 
 # Monitoring-plugin exit codes (status, check).
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -30,23 +37,56 @@ EXIT_REFUSED = 4
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 
 
-@dataclass
+@functools.cache
+def _console_class() -> type[Console]:
+    """rich's console, reporting a closed pipe instead of exiting 1 by itself (see pipes)."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            """Called by rich when its write fails with ``EPIPE``."""
+            self.quiet = True  # nothing more from this console
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return PipeConsole
+
+
 class Output:
     """Where and how fleetctl prints (passed down explicitly, no globals)."""
 
-    json_mode: bool
-    console: Console
-    err: Console
+    def __init__(self, json_mode: bool, no_color: bool = False) -> None:
+        self.json_mode = json_mode
+        # no-color.org: NO_COLOR set to anything non-empty turns colour off.
+        self.no_color = no_color or bool(os.environ.get("NO_COLOR"))
+        self.is_terminal = sys.stdout.isatty()  # else: one plain frame, plain tables
 
     @classmethod
-    def create(cls, json_mode: bool) -> Output:
-        """A console sized for a terminal, or wide and plain for pipes."""
-        tty = sys.stdout.isatty()
-        console = PipeConsole(
-            width=None if tty else 10_000, no_color=not tty, highlight=False, soft_wrap=not tty
+    def create(cls, json_mode: bool, no_color: bool = False) -> Output:
+        """The output for a command (JSON or human; colour unless turned off)."""
+        return cls(json_mode, no_color)
+
+    @functools.cached_property
+    def console(self) -> Console:
+        """stdout: sized for a terminal, or very wide and colourless for a pipe."""
+        tty = self.is_terminal
+        return _console_class()(
+            width=None if tty else 10_000,
+            no_color=self.no_color or not tty,
+            highlight=False,
+            soft_wrap=not tty,
         )
-        err = PipeConsole(stderr=True, highlight=False, soft_wrap=True)
-        return cls(json_mode=json_mode, console=console, err=err)
+
+    @functools.cached_property
+    def err(self) -> Console:
+        """stderr, for errors and progress."""
+        return _console_class()(
+            stderr=True, highlight=False, soft_wrap=True, no_color=self.no_color
+        )
+
+    @property
+    def colour(self) -> bool:
+        """Whether stdout gets colours (a terminal, and not ``--no-color``/``$NO_COLOR``)."""
+        return self.is_terminal and not self.no_color
 
     def emit_json(self, document: Any) -> None:
         """Print one JSON document on stdout and nothing else."""
@@ -56,17 +96,42 @@ class Output:
     def table(
         self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str | Text]]
     ) -> None:
-        """A rich table (never cut when stdout is a pipe); plain strings are not markup."""
+        """A rich table on a terminal; plain aligned lines into a pipe (never cut there).
+
+        Plain strings are not markup. On a terminal no column is narrower than its
+        longest word, so a word is wrapped whole onto the next line, never split.
+        """
+        if not self.is_terminal:
+            if title:
+                self.line(f"{title}:")
+            flat = [
+                [Piece(_one_line(c if isinstance(c, str) else c.plain)) for c in row]
+                for row in rows
+            ]
+            heads = [Column(name, rank) for rank, name in enumerate(columns)]
+            self.write(plain(table_lines(heads, flat, None)))
+            return
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-        for column in columns:
-            table.add_column(column, overflow="fold")
+        for position, column in enumerate(columns):
+            words = [_longest_word(row[position]) for row in rows if position < len(row)]
+            table.add_column(column, overflow="fold", min_width=max([len(column), *words]))
         for row in rows:
             table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
         self.console.print(table)
 
+    def write(self, text: str) -> None:
+        """Text as it is (lines already laid out, ``daemon.cli.screen.plain``)."""
+        sys.stdout.write(text)
+
     def line(self, text: str) -> None:
-        """One line of human output."""
-        self.console.print(text, markup=False)
+        """One line of human output (into a pipe: written as it is, rich not needed)."""
+        if self.is_terminal:
+            self.console.print(text, markup=False)
+        else:
+            sys.stdout.write(text.rstrip() + "\n")
 
     def fail_unknown(self, message: str) -> NoReturn:
         """Exit UNKNOWN (3); under ``--json`` still print ``{"overall": "unknown", ...}``.
@@ -87,7 +152,22 @@ class Output:
         if self.json_mode and document:
             self.emit_json(error_document(first, code))
         self.err.print(f"fleetctl: {first}", markup=False)
+        import typer  # the exit click understands (a failure may pay for the import)
+
         raise typer.Exit(code)
+
+
+def _one_line(text: str) -> str:
+    """A cell on one line (a row of a piped table is one line, for grep and awk)."""
+    return " ".join(text.split()) if ("\n" in text or "\t" in text) else text
+
+
+LONGEST_UNSPLIT = 24  # a longer word (a path, a URL) may still fold on a narrow terminal
+
+
+def _longest_word(cell: str | Text) -> int:
+    text = cell if isinstance(cell, str) else cell.plain
+    return min(LONGEST_UNSPLIT, max((len(word) for word in text.split()), default=0))
 
 
 def unknown_document(message: str) -> dict[str, Any]:
@@ -102,4 +182,6 @@ def error_document(message: str, code: int) -> dict[str, Any]:
 
 def severity_cell(severity: str) -> Text:
     """A coloured severity word for tables."""
+    from rich.text import Text
+
     return Text(severity, style=SEVERITY_STYLE.get(severity, ""))

@@ -7,18 +7,17 @@ bare exit 1, so the group below converts it first into ``OutputClosed``, which t
 lets through to ``fleetctl``'s ``main``; that ends every command the same quiet way.
 SIGPIPE is not reset to its default instead: fleetctl also writes to sockets, and a
 daemon closing one must be an error message, not a silent death.
+
+The two hooks live beside their users (``output.PipeConsole``, ``app.PipeSafeGroup``):
+this module imports neither rich nor typer, so ``fleetctl --version`` stays cheap.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
-
-from rich.console import Console
-from typer.core import TyperGroup
 
 # What a shell reports for a process killed by SIGPIPE (128 + 13), as `yes | head` gives.
 EXIT_OUTPUT_CLOSED = 141
@@ -26,33 +25,6 @@ EXIT_OUTPUT_CLOSED = 141
 
 class OutputClosed(Exception):
     """Whoever read fleetctl's output went away before it was all written."""
-
-
-class PipeSafeGroup(TyperGroup):
-    """The top-level command group: a closed stdout anywhere below becomes ``OutputClosed``."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """Top-level ``--help`` (and the usage shown for no arguments) is printed here."""
-        try:
-            return super().parse_args(ctx, args)
-        except BrokenPipeError as exc:
-            raise OutputClosed from exc
-
-    def invoke(self, ctx: Any) -> Any:
-        """Every command (and its own ``--help``) runs inside this call."""
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError as exc:
-            raise OutputClosed from exc
-
-
-class PipeConsole(Console):
-    """A rich console that reports a closed pipe instead of exiting 1 by itself."""
-
-    def on_broken_pipe(self) -> None:
-        """Called by rich when its write fails with ``EPIPE``."""
-        self.quiet = True  # nothing more from this console
-        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def silence_closed_output(streams: Sequence[Any] = (sys.stdout, sys.stderr)) -> None:

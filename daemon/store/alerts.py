@@ -12,7 +12,9 @@ restart, which a monotonic clock does not.
 One alert row per incident: while a fingerprint is firing, more firings fold into it
 (``count`` goes up, nothing is sent) unless they raise its severity. A resolve waits
 ``group_window_s`` (a flapping check that fires again within it stays one incident);
-a first firing is queued at once, never held by the window.
+a first firing is queued at once, never held by the window. Per-card alerts that fire
+(or resolve) together in one pass share one notification per sink
+(``daemon.store.alert_batch``): a board-level fault is one message naming the cards.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from daemon.store import keyvalue
+from daemon.store.alert_batch import NotificationBatch, sinks_told
 from daemon.store.db import Database, check_list_limit, require_aware
 from daemon.store.events import EventRow
 from daemon.store.models import Alert, AlertNotification, Event, StoredRow
@@ -35,7 +38,6 @@ from hwcheck.model import Severity
 ALERT_CURSOR = "alert_event_cursor"
 DAEMON_MARKER = "daemon_running"
 FIRING, RESOLVED = "firing", "resolved"
-NOTIFICATIONS: Table = AlertNotification.__table__  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,55 +136,6 @@ class NotificationRow(StoredRow):
         return "retrying" if self.attempts else "pending"
 
 
-def snapshot(alert: Alert, status: str, repeat: bool) -> dict[str, Any]:
-    """What a notification says: the alert as it was when the notification was queued."""
-    return {
-        "alert_id": alert.id,
-        "fingerprint": alert.fingerprint,
-        "rule": alert.rule,
-        "severity": alert.severity.value,
-        "status": status,
-        "repeat": repeat,
-        "summary": alert.summary,
-        "advice": alert.advice,
-        "labels": dict(alert.labels),
-        "count": alert.count,
-        "started_at": alert.started_at.isoformat(),
-        "resolved_at": None if alert.resolved_at is None else alert.resolved_at.isoformat(),
-    }
-
-
-def _queue(
-    session: Session, alert: Alert, sinks: Sequence[str], status: str, repeat: bool, now: datetime
-) -> int:
-    """Queue one notification per sink (the de-duplication id is a fresh UUID each)."""
-    payload = snapshot(alert, status, repeat)
-    for sink in sinks:
-        session.execute(
-            NOTIFICATIONS.insert().values(
-                uid=str(uuid.uuid4()),
-                alert_id=alert.id,
-                sink=sink,
-                status=status,
-                repeat=repeat,
-                payload=payload,
-                created_at=now,
-                attempts=0,
-            )
-        )
-    return len(sinks)
-
-
-def _sinks_told(session: Session, alert_id: int) -> list[str]:
-    """The sinks that were told this alert fired (they, and only they, hear it resolve)."""
-    stmt = (
-        select(AlertNotification.sink)
-        .where(AlertNotification.alert_id == alert_id, AlertNotification.status == FIRING)
-        .distinct()
-    )
-    return sorted(session.execute(stmt).scalars())
-
-
 def _open_alerts(session: Session, fingerprint: str, prefix: bool) -> list[Alert]:
     match = (
         Alert.fingerprint.startswith(fingerprint, autoescape=True)
@@ -193,15 +146,21 @@ def _open_alerts(session: Session, fingerprint: str, prefix: bool) -> list[Alert
     return list(session.execute(stmt).scalars())
 
 
-def _resolve(session: Session, alert: Alert, now: datetime) -> int:
+def _resolve(session: Session, alert: Alert, now: datetime, batch: NotificationBatch) -> int:
     alert.status = RESOLVED
     alert.resolved_at = now
     alert.resolve_due_at = None
     session.flush()
-    return _queue(session, alert, _sinks_told(session, alert.id), RESOLVED, False, now)
+    return batch.queue(alert, sinks_told(session, alert.id), RESOLVED, False)
 
 
-def _fire(session: Session, signal: AlertSignal, routes: Sequence[SinkRoute], now: datetime) -> int:
+def _fire(
+    session: Session,
+    signal: AlertSignal,
+    routes: Sequence[SinkRoute],
+    now: datetime,
+    batch: NotificationBatch,
+) -> int:
     """A firing: a new alert (queued at once), or folded into the open one."""
     wanted = [route.name for route in routes if route.wants(signal.severity)]
     current = (
@@ -227,7 +186,7 @@ def _fire(session: Session, signal: AlertSignal, routes: Sequence[SinkRoute], no
         )
         session.add(alert)
         session.flush()
-        return _queue(session, alert, wanted, FIRING, False, now)
+        return batch.queue(alert, wanted, FIRING, False)
     current.count += 1
     current.last_seen_at = now
     current.resolve_due_at = None  # flapping back within the window: still one incident
@@ -238,7 +197,7 @@ def _fire(session: Session, signal: AlertSignal, routes: Sequence[SinkRoute], no
     current.labels = dict(signal.labels)
     current.notified_at = now
     session.flush()
-    return _queue(session, current, wanted, FIRING, False, now)
+    return batch.queue(current, wanted, FIRING, False)
 
 
 def _apply(
@@ -246,21 +205,25 @@ def _apply(
     signal: AlertSignal,
     routes: Sequence[SinkRoute],
     policy: AlertPolicy,
-    now: datetime,
+    batch: NotificationBatch,
 ) -> int:
+    now = batch.now
     if signal.fire:
-        return _fire(session, signal, routes, now)
+        return _fire(session, signal, routes, now, batch)
     queued = 0
     for alert in _open_alerts(session, signal.fingerprint, signal.prefix):
         if policy.group_window_s <= 0:
-            queued += _resolve(session, alert, now)
+            queued += _resolve(session, alert, now, batch)
         elif alert.resolve_due_at is None:
             alert.resolve_due_at = now + timedelta(seconds=policy.group_window_s)
     return queued
 
 
-def _due(session: Session, routes: Sequence[SinkRoute], policy: AlertPolicy, now: datetime) -> int:
+def _due(
+    session: Session, routes: Sequence[SinkRoute], policy: AlertPolicy, batch: NotificationBatch
+) -> int:
     """Resolves whose window ended; repeats of alerts still firing after the interval."""
+    now = batch.now
     queued = 0
     repeat_before = now - timedelta(seconds=policy.repeat_interval_s)
     stmt = select(Alert).where(
@@ -269,12 +232,12 @@ def _due(session: Session, routes: Sequence[SinkRoute], policy: AlertPolicy, now
     )
     for alert in session.execute(stmt).scalars():
         if alert.resolve_due_at is not None and alert.resolve_due_at <= now:
-            queued += _resolve(session, alert, now)
+            queued += _resolve(session, alert, now, batch)
             continue
         critical = alert.severity is Severity.CRITICAL
         sinks = [r.name for r in routes if r.wants(alert.severity) and (critical or r.repeat_all)]
         alert.notified_at = now
-        queued += _queue(session, alert, sinks, FIRING, True, now)
+        queued += batch.queue(alert, sinks, FIRING, True)
     return queued
 
 
@@ -328,9 +291,10 @@ class AlertQueries(Database):
         ts = require_aware(now or datetime.now(UTC), "alert time")
         with self.write() as session:
             keyvalue.lock_key(session, ALERT_CURSOR)
-            queued = sum(_apply(session, s, routes, policy, ts) for s in signals)
+            batch = NotificationBatch(session, ts)
+            queued = sum(_apply(session, s, routes, policy, batch) for s in signals)
             session.flush()
-            queued += _due(session, routes, policy, ts)
+            queued += _due(session, routes, policy, batch)
             if cursor is not None:
                 keyvalue.set_value(session, ALERT_CURSOR, cursor, ts)
         return queued
@@ -352,7 +316,7 @@ class AlertQueries(Database):
         )
         routes = [SinkRoute(name, Severity.OK) for name in sinks]
         with self.write() as session:
-            _fire(session, signal, routes, ts)
+            _fire(session, signal, routes, ts, NotificationBatch(session, ts))
             alert = session.execute(
                 select(Alert).where(Alert.fingerprint == signal.fingerprint)
             ).scalar_one()

@@ -227,9 +227,11 @@ class EventQueries(Database):
         until: datetime | None = None,
         before_id: int | None = None,
         acked: bool | None = None,
+        min_severity: Severity | None = None,
     ) -> list[EventRow]:
         """Events from ``since`` to ``until`` (both included), of ``kind``, about ``card``.
 
+        ``min_severity``: that severity or worse (``info`` ranks with ``ok``: every event).
         Newest first. ``before_id`` is the keyset cursor of the next page: only events
         listed after that one (older, or as old with a smaller id), so a page is stable
         while new events arrive. An unknown ``before_id`` lists nothing.
@@ -251,6 +253,9 @@ class EventQueries(Database):
             stmt = stmt.where(Event.kind == parse_kind(kind))
         if card is not None:
             stmt = stmt.where(Event.card == card)
+        if min_severity is not None:
+            worse = [s for s in Severity if s.rank >= min_severity.rank]
+            stmt = stmt.where(Event.severity.in_(worse))
         stmt = stmt.order_by(Event.ts.desc(), Event.id.desc()).limit(limit)
         with self.read() as session:
             return [EventRow.from_model(event) for event in session.execute(stmt).scalars()]
@@ -300,7 +305,12 @@ class EventQueries(Database):
                     result.severity,
                     f"{result.id} {previous} -> {result.severity.value}: {result.message}",
                     card=result.card,
-                    details={"check": result.id, "previous": previous, "remedy": result.remedy},
+                    details={
+                        "check": result.id,
+                        "previous": previous,
+                        "remedy": result.remedy,
+                        **({} if result.confirmed else {"confirmed": False}),
+                    },
                     ts=ts,
                 )
             if changed:

@@ -22,8 +22,9 @@ from sqlalchemy.orm import Session
 
 from daemon.store.db import Database, mark_news, require_aware, upsert
 from daemon.store.models import KvEntry, StoredRow
+from hwcheck.advice import ADVICE_STEPS, RigNow
 from hwcheck.kernellog.records import KernelLogCursor
-from hwcheck.model import ADVICE_TEXT, Advice
+from hwcheck.model import Advice
 
 KERNEL_LOG_CURSOR = "kernel_log_cursor"
 LAST_BOOT_ID = "last_boot_id"
@@ -46,7 +47,7 @@ def parse_advice(value: object) -> Advice:
     text = str(value or "")
     if text in set(Advice):
         return Advice(text)
-    if text.startswith("power the rig off") or text == ADVICE_TEXT[Advice.COLD_POWER_CYCLE]:
+    if text.startswith("power the rig off"):
         return Advice.COLD_POWER_CYCLE
     return Advice.WARM_REBOOT
 
@@ -60,10 +61,9 @@ class Latch(StoredRow):
     since: datetime
     advice: Advice = Advice.WARM_REBOOT
 
-    @property
-    def advice_text(self) -> str:
-        """What the advice tells a person (the one table, ``hwcheck.model.ADVICE_TEXT``)."""
-        return ADVICE_TEXT[self.advice]
+    def advice_text(self, engine_running: bool) -> str:
+        """What the advice tells a person now (the one table, ``hwcheck.advice.ADVICE_STEPS``)."""
+        return ADVICE_STEPS[self.advice].text(RigNow(engine_running, latched=True))
 
     @classmethod
     def from_json(cls, value: Any) -> Latch:

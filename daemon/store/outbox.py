@@ -117,3 +117,24 @@ class OutboxQueries(Database):
         )
         with self.read() as session:
             return {str(sink): int(n) for sink, n in session.execute(stmt).all()}
+
+    def backlog_before(self, sink: str, notification_id: int) -> tuple[int, str | None]:
+        """How many wait before this notification, and the oldest one's error if it failed.
+
+        A sink that is down holds its whole queue in order: what is behind waits on it.
+        """
+        waiting = (
+            AlertNotification.sink == sink,
+            AlertNotification.id < notification_id,
+            AlertNotification.delivered_at.is_(None),
+            AlertNotification.gave_up_at.is_(None),
+        )
+        with self.read() as session:
+            count = int(session.execute(select(func.count()).where(*waiting)).scalar() or 0)
+            head = session.execute(
+                select(AlertNotification.last_error)
+                .where(*waiting, AlertNotification.attempts > 0)
+                .order_by(AlertNotification.id)
+                .limit(1)
+            ).scalar_one_or_none()
+        return count, head

@@ -74,7 +74,7 @@ class XidRecord:
             details={
                 "class": info.xid_class.value,
                 "action": info.action.value,
-                "explanation": info.explanation,
+                "title": info.title,  # the explanation is the catalogue's, shown once
                 "text": event.text,
                 "xid_message": event.message,
                 "pid": event.pid,

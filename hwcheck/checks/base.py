@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from hwcheck.advice import RigNow
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
@@ -43,6 +44,9 @@ class CheckInput:
     - ``tensor_parallel_size``: the engine's; P2P is critical only under tensor parallel.
     - ``probes``: the last CUDA probe round (None: not probed, no ``cuda_probe`` result).
     - ``waiver``: a person's clear of the reboot latch this boot (what it waived).
+    - ``rig_now``: whether the engine runs and the latch is set: a remedy's words depend
+      on it (``hwcheck.model.Step``); fleetd gives the live state, ``fleetctl check`` the
+      cautious default.
     """
 
     samples: Sequence[RigSnapshot]
@@ -57,6 +61,7 @@ class CheckInput:
     tensor_parallel_size: int = 1
     probes: ProbeRound | None = None
     waiver: LatchWaiver | None = None
+    rig_now: RigNow = field(default_factory=RigNow)
 
     def __post_init__(self) -> None:
         if not self.samples:

@@ -10,15 +10,12 @@ start. No round given, no result (the check did not run).
 
 from __future__ import annotations
 
+from hwcheck.advice import ADVICE_STEPS
 from hwcheck.checks.base import CheckInput
 from hwcheck.cuda_results import FAILED_OUTCOMES, ProbeOutcome
-from hwcheck.model import ADVICE_TEXT, Advice, CheckResult, Severity
+from hwcheck.model import Advice, CheckResult, Severity
 
 CHECK_ID = "cuda_probe"
-REMEDY = (
-    f"{ADVICE_TEXT[Advice.WARM_REBOOT]}: the card is wedged; never reload nvidia_uvm or run "
-    "nvidia-smi -r"
-)
 
 
 def check(inp: CheckInput) -> list[CheckResult]:
@@ -28,6 +25,8 @@ def check(inp: CheckInput) -> list[CheckResult]:
         return []
     waiver = inp.waiver
     waived = waiver is not None and probes.at <= waiver.at
+    # The latch's warm reboot (its why: never reload nvidia_uvm or nvidia-smi -r).
+    remedy = ADVICE_STEPS[Advice.WARM_REBOOT].text(inp.rig_now)
     when = probes.at.isoformat(timespec="seconds")
     results = []
     for probe in sorted(probes.results, key=lambda p: p.card):
@@ -42,7 +41,7 @@ def check(inp: CheckInput) -> list[CheckResult]:
                 )
             else:
                 results.append(
-                    CheckResult(CHECK_ID, probe.card, Severity.CRITICAL, message, REMEDY)
+                    CheckResult(CHECK_ID, probe.card, Severity.CRITICAL, message, remedy)
                 )
         elif probe.outcome is ProbeOutcome.UNAVAILABLE:
             why = probe.error or "no CUDA driver library"

@@ -67,6 +67,7 @@ def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
             f"{label}: HW power brake with no thermal or power cause seen in {braked} of "
             f"{len(window)} sample(s) ({needed} in a row confirm it); now {_readings(card)}",
             f"watch it; if it persists: {B30_REMEDY}",
+            confirmed=False,
         )
     if card.power_brake_active:
         return _explained(card, label)

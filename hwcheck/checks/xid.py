@@ -13,15 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from hwcheck.advice import ACTION_STEPS, RigNow
 from hwcheck.checks.base import CheckInput, card_label
-from hwcheck.model import (
-    ACTION_TEXT,
-    CheckResult,
-    ClassifiedXid,
-    LatchWaiver,
-    Severity,
-    XidAction,
-)
+from hwcheck.model import CheckResult, ClassifiedXid, LatchWaiver, Severity, XidAction
 
 CHECK_ID = "xid_since_boot"
 
@@ -51,9 +45,17 @@ def _summary(xids: Sequence[ClassifiedXid]) -> str:
 
 
 def _verdict(
-    card: int | None, prefix: str, xids: Sequence[ClassifiedXid], waiver: LatchWaiver | None
+    card: int | None,
+    prefix: str,
+    xids: Sequence[ClassifiedXid],
+    waiver: LatchWaiver | None,
+    now: RigNow,
 ) -> CheckResult:
-    """One result for a group of Xids (those of one card, or the unattributed ones)."""
+    """One result for a group of Xids (those of one card, or the unattributed ones).
+
+    The message names the leading Xid by its title only: its explanation is the status
+    document's, once (``explanations``), not repeated in every result that mentions it.
+    """
     if not xids:
         return CheckResult(CHECK_ID, card, Severity.OK, f"{prefix}: no Xid since boot")
     worst = min(xids, key=lambda x: _ACTION_ORDER.index(x.info.action))
@@ -62,18 +64,16 @@ def _verdict(
     severity = Severity.CRITICAL if live else Severity.WARNING
     lead_from = live or hardware
     lead = min(lead_from, key=lambda x: _ACTION_ORDER.index(x.info.action)) if lead_from else worst
-    why = f"Xid {lead.event.xid} ({lead.info.xid_class.value}): {lead.info.explanation}"
-    message = f"{prefix}: {_summary(xids)}; {why}"
+    message = f"{prefix}: {_summary(xids)}; {lead.info.headline(None)}"
     if hardware and not live and waiver is not None:
         message += f" ({waiver.label})"
     if live:
-        remedy = ACTION_TEXT[
-            min(live, key=lambda x: _ACTION_ORDER.index(x.info.action)).info.action
-        ]
+        action = min(live, key=lambda x: _ACTION_ORDER.index(x.info.action)).info.action
     elif hardware:  # all waived by a person: nothing to do unless it repeats
-        remedy = ACTION_TEXT[XidAction.NONE]
+        action = XidAction.NONE
     else:
-        remedy = ACTION_TEXT[worst.info.action]
+        action = worst.info.action
+    remedy = ACTION_STEPS[action].text(now)
     return CheckResult(CHECK_ID, card, severity, message, remedy)
 
 
@@ -90,9 +90,10 @@ def check(inp: CheckInput) -> list[CheckResult]:
         else:
             per_card[index].append(x)
     waiver = inp.waiver
-    results = [_verdict(c.index, card_label(c), per_card[c.index], waiver) for c in cards]
+    now = inp.rig_now
+    results = [_verdict(c.index, card_label(c), per_card[c.index], waiver, now) for c in cards]
     addresses = sorted({x.event.pci_bus_id or "no PCI address" for x in unattributed})
     prefix = "rig (Xids not tied to a card"
     prefix += f": {', '.join(addresses)})" if addresses else ")"
-    results.append(_verdict(None, prefix, unattributed, waiver))
+    results.append(_verdict(None, prefix, unattributed, waiver, now))
     return results

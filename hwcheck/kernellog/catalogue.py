@@ -4,7 +4,8 @@ The defaults follow NVIDIA's Xid catalogue (Ampere and later) adjusted for CMP 1
 (see DOMAIN.md): ``nvidia-smi -r`` is not supported on these cards, so "reset the GPU"
 becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a full power-off;
 Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA calls it an
-application error. The table is data; a rig owner overrides entries per Xid in the config
+application error. Each explanation is written "short name: why": the name before the
+first ": " is the fault's title in headlines (``XidInfo.title``). The table is data; a rig owner overrides entries per Xid in the config
 (``[xid.31] class = "application"``): ``XidOverride`` is that table's one declaration and
 validation, and ``overrides_by_xid`` keys the tables by Xid number.
 """
@@ -54,7 +55,7 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
     _Entry(45, _APP, XidAction.NONE,
            "preemptive cleanup: follows another Xid or a killed process; act on that one"),
     _Entry(46, _HW, XidAction.REBOOT,
-           "GPU stopped processing (driver error, unlike 43): NVIDIA advises a GPU reset, a reboot "
+           "GPU stopped processing (driver error): unlike 43, NVIDIA advises a GPU reset, a reboot "
            "on these cards [NVIDIA health-validation Xid checks; AWS node agent: critical]"),
     _Entry(48, _HW, XidAction.REBOOT,
            "double-bit ECC error: uncorrectable memory error; reboot, and replace the card if it repeats"),
@@ -96,8 +97,8 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "GPU initialisation failure: reboot; if it repeats, check the card, riser and power"),
     *(
         _Entry(xid, _HW, XidAction.REBOOT,
-               f"Xid {xid}: treated as critical by AWS's GPU node agent (DOMAIN.md); cmpfleet has no "
-               "CMP-specific finding for it: reboot, and look it up in NVIDIA's Xid catalogue if it repeats")
+               f"critical for AWS's GPU node agent: AWS treats Xid {xid} as critical (DOMAIN.md); cmpfleet "
+               "has no CMP-specific finding for it: reboot, and look it up in NVIDIA's Xid catalogue if it repeats")
         for xid in (136, 142, 151, 155, 156, 158)
     ),
 )  # fmt: skip
@@ -110,7 +111,7 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
 # was not enough. 0x2 (node reboot) says the OS may be inconsistent, not the GPU's
 # firmware, so a warm reboot is advised first.
 RECOVERY_ACTIONS: Mapping[int, tuple[XidClass, XidAction, str]] = {
-    0x0: (_DRV, XidAction.NONE, "recovery action changed to none: no action needed"),
+    0x0: (_DRV, XidAction.NONE, "none pending: no action needed"),
     0x1: (_HW, XidAction.REBOOT,
           "GPU reset required: nvidia-smi -r is not supported on these cards, so reboot"),
     0x2: (_HW, XidAction.REBOOT, "node reboot required: the OS may be inconsistent; reboot"),
@@ -178,7 +179,7 @@ def _recovery_info(message: str) -> XidInfo:
             RECOVERY_ACTION_XID,
             _HW,
             XidAction.INSPECT,
-            "GPU recovery action changed, but no 'to 0xN' code was found in the message: inspect",
+            "recovery action without a code: no 'to 0xN' was found in the message; inspect",
         )
     known = RECOVERY_ACTIONS.get(code)
     if known is None:
@@ -186,11 +187,11 @@ def _recovery_info(message: str) -> XidInfo:
             RECOVERY_ACTION_XID,
             _HW,
             XidAction.INSPECT,
-            f"GPU recovery action changed to unknown code 0x{code:x}: inspect",
+            f"recovery action 0x{code:x}, an unknown code: inspect",
         )
     xid_class, action, explanation = known
     return XidInfo(
-        RECOVERY_ACTION_XID, xid_class, action, f"Xid 154 code 0x{code:x}: {explanation}"
+        RECOVERY_ACTION_XID, xid_class, action, f"recovery action 0x{code:x}, {explanation}"
     )
 
 
@@ -212,7 +213,7 @@ class XidCatalogue:
                     xid,
                     XidClass.UNKNOWN,
                     XidAction.INSPECT,
-                    f"Xid {xid} is not in cmpfleet's catalogue: look it up in NVIDIA's Xid catalogue",
+                    "not in cmpfleet's catalogue: look it up in NVIDIA's Xid catalogue",
                 )
             else:
                 base = XidInfo(xid, entry.xid_class, entry.action, entry.explanation)

@@ -5,7 +5,10 @@ the NVML backend would: one ``RigSnapshot`` per call, lost cards with their iden
 no readings, and power limits validated like NVML does. Readings that come from the
 scenario move a little between samples, deterministically (a function of the sample
 number and card index, no random generator), so charts look alive while every check
-stays far from its thresholds and no test can flake.
+stays far from its thresholds and no test can flake. The energy counter (NVML's total
+energy since the driver loaded) is the power drawn integrated over the simulated boot:
+it starts as if the first reading had been drawn since boot and goes back to 0 at a
+simulated reboot, as a real driver's does at a real one.
 """
 
 from __future__ import annotations
@@ -63,6 +66,33 @@ def lost_card(
     return GpuSnapshot(**kept, lost=True, lost_reason=reason, lost_kind=kind)
 
 
+class EnergyMeter:
+    """Per card, the joules drawn this simulated boot (what NVML's energy counter says)."""
+
+    def __init__(self) -> None:
+        self._boot_id: str | None = None
+        self._uptime_s = 0.0
+        self._joules: dict[int, float] = {}
+
+    def metered(
+        self, cards: tuple[GpuSnapshot, ...], boot_id: str, uptime_s: float
+    ) -> tuple[GpuSnapshot, ...]:
+        """``cards`` with ``energy_total_mj`` after adding the power drawn since last time."""
+        if boot_id != self._boot_id:  # a new boot (or the first reading): since boot
+            self._boot_id, self._uptime_s, self._joules = boot_id, 0.0, {}
+        elapsed_s = max(0.0, uptime_s - self._uptime_s)
+        self._uptime_s = max(self._uptime_s, uptime_s)
+        metered = []
+        for card in cards:
+            if card.lost or card.power_draw_w is None:
+                metered.append(card)
+                continue
+            joules = self._joules.get(card.index, 0.0) + card.power_draw_w * elapsed_s
+            self._joules[card.index] = joules
+            metered.append(replace(card, energy_total_mj=round(joules * 1000)))
+        return tuple(metered)
+
+
 class SimulatedBackend:
     """A ``GpuBackend`` reading a ``SimulatedRig`` instead of NVML.
 
@@ -84,6 +114,7 @@ class SimulatedBackend:
         self._samples = 0
         self._closed = False
         self._stuck: Future[Any] | None = None
+        self._energy = EnergyMeter()
 
     def snapshot(self) -> RigSnapshot:
         """Read every card once (firing due timeline steps first)."""
@@ -97,6 +128,8 @@ class SimulatedBackend:
         # Stamped before the cards are read, as the NVML backend stamps its snapshots.
         taken_at, monotonic_s = self._rig.wall_now(), self._rig.monotonic_s()
         cards = self._read_cards(sample)
+        with self._lock:
+            cards = self._energy.metered(cards, self._rig.boot_id(), self._rig.uptime_s())
         driver = next((card.driver_version for card in cards if card.driver_version), None)
         return RigSnapshot(
             taken_at=taken_at,

@@ -103,6 +103,7 @@ class SimulatedRig:
         self._clock = clock
         self._wall_clock = wall_clock
         self._lock = threading.RLock()
+        self._stopped_containers: set[str] = set()
         self._files = StateFiles(state_dir)
         self._files.prepare_dir()
         self._state: HostState
@@ -419,8 +420,23 @@ class SimulatedRig:
             return devices + list(self.scenario.host.extra_pci_devices)
 
     def device_holders(self) -> list[DeviceHolder]:
-        """The scenario's foreign processes holding ``/dev/nvidia*``."""
-        return list(self.scenario.host.foreign_processes)
+        """The scenario's foreign processes holding ``/dev/nvidia*`` (less stopped containers)."""
+        with self._lock:
+            stopped = set(self._stopped_containers)
+        return [h for h in self.scenario.host.foreign_processes if h.container not in stopped]
+
+    def stop_container(self, name: str) -> bool:
+        """A foreign container of the scenario stops (``--stop-foreign``); False if unknown.
+
+        Its processes stop holding the cards. Kept in memory only: a restarted fleetd
+        sees the scenario's containers again, as it would see a restarted container.
+        """
+        known = {h.container for h in self.scenario.host.foreign_processes if h.container}
+        if name not in known:
+            return False
+        with self._lock:
+            self._stopped_containers.add(name)
+        return True
 
     def kernel_module_version(self) -> str | None:
         """The simulated loaded module: ``[host] kernel_module_version``, else card 0's driver."""

@@ -81,7 +81,9 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
     ):
         path = f"host.foreign_processes[{i}]"
         item = expect_table(path, entry)
-        reject_unknown(path, item, frozenset({"pid", "name", "device", "cmdline"}))
+        reject_unknown(
+            path, item, frozenset({"pid", "name", "device", "cmdline", "container", "image"})
+        )
         for required in ("pid", "name", "device"):
             if required not in item:
                 raise FieldError(f"{path}.{required}", "missing")
@@ -91,6 +93,12 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
                 name=expect_str(f"{path}.name", item["name"]),
                 device=expect_str(f"{path}.device", item["device"]),
                 cmdline=expect_str(f"{path}.cmdline", item.get("cmdline", "")),
+                container=(
+                    expect_str(f"{path}.container", item["container"])
+                    if "container" in item
+                    else None
+                ),
+                image=expect_str(f"{path}.image", item["image"]) if "image" in item else None,
             )
         )
     devices: list[PciDevice] = []

@@ -1,9 +1,11 @@
 """Reasoning field: thinking on, and the reasoning must arrive where clients read it.
 
 DeepSeek's API and most clients read ``reasoning_content``; the sm_80 vLLM forks return
-``reasoning`` (Schaka's patch 0023 adds the copy). Reasoning inside ``content`` (no
-``--reasoning-parser``, or an unclosed think tag) is sent back as history by agent
-harnesses and poisons the context.
+``reasoning`` (Schaka's patch 0023 adds the copy). A recipe says which its build returns
+(``expected_reasoning_field``; the DeepSeek presets say ``reasoning``), so a correct rig
+passes instead of warning forever; without one, ``reasoning_content`` is expected.
+Reasoning inside ``content`` (no ``--reasoning-parser``, or an unclosed think tag) is sent
+back as history by agent harnesses and poisons the context: that always fails.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 from serving.canary.model import Outcome, Verdict
 
 NAME = "reasoning_field"
+STANDARD = "reasoning_content"
+FIELDS = ("reasoning_content", "reasoning")
 UNIT = "chars"
 EFFORT = "high"
 ADVICE_CONTENT = (
@@ -23,6 +27,11 @@ ADVICE_CONTENT = (
 ADVICE_FIELD = (
     "reasoning arrives only in 'reasoning': clients reading reasoning_content see none; "
     "apply the patch that also emits reasoning_content (Schaka 0023) or point the client at it"
+)
+ADVICE_EXPECTED = (
+    "reasoning arrives in 'reasoning_content', not in 'reasoning' as the recipe expects: "
+    'set expected_reasoning_field = "reasoning_content" if this build is meant to, or '
+    "check which build runs"
 )
 ADVICE_NONE = (
     "no reasoning came back with thinking on: check --reasoning-parser and that the chat "
@@ -44,24 +53,26 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def judge_reasoning(message: dict[str, Any]) -> Verdict:
-    """Pass: reasoning in ``reasoning_content`` and none of it (nor ``</think>``) in content."""
+def judge_reasoning(message: dict[str, Any], expected: str = STANDARD) -> Verdict:
+    """Pass: reasoning in the ``expected`` field and none of it (nor ``</think>``) in content."""
     content = _text(message.get("content"))
-    in_content = _text(message.get("reasoning_content"))
-    in_reasoning = _text(message.get("reasoning"))
+    fields = {name: _text(message.get(name)) for name in FIELDS}
     if "</think>" in content or "<think>" in content:
         return Verdict(Outcome.FAIL, 0.0, "a think tag is in content", ADVICE_CONTENT)
-    for reasoning in (in_content, in_reasoning):
+    for reasoning in fields.values():
         if reasoning and reasoning.strip() and reasoning.strip() in content:
             return Verdict(
                 Outcome.FAIL, 0.0, "the reasoning is repeated in content", ADVICE_CONTENT
             )
-    if in_content.strip():
+    expected = expected if expected in FIELDS else STANDARD
+    other = next(name for name in FIELDS if name != expected)
+    if fields[expected].strip():
         return Verdict(
-            Outcome.PASS, float(len(in_content)), "reasoning arrived in reasoning_content"
+            Outcome.PASS, float(len(fields[expected])), f"reasoning arrived in {expected}"
         )
-    if in_reasoning.strip():
+    if fields[other].strip():
+        advice = ADVICE_FIELD if expected == STANDARD else ADVICE_EXPECTED
         return Verdict(
-            Outcome.WARN, float(len(in_reasoning)), "reasoning only in 'reasoning'", ADVICE_FIELD
+            Outcome.WARN, float(len(fields[other])), f"reasoning only in '{other}'", advice
         )
     return Verdict(Outcome.FAIL, 0.0, "no reasoning field in the reply", ADVICE_NONE)

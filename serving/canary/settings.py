@@ -17,6 +17,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def compiled_regex(value: str) -> str:
+    """``value`` when it compiles as a regular expression; ValueError naming why otherwise."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return value
+
+
 class LogSignature(_Section):
     """One ``[[canary.log_signatures]]`` entry: a name and the regex that counts it."""
 
@@ -26,11 +35,7 @@ class LogSignature(_Section):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+        return compiled_regex(value)
 
 
 class CanarySettings(_Section):

@@ -4,7 +4,9 @@ These lines do not kill the engine, so nothing else reports them, yet a rising c
 the early sign of the failures the seeds describe: out-of-vocab tokens from a DSpark draft
 or an unguarded argmax, repetition tripwires and nudges firing, grammar/FSM rejections,
 tool calls salvaged from broken markup, and Python tracebacks. Owners add their fork's own
-lines with ``[[canary.log_signatures]]`` (same name replaces a built-in pattern).
+lines with ``[[serving.log_signatures]]`` (``name``, ``pattern``, ``severity``) or the older
+``[[canary.log_signatures]]`` (``name``, ``regex``); the same name replaces a built-in.
+A signature's severity (``info`` for the built-ins) says whether a sighting is news.
 """
 
 from __future__ import annotations
@@ -38,23 +40,42 @@ BUILTIN_SIGNATURES: tuple[LogSignature, ...] = (
 )
 
 
+INFO = "info"
+
+
 @dataclass(frozen=True, slots=True)
 class SignatureTable:
     """Compiled patterns, in order; a line counts once per signature it matches."""
 
     names: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
+    severities: tuple[str, ...] = ()
 
     @classmethod
-    def build(cls, extra: Sequence[LogSignature] = ()) -> SignatureTable:
-        """The built-ins with ``extra`` added (an extra with a built-in's name replaces it)."""
-        by_name = {sig.name: sig for sig in BUILTIN_SIGNATURES}
+    def build(
+        cls, extra: Sequence[LogSignature] = (), rules: Sequence[tuple[str, str, str]] = ()
+    ) -> SignatureTable:
+        """The built-ins with ``extra`` and ``rules`` added; a later name replaces an earlier.
+
+        ``rules`` are ``(name, pattern, severity)`` (``[[serving.log_signatures]]``); the
+        built-ins and ``extra`` are ``info``.
+        """
+        by_name = {sig.name: (sig.regex, INFO) for sig in BUILTIN_SIGNATURES}
         for sig in extra:
-            by_name[sig.name] = sig
+            by_name[sig.name] = (sig.regex, INFO)
+        for name, pattern, severity in rules:
+            by_name[name] = (pattern, severity)
         return cls(
             names=tuple(by_name),
-            patterns=tuple(re.compile(sig.regex) for sig in by_name.values()),
+            patterns=tuple(re.compile(pattern) for pattern, _ in by_name.values()),
+            severities=tuple(severity for _, severity in by_name.values()),
         )
+
+    def severity(self, name: str) -> str:
+        """A signature's severity (``info`` when not known)."""
+        if name in self.names and self.severities:
+            return self.severities[self.names.index(name)]
+        return INFO
 
     def match(self, line: str) -> list[str]:
         """The signatures ``line`` shows."""

@@ -42,10 +42,11 @@ _CALL_ERROR_ADVICE = {
 
 @dataclass(frozen=True, slots=True)
 class Expectations:
-    """The recipe's expected single-stream figures (``None``: not given)."""
+    """The recipe's expected single-stream figures and reasoning field (``None``: not given)."""
 
     decode_tok_s: float | None = None
     prefill_tok_s: float | None = None
+    reasoning_field: str | None = None
 
 
 class CanarySuite:
@@ -134,7 +135,8 @@ class CanarySuite:
 
     def _reasoning_field(self) -> Verdict:
         document = self._api.chat(reasoning.reasoning_request(), self._settings.timeout_s)
-        return reasoning.judge_reasoning(first_message(document))
+        expected = self._expectations.reasoning_field
+        return reasoning.judge_reasoning(first_message(document), expected or reasoning.STANDARD)
 
     def _throughput(self) -> Verdict:
         body = throughput.throughput_request(

@@ -191,6 +191,7 @@ def build_launch(
         recipe_hash=digest,
         labels=labels,
         preset_overrides=recipe.preset_overrides,
+        waivers=dict(recipe.lint.waive),
     )
 
 
@@ -237,12 +238,15 @@ def spec_to_dict(spec: LaunchSpec) -> dict[str, Any]:
         "recipe_hash": spec.recipe_hash,
         "labels": dict(spec.labels),
         "preset_overrides": [override.to_dict() for override in spec.preset_overrides],
+        **({"profile": spec.profile} if spec.profile is not None else {}),
+        **({"lint_waived": dict(sorted(spec.waivers.items()))} if spec.waivers else {}),
     }
 
 
 def show_text(spec: LaunchSpec) -> str:
     """``fleetctl recipe show``: the argv, shell-quoted and ready to paste, and the env."""
-    rows = [f"mode:         {spec.mode}"]
+    rows = [f"profile:      {spec.profile}"] if spec.profile is not None else []
+    rows.append(f"mode:         {spec.mode}")
     if spec.container_name is not None:
         rows.append(f"container:    {spec.container_name}")
     rows.append(f"url:          {spec.base_url} (serves {spec.served_model_name})")
@@ -262,6 +266,9 @@ def show_text(spec: LaunchSpec) -> str:
             verb = "turned off by" if override.dropped else "->"
             preset_flag = shlex.join(override.preset_tokens)
             rows.append(f"  {preset_flag} {verb} {shlex.join(override.recipe_tokens)}")
+    if spec.waivers:
+        rows.append("lint rules waived ([lint] waive):")
+        rows += [f"  {rule}: {why}" for rule, why in sorted(spec.waivers.items())]
     return "\n".join(rows) + "\n"
 
 

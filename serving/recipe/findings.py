@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-Severity = Literal["error", "warning"]
+# A note never changes the exit code: a waived finding, or a check that could not run.
+Severity = Literal["error", "warning", "note"]
 
 EXIT_CLEAN = 0
 EXIT_WARNINGS = 1
@@ -26,6 +27,8 @@ class Finding:
     ``speculative.num_speculative_tokens``, ``env.DSV4_LOGITS_ROW_CHUNK``) or, for a flag
     given in ``extra_args``, the flag itself (``--enforce-eager``). ``value`` is the
     offending value as text ("" when the key is unset) and ``reason`` says why it matters.
+    ``waived`` is the recipe's ``[lint] waive`` reason when the owner waived the rule: the
+    finding is then a ``note`` that keeps its reason and shows the owner's.
     """
 
     rule: str
@@ -33,17 +36,22 @@ class Finding:
     key: str
     value: str
     reason: str
+    waived: str | None = None
 
     def line(self) -> str:
         """One human line: ``error [partition-sum] layer_partition = 12,12,12,8: ...``."""
+        why = self.reason if self.waived is None else f"waived: {self.waived} ({self.reason})"
         if not self.key:
-            return f"{self.severity} [{self.rule}] {self.reason}"
+            return f"{self.severity} [{self.rule}] {why}"
         shown = f"{self.key} = {self.value}" if self.value else f"{self.key} (unset)"
-        return f"{self.severity} [{self.rule}] {shown}: {self.reason}"
+        return f"{self.severity} [{self.rule}] {shown}: {why}"
 
     def to_dict(self) -> dict[str, str]:
-        """The JSON form used by ``fleetctl recipe lint --json``."""
-        return asdict(self)
+        """The JSON form used by ``fleetctl recipe lint --json`` (``waived`` only when set)."""
+        document = asdict(self)
+        if self.waived is None:
+            del document["waived"]
+        return document
 
 
 def exit_code(findings: Iterable[Finding]) -> int:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from serving.recipe.families import FAMILIES, family_names
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
@@ -31,8 +32,10 @@ RecipeMode = Literal["process", "docker", "podman"]
 CONTAINER_MODES: frozenset[str] = frozenset({"docker", "podman"})
 
 PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+DEVICE_ORDER_ENV = "CUDA_DEVICE_ORDER"
 PYTHON_PLACEHOLDER = "{python}"
-MERGED_TABLES: frozenset[str] = frozenset({"env", "speculative"})
+MERGED_TABLES: frozenset[str] = frozenset({"env", "speculative", "lint"})
 
 _MAX_PRESET_DEPTH = 8
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -44,7 +47,11 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
 # Expected figures, not launch settings: changing them must not look like a new launch.
-BASELINE_KEYS = ("expected_decode_tok_s", "expected_prefill_tok_s")
+BASELINE_KEYS = ("expected_decode_tok_s", "expected_prefill_tok_s", "expected_reasoning_field")
+# What the linter reads, never the engine: left out of the recipe hash as well, so a
+# waiver or a family does not make a running engine look like another launch.
+LINT_KEYS = ("family", "num_layers", "lint")
+ReasoningField = Literal["reasoning", "reasoning_content"]
 
 # Friendlier words than pydantic's for TOML users ("array", not "tuple").
 _TYPE_WORDS = {
@@ -85,6 +92,18 @@ class Speculative(BaseModel):
         return json.dumps(payload, separators=(",", ":"))
 
 
+class LintTable(BaseModel):
+    """``[lint]``: ``waive = {"rule-id" = "why"}`` turns that rule's findings into notes.
+
+    A working launch that a rule refuses (a measured 0.97 memory fraction) is kept with
+    the owner's reason on record instead of being edited until the linter is satisfied.
+    """
+
+    model_config = _CONFIG
+
+    waive: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+
+
 class Recipe(BaseModel):
     """One engine launch, after presets are applied. Treat ``env`` as read-only.
 
@@ -119,10 +138,18 @@ class Recipe(BaseModel):
     mounts: tuple[str, ...] = ()
     ipc_host: bool = False
     container_port: int = Field(default=8000, ge=1, le=65535)
-    # What this launch should do single-stream (the throughput canary's baseline); not
-    # launch flags, so not part of the recipe hash.
+    # What this launch should do single-stream (the throughput canary's baseline) and
+    # where its build returns reasoning (the reasoning canary's); not launch flags, so
+    # not part of the recipe hash.
     expected_decode_tok_s: float | None = Field(default=None, gt=0)
     expected_prefill_tok_s: float | None = Field(default=None, gt=0)
+    expected_reasoning_field: ReasoningField | None = None
+    # The model build whose rule set applies (``serving.recipe.families``); none: the
+    # generic vLLM rules only. ``num_layers``: the decoder layers, when the checkpoint's
+    # config.json cannot be read from here. Lint input only.
+    family: str | None = None
+    num_layers: int | None = Field(default=None, ge=1)
+    lint: LintTable = Field(default_factory=LintTable)
     # Set by the parser, never from a table: not a key, not part of the recipe hash.
     _preset_overrides: tuple[FlagOverride, ...] = PrivateAttr(default=())
 
@@ -164,6 +191,13 @@ class Recipe(BaseModel):
             raise ValueError("'all' or a comma-separated list of card indices or UUIDs")
         return value
 
+    @field_validator("family")
+    @classmethod
+    def _check_family(cls, value: str | None) -> str | None:
+        if value is not None and value not in FAMILIES:
+            raise ValueError(f"unknown family {value!r} (known: {', '.join(family_names())})")
+        return value
+
     @field_validator("host")
     @classmethod
     def _check_host(cls, value: str) -> str:
@@ -195,16 +229,34 @@ class Recipe(BaseModel):
         """The preset flags this recipe's ``extra_args`` gave again (empty without a preset)."""
         return self._preset_overrides
 
+    @property
+    def card_ids(self) -> tuple[str, ...] | None:
+        """The cards named by ``gpus`` (indices or UUIDs, as written); None for ``"all"``."""
+        if self.gpus == "all":
+            return None
+        return tuple(part.strip() for part in self.gpus.split(","))
+
     def effective_env(self) -> dict[str, str]:
-        """``[env]`` plus ``VLLM_PP_LAYER_PARTITION`` from ``layer_partition`` (which wins)."""
+        """``[env]`` plus ``VLLM_PP_LAYER_PARTITION`` from ``layer_partition`` (which wins).
+
+        In process mode a ``gpus`` list also sets ``CUDA_VISIBLE_DEVICES`` (with
+        ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so CUDA numbers the cards as NVML does) unless
+        ``[env]`` sets them: the cards a profile names are the cards it runs on.
+        """
         env = dict(self.env)
         if self.layer_partition is not None:
             env[PARTITION_ENV] = ",".join(str(layers) for layers in self.layer_partition)
+        if self.mode == "process" and self.card_ids is not None:
+            env.setdefault(VISIBLE_DEVICES_ENV, ",".join(self.card_ids))
+            env.setdefault(DEVICE_ORDER_ENV, "PCI_BUS_ID")
         return env
 
     def canonical_json(self) -> str:
-        """Sorted, compact JSON of every field: the input of the recipe hash."""
-        launch = self.model_dump(mode="json", exclude=set(BASELINE_KEYS))
+        """Sorted, compact JSON of the launch's fields: the input of the recipe hash.
+
+        Expected figures and lint input are left out: they never change the launch.
+        """
+        launch = self.model_dump(mode="json", exclude={*BASELINE_KEYS, *LINT_KEYS})
         return json.dumps(launch, sort_keys=True, separators=(",", ":"))
 
 
@@ -325,6 +377,8 @@ def _unknown_key_finding(loc: tuple[int | str, ...], value: Any) -> Finding:
         known = sorted(RECIPE_KEYS)
     elif loc[0] == "speculative":
         known = sorted(Speculative.model_fields)
+    elif loc[0] == "lint":
+        known = sorted(LintTable.model_fields)
     else:
         known = []
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)

@@ -13,6 +13,15 @@ from dataclasses import dataclass, field
 from serving.recipe.flags import FlagOverride
 
 
+def reach_host(host: str) -> str:
+    """The address to connect to for a server listening on ``host`` (URL-ready)."""
+    if host in ("0.0.0.0", ""):  # noqa: S104 - a listen address read, not one bound
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 class LaunchMode(enum.StrEnum):
     """How the engine runs."""
 
@@ -58,6 +67,8 @@ class LaunchSpec:
     ``health_url`` and ``models_url`` are the probes; ``served_model_name`` must appear in
     ``/v1/models`` for the engine to count as ready. ``preset_overrides`` lists the preset
     flags the recipe's ``extra_args`` gave again (for ``recipe show``; not launched as such).
+    ``profile`` is the launch profile it was built for and ``waivers`` the recipe's
+    ``[lint] waive`` (both recorded with the launch; neither changes what runs).
     """
 
     mode: LaunchMode
@@ -70,11 +81,17 @@ class LaunchSpec:
     recipe_hash: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     preset_overrides: tuple[FlagOverride, ...] = ()
+    profile: str | None = None
+    waivers: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
-        """``http://host:port`` of the engine's OpenAI server."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` where fleetd reaches the engine's OpenAI server.
+
+        A wildcard listen address (``0.0.0.0``, ``::``: the engine published on the LAN)
+        is reached on loopback; an IPv6 address is bracketed.
+        """
+        return f"http://{reach_host(self.host)}:{self.port}"
 
     @property
     def endpoints(self) -> EngineEndpoints:

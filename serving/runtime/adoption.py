@@ -2,7 +2,10 @@
 
 The engine record (``engine.pid``) names the engine; a stale record (its engine gone) is
 released. With no record, a container found by its name is adopted too (a lost state
-dir). An adopted engine running an older spec than the current recipe earns a warning.
+dir). Either is adopted only when its recipe hash (the record's, or the container's
+``cmpfleet.recipe-hash`` label) is the active profile's: anything else is a ``Drift``,
+reported and left running, never passed off as the profile. An adopted engine of the
+same recipe but an older launch spec (another port, another interpreter) earns a warning.
 """
 
 from __future__ import annotations
@@ -14,21 +17,34 @@ from datetime import UTC, datetime
 
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.engine_record import EngineRecord, RecordError, spec_hash
-from serving.runtime.launchers import EngineHandle, Launcher, LauncherError
-from serving.runtime.states import LaunchRecord
+from serving.runtime.launchers import EngineDrifted, EngineHandle, Launcher, LauncherError
+from serving.runtime.states import Drift, LaunchRecord
 
 _LOG = logging.getLogger(__name__)
 
 
+def _current_spec(spec_factory: Callable[[], LaunchSpec]) -> LaunchSpec | None:
+    try:
+        return spec_factory()
+    except Exception as exc:
+        _LOG.info("no launch spec to compare a running engine with: %s", exc)
+        return None
+
+
 def find_engine(
     launcher: Launcher, spec_factory: Callable[[], LaunchSpec], warn: Callable[[str], None]
-) -> EngineHandle | None:
-    """The running engine to adopt, or None; ``warn`` hears why adoption was impossible."""
+) -> EngineHandle | Drift | None:
+    """The running engine to adopt, a ``Drift`` (running, not the profile's), or None.
+
+    ``warn`` hears why adoption was impossible. A drifted engine's record stays: it still
+    names a running engine, which a switch to its own profile adopts.
+    """
     try:
         record = launcher.read_record()
     except RecordError as exc:
         warn(f"cannot adopt the engine: {exc}")
         return None
+    spec = _current_spec(spec_factory)
     handle: EngineHandle | None = None
     try:
         if record is not None:
@@ -36,24 +52,31 @@ def find_engine(
             if handle is None:
                 # The recorded engine is gone: the record is stale.
                 launcher.release(EngineHandle(key="stale", record=record, adopted=True))
-        if handle is None:
-            handle = _adopt_unrecorded(launcher, spec_factory)
+            elif spec is not None and record.recipe_hash and record.recipe_hash != spec.recipe_hash:
+                launcher.detach(handle)
+                return Drift(
+                    pid=record.pid,
+                    container_name=record.container_name,
+                    recipe_hash=record.recipe_hash,
+                    expected_hash=spec.recipe_hash,
+                    url=record.base_url,
+                    mode=str(record.mode),
+                )
+        if handle is None and spec is not None:
+            handle = launcher.adopt_running(spec)
+    except EngineDrifted as drifted:
+        return Drift(
+            pid=drifted.pid,
+            container_name=drifted.container_name,
+            recipe_hash=drifted.recipe_hash,
+            expected_hash=spec.recipe_hash if spec is not None else "",
+            url=drifted.base_url,
+            mode=str(spec.mode) if spec is not None else "",
+        )
     except LauncherError as exc:
         warn(f"cannot adopt the engine: {exc}")
         return None
     return handle
-
-
-def _adopt_unrecorded(
-    launcher: Launcher, spec_factory: Callable[[], LaunchSpec]
-) -> EngineHandle | None:
-    """A container found by name though no record names it (a lost state dir)."""
-    try:
-        spec = spec_factory()
-    except Exception as exc:
-        _LOG.info("no launch spec to look for an unrecorded engine: %s", exc)
-        return None
-    return launcher.adopt_running(spec)
 
 
 def adopted_launch(record: EngineRecord) -> LaunchRecord:

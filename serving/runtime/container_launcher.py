@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from serving.recipe.build import RECIPE_HASH_LABEL
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.engine_record import (
     EngineRecord,
@@ -27,6 +28,7 @@ from serving.runtime.engine_record import (
     record_for,
 )
 from serving.runtime.launchers import (
+    EngineDrifted,
     EngineHandle,
     LauncherError,
     LaunchError,
@@ -280,13 +282,30 @@ class ContainerLauncher:
         self._watch(key, record.container_name, since=now_iso())
         return EngineHandle(key=key, record=record, adopted=True)
 
+    def recipe_label(self, name: str) -> str:
+        """The container's ``cmpfleet.recipe-hash`` label ("" when it has none)."""
+        fmt = "{{index .Config.Labels " + f'"{RECIPE_HASH_LABEL}"' + "}}"
+        result = self._cli(["inspect", "--type", "container", "--format", fmt, name])
+        if result.returncode != 0:
+            raise LauncherError(f"{self.runtime} inspect {name} failed: {last_line(result.stderr)}")
+        label = result.stdout.strip()
+        return "" if label in ("", "<no value>") else label
+
     def adopt_running(self, spec: LaunchSpec) -> EngineHandle | None:
-        """A running container named ``spec.container_name`` with no record: adopt it."""
+        """A running container named ``spec.container_name`` with no record: adopt it.
+
+        Only when its ``cmpfleet.recipe-hash`` label is the spec's recipe hash: a container
+        started by hand (or from another profile) under that name is reported, never
+        taken for the recipe (``EngineDrifted``).
+        """
         if spec.mode is LaunchMode.PROCESS or not spec.container_name:
             return None
         state = self.inspect(spec.container_name)
         if state is None or not state.running:
             return None
+        label = self.recipe_label(spec.container_name)
+        if label != spec.recipe_hash:
+            raise EngineDrifted(state.pid, spec.container_name, label, spec.base_url)
         record = record_for(
             spec,
             state.pid,

@@ -20,7 +20,7 @@ import psutil
 
 from hwcheck.atomic import atomic_write
 from serving.recipe.masking import mask_argv
-from serving.recipe.spec import LaunchMode, LaunchSpec
+from serving.recipe.spec import LaunchMode, LaunchSpec, reach_host
 from serving.runtime.logcapture import launch_marker
 
 log = logging.getLogger("fleetd.engine")
@@ -56,8 +56,8 @@ class EngineRecord:
 
     @property
     def base_url(self) -> str:
-        """``http://host:port`` of the engine this record describes."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` of the engine this record describes (wildcards on loopback)."""
+        return f"http://{reach_host(self.host)}:{self.port}"
 
     def to_json(self) -> str:
         """The record as written to ``engine.pid``."""

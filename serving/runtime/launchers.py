@@ -42,6 +42,23 @@ class LauncherError(Exception):
     """A launcher operation (inspect, signal) failed; the message says which and why."""
 
 
+class EngineDrifted(Exception):
+    """An engine runs under the recipe's name but was launched from another recipe.
+
+    Raised by ``adopt_running`` for a container whose ``cmpfleet.recipe-hash`` label is
+    not the spec's: adopting it would pass another launch off as the active profile's.
+    """
+
+    def __init__(
+        self, pid: int, container_name: str | None, recipe_hash: str, base_url: str
+    ) -> None:
+        super().__init__(f"{container_name or pid} runs recipe {recipe_hash or '(no label)'}")
+        self.pid = pid
+        self.container_name = container_name
+        self.recipe_hash = recipe_hash
+        self.base_url = base_url
+
+
 @dataclass(frozen=True)
 class EngineHandle:
     """One running (or ended) engine as a launcher knows it.

@@ -29,6 +29,7 @@ from serving.runtime.machine_core import LOG, Awaiting, utcnow
 from serving.runtime.reports import RunEnded
 from serving.runtime.run_end import RunEnding
 from serving.runtime.states import (
+    Drift,
     LaunchRecord,
     Refusal,
     ServingChange,
@@ -76,6 +77,12 @@ class ServingMachine(RunEnding):
             raise self._stuck_refusal(self._handle)
         if kind is not StartFor.RESTART:
             self._awaiting = None
+        if self._handle is None and self.adopt():
+            # The active profile's engine already runs (a switch back to the profile of a
+            # drifted engine, a container started before the record was lost): serve it.
+            self._awaiting = None
+            handle = self._handle
+            return StartResult(pid=None if handle is None else handle.pid, already_running=True)
         try:
             warnings = self._run_preflight(keep_state=self._state is not ServingState.HELD)
             spec = self._build_spec()
@@ -147,9 +154,12 @@ class ServingMachine(RunEnding):
         """Adopt the recorded (or named) running engine; True if adopted."""
         if self._handle is not None:
             return False
-        handle = adoption.find_engine(self._launcher, self._spec_factory, self._warn)
-        if handle is None:
+        found = adoption.find_engine(self._launcher, self._spec_factory, self._warn)
+        if isinstance(found, Drift) or found is None:
+            self._note_drift(found if isinstance(found, Drift) else None)
             return False
+        handle = found
+        self._note_drift(None)
         self._capture.begin_session_at_last_launch()
         record = handle.record
         self._launch_record = adoption.adopted_launch(record)
@@ -168,6 +178,23 @@ class ServingMachine(RunEnding):
                 "restart it to apply the recipe"
             )
         return True
+
+    def _note_drift(self, drift: Drift | None) -> None:
+        """Remember (and announce once) an engine that runs but is not the profile's."""
+        if drift == self._drift:
+            return
+        self._drift = drift
+        self.publish()
+        if drift is None:
+            return
+        runs = drift.recipe_hash[:12] or "no cmpfleet.recipe-hash label"
+        self._emit(
+            ServingChange.DRIFT,
+            Severity.WARNING,
+            f"not adopted: {drift.what()} at {drift.url} runs recipe {runs}, not the active "
+            f"profile's ({drift.expected_hash[:12]}); left running",
+            drift=drift,
+        )
 
     def exited(self, command: Exited) -> None:
         """The watcher saw an engine end (ignored when it is not the current one)."""
@@ -276,15 +303,21 @@ class ServingMachine(RunEnding):
             pid=handle.pid,
             adopted=False,
             started_at=utcnow(),
+            profile=spec.profile,
+            waivers=dict(spec.waivers),
         )
         self._crash_class = None
         self._attach(handle)
         self._set_state(ServingState.STARTING, f"{reason}; launched pid {handle.pid}")
         self._health.next_probe = self._clock() + min(self._serving.probe_interval_s, 1.0)
+        waived = "; ".join(f"{rule} ({why})" for rule, why in sorted(spec.waivers.items()))
+        profile = f"profile {spec.profile}, " if spec.profile else ""
         self._emit(
             ServingChange.LAUNCH,
             Severity.OK,
-            f"engine launched (pid {handle.pid}): {shlex.join(mask_argv(list(spec.argv)))}",
+            f"engine launched ({profile}pid {handle.pid}): "
+            f"{shlex.join(mask_argv(list(spec.argv)))}"
+            + (f"; lint waived: {waived}" if waived else ""),
             launch=self._launch_record,
         )
         return handle

@@ -29,6 +29,7 @@ from serving.runtime.logcapture import LogCapture
 from serving.runtime.preflight import Preflight, StartGate
 from serving.runtime.reports import EngineReports
 from serving.runtime.states import (
+    Drift,
     LaunchRecord,
     Refusal,
     ServingChange,
@@ -104,6 +105,7 @@ class MachineCore:
         self._stop_plan: StopPlan | None = None
         self._crash_class: CrashClass | None = None
         self._last_refusal: tuple[Refusal, ...] = ()
+        self._drift: Drift | None = None
         self._status = self._build_status()
 
     def restore(self) -> None:
@@ -166,6 +168,7 @@ class MachineCore:
         advice: str | None = None,
         launch: LaunchRecord | None = None,
         refusals: tuple[Refusal, ...] = (),
+        drift: Drift | None = None,
     ) -> None:
         event = ServingEvent(
             kind=kind,
@@ -178,6 +181,7 @@ class MachineCore:
             advice=advice,
             launch=launch,
             refusals=refusals,
+            drift=drift,
         )
         try:
             self._on_event(event)
@@ -200,4 +204,5 @@ class MachineCore:
             adopted=self._handle is not None and self._handle.adopted,
             backoff_until_s=deadline,
             last_refusal=self._last_refusal,
+            drift=self._drift,
         )

@@ -86,6 +86,41 @@ class ServingChange(enum.StrEnum):
     BREAKER = "breaker"
     STOP_STUCK = "stop_stuck"
     WARNING = "warning"
+    DRIFT = "drift"
+
+
+@dataclass(frozen=True)
+class Drift:
+    """An engine runs that this fleetd did not adopt: it was launched from another recipe.
+
+    ``recipe_hash`` is what it runs ("" when a container carries no label), and
+    ``expected_hash`` the active profile's. It is left running: stopping an engine that
+    nobody asked to stop is never automatic (a cold start costs 20 to 45 minutes).
+    """
+
+    pid: int
+    container_name: str | None
+    recipe_hash: str
+    expected_hash: str
+    url: str
+    mode: str
+
+    def what(self) -> str:
+        """``container cmpfleet-engine (pid 4242)`` or ``pid 4242``."""
+        if self.container_name:
+            return f"container {self.container_name} (pid {self.pid})"
+        return f"pid {self.pid}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the status document's ``serving.drift``)."""
+        return {
+            "pid": self.pid,
+            "container_name": self.container_name,
+            "recipe_hash": self.recipe_hash,
+            "expected_hash": self.expected_hash,
+            "url": self.url,
+            "mode": self.mode,
+        }
 
 
 @dataclass(frozen=True)
@@ -110,6 +145,8 @@ class LaunchRecord:
     signal: int | None = None
     crash_class: CrashClass | None = None
     end_reason: str | None = None
+    profile: str | None = None
+    waivers: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (times ISO 8601 with offset)."""
@@ -128,6 +165,8 @@ class LaunchRecord:
             "signal": self.signal,
             "crash_class": None if self.crash_class is None else str(self.crash_class),
             "end_reason": self.end_reason,
+            "profile": self.profile,
+            "lint_waived": dict(self.waivers),
         }
 
 
@@ -145,6 +184,7 @@ class ServingEvent:
     advice: str | None = None
     launch: LaunchRecord | None = None
     refusals: tuple[Refusal, ...] = ()
+    drift: Drift | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -159,6 +199,7 @@ class ServingEvent:
             "advice": self.advice,
             "launch": None if self.launch is None else self.launch.as_dict(),
             "refusals": [r.as_dict() for r in self.refusals],
+            **({} if self.drift is None else {"drift": self.drift.as_dict()}),
         }
 
 
@@ -178,6 +219,7 @@ class ServingStatus:
     adopted: bool = False
     backoff_remaining_s: float | None = None
     last_refusal: tuple[Refusal, ...] = field(default_factory=tuple)
+    drift: Drift | None = None
     # The monotonic deadline of a backoff: ``backoff_remaining_s`` is computed from it
     # when the status is read, so it counts down between state changes. Not served.
     backoff_until_s: float | None = None
@@ -197,4 +239,5 @@ class ServingStatus:
             "adopted": self.adopted,
             "backoff_remaining_s": self.backoff_remaining_s,
             "last_refusal": [r.as_dict() for r in self.last_refusal],
+            "drift": None if self.drift is None else self.drift.as_dict(),
         }

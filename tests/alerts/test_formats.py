@@ -180,3 +180,36 @@ def test_webhook_config_mistakes_are_one_line(tmp_path: Any) -> None:
     assert error(twice) == "FILE: alerts: webhook name 'ops' is used twice"
     hidden = error('[[alerts.webhooks]]\nurl = "http://a/"\nsecret = 12345678\n')
     assert "12345678" not in hidden and "secret" in hidden
+
+
+def board_payload() -> dict[str, Any]:
+    """A group notification as daemon.store.alert_batch builds it: four cards, one message."""
+    first = payload(summary="Power brake on cards 0, 1, 2, 3: HW power brake active")
+    members = [
+        {
+            "alert_id": 7 + card,
+            "fingerprint": f"check:power_brake:{card}",
+            "summary": f"Power brake on card {card}: HW power brake active",
+            "labels": {"alertname": "PowerBrake", "gpu": card, "card": card},
+            "count": 1,
+            "started_at": T0.isoformat(),
+            "resolved_at": None,
+        }
+        for card in range(4)
+    ]
+    return {**first, "labels": members[0]["labels"], "cards": [0, 1, 2, 3], "members": members}
+
+
+def test_a_board_level_group_is_one_body_with_every_card() -> None:
+    note = Notification("id-9", board_payload(), T0)
+    doc = json.loads(render("json", note, CTX))
+    assert doc["summary"] == "Power brake on cards 0, 1, 2, 3: HW power brake active"
+    assert doc["cards"] == [0, 1, 2, 3] and len(doc["members"]) == 4
+    am = json.loads(render("alertmanager", note, CTX))
+    assert [a["labels"]["gpu"] for a in am["alerts"]] == ["0", "1", "2", "3"]
+    assert am["commonLabels"]["alertname"] == "PowerBrake" and "gpu" not in am["commonLabels"]
+    assert am["commonAnnotations"]["summary"].startswith("Power brake on cards 0, 1, 2, 3")
+    api = json.loads(render("alertmanager_api", note, CTX))
+    assert [a["labels"]["gpu"] for a in api] == ["0", "1", "2", "3"]  # Alertmanager groups
+    slack = json.loads(render("slack", note, CTX))
+    assert "Power brake on cards 0, 1, 2, 3" in slack["text"]

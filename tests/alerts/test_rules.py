@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from daemon.alerts.rules import event_signals, latch_signal, unclean_stop_signal
+import pytest
+
+from daemon.alerts.rules import CHECK_TITLES, event_signals, latch_signal, unclean_stop_signal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
 from hwcheck.model import Advice, EventKind, Severity
@@ -24,13 +26,17 @@ def test_xids_alert_per_card_and_class_with_the_catalogues_advice() -> None:
         xid=79,
         card=1,
         pci_bus_id="0000:21:00.0",
-        details={"class": "hardware", "action": "reboot", "explanation": "fallen off the bus"},
+        details={"class": "hardware", "action": "reboot", "title": "GPU has fallen off the bus"},
     )
     (signal,) = event_signals(xid)
     assert signal.fire and signal.fingerprint == "xid:hardware:0000:21:00.0"
     assert signal.severity is Severity.CRITICAL
-    assert signal.summary == "Xid 79 (hardware) on card 1: fallen off the bus"
-    assert signal.advice.startswith("Reboot the host")
+    # The headline and one step; recovery has stopped the engine by the time it is read.
+    assert signal.summary == "Xid 79 (GPU has fallen off the bus) on card 1"
+    assert (
+        signal.advice
+        == "Reboot the host: fleetctl reboot --confirm (the engine is already stopped)."
+    )
     assert signal.labels["alertname"] == "XidHardware"
 
 
@@ -105,9 +111,61 @@ def test_latch_and_unclean_stop() -> None:
     assert (
         fired.severity is Severity.CRITICAL and fired.summary == "Reboot required: Xid 79 on card 1"
     )
-    assert fired.advice == "Reboot the host (fleetctl reboot --confirm)."
+    assert (
+        fired.advice
+        == "Reboot the host: fleetctl reboot --confirm (the engine is already stopped)."
+    )
     cold = Latch("Xid 119 on card 2", "recovery", T0, Advice.COLD_POWER_CYCLE)
     assert latch_signal(cold).advice.startswith("Power the rig off for about 30 s")
     assert not latch_signal(None).fire
     unclean = unclean_stop_signal({"pid": 42, "since": "2026-09-29T02:00:00+00:00"}, T0)
     assert unclean.one_shot and "pid 42" in unclean.summary
+
+
+def test_card_alerts_carry_the_metrics_labels() -> None:
+    xid = event(
+        EventKind.XID,
+        Severity.CRITICAL,
+        xid=31,
+        card=2,
+        card_uuid="GPU-7dcb8541-5105-5727-9999-63fd663217aa",
+        card_serial="0533662889985",
+        pci_bus_id="0000:41:00.0",
+        details={"class": "hardware", "action": "reboot"},
+    )
+    (signal,) = event_signals(xid)
+    assert signal.labels["gpu"] == 2  # as /metrics names it
+    assert signal.labels["uuid"] == "GPU-7dcb8541-5105-5727-9999-63fd663217aa"
+    assert signal.labels["pci_bus_id"] == "0000:41:00.0"
+    assert signal.labels["card"] == 2  # kept for receivers of schema 1
+
+
+@pytest.mark.parametrize("check", [*sorted(CHECK_TITLES), "some_new_check"])
+def test_no_summary_stutters_on_the_card(check: str) -> None:
+    message = f"{check} ok -> warning: card 0 (0000:01:00.0): something is off"
+    bad = event(EventKind.CHECK, Severity.WARNING, message, card=0, details={"check": check})
+    (fired,) = event_signals(bad)
+    assert " on on " not in fired.summary
+    assert fired.summary.endswith(" on card 0: something is off"), fired.summary
+
+
+def test_an_unconfirmed_result_waits_for_the_confirmed_one() -> None:
+    details = {"check": "power_brake", "previous": "ok", "remedy": "watch it", "confirmed": False}
+    seen_once = event(
+        EventKind.CHECK,
+        Severity.WARNING,
+        "power_brake ok -> warning: 1 of 3",
+        card=0,
+        details=details,
+    )
+    assert event_signals(seen_once) == []
+    confirmed = event(
+        EventKind.CHECK,
+        Severity.CRITICAL,
+        "power_brake warning -> critical: card 0 (0000:01:00.0): HW power brake in 3 of 3",
+        card=0,
+        details={"check": "power_brake", "previous": "warning", "remedy": "Kapton tape"},
+    )
+    (fired,) = event_signals(confirmed)
+    assert fired.severity is Severity.CRITICAL
+    assert fired.summary == "Power brake on card 0: HW power brake in 3 of 3"

@@ -143,6 +143,32 @@ def test_reasoning_field_judgement(message: dict[str, Any], result: Outcome) -> 
     assert reasoning.judge_reasoning(message).result is result
 
 
+@pytest.mark.parametrize(
+    ("message", "result"),
+    [
+        pytest.param({"content": "yes", "reasoning": "17 is prime"}, Outcome.PASS, id="reasoning"),
+        pytest.param(
+            {"content": "yes", "reasoning": "17 is prime", "reasoning_content": "17 is prime"},
+            Outcome.PASS,
+            id="both",
+        ),
+        pytest.param(
+            {"content": "yes", "reasoning_content": "17 is prime"}, Outcome.WARN, id="rc-only"
+        ),
+        pytest.param({"content": "17 is prime</think>yes"}, Outcome.FAIL, id="think-tag"),
+        pytest.param({"content": "yes"}, Outcome.FAIL, id="none"),
+    ],
+)
+def test_a_build_expected_to_answer_in_reasoning_is_judged_on_it(
+    message: dict[str, Any], result: Outcome
+) -> None:
+    """The DeepSeek presets' build returns ``reasoning`` (seeds): that passes there."""
+    verdict = reasoning.judge_reasoning(message, "reasoning")
+    assert verdict.result is result
+    if result is Outcome.WARN:
+        assert "expected_reasoning_field" in (verdict.advice or "")
+
+
 def test_the_reasoning_request_turns_thinking_on_with_an_explicit_effort() -> None:
     kwargs = reasoning.reasoning_request()["chat_template_kwargs"]
     assert kwargs["thinking"] is True

@@ -32,3 +32,20 @@ def test_an_owner_pattern_adds_a_signature_and_a_same_name_one_replaces() -> Non
     assert counts["generation_report"] == 1
     assert counts["traceback"] == 1  # the replacement's pattern, not the built-in's
     assert table.names[-1] == "generation_report"
+
+
+def test_serving_signatures_add_with_their_severity() -> None:
+    """``[[serving.log_signatures]]`` extend the built-ins; a same name replaces."""
+    table = SignatureTable.build(
+        [LogSignature(name="engram_miss", regex=r"Engram")],
+        [
+            ("generation_report", r"Avg generation throughput", "warning"),
+            ("engram_miss", "x", "critical"),
+        ],
+    )
+    counts = table.count(EXCERPT.read_text().splitlines())
+    assert counts["generation_report"] == 1
+    assert table.severity("generation_report") == "warning"
+    assert table.severity("engram_miss") == "critical"
+    assert table.severity("traceback") == "info"
+    assert table.names[:5] == SignatureTable.build().names

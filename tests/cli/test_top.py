@@ -4,20 +4,22 @@ survives its daemon restarting and quits on ``q``; and what one rig's frame show
 from __future__ import annotations
 
 import copy
-import io
 import os
+import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from rich.console import Console
 
+from daemon.cli.rigview import Screen
+from daemon.cli.screen import plain
 from daemon.cli.topview import ViewSource, rig_view
 from tests.support.cli import run_fleetctl
-from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all
+from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.terminal import read_until, spawn_in_pty
+from tests.support.tmux import tmux_screen
 from tests.web.documents import DOCUMENTS
 
 PCI_IDS = ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"]
@@ -45,11 +47,13 @@ def test_piped_it_prints_one_frame_with_every_card(rig: dict[str, Any]) -> None:
         assert pci in shown.stdout
     assert shown.stdout.count("unlocked 65,536 MiB") == 4
     assert "180 W" in shown.stdout and "Gen2 x4" in shown.stdout
-    assert "engine STOPPED" in shown.stdout
+    assert "engine: stopped" in shown.stdout
     assert "checks: all" in shown.stdout
-    assert "canaries: copy_fidelity skipped  tool_calls skipped" in shown.stdout  # no engine
+    assert "canaries:  copy_fidelity skipped  tool_calls skipped" in shown.stdout  # no engine
     assert f"fleetd pid {daemon.proc.pid}" in shown.stdout
     assert "\x1b[" not in shown.stdout  # no cursor moves or colours into a pipe
+    assert not set(shown.stdout) & set("━─│┃╇┡")  # no box drawing into a pipe
+    assert all(line == line.rstrip() for line in shown.stdout.splitlines())
 
 
 def test_piped_with_no_daemon_it_says_so_and_exits_unknown() -> None:
@@ -59,11 +63,9 @@ def test_piped_with_no_daemon_it_says_so_and_exits_unknown() -> None:
     assert shown.stderr.startswith("fleetctl: cannot reach fleetd")
 
 
-def render(doc: dict[str, Any], source: ViewSource | None = None) -> str:
-    console = Console(file=io.StringIO(), width=250, record=True, color_system=None)
+def render(doc: dict[str, Any], source: ViewSource | None = None, width: int = 250) -> str:
     now = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
-    console.print(rig_view(doc, source or ViewSource("http://rig:8170"), now))
-    return console.export_text()
+    return plain(rig_view(doc, source or ViewSource("http://rig:8170"), now, Screen(width)))
 
 
 def test_a_sick_rig_shows_latch_advice_lock_brake_and_loss() -> None:
@@ -95,19 +97,21 @@ def test_a_sick_rig_shows_latch_advice_lock_brake_and_loss() -> None:
     assert "Xid 79 on card 1 (GPU fell off the bus)" in text
     assert "cold power cycle: shut down, remove power for 30 s" in text
     assert "stop_and_latch -> done" in text
-    assert "LOST: GPU is lost" in text
+    assert "LOST" in text
     assert "LOCKED 8,192 MiB" in text and "unlocked 65,536 MiB" in text
     assert "ACTIVE" in text
-    assert "load cmpunlocker and reboot" in text
-    assert "engine STOPPED" in text and "last crash: hardware" in text
+    assert "fix: load cmpunlocker and reboot" in text
+    assert "engine: stopped" in text and "last crash: hardware" in text
+    lines = text.splitlines()
+    assert lines[0].startswith("CRITICAL  cmpfleet top")  # the verdict leads
+    assert lines[1].startswith("REBOOT REQUIRED since ")  # the latch before the cards
+    assert lines.index(next(line for line in lines if line.startswith("card "))) > 2
 
 
 def test_the_engine_line_has_uptime_load_and_restarts() -> None:
     text = render(DOCUMENTS["status"])
-    assert "engine READY  up 8m06s" in text
-    assert "tokens/s 31.5" in text
-    assert "running 1" in text
-    assert "restarts 0" in text
+    assert "engine: ready (pid " in text and "), restarts 0, up 8m06s" in text
+    assert "tokens/s 31.5, running 1, waiting" in text
 
 
 def test_canaries_are_one_line_with_the_failures_advice_below() -> None:
@@ -127,7 +131,7 @@ def test_canaries_are_one_line_with_the_failures_advice_below() -> None:
     ]
     text = render(doc)
     assert (
-        "canaries: copy_fidelity FAIL  tool_calls pass  reasoning_field WARN  throughput skipped"
+        "canaries:  copy_fidelity FAIL  tool_calls pass  reasoning_field WARN  throughput skipped"
         in text
     )
     assert "copy_fidelity 80.0% (5m00s ago): token corruption in the engine build" in text
@@ -172,3 +176,109 @@ def test_in_a_terminal_it_survives_a_daemon_restart_and_quits_on_q(
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+# -- the views fit the terminal they get ------------------------------------------------
+
+
+def test_narrow_screens_keep_the_first_columns_and_wide_ones_add_more() -> None:
+    at_80 = render(DOCUMENTS["status"], width=80).splitlines()
+    at_120 = render(DOCUMENTS["status"], width=120).splitlines()
+    header_80 = next(line for line in at_80 if line.startswith("card "))
+    header_120 = next(line for line in at_120 if line.startswith("card "))
+    first = ["card", "state", "memory", "power/cap", "temp", "pcie", "xid"]
+    assert header_80.split()[:7] == first and "sm" not in header_80.split()
+    assert header_120.split()[:7] == first and {"pci", "brake", "sm"} <= set(header_120.split())
+    assert max(len(line) for line in at_80) <= 80
+    assert max(len(line) for line in at_120) <= 120
+
+
+def test_only_shows_the_cards_asked_for() -> None:
+    doc = copy.deepcopy(DOCUMENTS["status"])
+    first = doc["cards"][0]
+    doc["cards"] = [{**first, "index": i, "pci_bus_id": pci} for i, pci in enumerate(PCI_IDS)]
+    now = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
+    text = plain(rig_view(doc, ViewSource("http://rig:8170"), now, Screen(), only={1, 3}))
+    assert PCI_IDS[1] in text and PCI_IDS[3] in text
+    assert PCI_IDS[0] not in text and PCI_IDS[2] not in text
+
+
+@pytest.fixture(scope="module")
+def xid31(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
+    """The ``xid31`` rig once its Xid 31 has set the reboot latch (no engine: quicker)."""
+    tmp = tmp_path_factory.mktemp("top-xid31")
+    config = tmp / "fleet.toml"
+    config.write_text("[serving]\nautostart = false\n[poll]\ninterval_s = 0.5\n")
+    daemon = start_fleetd(tmp, tmp / "state", simulate="xid31", config=config)
+    try:
+        wait_until(
+            lambda: daemon.get("/api/v1/status").json()["recovery"]["reboot_required"],
+            60,
+            "the xid31 scenario's Xid 31 to set the latch",
+        )
+        yield daemon
+    finally:
+        stop_all([daemon])
+
+
+def words_of(text: str) -> set[str]:
+    return set(text.split())
+
+
+# Words that change between two frames (ages, clock), never split by the layout.
+CHANGING = re.compile(r"^\d+[hm]\d+[ms]$|^\(?\d[\d,.:/]*")
+
+
+def split_words(screen: list[str], whole: set[str]) -> list[str]:
+    """Words on ``screen`` that are not words of the unwrapped frame: cut-off pieces."""
+    cut = []
+    for word in words_of("\n".join(screen)):
+        if word in whole or CHANGING.match(word) or word == "…":
+            continue
+        if word.endswith("…") and any(w.startswith(word[:-1]) for w in whole):
+            continue  # a word longer than the line, shortened visibly
+        cut.append(word)
+    return cut
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cols", "rows"), [(80, 24), (120, 40)])
+def test_top_on_a_real_screen_shows_every_card_the_verdict_and_the_latch(
+    xid31: Fleetd, cols: int, rows: int
+) -> None:
+    argv = [sys.executable, "-m", "daemon.fleetctl", "--url", xid31.url, "top"]
+    with tmux_screen([*argv, "--interval", "0.5"], cols, rows) as screen:
+        shown = screen.wait_for("REBOOT REQUIRED")
+        screen.keys("q")
+    whole = words_of(run_fleetctl("--url", xid31.url, "top").stdout)  # unwrapped, piped
+    assert shown[0].startswith("CRITICAL"), shown
+    assert any(line.startswith("advice: ") for line in shown), shown
+    for index in range(4):
+        assert any(re.match(rf"^\s+{index}\s+(ok|warning|critical)\s", line) for line in shown)
+    assert any("xid_since_boot card 1" in line for line in shown), shown  # the failing check
+    assert all(len(line) <= cols for line in shown)
+    assert split_words(shown, whole) == [], shown
+    header = next(line for line in shown if line.startswith("card ")).split()
+    assert ("brake" in header) is (cols >= 120), header  # wider screens add columns
+
+
+def test_status_fits_the_terminal_and_colours_only_when_allowed(xid31: Fleetd) -> None:
+    argv = [sys.executable, "-m", "daemon.fleetctl", "--url", xid31.url, "status"]
+    colour = re.compile(rb"\x1b\[[0-9;]*3[0-7]m")
+    for flags, env, coloured in (
+        ([], {}, True),
+        (["--no-color"], {}, False),
+        ([], {"NO_COLOR": "1"}, False),
+    ):
+        proc, master = spawn_in_pty([*argv[:5], *flags, *argv[5:]], rows=24, cols=80, env=env)
+        seen = bytearray()
+        try:
+            read_until(master, b"fix: ", 30, seen=seen)
+            assert proc.wait(10) == 2  # CRITICAL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(master)
+        assert bool(colour.search(seen)) is coloured, (flags, env)
+        assert seen.index(b"overall") < seen.index(b"REBOOT REQUIRED") < seen.index(b"power/cap")

@@ -41,12 +41,18 @@ log_lines = [
   { after_s = 0.2, text = "WARNING 12-02 10:13:10 [scheduler.py:1210] repetition tripwire fired for chatcmpl-7" },
   { after_s = 0.3, text = "INFO 12-02 10:13:10 [scheduler.py:1245] nudge spliced into chatcmpl-7" },
   { after_s = 0.3, text = "WIDGET 12-02 my fork's own line" },
+  { after_s = 0.3, text = "GADGET 12-02 prompt text that must not leave the log" },
 ]
 """
 OWN_SIGNATURE = """
 [[canary.log_signatures]]
 name = "widget"
 regex = "^WIDGET "
+
+[[serving.log_signatures]]
+name = "gadget"
+pattern = "^GADGET "
+severity = "warning"
 """
 
 
@@ -142,6 +148,21 @@ def test_log_signatures_are_counted_per_hour(healthy: Fleetd) -> None:
     assert {s["name"]: s["last_24h"] for s in overview["log_signatures"]}["widget"] == 1
     scraped = healthy.get("/metrics").text
     assert 'cmpfleet_engine_log_signature_total{signature="repetition_tripwire"} 2.0' in scraped
+
+
+def test_a_serving_signature_adds_to_the_built_ins_and_its_severity_is_news(
+    healthy: Fleetd,
+) -> None:
+    def entry() -> dict[str, Any] | None:
+        found = [s for s in status(healthy)["log_signatures"] if s["name"] == "gadget"]
+        return found[0] if found and found[0]["this_hour"] else None
+
+    wait_until(lambda: entry() is not None, 30, "the [[serving.log_signatures]] one counted")
+    assert entry() == {**(entry() or {}), "this_hour": 1, "severity": "warning"}
+    events = healthy.get("/api/v1/events?kind=serving&limit=100").json()
+    (seen,) = [e for e in events if "'gadget'" in e["message"]]
+    assert seen["severity"] == "warning"
+    assert "prompt text" not in seen["message"]  # the signature is named, the line is not
 
 
 def test_a_busy_engine_skips_the_round_and_keeps_the_last_verdict(healthy: Fleetd) -> None:

@@ -20,6 +20,7 @@ import pytest
 from daemon.store import Store
 from tests.support.cli import one_clean_line, run_fleetctl
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
+from web.version import __version__
 
 CONTRACT_STATUS_KEYS = {"overall", "cards", "checks", "serving", "recovery"}
 
@@ -261,7 +262,7 @@ def test_a_slow_nvml_does_not_stall_the_api(tmp_path: Path, daemons: list[Fleetd
 
 def test_status_events_auth_and_simulation(shared_daemon: Fleetd) -> None:
     daemon = shared_daemon
-    assert daemon.get("/healthz").json() == {"status": "ok"}
+    assert daemon.get("/healthz").json() == {"status": "ok", "version": __version__}
     # Unless the config names a recipe: the simulated engine, autostarted as a child
     # ``sys.executable -m ...`` on a loopback port of its own, ready in about 5 s.
     wait_until(

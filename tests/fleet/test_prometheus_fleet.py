@@ -27,6 +27,7 @@ from tests.fleet.deploy import (
 from tests.support.fleetd import Fleetd, wait_until
 from tests.support.prometheus import Prometheus, Server, start_alertmanager, start_prometheus
 from tests.support.webhook import Received, WebhookReceiver
+from web.version import __version__
 
 pytestmark = [pytest.mark.external, pytest.mark.slow]
 
@@ -104,6 +105,12 @@ def test_both_rigs_are_scraped_with_every_card(prometheus: Prometheus) -> None:
     wait_until(four_cards_each, 20, "both rigs' four cards in Prometheus", interval_s=0.5)
     up = {row["metric"]["rig"]: row["value"][1] for row in prometheus.query('up{job="cmpfleet"}')}
     assert up == {"healthy": "1", "xid": "1"}
+    builds = prometheus.query("cmpfleet_build_info")  # which version runs where
+    assert {(r["metric"]["rig"], r["metric"]["version"], r["value"][1]) for r in builds} == {
+        ("healthy", __version__, "1"),
+        ("xid", __version__, "1"),
+    }
+    assert all(r["metric"]["python"] for r in builds)
 
 
 def test_the_xid_alert_fires_for_the_rig_with_the_xid_and_only_there(

@@ -33,6 +33,7 @@ class FakeCard:
     memory_total_bytes: int = 65536 * MIB
     memory_used_bytes: int = 459 * MIB
     power_usage_mw: int = 152_345
+    total_energy_mj: int = 987_654_321
     power_limit_mw: int = 180_000
     enforced_power_limit_mw: int = 180_000
     default_power_limit_mw: int = 250_000
@@ -234,6 +235,9 @@ class FakeNvml(types.ModuleType):
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeCard) -> int:
         return self._enter("nvmlDeviceGetPowerUsage", handle).power_usage_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeCard) -> int:
+        return self._enter("nvmlDeviceGetTotalEnergyConsumption", handle).total_energy_mj
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeCard) -> int:
         return self._enter("nvmlDeviceGetPowerManagementLimit", handle).power_limit_mw

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hwcheck.checks.power_brake import B30_REMEDY
@@ -69,6 +71,14 @@ def test_brake_seen_once_says_it_is_confirming() -> None:
 
     assert "1 of 1 sample(s)" in result.message
     assert "3 in a row confirm it" in result.message
+    assert result.confirmed is False  # shown, but not alerted until confirmed
+
+
+def test_only_the_unconfirmed_brake_is_unconfirmed() -> None:
+    confirmed = make_input(make_samples([BRAKED], [BRAKED], [BRAKED]))
+    assert result_for(confirmed, "power_brake", 0).confirmed is True
+    thermal = make_input(make_samples([replace(BRAKED, clock_event_reasons=0x80 | 0x40)]))
+    assert result_for(thermal, "power_brake", 0).confirmed is True  # a cooling problem now
 
 
 @pytest.mark.parametrize(

@@ -117,6 +117,7 @@ def test_healthy_card_reads_every_field_with_units(
             power_default_limit_w=250.0,
             power_min_limit_w=100.0,
             power_max_limit_w=300.0,
+            energy_total_mj=987_654_321,
             clock_event_reasons=0,
             sm_clock_mhz=1410,
             memory_clock_mhz=1215,
@@ -171,6 +172,7 @@ UNSUPPORTED_ON_SOME_CARDS = (
     "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetTotalEnergyConsumption",  # Volta and newer; GA100 has it, say the docs
 )
 
 
@@ -188,7 +190,7 @@ def test_not_supported_fields_are_none_and_the_card_is_not_lost(
     assert (got.power_min_limit_w, got.power_max_limit_w) == (None, None)
     assert (got.clock_event_reasons, got.temperature_c, got.pcie_width_current) == (None,) * 3
     assert (got.persistence_mode, got.memory_temperature_c, got.recovery_action) == (None,) * 3
-    assert got.fan_speed_pct is None
+    assert (got.fan_speed_pct, got.energy_total_mj) == (None, None)
     # what is supported is still read
     assert (got.power_limit_w, got.memory_total_mib, got.pcie_gen_current) == (180.0, 65536, 2)
     assert got.pci_bus_id == "0000:01:00.0"

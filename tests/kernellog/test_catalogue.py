@@ -68,7 +68,8 @@ def test_xid_79_mentions_riser_and_power() -> None:
 def test_unknown_xid() -> None:
     info = XidCatalogue().info(999)
     assert (info.xid, info.xid_class, info.action) == (999, UNK, A.INSPECT)
-    assert "999" in info.explanation
+    assert "not in cmpfleet's catalogue" in info.explanation
+    assert info.headline("card 0") == "Xid 999 (not in cmpfleet's catalogue) on card 0"
     assert not is_hardware(info)
 
 

@@ -49,9 +49,11 @@ def test_first_start_records_the_boot_logs_xid_and_does_not_autostart(
     assert status["overall"] == "critical"
     assert status["serving"]["state"] not in {"starting", "ready"}
     assert status["recovery"]["reboot_required"] is True
-    assert "Xid 31 on card 1" in status["recovery"]["reason"]
+    assert status["recovery"]["reason"] == "Xid 31 (MMU page fault) on card 1"
     log = daemon.log()
-    assert "not autostarting the engine: reboot required: Xid 31 on card 1" in log, log
+    assert (
+        "not autostarting the engine: reboot required: Xid 31 (MMU page fault) on card 1" in log
+    ), log
     assert "xid_since_boot (card 1)" in log
 
 

@@ -16,6 +16,7 @@ import pytest
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import Advice, CheckResult, GpuSnapshot, LostKind, RigSnapshot, Severity
 from recovery.controller import RecoveryController
+from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
 from recovery.ports import Launched, StartKind
 from recovery.settings import RecoverySettings
@@ -167,6 +168,37 @@ def test_a_refused_start_touches_nothing_and_says_every_reason(rig: Rig) -> None
     assert [r.code for r in answer.refusals] == ["reboot_latch", "critical_check"]
     assert "reboot required: Xid 79 on card 0" in answer.why_not
     assert engine.calls == []
+
+
+def test_the_gate_is_asked_for_another_recipe_before_anything_moves(rig: Rig) -> None:
+    """A switch asks what the gate refuses for the profile it is about to start, first."""
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    engine.running = True
+    ports.rig_results = (CheckResult("vram_unlocked", 7, Severity.CRITICAL, "locked", "reload"),)
+    # The profile in force (every card) is refused for card 7; one on cards 0-5 is not.
+    assert [r.code for r in controller.start_refusals()] == ["critical_check"]
+    assert controller.start_refusals(frozenset(range(6)), ()) == ()
+    errors = controller.start_refusals(frozenset(range(6)), ("bad flag",))
+    assert [(r.code, r.message) for r in errors] == [("lint", "recipe: bad flag")]
+    ports.latched = LatchFact("Xid 79 on card 0")
+    codes = [r.code for r in controller.start_refusals(frozenset(range(6)), ())]
+    assert codes == ["reboot_latch"]
+    assert engine.calls == [] and ports.probed == [] and ports.audit == []
+
+
+def test_the_mechanics_warnings_go_with_the_start(rig: Rig) -> None:
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    held = Reason("foreign_gpu_processes", "pid 5151 (python3 bench.py) holds card 7")
+
+    def start(reason: str, kind: StartKind) -> Launched:
+        engine.calls.append(f"start {kind}")
+        return Launched(42, warnings=(held,))
+
+    engine.start = start  # type: ignore[method-assign]
+    answer = controller.request_start(Trigger.START_REQUEST, "alice")
+    assert answer.started and answer.warnings == (held,)
+    (row,) = [row for row in ports.audit if row[1] == "start"]
+    assert row[3] == f"done, with warnings: {held.message}"
 
 
 def test_a_lost_card_latches_once_however_many_polls_see_it(rig: Rig) -> None:

@@ -8,6 +8,7 @@ with a deadline.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.states import ServingChange, ServingEvent, ServingState
@@ -186,3 +188,29 @@ def install_fake_docker(tmp_path: Path, runtime: str = "docker") -> tuple[Path, 
     script.write_text(f"#!{sys.executable}\n" + FAKE_DOCKER_SOURCE.read_text())
     script.chmod(0o755)
     return bin_dir, state_dir
+
+
+class FakeRuntime:
+    """The fake docker on PATH, its recorded calls, and cleanup of its containers."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bin_dir, self.state = install_fake_docker(tmp_path)
+        monkeypatch.setenv("PATH", f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv("FAKE_DOCKER_STATE", str(self.state))
+        monkeypatch.setenv("FAKE_DOCKER_IMAGE", "sim-image")
+
+    def calls(self) -> list[list[str]]:
+        path = self.state / "calls.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def container(self, name: str) -> dict[str, object]:
+        data: dict[str, object] = json.loads((self.state / f"container-{name}.json").read_text())
+        return data
+
+    def cleanup(self) -> None:
+        for path in self.state.glob("container-*.json"):
+            pid = json.loads(path.read_text()).get("pid")
+            if pid:
+                kill_group(int(pid))

@@ -51,12 +51,21 @@ def no_such(name: str) -> int:
 def cmd_run(args: list[str]) -> int:
     name = None
     env: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    ports: list[str] = []
     detach = False
     index = 0
     while index < len(args) and args[index] != IMAGE:
         arg = args[index]
         if arg in ("-d", "--detach"):
             detach = True
+        elif arg == "--label":
+            index += 1
+            key, _, value = args[index].partition("=")
+            labels[key] = value
+        elif arg == "-p":
+            index += 1
+            ports.append(args[index])
         elif arg == "--name":
             index += 1
             name = args[index]
@@ -85,6 +94,9 @@ def cmd_run(args: list[str]) -> int:
             "pid": 0,
             "command": command,
             "env": env,
+            "labels": labels,
+            "ports": ports,
+            "image": IMAGE,
             "log": str(STATE / f"{name}.log"),
         },
     )
@@ -155,7 +167,31 @@ def cmd_inspect(args: list[str]) -> int:
         .replace("{{.State.Pid}}", str(data["pid"]))
         .replace("{{.State.OOMKilled}}", "true" if data.get("oom_killed") else "false")
     )
+    for key, value in data.get("labels", {}).items():
+        text = text.replace("{{index .Config.Labels " + json.dumps(key) + "}}", value)
+    if "{{index .Config.Labels" in text:
+        text = "<no value>"
     print(text)
+    return 0
+
+
+def _published(spec: str) -> str:
+    """``127.0.0.1:8098:8000`` as docker's ports column shows it."""
+    parts = spec.rsplit(":", 2)
+    if len(parts) == 3:
+        return f"{parts[0]}:{parts[1]}->{parts[2]}/tcp"
+    return f"0.0.0.0:{parts[0]}->{parts[-1]}/tcp"
+
+
+def cmd_ps(args: list[str]) -> int:
+    """Running containers as ``ps --format '{{.ID}}\t{{.Names}}\t{{.Image}}\t{{.Ports}}'``."""
+    for path in sorted(STATE.glob("container-*.json")):
+        data = json.loads(path.read_text())
+        if not data["running"]:
+            continue
+        name = path.stem.removeprefix("container-")
+        ports = ", ".join(_published(spec) for spec in data.get("ports", []))
+        print(f"{data['id']}\t{name}\t{data.get('image', IMAGE)}\t{ports}")
     return 0
 
 
@@ -277,6 +313,7 @@ def main() -> int:
         "kill": cmd_kill,
         "stop": cmd_stop,
         "rm": cmd_rm,
+        "ps": cmd_ps,
     }
     if not argv or argv[0] not in commands:
         sys.stderr.write(f"fake docker: unsupported command {argv[:1]}\n")

@@ -40,8 +40,23 @@ REFERENCE_ENV = {
     "DSV4_LOGITS_ROW_CHUNK": "64",
     "VLLM_PP_LAYER_PARTITION": "12,12,12,7",
 }
+# What the seeds' launchers add to it (run-pp-dspark.sh): the context they pass by default
+# (DSV4_MAXLEN=32768) and an offline hub, the weights being on local disk.
+_MEMORY = REFERENCE_FLAGS.index("--gpu-memory-utilization") + 2
+LAUNCHER_FLAGS = [
+    *REFERENCE_FLAGS[:_MEMORY],
+    "--max-model-len",
+    "32768",
+    *REFERENCE_FLAGS[_MEMORY:],
+]
+LAUNCHER_ENV = {**REFERENCE_ENV, "HF_HUB_OFFLINE": "1"}
 
-PRESETS = ("dsv4-flash-pp4-dspark", "dsv4-flash-pp3-dspark", "sim-engine")
+PRESETS = (
+    "dsv4-flash-pp4-dspark",
+    "dsv4-flash-pp3-dspark",
+    "dsv41-flash-pp4-dspark",
+    "sim-engine",
+)
 MODES = ("process", "docker", "podman")
 
 
@@ -97,11 +112,11 @@ def test_pp4_preset_is_the_reference_launch() -> None:
         "vllm",
         "serve",
         model,
-        *REFERENCE_FLAGS,
+        *LAUNCHER_FLAGS,
         "--port",
         "8000",
     ]
-    assert spec.env == REFERENCE_ENV
+    assert spec.env == LAUNCHER_ENV
     assert "--shm-size=16g" in spec.argv
     assert spec.port == 8098
     assert spec.argv[spec.argv.index("-p") + 1] == "127.0.0.1:8098:8000"
@@ -111,10 +126,28 @@ def test_pp4_preset_is_the_reference_launch() -> None:
 
 def test_pp3_preset_differs_only_in_size_and_partition() -> None:
     spec = build_launch(preset_recipe("dsv4-flash-pp3-dspark"))
-    expected = list(REFERENCE_FLAGS)
+    expected = list(LAUNCHER_FLAGS)
     expected[expected.index("--pipeline-parallel-size") + 1] = "3"
     assert _engine_part(spec, "dsv4-a100:devel")[3:] == [*expected, "--port", "8000"]
-    assert spec.env == {**REFERENCE_ENV, "VLLM_PP_LAYER_PARTITION": "15,15,13"}
+    assert spec.env == {**LAUNCHER_ENV, "VLLM_PP_LAYER_PARTITION": "15,15,13"}
+
+
+def test_v41_preset_is_the_reference_launch_with_v41_parsers_and_40_layers() -> None:
+    recipe = preset_recipe("dsv41-flash-pp4-dspark")
+    spec = build_launch(recipe)
+    expected = list(LAUNCHER_FLAGS)
+    for flag, value in (
+        ("--tool-call-parser", "deepseek_v41"),
+        ("--reasoning-parser", "deepseek_v41"),
+        ("--served-model-name", "dsv41"),
+    ):
+        expected[expected.index(flag) + 1] = value
+    assert _engine_part(spec, recipe.image or "")[3:] == [*expected, "--port", "8000"]
+    assert {"--tool-call-parser", "deepseek_v41"} <= set(spec.argv)
+    env = {k: v for k, v in LAUNCHER_ENV.items() if k != "DSV4_LOGITS_ROW_CHUNK"}
+    assert spec.env == {**env, "VLLM_PP_LAYER_PARTITION": "11,11,11,7"}
+    assert sum(recipe.layer_partition or ()) == 40
+    assert recipe.expected_reasoning_field == "reasoning"
 
 
 def test_sim_engine_preset_runs_the_simulator_with_reference_flags() -> None:

@@ -19,8 +19,8 @@ from serving.runtime.engine_record import EngineRecord, RecordError, spec_hash
 from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError
 from serving.runtime.process_launcher import ProcessLauncher
 from tests.serving.engine_helpers import (
+    FakeRuntime,
     free_port,
-    install_fake_docker,
     is_running,
     kill_group,
     sim_argv,
@@ -309,32 +309,6 @@ def test_spec_hash_changes_with_argv_and_env() -> None:
 # ----------------------------------------------------------------------------------------
 # ContainerLauncher with a fake docker CLI
 # ----------------------------------------------------------------------------------------
-
-
-class FakeRuntime:
-    """The fake docker on PATH, its recorded calls, and cleanup of its containers."""
-
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.bin_dir, self.state = install_fake_docker(tmp_path)
-        monkeypatch.setenv("PATH", f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}")
-        monkeypatch.setenv("FAKE_DOCKER_STATE", str(self.state))
-        monkeypatch.setenv("FAKE_DOCKER_IMAGE", "sim-image")
-
-    def calls(self) -> list[list[str]]:
-        path = self.state / "calls.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines()]
-
-    def container(self, name: str) -> dict[str, object]:
-        data: dict[str, object] = json.loads((self.state / f"container-{name}.json").read_text())
-        return data
-
-    def cleanup(self) -> None:
-        for path in self.state.glob("container-*.json"):
-            pid = json.loads(path.read_text()).get("pid")
-            if pid:
-                kill_group(int(pid))
 
 
 @pytest.fixture

@@ -101,6 +101,7 @@ num_speculative_tokens = 4
     assert recipe.env == {
         "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
         "DSV4_LOGITS_ROW_CHUNK": "32",
+        "HF_HUB_OFFLINE": "1",
         "NCCL_IB_DISABLE": "1",
     }
     assert recipe.speculative == Speculative(method="dspark", num_speculative_tokens=4)

@@ -97,3 +97,56 @@ def test_the_cursor_moves_with_the_alerts(store: Store) -> None:
     assert store.alert_cursor() is None
     store.apply_alert_signals([fire("a")], ROUTES, AlertPolicy(), cursor=42, now=at(0))
     assert store.alert_cursor() == 42
+
+
+def brake(card: int, severity: Severity = Severity.CRITICAL) -> AlertSignal:
+    return AlertSignal(
+        f"check:power_brake:{card}",
+        fire=True,
+        rule="check",
+        severity=severity,
+        summary=f"Power brake on card {card}: HW power brake active, {88 + card} W",
+        labels={"alertname": "PowerBrake", "gpu": card, "card": card},
+    )
+
+
+def test_a_board_level_fault_is_one_notification_per_sink_naming_the_cards(store: Store) -> None:
+    policy = AlertPolicy(group_window_s=60)
+    count = store.apply_alert_signals([brake(c) for c in range(4)], ROUTES, policy, now=at(0))
+    assert count == 2  # one per sink, queued in this pass: nothing waits for the group
+    notes = store.notifications_of([a.id for a in store.list_alerts(100)])
+    assert sorted(n.sink for n in notes) == ["all", "crit"]
+    payload = notes[0].payload
+    assert payload["summary"] == "Power brake on cards 0, 1, 2, 3: HW power brake active, 88 W"
+    assert payload["cards"] == [0, 1, 2, 3]
+    assert [m["labels"]["gpu"] for m in payload["members"]] == [0, 1, 2, 3]
+    assert len(store.list_alerts(100)) == 4  # still one alert per card: each resolves alone
+    assert store.next_notification("all") is not None  # sendable at once
+
+    # A card joining later is news of its own; the four resolving together are one again.
+    store.apply_alert_signals([brake(4)], ROUTES, policy, now=at(5))
+    store.apply_alert_signals(
+        [resolve(f"check:power_brake:{c}") for c in range(5)], ROUTES, policy, now=at(6)
+    )
+    store.apply_alert_signals([], ROUTES, policy, now=at(66))
+    kinds = [
+        (n.sink, n.status, len(n.payload.get("members") or [n.payload]))
+        for n in store.notifications_of([a.id for a in store.list_alerts(100)])
+    ]
+    assert sorted(kinds) == sorted([
+        ("all", "firing", 4), ("crit", "firing", 4),
+        ("all", "firing", 1), ("crit", "firing", 1),
+        ("all", "resolved", 5), ("crit", "resolved", 5),
+    ])  # fmt: skip
+
+
+def test_alerts_of_different_names_or_severities_are_not_grouped(store: Store) -> None:
+    policy = AlertPolicy(group_window_s=60)
+    hot = AlertSignal("check:temperature:2", fire=True, rule="check", summary="Too hot on card 2",
+                      labels={"alertname": "Thermal", "gpu": 2, "card": 2})  # fmt: skip
+    rig_wide = fire("check:kernel_log:rig")
+    signals = [brake(0), brake(1, Severity.WARNING), hot, rig_wide]
+    assert (
+        store.apply_alert_signals(signals, [SinkRoute("all", Severity.INFO)], policy, now=at(0))
+        == 4
+    )

@@ -75,6 +75,13 @@ def test_list_events_filters(store: Store) -> None:
     assert [r.message for r in store.list_events(limit=1)] == ["started"]
     other_zone = at(6).astimezone(ZoneInfo("Europe/Berlin"))
     assert len(store.list_events(since=other_zone)) == 2
+    worse = store.list_events(min_severity=Severity.WARNING)  # this severity or worse
+    assert [r.message for r in worse] == ["vram locked", "power_cap off"]
+    assert [r.message for r in store.list_events(min_severity=Severity.CRITICAL)] == ["vram locked"]
+    assert len(store.list_events(min_severity=Severity.INFO)) == 4  # info lists them all
+    assert [r.message for r in store.list_events(card=1, min_severity=Severity.WARNING)] == [
+        "power_cap off"
+    ]
 
 
 def test_list_events_pages_by_cursor_and_time_window(store: Store) -> None:

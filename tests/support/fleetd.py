@@ -278,6 +278,17 @@ def kill_engine(state_dir: Path) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def latch_by_xid(daemon: Fleetd, card: int = 1, xid: int = 79) -> None:
+    """A simulated hardware Xid (``/api/v1/sim/xid``), then wait until the latch is set."""
+    answer = daemon.post("/api/v1/sim/xid", {"card": card, "xid": xid})
+    assert answer.status_code == 200, answer.text
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["recovery"]["reboot_required"],
+        30,
+        "the latch",
+    )
+
+
 def stop_all(daemons: Iterator[Fleetd] | list[Fleetd]) -> None:
     """Kill whatever is still running, engines included (test teardown)."""
     for daemon in daemons:

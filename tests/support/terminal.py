@@ -13,16 +13,23 @@ import time
 
 
 def spawn_in_pty(
-    argv: list[str], rows: int = 50, cols: int = 220
+    argv: list[str], rows: int = 50, cols: int = 220, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``argv`` on a fresh pseudo-terminal (``TERM=xterm-256color``); (process, master)."""
+    """Start ``argv`` on a fresh pseudo-terminal (``TERM=xterm-256color``); (process, master).
+
+    ``env`` adds variables (after ``NO_COLOR``, ``LINES`` and ``COLUMNS`` are dropped).
+    """
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     # LINES/COLUMNS (pytest-xdist workers carry 24x80) would override the pty's own size.
     dropped = ("NO_COLOR", "TERM", "LINES", "COLUMNS")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    kept = {k: v for k, v in os.environ.items() if k not in dropped}
     proc = subprocess.Popen(
-        argv, stdin=slave, stdout=slave, stderr=slave, env=env | {"TERM": "xterm-256color"}
+        argv,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=kept | {"TERM": "xterm-256color"} | (env or {}),
     )
     os.close(slave)
     return proc, master

@@ -46,6 +46,11 @@ RIG_CONFIG = """
 [serving]
 stop_timeout_s = 5
 metrics_interval_s = 0.5
+profile = "default"
+[serving.profiles.small]
+preset = "sim-engine"
+served_model_name = "dsv4s-small"
+gpus = "0,1,2,3"
 [recovery]
 reboot_command = ["/usr/sbin/rig-reboot", "--now"]
 """
@@ -302,6 +307,44 @@ def test_engine_buttons_need_the_token_and_a_confirmation(page: Page, rig: Rig) 
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready", timeout=20000)
 
 
+def test_the_active_profile_is_shown_and_a_switch_asks_first(page: Page, rig: Rig) -> None:
+    with_token(page, rig)
+    open_dashboard(page, rig)
+    facts = page.locator("#engine-facts")
+    expect(facts.locator('[data-fact="profile"] dd')).to_have_text("default")
+    expect(page.locator("#profile-switch")).to_be_visible()
+    page.select_option("#profile-select", "small")
+    asked: list[str] = []
+
+    def answer(dialog: Any, accept: bool) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))
+    page.click("#profile-serve")
+    expect(page.locator("#notice")).to_be_hidden()
+    assert rig.status()["serving"]["profile"] == "default"
+    assert "stopped cleanly first" in asked[0]
+
+    page.once("dialog", lambda dialog: answer(dialog, True))
+    page.click("#profile-serve")
+    expect(facts.locator('[data-fact="profile"] dd')).to_have_text("small", timeout=20000)
+    expect(facts).to_have_attribute("data-state", "ready", timeout=20000)
+    events = rig.daemon.get("/api/v1/events?kind=operator&limit=20").json()
+    assert any("switched from default to small" in event["message"] for event in events)
+    # Back to the profile the other tests expect.
+    back = rig.daemon.post("/api/v1/serving/switch", {"profile": "default"})
+    assert back.status_code == 200, back.text
+    wait_until(
+        lambda: (
+            rig.status()["serving"]["profile"] == "default"
+            and rig.status()["serving"]["state"] == "ready"
+        ),
+        30,
+        "the default profile serving again",
+    )
+
+
 def test_an_event_is_acknowledged_from_the_timeline(page: Page, rig: Rig) -> None:
     with_token(page, rig)
     open_dashboard(page, rig)
@@ -359,7 +402,7 @@ def test_an_injected_xid31_shows_critical_then_the_confirmed_reboot_clears_it(
     ).to_be_visible()
     prompt = page.locator("#reboot")
     expect(prompt).to_be_visible()
-    expect(page.locator("#reboot-reason")).to_contain_text("Xid 31 on card 1")
+    expect(page.locator("#reboot-reason")).to_contain_text("Xid 31 (MMU page fault) on card 1")
     expect(page.locator("#reboot-kind")).to_have_text("Warm reboot:")
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "stopped", timeout=20000)
     page.screenshot(path=rig.shots / "critical.png", full_page=True)

@@ -12,6 +12,7 @@ from fastapi.routing import APIRoute
 
 from tests.web.test_documents import RecordedServices, request
 from web.app import create_app
+from web.version import __version__
 
 CONTRACT_PATHS = {
     "/api/v1/status",
@@ -76,3 +77,42 @@ def test_openapi_lists_every_api_route_and_contracts() -> None:
     assert served <= set(spec["paths"])
     missing = CONTRACT_PATHS - set(spec["paths"])
     assert not missing, f"CONTRACT's routes missing from /openapi.json: {sorted(missing)}"
+
+
+def walk_texts(node: object) -> list[str]:
+    """Every description and summary in a schema."""
+    if isinstance(node, dict):
+        return [
+            text
+            for key, value in node.items()
+            for text in ([value] if key in ("description", "summary") else walk_texts(value))
+            if isinstance(text, str)
+        ]
+    if isinstance(node, list):
+        return [text for item in node for text in walk_texts(item)]
+    return []
+
+
+def test_openapi_declares_the_bearer_token_on_the_guarded_routes() -> None:
+    spec = request(create_app(RecordedServices()), "GET", "/openapi.json").json()
+    scheme = spec["components"]["securitySchemes"]["token"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")  # /docs: Authorize
+    ack = spec["paths"]["/api/v1/events/{event_id}/ack"]["post"]
+    assert ack["security"] == [{"token": []}]
+    assert "security" not in spec["paths"]["/api/v1/status"]["get"]  # loopback reads: none
+
+
+def test_openapi_descriptions_are_plain_text() -> None:
+    spec = request(create_app(RecordedServices()), "GET", "/openapi.json").json()
+    texts = walk_texts(spec)
+    assert len(texts) > 50  # the walk found them (the check can fail)
+    assert [t for t in texts if "``" in t] == []
+    status = spec["paths"]["/api/v1/status"]["get"]["description"]
+    assert status.startswith("The rig overview (same document as fleetctl status --json).")
+
+
+def test_healthz_answers_head_and_says_the_version() -> None:
+    app = create_app(RecordedServices())
+    assert request(app, "GET", "/healthz").json() == {"status": "ok", "version": __version__}
+    head = request(app, "HEAD", "/healthz")
+    assert head.status_code == 200 and head.content == b""

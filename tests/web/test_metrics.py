@@ -6,6 +6,7 @@ and ``promtool check metrics``."""
 from __future__ import annotations
 
 import dataclasses
+import platform
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -20,19 +21,22 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from daemon.config import load_settings
-from daemon.engine_service import recipe_for_daemon
+from daemon.profiles import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.startup import build_host
 from hwcheck.backend import GpuBackend
-from hwcheck.model import RigSnapshot
+from hwcheck.model import ClockEventReason, RigSnapshot
 from tests.support.external import require_program
 from tests.support.fleetd import free_port, kill_engine, wait_until
+from web.version import __version__
 
 CARD_GAUGES = [
     "cmpfleet_gpu_power_watts",
     "cmpfleet_gpu_power_limit_watts",
     "cmpfleet_gpu_memory_total_bytes",
+    "cmpfleet_gpu_memory_used_bytes",
+    "cmpfleet_gpu_memory_temperature_celsius",
     "cmpfleet_gpu_vram_unlocked",
     "cmpfleet_gpu_power_brake_active",
     "cmpfleet_gpu_temperature_celsius",
@@ -176,6 +180,61 @@ def test_every_card_has_every_gauge_in_base_units(rig: Rig) -> None:
     assert set(by_gpu("cmpfleet_gpu_lost").values()) == {0.0}
     assert min(by_gpu("cmpfleet_gpu_sm_clock_hertz").values()) > 1e8  # MHz scaled to Hz
     assert all(0 < watts <= 180 for watts in by_gpu("cmpfleet_gpu_power_watts").values())
+
+
+def test_grafana_facts_energy_reasons_identity_and_build(rig: Rig) -> None:
+    families = {f.name: f for f in text_string_to_metric_families(rig.scrape())}
+    energy = families["cmpfleet_gpu_energy_joules"]
+    assert energy.type == "counter" and energy.samples[0].name == "cmpfleet_gpu_energy_joules_total"
+    joules = {s.labels["gpu"]: s.value for s in energy.samples}
+    assert sorted(joules) == ["0", "1", "2", "3"] and min(joules.values()) > 0
+    rig.daemon.poll()
+    later = {s.labels["gpu"]: s.value for s in rig.samples("cmpfleet_gpu_energy_joules_total")}
+    assert all(later[gpu] >= joules[gpu] for gpu in joules)  # a counter never goes back
+    info = {s.labels["gpu"]: s for s in families["cmpfleet_gpu_info"].samples}
+    assert sorted(info) == ["0", "1", "2", "3"]
+    assert set(info["0"].labels) == {
+        "gpu",
+        "uuid",
+        "pci_bus_id",
+        "name",
+        "serial",
+        "vbios",
+        "driver",
+    }
+    assert info["0"].value == 1 and info["0"].labels["name"] == "NVIDIA CMP 170HX"
+    assert info["0"].labels["driver"] and info["0"].labels["vbios"]
+    (build,) = families["cmpfleet_build_info"].samples
+    assert build.value == 1 and build.labels["version"] == __version__
+    assert build.labels["python"] == platform.python_version()
+    reasons = {
+        (s.labels["gpu"], s.labels["reason"])
+        for s in families["cmpfleet_gpu_clock_event_reason"].samples
+    }
+    assert reasons == {(gpu, "gpu_idle") for gpu in "0123"}  # the simulated cards idle
+
+
+def test_each_active_clock_event_reason_is_a_series(rig: Rig) -> None:
+    sim = rig.daemon.services.sim
+    assert sim is not None
+
+    def active() -> dict[tuple[str, str], float]:
+        return {
+            (s.labels["gpu"], s.labels["reason"]): s.value
+            for s in rig.samples("cmpfleet_gpu_clock_event_reason")
+        }
+
+    before = [reason for gpu, reason in active() if gpu == "2"]
+    braked = ClockEventReason.HW_POWER_BRAKE_SLOWDOWN | ClockEventReason.SW_POWER_CAP
+    sim.set_card(2, {"clock_event_reasons": int(braked)})
+    try:
+        rig.daemon.poll()
+        on_card_2 = {k: v for k, v in active().items() if k[0] == "2"}
+        assert on_card_2 == {("2", "hw_power_brake_slowdown"): 1, ("2", "sw_power_cap"): 1}
+    finally:
+        mask = sum(int(ClockEventReason[reason.upper()]) for reason in before)
+        sim.set_card(2, {"clock_event_reasons": mask})
+        rig.daemon.poll()
 
 
 def test_rig_level_metrics(rig: Rig) -> None:

@@ -20,6 +20,7 @@ const STATUS_EVERY_MS = 2000;
 const EVENTS_EVERY_MS = 5000;
 const LOG_EVERY_MS = 3000;
 const HISTORY_EVERY_MS = { "1h": 15000, "24h": 60000 };
+const PROFILES_EVERY_MS = 15000;
 const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch", "diag"];
 
 const view = {
@@ -221,6 +222,52 @@ async function pollLog() {
   }
 }
 
+// --- launch profiles -----------------------------------------------------------------------
+
+// The profile picker: shown when the rig has more than one profile; the one in force selected.
+async function pollProfiles() {
+  let document_;
+  try {
+    document_ = await getJson("/api/v1/serving/profiles");
+  } catch (error) {
+    $("profile-switch").hidden = true; // no engine configured, or an older fleetd
+    return;
+  }
+  const select = $("profile-select");
+  const profiles = document_.profiles || [];
+  const chosen = select.dataset.touched ? select.value : document_.active;
+  select.replaceChildren(
+    ...profiles.map((p) => {
+      const lint = p.lint.verdict === "clean" ? "" : ` (lint: ${p.lint.verdict})`;
+      return new Option(`${p.name}${p.active ? " (in force)" : ""}${lint}`, p.name);
+    }),
+  );
+  select.value = profiles.some((p) => p.name === chosen) ? chosen : document_.active;
+  $("profile-switch").hidden = profiles.length < 2;
+}
+
+function wireProfiles() {
+  $("profile-select").addEventListener("change", (change) => {
+    change.target.dataset.touched = "1";
+  });
+  $("profile-serve").addEventListener("click", () => {
+    const name = $("profile-select").value;
+    const current = view.status && view.status.serving ? view.status.serving.profile : "?";
+    mutate(
+      `Serve profile ${name}? The engine (profile ${current}) is stopped cleanly first, then ${name} starts: a cold start takes 20 to 45 minutes.`,
+      "/api/v1/serving/switch",
+      { profile: name },
+      (answer) => {
+        delete $("profile-select").dataset.touched;
+        again("profiles");
+        return answer.already_active
+          ? `profile ${name} is already in force`
+          : `switching to profile ${name}: the engine stops cleanly, then ${name} starts`;
+      },
+    );
+  });
+}
+
 // --- history -------------------------------------------------------------------------------
 
 async function pollHistory() {
@@ -337,12 +384,14 @@ function start() {
   const kinds = $("filter-kind");
   for (const kind of EVENT_KINDS) kinds.append(new Option(kind, kind));
   wireButtons();
+  wireProfiles();
   wireToken();
   openStream();
   every("status", () => STATUS_EVERY_MS, pollStatus);
   every("events", () => EVENTS_EVERY_MS, pollEvents);
   every("log", () => LOG_EVERY_MS, pollLog);
   every("history", () => HISTORY_EVERY_MS[view.span], pollHistory);
+  every("profiles", () => PROFILES_EVERY_MS, pollProfiles);
   // The engine's uptime and the canaries' ages tick between polls too.
   window.setInterval(() => {
     if (!view.status) return;

@@ -199,6 +199,7 @@ export function renderEngine(serving, nowMs) {
   const since = s.since ? (nowMs - new Date(s.since).getTime()) / 1000 : null;
   const up = s.state === "ready" || s.state === "starting" || s.state === "unhealthy";
   const facts = [
+    ["Profile", s.profile || "none", "profile"],
     ["State", s.state || "unknown", "state"],
     [up ? "Uptime" : "For", duration(since), "uptime"],
     ["Tokens/s", num(m.generation_tokens_per_s), "tokens"],
@@ -215,7 +216,18 @@ export function renderEngine(serving, nowMs) {
       el("div", { dataset: { fact: name } }, el("dt", {}, label), el("dd", {}, value)),
     ),
   );
-  const why = [s.reason, ...(s.last_refusal || []).map((r) => r.message)].filter(Boolean).join("; ");
+  const sw = s.switch && ["stopping", "starting"].includes(s.switch.phase) ? s.switch : null;
+  const drift = s.drift
+    ? `not adopted: pid ${s.drift.pid} runs another recipe than profile ${s.profile} (left running)`
+    : null;
+  const why = [
+    sw ? `switching ${sw.previous} -> ${sw.profile}: ${sw.phase}` : null,
+    drift,
+    s.reason,
+    ...(s.last_refusal || []).map((r) => r.message),
+  ]
+    .filter(Boolean)
+    .join("; ");
   if (why) {
     box.append(el("div", { class: "why", dataset: { fact: "why" } }, el("dt", {}, "Why"), el("dd", {}, why)));
   }

@@ -1,0 +1,81 @@
+"""``fleetctl explain KIND KEY``: the long explanation behind a fault's headline.
+
+Headlines and steps travel everywhere (status, events, log lines, alerts); the text that
+says why is shown once, here (and in ``status --verbose`` for this boot's faults). It is
+read from the same tables fleetd uses (the Xid catalogue with this config's ``[xid.N]``
+overrides, the one advice table), so it needs no daemon and no token.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from daemon.cli.output import EXIT_BAD_INPUT, Output
+from daemon.config import ConfigError, load_cli_settings, xid_catalogue
+from hwcheck.advice import ACTION_STEPS, RigNow
+from hwcheck.explain import Explanation, of_advice, of_xid
+from hwcheck.kernellog.catalogue import RECOVERY_ACTION_XID, RECOVERY_ACTIONS
+from hwcheck.model import Advice, XidInfo
+
+KINDS = ("xid", "advice")
+WRAP_CHARS = 88
+
+
+def _xid_infos(key: str, config: Path | None, out: Output) -> list[XidInfo]:
+    """The catalogue's entry for Xid ``key``; for 154 one per recovery action code."""
+    if not key.isdigit() or len(key) > 10:
+        out.fail(f"explain xid: {key!r} is not an Xid number (e.g. 31)", EXIT_BAD_INPUT)
+    try:
+        catalogue = xid_catalogue(load_cli_settings(config))
+    except ConfigError as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
+    xid = int(key)
+    if xid != RECOVERY_ACTION_XID:
+        return [catalogue.info(xid)]
+    return [catalogue.info(xid, f"to 0x{code:x}") for code in RECOVERY_ACTIONS]
+
+
+def _advice(key: str, out: Output) -> Advice:
+    if key not in set(Advice):
+        known = ", ".join(Advice)
+        out.fail(f"explain advice: {key!r} is not one of {known}", EXIT_BAD_INPUT)
+    return Advice(key)
+
+
+def _paragraph(text: str) -> str:
+    return textwrap.fill(text, WRAP_CHARS, break_on_hyphens=False)
+
+
+def _show_xid(out: Output, info: XidInfo) -> None:
+    out.line(f"Xid {info.xid}: {info.title} ({info.xid_class.value})")
+    out.line(_paragraph(info.explanation))
+    out.line(_paragraph(f"what to do: {ACTION_STEPS[info.action].text(RigNow())}"))
+    if info.advice is not None:
+        out.line(f"why that step: fleetctl explain advice {info.advice.value}")
+
+
+def run(out: Output, kind: str, key: str, config: Path | None) -> int:
+    """0 with the text; 2 with one line for an unknown kind or key."""
+    if kind not in KINDS:
+        out.fail(f"explain: {kind!r} is not one of {', '.join(KINDS)}", EXIT_BAD_INPUT)
+    found: list[Explanation]
+    if kind == "xid":
+        infos = _xid_infos(key, config, out)
+        found = [of_xid(info) for info in infos]
+    else:
+        infos = []
+        found = [of_advice(_advice(key, out))]
+    if out.json_mode:
+        out.emit_json([item.as_dict() for item in found])
+        return 0
+    if infos:
+        for number, info in enumerate(infos):
+            if number:
+                out.line("")
+            _show_xid(out, info)
+    else:
+        item = found[0]
+        out.line(f"{item.fault}: {item.title}")
+        out.line(_paragraph(item.text))
+    return 0

@@ -1,0 +1,170 @@
+"""The rig's launch profiles as the config names them, and the one in force.
+
+``[serving] recipe`` (a table or a path) is the profile ``default``; under ``--simulate``
+with no recipe, the simulated engine is. ``[serving.profiles.NAME]`` tables are the others
+(recipe keys, or ``recipe = "path"`` relative to the config file). A bad profile is a
+config error naming its key, found before anything starts, whichever profile is active.
+
+The profile in force is the configured one (``[serving] profile``) until a person
+switches (``fleetctl serve NAME``); the switch is kept in ``<state-dir>/profile.json`` so
+a fleetd restart keeps serving (and adopts) what the person chose. Editing ``[serving]
+profile`` in the config wins over an older switch: the file remembers which configured
+value the switch was made under.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.config import Settings
+from daemon.statedir import StateDir
+from hwcheck.atomic import atomic_write
+from serving.profiles import DEFAULT_PROFILE, Profile, ProfileSet
+from serving.recipe.recipe import (
+    Recipe,
+    RecipeError,
+    load_recipe,
+    preset_recipe,
+    recipe_from_table,
+)
+from serving.sim.scenario import EngineScenario, simulated_engine_args
+
+log = logging.getLogger("fleetd.profiles")
+
+SIM_PRESET = "sim-engine"
+
+
+@dataclass(frozen=True)
+class ConfiguredRecipe:
+    """One profile's recipe as configured: a table, or a path relative to the config."""
+
+    key: str
+    table: dict[str, object] | None
+    path: Path | None
+
+
+def configured_recipes(settings: Settings, config_dir: Path | None) -> list[ConfiguredRecipe]:
+    """Every configured profile's recipe source, ``default`` first, in config order."""
+
+    def resolve(raw: str) -> Path:
+        path = Path(raw)
+        return path if path.is_absolute() or config_dir is None else config_dir / path
+
+    found: list[ConfiguredRecipe] = []
+    serving = settings.serving
+    if isinstance(serving.recipe, str):
+        found.append(ConfiguredRecipe("serving.recipe", None, resolve(serving.recipe)))
+    elif isinstance(serving.recipe, dict):
+        found.append(ConfiguredRecipe("serving.recipe", serving.recipe, None))
+    for name, table in serving.profiles.items():
+        key = f"serving.profiles.{name}"
+        raw = table.get("recipe")
+        if isinstance(raw, str):
+            found.append(ConfiguredRecipe(key, None, resolve(raw)))
+        else:
+            found.append(ConfiguredRecipe(key, table, None))
+    return found
+
+
+def _load(item: ConfiguredRecipe) -> Recipe:
+    """The recipe, or ``RecipeError`` whose line starts with the config key."""
+    try:
+        if item.path is not None:
+            return load_recipe(item.path)
+        return recipe_from_table(item.table or {}, f"[{item.key}]")
+    except RecipeError as exc:
+        raise RecipeError(f"{item.key}: {exc}") from None
+
+
+def resolve_profiles(
+    settings: Settings, config_dir: Path | None, simulated: Recipe | None
+) -> ProfileSet | None:
+    """The configured profiles (``simulated``: the default under ``--simulate``), or None.
+
+    Raises ``RecipeError`` (one line, starting with the config key) for a bad profile, and
+    for a ``[serving] profile = "default"`` with no recipe behind it.
+    """
+    profiles: list[Profile] = []
+    for item in configured_recipes(settings, config_dir):
+        name = DEFAULT_PROFILE if item.key == "serving.recipe" else item.key.rsplit(".", 1)[1]
+        source = str(item.path) if item.path is not None else f"[{item.key}]"
+        profiles.append(Profile(name, _load(item), source))
+    if simulated is not None and DEFAULT_PROFILE not in {p.name for p in profiles}:
+        if settings.serving.recipe is None and not settings.serving.profiles:
+            profiles.append(Profile(DEFAULT_PROFILE, simulated, "the simulated engine"))
+        elif settings.serving.active_default() == DEFAULT_PROFILE:
+            profiles.insert(0, Profile(DEFAULT_PROFILE, simulated, "the simulated engine"))
+    if not profiles:
+        return None
+    configured = settings.serving.active_default()
+    if configured not in {p.name for p in profiles}:
+        raise RecipeError(f"serving.profile: {configured!r} names no recipe")
+    return ProfileSet(profiles, configured)
+
+
+def simulated_recipe(sim_engine: EngineScenario) -> Recipe:
+    """The simulated engine with the scenario's ``[engine]`` behaviour."""
+    recipe = preset_recipe(SIM_PRESET)
+    return recipe.model_copy(
+        update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
+    )
+
+
+def profiles_for(
+    settings: Settings, config_path: Path | None, sim_engine: EngineScenario | None
+) -> ProfileSet | None:
+    """The profiles of the config at ``config_path`` (the simulated engine under ``--simulate``).
+
+    Raises ``RecipeError`` (one line, naming the config key) for a bad profile.
+    """
+    simulated = None if sim_engine is None else simulated_recipe(sim_engine)
+    config_dir = config_path.parent if config_path is not None else None
+    return resolve_profiles(settings, config_dir, simulated)
+
+
+def recipe_for_daemon(
+    settings: Settings, config_path: Path | None, sim_engine: EngineScenario | None
+) -> Recipe | None:
+    """The configured profile's recipe; the simulated engine under ``--simulate``; else none."""
+    profiles = profiles_for(settings, config_path, sim_engine)
+    return None if profiles is None else profiles.get(profiles.configured).recipe
+
+
+class ActiveProfile:
+    """``<state-dir>/profile.json``: the profile in force and the configured one it replaced."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._path = StateDir(state_dir).active_profile
+
+    def choose(self, profiles: ProfileSet) -> str:
+        """The profile in force at start: a person's switch, unless the config changed since."""
+        try:
+            saved = json.loads(self._path.read_text())
+            name, configured = str(saved["profile"]), str(saved["configured"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return profiles.configured
+        if configured != profiles.configured:
+            log.info("[serving] profile changed to %s: it replaces %s", profiles.configured, name)
+            return profiles.configured
+        if name not in profiles:
+            log.warning(
+                "the profile in force (%s) is no longer configured: using %s", name, configured
+            )
+            return profiles.configured
+        return name
+
+    def save(self, name: str, profiles: ProfileSet) -> None:
+        """Keep ``name`` in force across fleetd restarts (a failure is logged, not raised)."""
+        document = {"profile": name, "configured": profiles.configured}
+        try:
+            atomic_write(self._path, json.dumps(document) + "\n")
+        except OSError as exc:
+            log.error(
+                "cannot write %s (%s): a fleetd restart goes back to %s",
+                self._path,
+                exc.strerror or exc,
+                profiles.configured,
+            )

@@ -1,0 +1,52 @@
+"""The long explanations behind fault headlines, each shown once.
+
+A fault's headline (``Xid 31 (MMU page fault) on card 1``) and its one step travel
+everywhere: events, log lines, alerts, the latch's reason. The explanation behind them
+(why cmpfleet judges the fault so, what the step does) is long, so it is shown once: in
+the status document's ``explanations`` (``fleetctl status --verbose``) for the faults of
+this boot, and by ``fleetctl explain`` for any fault kind that has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hwcheck.advice import ADVICE_STEPS
+from hwcheck.model import Advice, XidInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """One fault kind's long text: ``fault`` names it as ``fleetctl explain`` takes it."""
+
+    fault: str
+    title: str
+    text: str
+
+    def as_dict(self) -> dict[str, str]:
+        """``{fault, title, text}``: the status document's and ``explain --json``'s form."""
+        return {"fault": self.fault, "title": self.title, "text": self.text}
+
+
+def of_xid(info: XidInfo) -> Explanation:
+    """What the catalogue (with the config's overrides) says about one Xid."""
+    return Explanation(f"xid {info.xid}", info.title, info.explanation)
+
+
+def of_advice(advice: Advice) -> Explanation:
+    """Why the latch asks for this host step, and what its command does."""
+    return Explanation(
+        f"advice {advice.value}", advice.value.replace("_", " "), ADVICE_STEPS[advice].why
+    )
+
+
+def explanations(xids: Iterable[XidInfo], advice: Advice | None) -> list[Explanation]:
+    """Each distinct explanation once, Xids first (in the order seen), then the latch's."""
+    found = [of_xid(info) for info in xids]
+    if advice is not None:
+        found.append(of_advice(advice))
+    unique: dict[tuple[str, str], Explanation] = {}
+    for item in found:
+        unique.setdefault((item.fault, item.text), item)
+    return list(unique.values())

@@ -1,0 +1,208 @@
+"""Rule sets of one model build each, chosen by the recipe's ``family``.
+
+``dsv4-flash`` is the DeepSeek V4 Flash sm_80 fork the seeds measured (haosdent's branch
+with allover326's patches): its row-chunk patch, its DSpark drafter on the last pipeline
+rank, its allocator and its memory ceiling. ``dsv41-flash`` is a V4.1 build, whose
+parsers are ``deepseek_v41``. Nothing here applies to a recipe of another build: GLM and
+Qwen run ``mtp`` speculation, ``expandable_segments`` and 0.97 on purpose.
+
+A family may also override a generic rule by id when its own rule is the stricter form
+of it (DSV4's memory ceiling replaces the generic "too high" warning).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from serving.recipe.families import DSV4_FLASH, DSV41_FLASH
+from serving.recipe.findings import Finding
+from serving.recipe.lint_context import LintContext, Setting, env_key, invalid
+from serving.recipe.recipe import show_value
+from serving.recipe.rules_generic import Rule, memory_fraction, partition, pp_size
+
+DSPARK_TOKENS = 5
+ROW_CHUNK = 64
+MAX_GPU_MEMORY_UTILIZATION = 0.965
+
+ROW_CHUNK_ENV = "DSV4_LOGITS_ROW_CHUNK"
+MULTIPROC_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
+ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules of one family, the ids they can report, and generic ids they replace."""
+
+    rules: tuple[Rule, ...]
+    rule_ids: frozenset[str]
+    overrides: frozenset[str] = frozenset()
+
+
+def _rule_partition_missing(ctx: LintContext) -> list[Finding]:
+    pp, _ = pp_size(ctx)
+    setting, _ = partition(ctx)
+    if setting is not None or pp is None or pp <= 1:
+        return []
+    reason = (
+        "without a partition vLLM splits the layers evenly and the last rank, which "
+        "also holds lm_head and the DSpark drafter, runs out first; the seeds' "
+        "12,12,12,7 (4 cards) / 15,15,13 (3 cards) grew the KV pool about 85%"
+    )
+    return [Finding("partition-missing", "warning", "layer_partition", "", reason)]
+
+
+def _speculative(ctx: LintContext) -> tuple[dict[str, Setting], list[Finding]]:
+    """``method`` and ``num_speculative_tokens`` from [speculative] or --speculative-config."""
+    spec = ctx.recipe.speculative
+    if spec is not None:
+        return {
+            "method": Setting("speculative.method", spec.method),
+            "num_speculative_tokens": Setting(
+                "speculative.num_speculative_tokens", spec.num_speculative_tokens
+            ),
+        }, []
+    group = ctx.flag("--speculative-config")
+    if group is None:
+        return {}, []
+    try:
+        config = json.loads(group.value)
+    except json.JSONDecodeError as exc:
+        return {}, [invalid(group.name, group.value, f"not JSON: {exc.msg}")]
+    if not isinstance(config, dict):
+        return {}, [invalid(group.name, group.value, "should be a JSON object")]
+    return {name: Setting(group.name, value) for name, value in config.items()}, []
+
+
+def _rule_speculative(ctx: LintContext) -> list[Finding]:
+    settings, findings = _speculative(ctx)
+    method = settings.get("method")
+    tokens = settings.get("num_speculative_tokens")
+    method_name = str(method.value).lower() if method is not None else ""
+    if method is not None and method_name == "mtp":
+        reason = "fails on this build with KeyError mtp_block.main_norm; use method 'dspark'"
+        findings.append(Finding("speculative-method", "error", method.key, method_name, reason))
+    if method_name == "dspark" and tokens is not None and tokens.value != DSPARK_TOKENS:
+        reason = f"DSpark needs exactly {DSPARK_TOKENS} speculative tokens (7 gave 60 vs 98 tok/s)"
+        findings.append(
+            Finding("speculative-tokens", "error", tokens.key, show_value(tokens.value), reason)
+        )
+    return findings
+
+
+def _rule_enforce_eager(ctx: LintContext) -> list[Finding]:
+    group = ctx.flag("--enforce-eager")
+    if group is None or group.value.lower() in {"false", "0", "no"}:
+        return []
+    reason = "drops decode to 8 to 10 tok/s, worse than no speculation at all"
+    return [Finding("enforce-eager", "error", group.name, group.shown, reason)]
+
+
+def _rule_row_chunk(ctx: LintContext) -> list[Finding]:
+    key = env_key(ROW_CHUNK_ENV)
+    value = ctx.env.get(ROW_CHUNK_ENV)
+    if value is None or value.strip() in {"", "0"}:
+        reason = (
+            f"unset or 0 leaves the row-chunk patch inert: the ~134k context wall and "
+            f"Xid 31 come back; set {ROW_CHUNK}"
+        )
+        return [Finding("row-chunk-unset", "error", key, value or "", reason)]
+    try:
+        chunk = int(value)
+    except ValueError:
+        return [invalid(key, value, "should be an integer such as 64")]
+    if chunk > ROW_CHUNK:
+        reason = (
+            f"above {ROW_CHUNK} accumulating chats crash (128 died at ~720k tokens with an "
+            f"illegal memory access); use {ROW_CHUNK} for chats and agents"
+        )
+        return [Finding("row-chunk-high", "warning", key, value, reason)]
+    return []
+
+
+def _reasoning_parser_rule(parser: str) -> Rule:
+    def rule(ctx: LintContext) -> list[Finding]:
+        if ctx.flag("--reasoning-parser") is not None:
+            return []
+        reason = (
+            "without it thinking text lands unmarked in content once thinking is on; "
+            f"set it even with thinking off ({parser})"
+        )
+        return [Finding("reasoning-parser", "warning", "--reasoning-parser", "", reason)]
+
+    return rule
+
+
+def _rule_v41_parsers(ctx: LintContext) -> list[Finding]:
+    """V4.1 builds use the ``deepseek_v41`` parsers (seeds); V4's leak its tool calls."""
+    findings = []
+    for flag in ("--tool-call-parser", "--reasoning-parser"):
+        group = ctx.flag(flag)
+        if group is not None and group.value == "deepseek_v4":
+            reason = "V4.1 builds use the deepseek_v41 parsers (the V4 ones leak on V4.1)"
+            findings.append(Finding("v41-parser", "warning", group.name, group.value, reason))
+    return findings
+
+
+def _rule_env(ctx: LintContext) -> list[Finding]:
+    findings = []
+    method = ctx.env.get(MULTIPROC_ENV)
+    if method != "spawn":
+        reason = "must be 'spawn': fork deadlocks once CUDA is initialised"
+        findings.append(
+            Finding("multiproc-method", "error", env_key(MULTIPROC_ENV), method or "", reason)
+        )
+    alloc = ctx.env.get(ALLOC_CONF_ENV, "")
+    if "expandable_segments:true" in alloc.replace(" ", "").lower():
+        reason = (
+            "expandable_segments:True hard-fails at model load on this build "
+            "('cannot map 20 MB'); leave it unset"
+        )
+        findings.append(
+            Finding("expandable-segments", "error", env_key(ALLOC_CONF_ENV), alloc, reason)
+        )
+    return findings
+
+
+def _rule_memory_ceiling(ctx: LintContext) -> list[Finding]:
+    setting, fraction, findings = memory_fraction(ctx)
+    if setting is None or fraction is None or findings:
+        return findings
+    if fraction > MAX_GPU_MEMORY_UTILIZATION:
+        reason = f"above about {MAX_GPU_MEMORY_UTILIZATION} has crashed 3-card rigs; 0.85 is proven"
+        return [Finding("gpu-memory-utilization", "error", setting.key, str(setting.value), reason)]
+    return []
+
+
+DSV4_RULES = RuleSet(
+    rules=(
+        _rule_partition_missing,
+        _rule_speculative,
+        _rule_enforce_eager,
+        _rule_row_chunk,
+        _reasoning_parser_rule("deepseek_v4"),
+        _rule_env,
+        _rule_memory_ceiling,
+    ),
+    rule_ids=frozenset(
+        {
+            "partition-missing",
+            "speculative-method",
+            "speculative-tokens",
+            "enforce-eager",
+            "row-chunk-unset",
+            "row-chunk-high",
+            "reasoning-parser",
+            "multiproc-method",
+            "expandable-segments",
+            "gpu-memory-utilization",
+        }
+    ),
+    overrides=frozenset({"gpu-memory-high"}),
+)
+DSV41_RULES = RuleSet(
+    rules=(_reasoning_parser_rule("deepseek_v41"), _rule_v41_parsers),
+    rule_ids=frozenset({"reasoning-parser", "v41-parser"}),
+)
+
+RULE_SETS: dict[str, RuleSet] = {DSV4_FLASH.name: DSV4_RULES, DSV41_FLASH.name: DSV41_RULES}

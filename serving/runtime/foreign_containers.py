@@ -1,0 +1,121 @@
+"""The real ``ContainerProbe``: the ``docker`` and ``podman`` CLIs found on ``PATH``.
+
+A process inside a container shows its container's 64-hex id in ``/proc/<pid>/cgroup``
+(``docker-<id>.scope``, ``/docker/<id>``, ``libpod-<id>.scope``); ``ps`` maps the id to
+the name and image people know. A published port is held on the host by the runtime's
+proxy (``docker-proxy``, ``rootlessport``), not by the container's own process, so the
+port's container is found from ``ps``'s port column instead. Only ``stop`` changes
+anything, and only for ``--stop-foreign``: ``stop --time N`` is the runtime's graceful
+stop (SIGTERM, then its own kill after N seconds), never ``kill -9`` or ``rm -f``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from serving.runtime.foreign import ContainerRef, StopOutcome
+
+_LOG = logging.getLogger(__name__)
+
+PS_FORMAT = "{{.ID}}\t{{.Names}}\t{{.Image}}\t{{.Ports}}"
+_CONTAINER_ID_RE = re.compile(r"([0-9a-f]{64})")
+_PUBLISHED_RE = re.compile(r":(\d+)->")
+CLI_TIMEOUT_S = 15.0
+# The runtime's stop itself waits the grace, then up to this long for its own kill.
+STOP_SLACK_S = 30.0
+
+
+class RuntimeContainers:
+    """``ContainerProbe`` over the container runtimes installed here."""
+
+    def __init__(
+        self,
+        runtimes: Sequence[str] = ("docker", "podman"),
+        *,
+        proc_root: Path = Path("/proc"),
+        which: Callable[[str], str | None] = shutil.which,
+        timeout_s: float = CLI_TIMEOUT_S,
+    ) -> None:
+        self._runtimes = tuple(runtimes)
+        self._proc_root = proc_root
+        self._which = which
+        self._timeout_s = timeout_s
+
+    def _run(self, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _LOG.warning("`%s` failed: %s", " ".join(argv[:3]), exc)
+            return None
+
+    def _running(self) -> list[tuple[ContainerRef, str]]:
+        """Every running container of every runtime here, with its ports column."""
+        found: list[tuple[ContainerRef, str]] = []
+        for runtime in self._runtimes:
+            binary = self._which(runtime)
+            if binary is None:
+                continue
+            result = self._run([binary, "ps", "--no-trunc", "--format", PS_FORMAT], self._timeout_s)
+            if result is None or result.returncode != 0:
+                continue
+            for line in result.stdout.splitlines():
+                fields = line.split("\t")
+                if len(fields) < 3 or not fields[0]:
+                    continue
+                ports = fields[3] if len(fields) > 3 else ""
+                found.append((ContainerRef(runtime, fields[0], fields[1], fields[2]), ports))
+        return found
+
+    def _cgroup_id(self, pid: int) -> str | None:
+        try:
+            text = (self._proc_root / str(pid) / "cgroup").read_text()
+        except OSError:
+            return None
+        match = _CONTAINER_ID_RE.search(text)
+        return None if match is None else match.group(1)
+
+    def container_of_pid(self, pid: int) -> ContainerRef | None:
+        """The running container whose cgroup holds ``pid``."""
+        container_id = self._cgroup_id(pid)
+        if container_id is None:
+            return None
+        for ref, _ in self._running():
+            if ref.container_id.startswith(container_id) or container_id.startswith(
+                ref.container_id
+            ):
+                return ref
+        return None
+
+    def container_publishing(self, port: int) -> ContainerRef | None:
+        """A running container whose ports column publishes host ``port``."""
+        for ref, ports in self._running():
+            if any(int(found) == port for found in _PUBLISHED_RE.findall(ports)):
+                return ref
+        return None
+
+    def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
+        """``<runtime> stop --time N NAME``; the outcome says whether it took."""
+        binary = self._which(container.runtime) or container.runtime
+        grace = max(1, round(timeout_s))
+        argv = [binary, "stop", "--time", str(grace), container.name]
+        shown = (container.runtime, *argv[1:])
+        result = self._run(argv, grace + STOP_SLACK_S)
+        if result is None:
+            return StopOutcome(container, shown, False, "the runtime did not answer")
+        if result.returncode != 0:
+            lines = result.stderr.strip().splitlines()
+            detail = lines[-1] if lines else f"exit {result.returncode}"
+            return StopOutcome(container, shown, False, detail)
+        return StopOutcome(container, shown, True)

@@ -1,0 +1,131 @@
+"""One short answer per fault: a headline and one step everywhere, the long text once.
+
+A real fleetd under ``--simulate xid31`` (with its simulated engine, which recovery stops
+when the Xid latches) is read by every surface: the status document holds the Xid 31
+explanation exactly once, its events and its log lines carry the headline only, and the
+step is worded for the stopped engine. The table's wording per state is a table test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hwcheck.advice import ACTION_STEPS, ADVICE_STEPS, RigNow
+from hwcheck.kernellog.catalogue import XidCatalogue
+from hwcheck.model import Advice, XidAction
+from tests.support.cli import run_fleetctl
+from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+XID31 = XidCatalogue().info(31)
+HEADLINE = "Xid 31 (MMU page fault) on card 1"
+RUNNING, STOPPED = RigNow(engine_running=True), RigNow(engine_running=False)
+LATCHED_STOPPED = RigNow(engine_running=False, latched=True)
+
+
+def status_of(daemon: Fleetd) -> dict[str, Any]:
+    document: dict[str, Any] = daemon.get("/api/v1/status").json()
+    return document
+
+
+def xid_check(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["checks"] if c["id"] == "xid_since_boot" and c["card"] == 1)
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
+    """The xid31 rig once recovery has latched and stopped the engine (read only below)."""
+    tmp = tmp_path_factory.mktemp("one-answer")
+    config = tmp / "fleet.toml"
+    config.write_text(
+        "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\n[poll]\ninterval_s = 0.5\n"
+    )
+    daemon = start_fleetd(tmp, tmp / "state", simulate="xid31", config=config)
+    try:
+        wait_until(lambda: status_of(daemon)["recovery"]["reboot_required"], 90, "the Xid 31 latch")
+        wait_until(
+            lambda: status_of(daemon)["serving"]["state"] == "stopped", 60, "the engine stopped"
+        )
+        # The checks are judged at each poll: the next one words the step for the stop.
+        wait_until(
+            lambda: (
+                xid_check(status_of(daemon))["remedy"]
+                == ACTION_STEPS[XidAction.REBOOT].text(LATCHED_STOPPED)
+            ),
+            30,
+            "the xid check's step for the stopped engine",
+        )
+        yield daemon
+    finally:
+        stop_all([daemon])
+
+
+def test_the_status_document_holds_the_explanation_exactly_once(rig: Fleetd) -> None:
+    status = status_of(rig)
+    assert json.dumps(status).count(XID31.explanation) == 1
+    assert {"fault": "xid 31", "title": "MMU page fault", "text": XID31.explanation} in status[
+        "explanations"
+    ]
+    assert status["recovery"]["reason"] == HEADLINE
+    assert xid_check(status)["message"].endswith("; Xid 31 (MMU page fault)")
+    assert all(len(d["reason"]) <= 80 for d in status["recovery"]["decisions"])
+
+
+def test_events_and_log_lines_carry_the_headline_only(rig: Fleetd) -> None:
+    rows = rig.get("/api/v1/events?limit=200").json()
+    assert any(r["kind"] == "xid" and r["message"] == HEADLINE for r in rows)
+    assert sum(HEADLINE in r["message"] for r in rows) >= 3  # the Xid, recovery, the stop
+    lead = XID31.explanation.split(": ", 1)[1][:40]  # the text after the title
+    assert not [r["message"] for r in rows if lead in r["message"]]
+    log = rig.log()
+    assert HEADLINE in log
+    assert lead not in log
+
+
+def test_the_step_is_worded_for_the_stopped_engine(rig: Fleetd) -> None:
+    status = status_of(rig)
+    warm = ADVICE_STEPS[Advice.WARM_REBOOT]
+    assert status["recovery"]["advice"] == warm.text(LATCHED_STOPPED) == warm.stopped
+    assert warm.stopped != warm.running
+    assert "already stopped" in xid_check(status)["remedy"]
+
+
+def test_status_verbose_shows_the_explanation_once_and_plain_status_names_explain(
+    rig: Fleetd,
+) -> None:
+    plain = run_fleetctl("--url", rig.url, "status")
+    verbose = run_fleetctl("--url", rig.url, "status", "--verbose")
+    assert plain.returncode == verbose.returncode == 2
+    assert XID31.explanation not in plain.stdout
+    assert "fleetctl explain xid 31" in plain.stdout
+    assert verbose.stdout.count(XID31.explanation) == 1  # into a pipe: never wrapped
+
+
+def test_explain_xid_31_prints_the_long_text_without_a_daemon() -> None:
+    shown = run_fleetctl("--url", "http://127.0.0.1:9", "explain", "xid", "31")
+    assert shown.returncode == 0, shown.stderr
+    words = " ".join(shown.stdout.split())  # wrapped for reading
+    assert XID31.explanation in words
+    assert "fleetctl explain advice warm_reboot" in words
+    advice = run_fleetctl("explain", "advice", "cold_power_cycle")
+    assert ADVICE_STEPS[Advice.COLD_POWER_CYCLE].why in " ".join(advice.stdout.split())
+    bad = run_fleetctl("explain", "xid", "thirty-one")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("step", "differs"),
+    [
+        (ADVICE_STEPS[Advice.WARM_REBOOT], True),
+        (ADVICE_STEPS[Advice.COLD_POWER_CYCLE], True),
+        (ACTION_STEPS[XidAction.RESTART_ENGINE], True),
+        (ACTION_STEPS[XidAction.INSPECT], False),
+        (ACTION_STEPS[XidAction.NONE], False),
+    ],
+)
+def test_the_table_words_a_step_for_the_engine_running_or_stopped(step: Any, differs: bool) -> None:
+    assert (step.text(RUNNING) != step.text(STOPPED)) is differs
+    assert "stop" not in step.text(STOPPED).replace("already stopped", "")

@@ -1,0 +1,120 @@
+"""The launch-profile routes: ``GET /api/v1/serving/profiles``, ``POST /api/v1/serving/switch``.
+
+A switch stops the engine cleanly and starts another profile; it answers at once (the
+stop can take minutes) with ``in_progress`` and the switch's id, and its progress is the
+status document's ``serving.switch``. An unknown profile is a 404 naming the known ones;
+a refusal that needs no stop (the reboot latch, the profile's lint errors) a 409.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+from web.errors import error_responses
+from web.models import Document, ServingDocument, SwitchProgressDocument
+from web.services import WebServices
+
+
+class LintFindingDocument(Document):
+    """One lint finding: ``{rule, severity, key, value, reason}`` (``waived`` when waived)."""
+
+    rule: str
+    severity: Literal["error", "warning", "note"]
+    key: str
+    value: str
+    reason: str
+    waived: str | None = None
+
+
+class ProfileLintDocument(Document):
+    """A profile's lint verdict against this rig's cards."""
+
+    verdict: Literal["clean", "warnings", "errors"]
+    errors: int
+    warnings: int
+    notes: int
+    findings: list[LintFindingDocument]
+
+
+class ProfileDocument(Document):
+    """One launch profile."""
+
+    name: str
+    active: bool = Field(description="the profile in force")
+    configured: bool = Field(description="[serving] profile: the one the config autostarts")
+    source: str = Field(description="the config table or the recipe file it was read from")
+    mode: Literal["process", "docker", "podman"]
+    model: str
+    served_model_name: str
+    gpus: str
+    family: str | None
+    recipe_hash: str
+    lint: ProfileLintDocument
+
+
+class ProfilesDocument(Document):
+    """``GET /api/v1/serving/profiles``."""
+
+    active: str
+    configured: str
+    profiles: list[ProfileDocument]
+    switch: SwitchProgressDocument | None
+
+
+class SwitchAnswerDocument(Document):
+    """``POST /api/v1/serving/switch``: accepted (in progress, or already in force)."""
+
+    profile: str
+    accepted: bool
+    already_active: bool | None = None
+    in_progress: bool | None = None
+    switch: SwitchProgressDocument | None = None
+    serving: ServingDocument
+
+
+class ServingActionRequest(BaseModel):
+    """Optional body of ``POST /api/v1/serving/{action}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    stop_foreign: bool = Field(
+        False, description="start only: stop foreign containers holding the port or the cards"
+    )
+
+
+class SwitchRequest(BaseModel):
+    """``POST /api/v1/serving/switch`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+    profile: Annotated[str, Field(min_length=1, max_length=64)]
+    stop_foreign: bool = False
+
+
+def install_profile_routes(
+    app: FastAPI, services: WebServices, require_token: Callable[..., None]
+) -> None:
+    """Add the profile routes to ``app``."""
+
+    @app.get(
+        "/api/v1/serving/profiles",
+        response_model=ProfilesDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(409),
+    )
+    def serving_profiles() -> dict[str, Any]:
+        """The launch profiles (the one in force marked) and each one's lint verdict."""
+        return services.serving_profiles()
+
+    @app.post(
+        "/api/v1/serving/switch",
+        dependencies=[Depends(require_token)],
+        response_model=SwitchAnswerDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(404, 409, 503),
+    )
+    def serving_switch(body: SwitchRequest) -> dict[str, Any]:
+        """Stop the engine cleanly and start profile ``profile`` (progress: ``serving.switch``)."""
+        return services.serving_switch(body.profile, stop_foreign=body.stop_foreign)
