@@ -72,13 +72,18 @@ def inject(daemon: Fleetd, xid: int, card: int = 1) -> None:
     assert daemon.post("/api/v1/sim/xid", {"card": card, "xid": xid}).status_code == 200
 
 
+def names_xid_on_card_1(reason: str, xid: int) -> bool:
+    """The latch's reason names the Xid (with its short name) and the card."""
+    return reason.startswith(f"Xid {xid} ") and "on card 1" in reason
+
+
 def assert_latches_and_stops(daemon: Fleetd, xid: int) -> float:
     """Inject ``xid``; the latch within 2 s, the engine stopped soon after; the latch's delay."""
     began_s = time.monotonic()
     inject(daemon, xid)
     wait_until(lambda: recovery(daemon)["reboot_required"], LATCH_WITHIN_S, f"Xid {xid} latched")
     latched_after_s = time.monotonic() - began_s
-    assert f"Xid {xid} on card 1" in recovery(daemon)["reason"]
+    assert names_xid_on_card_1(recovery(daemon)["reason"], xid)
     wait_until(
         lambda: serving(daemon)["state"] == "stopped", STOPPED_WITHIN_S, "the engine stopped"
     )
@@ -101,7 +106,7 @@ def test_an_xid_79_latches_and_stops_while_the_store_is_exclusively_locked(
             assert_latches_and_stops(daemon, 79)
             # The latch is on disk beside the store, which cannot have it yet.
             document = json.loads((state / LATCH_FILE).read_text())
-            assert document["reason"].startswith("Xid 79 on card 1")
+            assert names_xid_on_card_1(document["reason"], 79)
         finally:
             holder.kill()
     # The store catches up once the lock is gone: the latch and the decision are history.
@@ -163,7 +168,7 @@ def test_a_kill_between_reading_an_xid_and_recording_its_decision_is_reconciled(
     again = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
     daemons.append(again)
     wait_until(lambda: recovery(again)["reboot_required"], 10, "the latch after the restart")
-    assert "Xid 79 on card 1" in recovery(again)["reason"]
+    assert names_xid_on_card_1(recovery(again)["reason"], 79)
     wait_until(lambda: serving(again)["state"] == "stopped", 20, "the adopted engine stopped")
     assert serving(again)["pid"] is None
     # Decided once more at most: a restart with the latch set and no engine owes nothing.
@@ -202,6 +207,6 @@ def test_an_xid_stored_without_its_decision_is_decided_at_the_next_start(
     daemons.append(again)
     assert "reconciles this boot's stored faults" in again.log()
     wait_until(lambda: recovery(again)["reboot_required"], 10, "the latch after the restart")
-    assert "Xid 79 on card 1" in recovery(again)["reason"]
+    assert names_xid_on_card_1(recovery(again)["reason"], 79)
     wait_until(lambda: serving(again)["state"] == "stopped", 20, "the adopted engine stopped")
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
