@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
 import stat
 from collections.abc import Mapping
@@ -123,14 +124,48 @@ def lock_state_dir(state_dir: Path) -> int:
     return fd
 
 
+SIM_ENGINE_READY_VARIABLE = "CMPFLEET_SIM_ENGINE_READY_AFTER_S"
+SIM_ENGINE_READY_MAX_S = 3600.0
+
+
+def sim_engine_table(
+    table: Mapping[str, object], environ: Mapping[str, str]
+) -> Mapping[str, object]:
+    """The scenario's ``[engine]`` table, with the load time from the environment when set.
+
+    ``CMPFLEET_SIM_ENGINE_READY_AFTER_S`` shortens (or lengthens) the simulated engine's
+    checkpoint loading for a scenario that does not set ``ready_after_s`` itself: a demo or
+    a test suite need not wait the 5 s a built-in scenario takes each start.
+    """
+    raw = environ.get(SIM_ENGINE_READY_VARIABLE)
+    if raw is None or "ready_after_s" in table:
+        return table
+    try:
+        ready_s = float(raw)
+    except ValueError:
+        ready_s = math.nan
+    if not 0 <= ready_s <= SIM_ENGINE_READY_MAX_S:  # NaN and inf fail here too
+        raise StartupError(
+            f"environment {SIM_ENGINE_READY_VARIABLE}: seconds from 0 to "
+            f"{SIM_ENGINE_READY_MAX_S:g}, got {raw!r}"
+        )
+    return {**table, "ready_after_s": ready_s}
+
+
 def build_host(
-    settings: Settings, state_dir: Path, simulate: str | None
+    settings: Settings,
+    state_dir: Path,
+    simulate: str | None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[HostSources, SimulatedRig | None, EngineScenario | None]:
     """The simulated rig (every host source replaced) and its engine, or the real host."""
     if simulate is not None:
         try:
             scenario = load_scenario(simulate)
-            engine = parse_engine_scenario(scenario.engine, scenario.source)
+            engine_table = sim_engine_table(
+                scenario.engine, os.environ if environ is None else environ
+            )
+            engine = parse_engine_scenario(engine_table, scenario.source)
             rig = SimulatedRig(scenario, state_dir)
         except (ScenarioError, EngineScenarioError, SimStateError) as exc:
             raise StartupError(str(exc)) from None
@@ -176,7 +211,7 @@ def build_daemon(
     except RuntimeError as exc:
         raise StartupError(str(exc)) from None
     try:
-        host, rig, sim_engine = build_host(settings, state_dir, simulate)
+        host, rig, sim_engine = build_host(settings, state_dir, simulate, environ)
     except StartupError:
         api.close()
         raise

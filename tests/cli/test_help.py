@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from daemon.cli.app import app
 from tests.support.cli import EXIT_OUTPUT_CLOSED, fleetctl_into_closed_pipe, run_fleetctl
@@ -37,16 +38,33 @@ def test_the_tree_is_read() -> None:
     assert ["xid", "scan"] in COMMANDS and ["logs"] in COMMANDS and [] in COMMANDS
 
 
+def help_text(path: list[str], flag: str) -> str:
+    """``fleetctl PATH FLAG`` run in this process: the same command tree, no interpreter start.
+
+    Every command's help is read here (two flags each); the program itself, as a separate
+    process, is exercised by the tests below and by the rest of tests/cli.
+    """
+    result = CliRunner().invoke(app, [*path, flag], prog_name="fleetctl")
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "fleetctl")
 def test_help_shows_no_value_placeholder_on_flags(path: list[str]) -> None:
-    result = run_fleetctl(*path, "--help")
-    assert result.returncode == 0, result.stderr
-    assert "--help" in result.stdout
-    assert "<bool>" not in result.stdout
-    help_line = next(line for line in result.stdout.splitlines() if "--help" in line)
+    shown = help_text(path, "--help")
+    assert "--help" in shown
+    assert "<bool>" not in shown
+    help_line = next(line for line in shown.splitlines() if "--help" in line)
     assert re.match(r"^\s*-h, --help\s+Show this message", help_line), help_line
-    short = run_fleetctl(*path, "-h")  # CONTRACT: fleetctl -h, on every command too
-    assert short.returncode == 0 and short.stdout == result.stdout, short.stderr
+    assert help_text(path, "-h") == shown  # CONTRACT: fleetctl -h, on every command too
+
+
+def test_the_program_itself_answers_help_and_h_alike() -> None:
+    for path in ([], ["xid", "scan"]):
+        result = run_fleetctl(*path, "--help")
+        assert result.returncode == 0 and "Show this message" in result.stdout, result.stderr
+        short = run_fleetctl(*path, "-h")
+        assert short.returncode == 0 and short.stdout == result.stdout, short.stderr
 
 
 def test_options_that_take_a_value_still_say_which() -> None:

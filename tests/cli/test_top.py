@@ -18,6 +18,7 @@ from daemon.cli.screen import plain
 from daemon.cli.topview import ViewSource, rig_view
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
+from tests.support.scenarios import sooner
 from tests.support.terminal import read_until, spawn_in_pty
 from tests.support.tmux import tmux_screen
 from tests.web.documents import DOCUMENTS
@@ -209,7 +210,8 @@ def xid31(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
     tmp = tmp_path_factory.mktemp("top-xid31")
     config = tmp / "fleet.toml"
     config.write_text("[serving]\nautostart = false\n[poll]\ninterval_s = 0.5\n")
-    daemon = start_fleetd(tmp, tmp / "state", simulate="xid31", config=config)
+    scenario = sooner(tmp, "xid31")  # its Xid 31 at 2 s rather than 20 s
+    daemon = start_fleetd(tmp, tmp / "state", simulate=str(scenario), config=config)
     try:
         wait_until(
             lambda: daemon.get("/api/v1/status").json()["recovery"]["reboot_required"],

@@ -9,8 +9,10 @@ dir. Each time the hardware Xid must latch and stop the engine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 
@@ -71,13 +74,24 @@ def inject(daemon: Fleetd, xid: int, card: int = 1) -> None:
     assert daemon.post("/api/v1/sim/xid", {"card": card, "xid": xid}).status_code == 200
 
 
+def inject_then_die(daemon: Fleetd, xid: int) -> None:
+    """Inject ``xid`` into a fleetd told to exit at a fault point: it may go before it answers."""
+    with contextlib.suppress(httpx.RemoteProtocolError, httpx.ConnectError):
+        inject(daemon, xid)
+
+
+def about(reason: str, xid: int, card: int = 1) -> bool:
+    """A latch reason that names Xid ``xid`` on ``card`` (its headline: ``Xid 79 (...) on card 1``)."""
+    return re.match(rf"Xid {xid}\b.* on card {card}\b", reason) is not None
+
+
 def assert_latches_and_stops(daemon: Fleetd, xid: int) -> float:
     """Inject ``xid``; the latch within 2 s, the engine stopped soon after; the latch's delay."""
     began_s = time.monotonic()
     inject(daemon, xid)
     wait_until(lambda: recovery(daemon)["reboot_required"], LATCH_WITHIN_S, f"Xid {xid} latched")
     latched_after_s = time.monotonic() - began_s
-    assert f"Xid {xid} on card 1" in recovery(daemon)["reason"]
+    assert about(recovery(daemon)["reason"], xid)
     wait_until(
         lambda: serving(daemon)["state"] == "stopped", STOPPED_WITHIN_S, "the engine stopped"
     )
@@ -100,7 +114,7 @@ def test_an_xid_79_latches_and_stops_while_the_store_is_exclusively_locked(
             assert_latches_and_stops(daemon, 79)
             # The latch is on disk beside the store, which cannot have it yet.
             document = json.loads((state / LATCH_FILE).read_text())
-            assert document["reason"].startswith("Xid 79 on card 1")
+            assert about(document["reason"], 79) and document["reason"].startswith("Xid 79 ")
         finally:
             holder.kill()
     # The store catches up once the lock is gone: the latch and the decision are history.
@@ -153,13 +167,13 @@ def test_a_kill_between_reading_an_xid_and_recording_its_decision_is_reconciled(
 ) -> None:
     state = tmp_path / "state"
     first = ready_rig(tmp_path, state, daemons, **{fault_points.ENV: point})
-    inject(first, 79)
+    inject_then_die(first, 79)
     assert first.proc.wait(30) == fault_points.EXIT_CODE, first.log()
     assert f"fault point {point} reached" in first.log()
     again = start_fleetd(tmp_path, state, config=fast_config(tmp_path))
     daemons.append(again)
     wait_until(lambda: recovery(again)["reboot_required"], 10, "the latch after the restart")
-    assert "Xid 79 on card 1" in recovery(again)["reason"]
+    assert about(recovery(again)["reason"], 79)
     wait_until(lambda: serving(again)["state"] == "stopped", 20, "the adopted engine stopped")
     assert serving(again)["pid"] is None
     # Decided once more at most: a restart with the latch set and no engine owes nothing.
@@ -198,6 +212,6 @@ def test_an_xid_stored_without_its_decision_is_decided_at_the_next_start(
     daemons.append(again)
     assert "reconciles this boot's stored faults" in again.log()
     wait_until(lambda: recovery(again)["reboot_required"], 10, "the latch after the restart")
-    assert "Xid 79 on card 1" in recovery(again)["reason"]
+    assert about(recovery(again)["reason"], 79)
     wait_until(lambda: serving(again)["state"] == "stopped", 20, "the adopted engine stopped")
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

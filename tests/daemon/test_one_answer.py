@@ -19,6 +19,7 @@ from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.model import Advice, XidAction
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.scenarios import sooner
 
 XID31 = XidCatalogue().info(31)
 HEADLINE = "Xid 31 (MMU page fault) on card 1"
@@ -43,7 +44,8 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
     config.write_text(
         "[serving]\nprobe_interval_s = 0.3\nstop_timeout_s = 5\n[poll]\ninterval_s = 0.5\n"
     )
-    daemon = start_fleetd(tmp, tmp / "state", simulate="xid31", config=config)
+    scenario = sooner(tmp, "xid31")  # its Xid 31 at 2 s rather than 20 s
+    daemon = start_fleetd(tmp, tmp / "state", simulate=str(scenario), config=config)
     try:
         wait_until(lambda: status_of(daemon)["recovery"]["reboot_required"], 90, "the Xid 31 latch")
         wait_until(

@@ -17,6 +17,7 @@ import pytest
 
 from tests.daemon.test_engine_e2e import fast_config, fleetctl, healthy_with_engine, serving
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.scenarios import sooner
 
 # The step's words end by the engine's state (stopping, then stopped): both begin so.
 WARM = "reboot the host: fleetctl reboot --confirm"
@@ -424,8 +425,9 @@ def test_a_wedged_card_fails_the_probe_and_the_engine_never_starts(tmp_path: Pat
 def test_the_override_overrides_and_a_new_xid_latches_again(tmp_path: Path) -> None:
     """Under --simulate xid31: latch, clear with a reason, start (exit 0); a second Xid 31
     latches again. The first Xid stays counted, shown cleared."""
+    scenario = sooner(tmp_path, "xid31")  # the scenario's Xid 31 at 2 s rather than 20 s
     daemon = start_fleetd(
-        tmp_path, tmp_path / "state", simulate="xid31", config=fast_config(tmp_path)
+        tmp_path, tmp_path / "state", simulate=str(scenario), config=fast_config(tmp_path)
     )
     try:
         wait_until(lambda: latched(daemon), 60, "the latch of the scenario's Xid 31")

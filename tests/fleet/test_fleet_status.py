@@ -52,7 +52,8 @@ def test_every_rig_is_one_row_and_the_exit_code_is_the_worst(
         },
     )
     started = time.monotonic()
-    result = run_fleetctl("fleet", "status", "--fleet", str(fleet), "--timeout", "1", "--json")
+    # 3 s: the live rigs answer well within it even on a loaded 2-core machine.
+    result = run_fleetctl("fleet", "status", "--fleet", str(fleet), "--timeout", "3", "--json")
     elapsed_s = time.monotonic() - started
 
     assert result.returncode == 2, result.stderr  # critical outranks the rigs with no answer
@@ -75,9 +76,9 @@ def test_every_rig_is_one_row_and_the_exit_code_is_the_worst(
     assert rows["gone"]["overall"] == "unknown"
     assert "cannot reach fleetd" in str(rows["gone"]["error"])
     assert rows["hung"]["overall"] == "unknown"
-    assert rows["hung"]["error"] == f"no answer from {hanging_url} within 1 s"
+    assert rows["hung"]["error"] == f"no answer from {hanging_url} within 3 s"
     # The hung rig costs one timeout, not the command: rigs are asked concurrently.
-    assert elapsed_s < 8, f"fleet status took {elapsed_s:.1f} s with a 1 s timeout"
+    assert elapsed_s < 10, f"fleet status took {elapsed_s:.1f} s with a 3 s timeout"
 
 
 def test_an_unreachable_rig_makes_the_fleet_unknown_without_failing(
