@@ -26,6 +26,7 @@ Cards = tuple[tuple[int, str], ...]
 class _Entry:
     window: int  # the bucket number (epoch seconds // step) it was computed in
     generation: int  # the rollup generation it saw
+    last_event_id: int  # the newest event then: a new Xid, latch or reboot is a new marker
     document: dict[str, Any]
 
 
@@ -61,12 +62,16 @@ class HistoryCache:
         now = self._wall_clock()
         window = int(now.timestamp()) // chosen.step_s
         key = (span, tuple(cards))
+        # One indexed max() a request: the chart's markers come from events, so a new one
+        # (an Xid, a latch, a reboot) must show at the next refresh, not the next window.
+        last_event_id = self._store.latest_event_id()
         with self._lock:
             entry = self._entries.get(key)
             if (
                 entry is not None
                 and entry.window == window
                 and entry.generation == self._generation
+                and entry.last_event_id == last_event_id
             ):
                 return entry.document
             generation = self._generation
@@ -77,5 +82,5 @@ class HistoryCache:
             # Only this window's answer for this span is kept: memory stays one per span.
             for stale in [k for k in self._entries if k[0] == span]:
                 del self._entries[stale]
-            self._entries[key] = _Entry(window, generation, document)
+            self._entries[key] = _Entry(window, generation, last_event_id, document)
             return document

@@ -142,7 +142,7 @@ class Daemon:
         self.alerts = AlertService(
             settings.alerts,
             self.store,
-            rig=socket.gethostname(),
+            rig=settings.rig.display_name(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
             latch=lambda: self.judge.latch.latch,  # the latch in force: never waits on the store
         )

@@ -34,6 +34,16 @@ class EngineHistoryDocument(Document):
     tokens_per_s: Series
 
 
+class ChartMarkerDocument(Document):
+    """A moment the charts mark on their time axis."""
+
+    ts_s: Number = Field(description="when, epoch seconds")
+    kind: Literal["xid", "latch", "reboot"]
+    label: str = Field(description="the marker's short text, e.g. 'Xid 31'")
+    title: str = Field(description="what happened, in a line")
+    card: int | None = None
+
+
 class HistoryDocument(Document):
     """``GET /api/v1/history``."""
 
@@ -45,6 +55,9 @@ class HistoryDocument(Document):
     ts_s: list[int] = Field(description="bucket starts, epoch seconds, oldest first")
     cards: list[CardHistoryDocument]
     engine: EngineHistoryDocument
+    markers: list[ChartMarkerDocument] = Field(
+        default_factory=list, description="Xids, latches and reboots in the window, oldest first"
+    )
 
 
 class _Rendered:
@@ -81,7 +94,10 @@ def history_router(services: WebServices) -> APIRouter:
         responses={503: {"model": ErrorDocument}},
     )
     def history(span: Literal["1h", "24h"] = "1h") -> Response:
-        """Power, temperature and SM clock per card, and tokens/s, over the last 1 h or 24 h."""
+        """Power, temperature and SM clock per card, and tokens/s, over the last 1 h or 24 h.
+
+        With the Xids, latches and reboots of that window as markers for the time axis.
+        """
         body = rendered.json(span, services.history(span))
         return Response(body, media_type="application/json")
 

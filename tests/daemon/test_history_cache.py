@@ -16,6 +16,7 @@ import pytest
 from daemon.history import history_document
 from daemon.history_cache import HistoryCache
 from daemon.store import Store
+from hwcheck.model import EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
 from serving.errors import InvalidInput, Unavailable
@@ -88,3 +89,15 @@ def test_errors_are_never_kept(store: Store) -> None:
     assert cache.document(cards_of(store), "1h")["span"] == "1h"
     with pytest.raises(InvalidInput):
         cache.document(cards_of(store), "7d")
+
+
+def test_a_new_event_is_a_new_marker_at_once(store: Store) -> None:
+    """An Xid, a latch or a reboot is a chart marker: the kept window does not hide it."""
+    clock = Clock()
+    cache = HistoryCache(store, wall_clock=clock)
+    cards = cards_of(store)
+    first = cache.document(cards, "1h")
+    store.record_event(EventKind.XID, Severity.CRITICAL, "Xid 31 (MMU page fault) on card 1")
+    again = cache.document(cards, "1h")  # same bucket, a new event
+    assert again is not first and cache.computed == 2
+    assert cache.document(cards, "1h") is again  # and kept again until the next one
