@@ -15,13 +15,14 @@ from typing import Any, Protocol, overload
 
 from daemon.canary_runner import not_run_entry
 from daemon.caps import CapKeeper
-from daemon.history import history_document
+from daemon.history_cache import HistoryCache
 from daemon.host_watch import HostWatch
 from daemon.monitor import RigMonitor
 from daemon.recovery_parts import RECOVERY_ACTIONS
 from daemon.serving_actions import start_document
 from daemon.status_document import status_document
 from daemon.store import AuditRow, Latch, Store
+from daemon.store.xids import kernel_time_of
 from daemon.xidpath import FollowerThread
 from hwcheck.backend import BackendError, GpuBackend
 from hwcheck.model import EventKind, RigProfile, Severity
@@ -152,6 +153,7 @@ class DaemonServices:
         audit_rows: Callable[[int], list[AuditRow]] | None = None,
     ) -> None:
         self._store = store
+        self.history_cache = HistoryCache(store)  # runtime drops it after each rollup
         self._monitor = monitor
         self._engine = engine
         self._caps = caps
@@ -347,6 +349,7 @@ class DaemonServices:
                 acked=row.acked,
                 acked_at=iso(row.acked_at),
                 acked_by=row.acked_by,
+                **kernel_time_of(row),
             )
             for row in rows
         ]
@@ -370,4 +373,4 @@ class DaemonServices:
         """The dashboard's charts of the cards in the latest poll over ``span``."""
         latest = self._monitor.view().latest
         cards = [] if latest is None else [(card.index, card.uuid) for card in latest.cards]
-        return history_document(self._store, cards, span)
+        return self.history_cache.document(cards, span)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from daemon.chart_markers import chart_markers
 from daemon.store import Store
 from daemon.store.db import StoreError, StoreInputError
 from daemon.store.rollups import ChartPoint, ChartResolution
@@ -79,7 +80,10 @@ def _column(buckets: Buckets, grid: Sequence[int]) -> list[float | None]:
 def history_document(
     store: Store, cards: Sequence[tuple[int, str]], span: str, now: datetime | None = None
 ) -> dict[str, Any]:
-    """The chart data of ``cards`` (``(index, uuid)`` pairs) over ``span`` ("1h" or "24h")."""
+    """The chart data of ``cards`` (``(index, uuid)`` pairs) over ``span`` ("1h" or "24h").
+
+    With the window's Xid, latch and reboot moments (``markers``) for the time axis.
+    """
     chosen = SPANS.get(span)
     if chosen is None:
         raise InvalidInput(f"unknown history span {span!r}: one of {', '.join(SPANS)}")
@@ -94,6 +98,7 @@ def history_document(
         for sample in store.list_engine_samples(since, until):
             if sample.tokens_per_s is not None:
                 tokens[_bucket(sample.ts, chosen.step_s)].append(sample.tokens_per_s)
+        markers = chart_markers(store, since, until)
     except StoreError as exc:
         raise Unavailable(f"history unavailable: {exc}", "store") from None
     starts = set(tokens)
@@ -117,4 +122,5 @@ def history_document(
             for index, uuid, metrics in per_card
         ],
         "engine": {"tokens_per_s": _column(tokens, grid)},
+        "markers": markers,
     }

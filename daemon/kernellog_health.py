@@ -77,13 +77,18 @@ class FollowerHealth:
         self._flushing = threading.Lock()
 
     # -- transitions (the follower thread) ----------------------------------------------
-    def went_down(self, error: str) -> bool:
-        """Record a failure; True when the follower was up until now (a new blind spell)."""
+    def went_down(self, error: str, since: tuple[datetime, float] | None = None) -> bool:
+        """Record a failure; True when the follower was up until now (a new blind spell).
+
+        ``since`` (wall, monotonic) is when the follower actually stopped, when that was
+        before the failure was reported (a write that hung, then failed); else now.
+        """
         with self._lock:
             if self._down is not None:
                 self._down = BlindSpell(self._down.since, self._down.since_monotonic_s, error)
                 return False
-            self._down = BlindSpell(self._wall_clock(), self._clock(), error)
+            wall, mono = since if since is not None else (self._wall_clock(), self._clock())
+            self._down = BlindSpell(wall, mono, error)
             self._queue(
                 PendingEvent(
                     Severity.WARNING,

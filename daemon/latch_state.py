@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.metrics_source import LatchMirror
+from daemon.statedir import LATCH_FILE
 from daemon.store import Latch, Store, StoreError
 from daemon.store.keyvalue import ClearHow
 from hwcheck.atomic import atomic_write
@@ -28,7 +29,7 @@ from hwcheck.model import Advice
 
 log = logging.getLogger("fleetd.recovery")
 
-LATCH_FILE = "latch.json"
+__all__ = ["LATCH_FILE", "LatchFile", "LatchState"]
 
 
 class LatchFile:

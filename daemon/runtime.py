@@ -31,7 +31,7 @@ from daemon.config_secrets import config_secret_values
 from daemon.diag_service import build_diag
 from daemon.engine_service import EngineService
 from daemon.host_watch import build_host_watch
-from daemon.latch_state import LATCH_FILE, LatchFile, LatchState
+from daemon.latch_state import LatchFile, LatchState
 from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
@@ -52,7 +52,8 @@ from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
-from hwcheck.sim.rig import SimulatedRig
+from hwcheck.sim.rig import SimulatedRig, SimulationError
+from hwcheck.sim.state import SimStateError
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
 from serving.profiles import ProfileSet
@@ -124,7 +125,9 @@ class Daemon:
             settings.rig.power_cap_tolerance_w,
             dry_run=settings.recovery.dry_run,
         )
-        self.xid_path = XidPath(self.store, self.monitor, self._card_index_of)
+        self.xid_path = XidPath(
+            self.store, self.monitor, self._card_index_of, kernel_clock_s=host.kernel_clock_s
+        )
         self.follower = FollowerThread(
             host,
             self.catalogue,
@@ -139,8 +142,9 @@ class Daemon:
         self.alerts = AlertService(
             settings.alerts,
             self.store,
-            rig=socket.gethostname(),
+            rig=settings.rig.display_name(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
+            latch=lambda: self.judge.latch.latch,  # the latch in force: never waits on the store
         )
         self.judge = RigJudge(
             self.monitor,
@@ -149,7 +153,7 @@ class Daemon:
         )
         self.recovery_memory = RecoveryMemory(self.store)
         self.latch_state = LatchState(
-            LatchFile(state_dir / LATCH_FILE), self.store, self.judge.latch
+            LatchFile(StateDir(state_dir).latch), self.store, self.judge.latch
         )
         rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
@@ -161,7 +165,7 @@ class Daemon:
                 self.latch_state,
                 self.recovery_memory,
                 lambda: self.monitor.view().boot_id,
-                self.judge.latch_changed,
+                self._latch_changed,
                 self.writer.submit,
             ),
             audit=self.audit,
@@ -276,6 +280,11 @@ class Daemon:
         self.judge.rejudge()
         self.notifier.status(self.summary())
 
+    def _latch_changed(self, required: bool) -> None:
+        """Recovery set or cleared the latch: the verdict, the picture and the alerts now."""
+        self.judge.latch_changed(required)
+        self.alerts.engine.wake()
+
     def _rejudge_checks(self) -> None:
         """Recovery changed what the checks read (a clear, a probe): judge again now."""
         self.poller.rejudge()
@@ -341,12 +350,18 @@ class Daemon:
         """
         if self.sim is None:
             raise RuntimeError("not simulating")
+        self.sim.check_can_reboot()  # a read-only state dir: refused, nothing ended
         self.recovery.rebooting.set()
         if self.engine is not None:
             end_as_a_reboot_does(self.engine)
         with self.poller.lock:
             self.follower.stop()
-            boot_id = self.sim.reboot()
+            try:
+                boot_id = self.sim.reboot()
+            except (SimStateError, OSError) as exc:  # the disk failed mid-way: the old boot stays
+                self.recovery.rebooting.clear()
+                self.follower.start()
+                raise SimulationError(f"the simulated reboot failed: {exc}") from None
             self._begin_boot(boot_id)
         return boot_id
 
@@ -355,11 +370,13 @@ class Daemon:
         self.writer.submit(self._rollup_now)
 
     def _rollup_now(self) -> None:
-        self.store.rollup_and_prune(
+        report = self.store.rollup_and_prune(
             datetime.now(UTC),
             raw_retention_s=self.settings.store.raw_retention_h * 3600,
             rollup_retention_s=self.settings.store.rollup_retention_days * 86400,
         )
+        if report.minutes_rolled:  # the 24 h chart reads rollups: a kept one is out of date
+            self.services.history_cache.rollups_changed()
 
     def summary(self) -> str:
         """One line for ``STATUS=`` and the logs: the verdict the status serves."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.sim.scenario import ScenarioError
-from serving.errors import InvalidInput, NotFound
+from serving.errors import InvalidInput, NotFound, Unavailable
 from serving.runtime.states import ServingState
 
 log = logging.getLogger("fleetd.sim")
@@ -60,7 +60,10 @@ class SimControl:
 
     def reboot(self) -> dict[str, Any]:
         """New boot id, caps back at default, fresh kernel log, timeline restarts."""
-        return {"boot_id": self._reboot()}
+        try:
+            return {"boot_id": self._reboot()}
+        except SimulationError as exc:  # the simulated host's disk is read-only
+            raise Unavailable(str(exc)) from None
 
 
 class RebootedEngine(Protocol):

@@ -93,8 +93,8 @@ DAMAGED_DB_WORDS = ("file is not a database", "database disk image is malformed"
 
 def _damaged_hint(message: str, state_dir: Path) -> str:
     """The way out when ``fleet.db`` is damaged; fleetd itself never moves or rewrites it."""
-    if not any(words in message for words in DAMAGED_DB_WORDS):
-        return ""
+    if "move it aside" in message or not any(words in message for words in DAMAGED_DB_WORDS):
+        return ""  # the store's integrity check said it already
     db = StateDir(state_dir).db
     return (
         f" ({db} is damaged or not cmpfleet's; it was left untouched: move it aside, "

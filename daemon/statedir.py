@@ -27,6 +27,7 @@ from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
 DB_FILE = "fleet.db"
 LOCK_FILE = "fleetd.lock"
 ENGINE_PORT_FILE = "engine-port"
+LATCH_FILE = "latch.json"
 ACTIVE_PROFILE_FILE = "profile.json"
 
 DIR_MODE = 0o700
@@ -63,6 +64,11 @@ class StateDir:
     def engine_port(self) -> Path:
         """The loopback port chosen for a ``port = 0`` recipe, kept across restarts."""
         return self.root / ENGINE_PORT_FILE
+
+    @property
+    def latch(self) -> Path:
+        """``latch.json``: this boot's reboot latch, readable without the store."""
+        return self.root / LATCH_FILE
 
     @property
     def active_profile(self) -> Path:
@@ -116,6 +122,7 @@ class StateDir:
             self.token,
             self.lock,
             self.engine_port,
+            self.latch,
             self.active_profile,
             self.engine_record,
             self.engine_log,

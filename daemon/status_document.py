@@ -81,10 +81,16 @@ def card_documents(
     return cards
 
 
-def rig_info(view: MonitorView, simulated: bool, kernel_records_lost: int) -> RigInfoDocument:
-    """Where the picture comes from and how fresh it is."""
+def rig_info(
+    view: MonitorView, simulated: bool, kernel_records_lost: int, rig: RigProfile
+) -> RigInfoDocument:
+    """Which rig, where the picture comes from and how fresh it is, and its limits."""
     latest = view.latest
     return RigInfoDocument(
+        name=rig.display_name(),
+        power_cap_w=rig.power_cap_w,
+        temperature_warn_c=rig.temperature_warn_c,
+        temperature_crit_c=rig.temperature_crit_c,
         simulated=simulated,
         boot_id=view.boot_id,
         polls=view.polls,
@@ -134,7 +140,7 @@ def status_document(
         serving=ServingDocument.model_validate(serving),
         recovery=recovery,
         canaries=[CanaryResultDocument.model_validate(entry) for entry in canaries],
-        rig=rig_info(view, simulated, kernel_records_lost),
+        rig=rig_info(view, simulated, kernel_records_lost, rig),
         daemon=DaemonInfoDocument(
             pid=os.getpid(),
             started_at=started_at or "",

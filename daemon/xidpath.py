@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from daemon import fault_points
 from daemon.kernellog_health import EVENT_KIND, FollowerHealth
@@ -24,6 +26,7 @@ from daemon.store import Store
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
+from hwcheck.kernellog.kernel_time import kernel_clock
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.model import ClassifiedXid
 
@@ -65,11 +68,25 @@ class XidPath:
         monitor: RigMonitor,
         card_index_of: Callable[[str | None], int | None],
         listeners: list[Callable[[ClassifiedXid, int | None], None]] | None = None,
+        *,
+        kernel_clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``kernel_clock_s``: the clock the kernel log's stamps count on (the host's)."""
         self._store = store
         self._monitor = monitor
         self._card_index_of = card_index_of
         self._listeners = list(listeners or [])
+        self._kernel_time = kernel_clock(kernel_clock_s)
+        self._handling_since: tuple[datetime, float] | None = None  # the record in hand
+
+    def take_stopped_at(self) -> tuple[datetime, float] | None:
+        """When the record whose handling failed was taken up (wall, monotonic), once.
+
+        The follower stopped then, not when the failure was reported: a store write that
+        waits out a 30 s busy timeout blinds the rig from its first second.
+        """
+        since, self._handling_since = self._handling_since, None
+        return since
 
     def add_listener(self, listener: Callable[[ClassifiedXid, int | None], None]) -> None:
         """Call ``listener(xid, card_index)`` for every new Xid."""
@@ -78,7 +95,11 @@ class XidPath:
     def handle(self, item: ClassifiedXid, record: KernelRecord) -> None:
         """Announce the Xid if it is new (recovery decides), then store it with its cursor."""
         fault_points.reached(fault_points.XID_READ)
+        self._handling_since = (datetime.now(UTC), time.monotonic())
+        ts_kernel = self._kernel_time(record.timestamp_usec)
         item = with_journal_key(item, record)
+        if ts_kernel is not None:
+            item = replace(item, event=replace(item.event, ts_kernel=ts_kernel))
         card = self._card_index_of(item.event.pci_bus_id)
         cursor = None
         if record.boot_id is not None and record.seq is not None:
@@ -96,6 +117,7 @@ class XidPath:
         self._store.record_xid_and_cursor(
             item, card=card, message=message, cursor=cursor
         )  # no severity: the store takes the xid check's own rule (xid_severity)
+        self._handling_since = None
         fault_points.reached(fault_points.XID_STORED)
 
 
@@ -181,7 +203,7 @@ class FollowerThread:
 
     def _went_down(self, exc: Exception) -> None:
         error = f"{exc.__class__.__name__}: {exc}".splitlines()[0]
-        if self.health.went_down(error):
+        if self.health.went_down(error, since=self._path.take_stopped_at()):
             log.error("kernel-log follower down, retrying from its cursor: %s", error)
         self._on_health_change()
 

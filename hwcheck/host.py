@@ -7,6 +7,7 @@ the boot id and the holders of /dev/nvidia*." Code that reads the host takes a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,8 @@ class HostSources:
     - ``known_good_baseline``: the simulated rig's baseline (None on a real host: there
       the baseline is recorded from what is read).
     - ``memtester``: the simulated memory test (None: the real subprocess test).
+    - ``kernel_clock_s``: the clock kernel-log stamps count on (``CLOCK_MONOTONIC``; the
+      simulated rig's uptime), to map a record's stamp to wall time.
     """
 
     gpu: GpuBackend
@@ -53,6 +56,7 @@ class HostSources:
     pcie_aer: Callable[[RigSnapshot], tuple[DeviceAer, ...]] | None = None
     known_good_baseline: Callable[[], HostBaseline] | None = None
     memtester: Memtester | None = None
+    kernel_clock_s: Callable[[], float] = time.monotonic
 
     def close(self) -> None:
         """Release the GPU backend."""

@@ -11,12 +11,13 @@ normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
 from __future__ import annotations
 
 import enum
+import socket
 import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # PCI ids of the CMP 170HX (both report "GA100 [CMP 170HX]").
 NVIDIA_VENDOR_ID = 0x10DE
@@ -244,6 +245,7 @@ class XidEvent:
     seq: int | None = None
     boot_id: str | None = None
     line: int | None = None
+    ts_kernel: datetime | None = None  # when the kernel printed it (``kernellog.kernel_time``)
 
 
 class Severity(enum.StrEnum):
@@ -341,8 +343,11 @@ class RigProfile(_ConfigSection):
     it as ``[rig]``. ``pcie_gen_min``/``pcie_width_min`` default to the Gen2 x4 risers these
     rigs use; ``fleetctl init`` records the real baseline per card in ``pcie_baseline``.
     ``apply_power_caps`` is for the daemon (re-apply ``power_cap_w`` when a card is off it).
+    ``name`` is what alerts, the status and the dashboard call the rig (``display_name``:
+    the host name when unset, read at use so a renamed host is not frozen in the config).
     """
 
+    name: Annotated[str, Field(max_length=64)] | None = None
     card_count: Annotated[int, Field(ge=1, le=16)] | None = None
     memory_total_mib: Annotated[int, Field(ge=1024)] = 65536
     power_cap_w: Annotated[float, Field(ge=50, le=400)] = 180.0
@@ -361,6 +366,20 @@ class RigProfile(_ConfigSection):
     # holder names never foreign (globs)
     allowed_gpu_processes: tuple[Annotated[str, Field(min_length=1)], ...] = ()
     pcie_baseline: dict[str, PcieBaseline] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _one_printable_line(cls, value: str | None) -> str | None:
+        # It lands in alert labels, log lines and the dashboard's title.
+        if value is None:
+            return None
+        if not value.strip() or not value.isprintable():
+            raise ValueError("expected one line of printable characters, not empty")
+        return value.strip()
+
+    def display_name(self) -> str:
+        """The rig's name: ``[rig] name``, else this host's name."""
+        return self.name or socket.gethostname()
 
     @model_validator(mode="after")
     def _warn_below_critical(self) -> RigProfile:

@@ -94,7 +94,7 @@ class RecoveryController:
         self._reboot_lock = threading.Lock()
         self._reboot_by = ""
         self.last_bring_up: dict[str, Any] | None = None
-        self.starts = StartPath(self, rig, prober, clock)
+        self.starts = StartPath(self, rig, prober, clock, recovery.probe_min_interval_s)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker = threading.Thread(target=self._work, name="recovery", daemon=True)
         self._worker.start()
@@ -174,13 +174,22 @@ class RecoveryController:
         decision = decide(self.facts(Trigger.XID, new_xids=(fact,)), self._clock())
         self.act(decision, Trigger.XID)
         if not isinstance(decision, StopAndLatch) and not self.dry_run:
-            # A suspicious event while no engine runs: is the card still usable?
+            # A suspicious event while no engine runs: is the card still usable? One such
+            # probe waits at a time; the Xids behind it fold into it (``probe_limit``).
             why = f"after Xid {fact.xid} with the engine stopped"
-            self.submit(lambda: self._probe_if_stopped(why))
+            if self.starts.limiter.claim():
+                self.submit(lambda: self._probe_if_stopped(why))
 
     def _probe_if_stopped(self, why: str) -> None:
-        if self.engine_condition() is EngineCondition.STOPPED:
-            self.probe(why)
+        self.starts.limiter.release()
+        if self.engine_condition() is not EngineCondition.STOPPED:
+            return
+        engine = self._engine
+        if engine is not None and engine.held_by_a_person():
+            return  # no start is pending: the answer would serve nobody
+        cards = self.starts.limiter.due(self.starts.live_cards())
+        if cards:
+            self.probe(why, cards)
 
     def on_snapshot(self, snapshot: RigSnapshot) -> None:
         """The poller's listener: a card newly lost, asking for a reset or a reboot."""
@@ -274,6 +283,7 @@ class RecoveryController:
     def new_boot(self, boot_id: str) -> None:
         """A new boot (or fleetd's start in one): card faults are judged afresh."""
         self._faulty_cards = {}
+        self.starts.limiter.new_boot()
         self.history.new_boot(boot_id, datetime.now(UTC).isoformat(timespec="seconds"))
 
     def probe(self, why: str, cards: Sequence[int] | None = None) -> str | None:

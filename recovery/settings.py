@@ -8,7 +8,8 @@ ready for ``backoff_reset_after_s``. ``breaker_max_restarts`` automatic restarts
 ``breaker_window_s`` hold the engine until a person acts. ``gate_checks`` are the check ids
 whose critical result refuses a start (the latch always does); ``escalate_within_boots``
 is how many boots back a card's earlier hardware fault turns a warm reboot's advice into a
-cold power cycle (0: never).
+cold power cycle (0: never). ``probe_min_interval_s`` is how often at most an automatic
+CUDA probe (after a suspicious Xid with the engine stopped) probes a card (``probe_limit``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class RecoverySettings(BaseModel):
     power_cycle_command: list[str] | None = None
     gate_checks: tuple[Annotated[str, Field(min_length=1)], ...] = DEFAULT_GATE_CHECKS
     escalate_within_boots: Annotated[int, Field(ge=0, le=100)] = 1
+    probe_min_interval_s: Annotated[float, Field(ge=0)] = 60.0
 
     @field_validator("reboot_command", "power_cycle_command")
     @classmethod

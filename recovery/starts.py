@@ -29,6 +29,7 @@ from recovery.facts import EngineCondition, Facts, Trigger
 from recovery.gate import WAY_OUT
 from recovery.policy import decide
 from recovery.ports import RigView
+from recovery.probe_limit import PROBE_MIN_INTERVAL_S, ProbeLimiter
 from serving.errors import Busy
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class StartPath:
         rig: RigView,
         prober: CudaProber,
         clock: Callable[[], float],
+        probe_min_interval_s: float = PROBE_MIN_INTERVAL_S,
     ) -> None:
         self._controller = controller
         self._rig = rig
@@ -114,6 +116,8 @@ class StartPath:
         self._lock = threading.RLock()
         self._probe_passed_at_s = float("-inf")
         self._held_by: str | None = None
+        # Automatic probes: coalesced, each card at most once per ``probe_min_interval_s``.
+        self.limiter = ProbeLimiter(clock, probe_min_interval_s)
 
     @property
     def cards_held_by(self) -> str | None:
@@ -168,6 +172,10 @@ class StartPath:
             return facts.settings.autostart and not facts.operator_hold
         return True
 
+    def live_cards(self) -> list[int]:
+        """Every card that answers (what an automatic probe would probe)."""
+        return self._cards(None)
+
     def _cards(self, wanted: frozenset[int] | None) -> list[int]:
         """The live cards to probe: the recipe's (``None``: every card)."""
         live = [card.index for card in self._rig.cards() if not card.lost]
@@ -184,6 +192,7 @@ class StartPath:
 
     def _run(self, why: str, cards: Sequence[int]) -> tuple[CardProbe, ...]:
         results = tuple(self._prober.probe(cards))
+        self.limiter.note(cards)
         self._rig.note_probes(ProbeRound(datetime.now(UTC), results))
         self._controller.record_probe(why, probe_summary(results))
         return results

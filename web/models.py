@@ -256,6 +256,10 @@ class RigInfoDocument(Document):
     xid_since_boot: int
     kernel_records_lost: int
     why: str | None = Field(default=None, description="the one line behind the verdict")
+    name: str | None = Field(None, description="[rig] name, else the host name")
+    power_cap_w: Number | None = Field(None, description="[rig] power_cap_w: every card's target")
+    temperature_warn_c: Number | None = Field(None, description="[rig] temperature_warn_c")
+    temperature_crit_c: Number | None = Field(None, description="[rig] temperature_crit_c")
 
 
 class DaemonInfoDocument(Document):
@@ -336,6 +340,7 @@ class EventDocument(Document):
     severity: Severity = Field(description="events carry info for news that is no verdict")
     message: str
     pci_bus_id: str | None = None
+    ts_kernel: IsoTime | None = None  # an Xid's time in the kernel log (``ts``: when stored)
     acked: bool | None = None
     acked_at: IsoTime | None = None
     acked_by: str | None = None

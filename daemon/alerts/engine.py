@@ -2,8 +2,10 @@
 
 It reads events past its stored cursor (so an event is turned into alerts exactly once,
 even across a ``kill -9``: the cursor moves in the same transaction as the alerts), plus
-the reboot-required latch. It does not poll: the store wakes it after each committed
-write that recorded an event or set the latch (``Store.add_news_listener``), and it sleeps
+the reboot-required latch in force, read from memory (``daemon.latch_state``): the latch
+alert never waits for the store to catch up with the latch (issue 22). It does not
+poll: the store wakes it after each committed write that recorded an event or set the
+latch (``Store.add_news_listener``), fleetd when the live latch moves, and it sleeps
 until then or until the next resolve or repeat falls due. After a commit that queued notifications it calls ``on_queued``
 (the senders' wake-up).
 
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from daemon.alerts.rules import event_signals, latch_signal
-from daemon.store import Store, StoreError
+from daemon.store import Latch, Store, StoreError
 from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
 
 log = logging.getLogger("fleetd.alerts")
@@ -37,8 +39,11 @@ class AlertEngine:
         routes: list[SinkRoute],
         policy: AlertPolicy,
         on_queued: Callable[[], None],
+        latch: Callable[[], Latch | None] | None = None,
     ) -> None:
+        """``latch`` is the latch in force (default: the store's, for a store-only engine)."""
         self._store = store
+        self._latch = latch or store.get_latch
         self._routes = routes
         self._policy = policy
         self._on_queued = on_queued
@@ -110,7 +115,7 @@ class AlertEngine:
         events = self._store.events_after(cursor, EVENT_BATCH)
         for event in events:
             signals.extend(event_signals(event))
-        latch = self._store.get_latch()
+        latch = self._latch()
         if (latch is not None) != self._latched:
             signals.append(latch_signal(latch))
         due = self._store.next_alert_due_at(self._policy)

@@ -10,6 +10,7 @@ simply stay in the outbox for the next start. Implements ``web.alerts_api.AlertC
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from daemon.alerts.rules import unclean_stop_signal
 from daemon.alerts.sender import DeliveryTiming, SinkSender
 from daemon.alerts.sinks import Sink, build_sinks, display_url
 from daemon.config import AlertSettings
-from daemon.store import Store
+from daemon.store import Latch, Store
 from daemon.store.alert_batch import GROUP_REACH
 from daemon.store.alerts import AlertPolicy, AlertRow, NotificationRow
 from serving.errors import Conflict, NotFound
@@ -68,7 +69,15 @@ def alert_dict(alert: AlertRow, notes: list[NotificationRow]) -> dict[str, Any]:
 class AlertService:
     """The alerting part of one fleetd."""
 
-    def __init__(self, settings: AlertSettings, store: Store, rig: str, external_url: str) -> None:
+    def __init__(
+        self,
+        settings: AlertSettings,
+        store: Store,
+        rig: str,
+        external_url: str,
+        latch: Callable[[], Latch | None] | None = None,
+    ) -> None:
+        """``latch``: the latch in force, from memory (else the store's)."""
         self._store = store
         self.sinks: list[Sink] = build_sinks(settings)
         policy = AlertPolicy(settings.group_window_s, settings.repeat_interval_s)
@@ -83,7 +92,9 @@ class AlertService:
             )
             for sink in self.sinks
         }
-        self.engine = AlertEngine(store, [s.route for s in self.sinks], policy, self.wake_senders)
+        self.engine = AlertEngine(
+            store, [s.route for s in self.sinks], policy, self.wake_senders, latch
+        )
 
     def wake_senders(self) -> None:
         """Notifications were queued: every sender looks at its outbox now."""

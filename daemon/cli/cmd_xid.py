@@ -25,15 +25,22 @@ from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.kernellog.history import read_kmsg_history
 from hwcheck.kernellog.parser import scan_lines
 
-# Where a saved kernel log says when a line was printed, by format.
+# Where a saved kernel log says when a line was printed, by format. Numbers are ASCII
+# decimal digits (``re.ASCII``: ``\d`` alone takes any script's) in bounded runs, so a
+# hostile line never reaches int() with thousands of digits.
 _BOOT_CLOCK_RES = (
-    re.compile(r"^\d+,\d+,(?P<usec>\d+),[^;]*;"),  # /dev/kmsg: prio,seq,usec,flags;
-    re.compile(r"^\[\s*(?P<secs>\d+\.\d+)\]"),  # dmesg: [  10.000001]
+    re.compile(r"^\d{1,10},\d{1,20},(?P<usec>\d{1,20}),[^;]*;", re.ASCII),  # /dev/kmsg
+    re.compile(r"^\[\s*(?P<secs>\d{1,12}\.\d{1,9})\]", re.ASCII),  # dmesg: [  10.000001]
 )
 _WALL_CLOCK_RES = (
-    re.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]"),
-    re.compile(r"^(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)"),
-    re.compile(r"^(?P<stamp>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)"),  # syslog, journalctl -k
+    re.compile(
+        r"^\[(?P<stamp>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]", re.ASCII
+    ),
+    re.compile(
+        r"^(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)",
+        re.ASCII,
+    ),
+    re.compile(r"^(?P<stamp>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)", re.ASCII),  # syslog
 )
 JSON_BATCH_ROWS = 512
 _LISTING_HEADER = ("line", "pci", "xid", "class", "action", "process", "message")

@@ -408,6 +408,8 @@ class Database:
         self._read_sessions = sessionmaker(read_engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(write_engine, expire_on_commit=False)
         self._news_listeners: list[Callable[[], None]] = []
+        # Asked before every write unit (``Store.open``'s file guard): raises StoreError.
+        self._before_write: Callable[[], None] | None = None
 
     def add_news_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each committed write that recorded news (``mark_news``).
@@ -445,6 +447,8 @@ class Database:
 
     @contextmanager
     def _write_unit(self) -> Iterator[Session]:
+        if self._before_write is not None:
+            self._before_write()
         with self._unit(self._write_sessions) as session:
             yield session
             news = bool(session.info.get(_NEWS))

@@ -11,6 +11,9 @@ are how store modules share one transaction; everything outside the store uses `
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from daemon.store.alerts import AlertQueries
@@ -18,6 +21,7 @@ from daemon.store.audit import AuditQueries
 from daemon.store.canaries import CanaryQueries
 from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
 from daemon.store.events import EventQueries
+from daemon.store.file_guard import FileGuard, damaged_message, quick_check
 from daemon.store.keyvalue import KeyValueQueries
 from daemon.store.launches import LaunchQueries
 from daemon.store.memtests import MemtestQueries
@@ -26,6 +30,29 @@ from daemon.store.outbox import OutboxQueries
 from daemon.store.rollups import RollupQueries
 from daemon.store.samples import SampleQueries
 from daemon.store.xids import XidQueries
+from hwcheck.model import EventKind, Severity
+
+
+def sqlite_file(engine: Engine) -> Path | None:
+    """The file of a SQLite engine (None for other dialects and URI-style names)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    database = engine.url.database or ""
+    if not database or database.startswith("file:"):
+        return None
+    return Path(database).expanduser()
+
+
+def _migrate(engine: Engine, masked: str) -> None:
+    """Upgrade the schema; a failure is one ``StoreError`` naming the database."""
+    try:
+        upgrade(engine)
+    except StoreError as exc:
+        engine.dispose()
+        raise StoreError(f"store {masked}: {exc}") from None
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise StoreError(f"store {masked}: {one_line_cause(exc)}") from None
 
 
 class Store(
@@ -45,21 +72,40 @@ class Store(
 
     @classmethod
     def open(cls, url: str) -> Store:
-        """Connect to ``url``, upgrade its schema to the newest, and return the store."""
+        """Connect to ``url``, upgrade its schema to the newest, and return the store.
+
+        A SQLite file is integrity-checked read-only first (a damaged one is never
+        written, not even by the migrations) and then watched by inode (``file_guard``).
+        """
         masked = mask_url(url)
         try:
             engines = build_engines(url)
         except StoreError as exc:
             raise StoreError(f"store {masked}: {exc}") from None
-        try:
-            upgrade(engines.write)
-        except StoreError as exc:
+        path = sqlite_file(engines.read)
+        if path is not None and (why := quick_check(path)) is not None:
             engines.read.dispose()
-            raise StoreError(f"store {masked}: {exc}") from None
-        except SQLAlchemyError as exc:
-            engines.read.dispose()
-            raise StoreError(f"store {masked}: {one_line_cause(exc)}") from None
-        return cls(engines.read, engines.write, url)
+            raise StoreError(f"store {masked}: {damaged_message(path, why)}")
+        _migrate(engines.write, masked)
+        store = cls(engines.read, engines.write, url)
+        if path is not None:
+            store.watch_file(path)
+        return store
+
+    def watch_file(self, path: Path) -> None:
+        """Check ``path``'s inode before every write: a deleted or replaced file is noticed."""
+        guard = FileGuard(path, self._read_engine.dispose, self._migrate_again)
+
+        def before_write() -> None:
+            guard.before_write()
+            for note in guard.take_notes():  # the reopened store's first record says why
+                self.record_event(EventKind.DAEMON, Severity.WARNING, note)
+
+        self._before_write = before_write
+
+    def _migrate_again(self) -> None:
+        """The schema on the file now at the store's path (a new or a replaced one)."""
+        _migrate(self._write_engine, self.url)
 
     def schema_version(self) -> int:
         """The database's schema version."""

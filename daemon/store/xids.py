@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from daemon.store import keyvalue
 from daemon.store.db import Database, insert_ignore_returning_id, mark_news
-from daemon.store.events import EVENTS, event_values, parse_severity
+from daemon.store.events import EVENTS, EventRow, event_values, parse_severity
 from daemon.store.models import Event
 from hwcheck.checks.xid import xid_severity
 from hwcheck.kernellog.records import KernelLogCursor
@@ -79,6 +79,7 @@ class XidRecord:
                 "xid_message": event.message,
                 "pid": event.pid,
                 "process": event.process,
+                **({} if event.ts_kernel is None else {"ts_kernel": event.ts_kernel.isoformat()}),
             },
         )
 
@@ -164,6 +165,12 @@ def _classified(row: Event, classifier: XidClassifier) -> ClassifiedXid | None:
         boot_id=row.boot_id,
     )
     return ClassifiedXid(event=event, info=classifier.classify(event))
+
+
+def kernel_time_of(row: EventRow) -> dict[str, str]:
+    """``{"ts_kernel": ISO}`` for an Xid event whose kernel time is known, else ``{}``."""
+    value = (row.details or {}).get("ts_kernel") if row.kind == EventKind.XID else None
+    return {"ts_kernel": value} if isinstance(value, str) else {}
 
 
 class XidQueries(Database):

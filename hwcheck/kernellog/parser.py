@@ -18,13 +18,20 @@ from hwcheck.model import XidEvent, normalize_pci_bus_id
 XID_PREFIX = "NVRM: Xid ("
 GPU_UUID_PREFIX = "NVRM: GPU at "
 
-# Digit runs are bounded so that int() never meets a 5,000-digit number (ValueError).
-_XID_RE = re.compile(r"NVRM: Xid \((?P<inside>[^)]*)\):\s*(?P<xid>\d{1,10})(?!\d)(?P<rest>.*)")
+# Digit runs are bounded so that int() never meets a 5,000-digit number (ValueError), and
+# ASCII (``[0-9]``, not ``\d``, which takes any script's digits). The Xid number ends the
+# field (a comma, a space or the line's end): ``1e400`` or ``31.5`` is not an Xid at all.
+_XID_RE = re.compile(
+    r"NVRM: Xid \((?P<inside>[^)]*)\):\s*(?P<xid>[0-9]{1,10})(?=[,\s]|$)(?P<rest>.*)"
+)
+_DECIMAL_RE = re.compile(r"[0-9]{1,10}")
 # Optional "PCI:" then domain:bus:device(.function); MIG " GPU-I:01 GPU-CI:02" may follow.
 _ADDRESS_RE = re.compile(
     r"(?:PCI:)?(?P<address>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?)(?![0-9a-fA-F])"
 )
-_KMSG_HEAD_RE = re.compile(r"(?P<prio>\d{1,10}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20})(?:,[^;]*)?;")
+_KMSG_HEAD_RE = re.compile(
+    r"(?P<prio>[0-9]{1,10}),(?P<seq>[0-9]{1,20}),(?P<usec>[0-9]{1,20})(?:,[^;]*)?;"
+)
 _PID_RE = re.compile(r"pid=(?P<pid>'<unknown>'|<unknown>|[^,\s]*),?\s*")
 _NAME_RE = re.compile(r"name=(?P<name>[^,]*),?\s*")
 _GPU_UUID_RE = re.compile(
@@ -53,7 +60,7 @@ def _split_pid_name(rest: str) -> tuple[int | None, str | None, str]:
     pid_match = _PID_RE.match(rest)
     if pid_match is not None:
         raw_pid = pid_match.group("pid")
-        if raw_pid.isdigit() and len(raw_pid) <= 10:
+        if _DECIMAL_RE.fullmatch(raw_pid):
             pid = int(raw_pid)
         rest = rest[pid_match.end() :]
     name_match = _NAME_RE.match(rest)

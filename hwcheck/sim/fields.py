@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -100,11 +101,29 @@ def expect_int(path: str, value: object) -> int:
     return value
 
 
+# A scenario's durations are at most a year: ``nvml_delay_s = 1e308`` once reached
+# ``time.sleep`` and ended the poll with an OverflowError traceback (issue 22).
+MAX_SCENARIO_SECONDS = 365 * 86_400.0
+
+
 def expect_number(path: str, value: object) -> float:
-    """``value`` as a float (integers are accepted, bools are not)."""
+    """``value`` as a finite float (integers are accepted; bools, ``inf`` and ``nan`` not)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FieldError(path, f"expected a number, got {describe_value(value)}")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise FieldError(path, f"expected a finite number, got {describe_value(value)}")
+    return number
+
+
+def expect_seconds(path: str, value: object) -> float:
+    """``value`` as seconds: a number from 0 to a year (``MAX_SCENARIO_SECONDS``)."""
+    seconds = expect_number(path, value)
+    if not 0 <= seconds <= MAX_SCENARIO_SECONDS:
+        raise FieldError(
+            path, f"must be 0 to {MAX_SCENARIO_SECONDS:.0f} seconds (a year), got {seconds:g}"
+        )
+    return seconds
 
 
 def expect_str(path: str, value: object) -> str:
@@ -149,7 +168,10 @@ def check_card_field(path: str, name: str, value: object) -> CardValue:
     if not ok:
         raise FieldError(key, f"expected {field_type.describe()}, got {describe_value(value)}")
     if base is float:
-        return float(typing.cast(float, value))
+        number = float(typing.cast(float, value))
+        if not math.isfinite(number):
+            raise FieldError(key, f"expected a finite number, got {describe_value(value)}")
+        return number
     if name == "pci_bus_id":
         try:
             return normalize_pci_bus_id(typing.cast(str, value))

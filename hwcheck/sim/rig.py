@@ -16,6 +16,7 @@ its poll thread reads snapshots.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import uuid
@@ -175,6 +176,19 @@ class SimulatedRig:
             self._boot(reset_power_limits=True)
             self.rebooted = True
             return self._state.boot_id
+
+    def check_can_reboot(self) -> None:
+        """``SimulationError`` when the simulated host's disk (the state dir) is read-only.
+
+        The simulated boot lives in files there (boot id, state, kernel log): a reboot
+        that cannot write them would leave half a boot. Asked before anything is ended,
+        so a refused reboot changes nothing (the engine and the follower carry on).
+        """
+        if not os.access(self.state_dir, os.W_OK):
+            raise SimulationError(
+                f"the simulated host cannot reboot: its disk ({self.state_dir}) is not "
+                "writable (read-only?); nothing was changed"
+            )
 
     def boot_id(self) -> str:
         """The simulated ``/proc/sys/kernel/random/boot_id``."""
@@ -471,4 +485,5 @@ class SimulatedRig:
             pcie_aer=lambda _snapshot: self.host_truth.aer(),
             known_good_baseline=lambda: self.host_truth.known_good(self._state.booted_at),
             memtester=SimulatedMemtester(self.scenario),
+            kernel_clock_s=self.uptime_s,  # its kmsg records count the simulated uptime
         )

@@ -31,7 +31,7 @@ from hwcheck.sim.fields import (
     expect_bool,
     expect_int,
     expect_list,
-    expect_number,
+    expect_seconds,
     expect_str,
     expect_table,
     reject_unknown,
@@ -295,9 +295,7 @@ def _build_step(path: str, table: dict[str, object], count: int) -> TimelineStep
         )
     if "at_s" not in table:
         raise FieldError(f"{path}.at_s", "missing (seconds after the simulated boot)")
-    at_s = expect_number(f"{path}.at_s", table["at_s"])
-    if at_s < 0:
-        raise FieldError(f"{path}.at_s", f"must not be negative, got {at_s:g}")
+    at_s = expect_seconds(f"{path}.at_s", table["at_s"])
 
     def card() -> int:
         if "card" not in table:

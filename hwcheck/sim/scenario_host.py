@@ -17,7 +17,7 @@ from hwcheck.sim.fields import (
     check_card_field,
     expect_int,
     expect_list,
-    expect_number,
+    expect_seconds,
     expect_str,
     expect_table,
     reject_unknown,
@@ -175,7 +175,4 @@ def optional_seconds(path: str, value: object | None) -> float | None:
     """A non-negative number of seconds, or None when the key is absent."""
     if value is None:
         return None
-    seconds = expect_number(path, value)
-    if seconds < 0:
-        raise FieldError(path, f"must not be negative, got {seconds:g}")
-    return seconds
+    return expect_seconds(path, value)

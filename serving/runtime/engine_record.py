@@ -8,9 +8,9 @@ taken for the engine. No process is started here (that is the launchers' job).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -22,6 +22,8 @@ from hwcheck.atomic import atomic_write
 from serving.recipe.masking import mask_argv
 from serving.recipe.spec import LaunchMode, LaunchSpec, reach_host
 from serving.runtime.logcapture import launch_marker
+
+log = logging.getLogger("fleetd.engine")
 
 ENGINE_LOG_NAME = "engine.log"
 ENGINE_RECORD_NAME = "engine.pid"
@@ -183,8 +185,12 @@ class RecordFile:
             record.container_id,
         ):
             return
-        with contextlib.suppress(FileNotFoundError):
-            self.record_path.unlink()
+        try:
+            self.record_path.unlink(missing_ok=True)
+        except OSError as exc:
+            # A read-only or failing state dir must not keep the engine "stopping": the
+            # record left behind is harmless, as adoption checks the pid's start time.
+            log.warning("%s could not be removed (%s): left behind", self.record_path, exc)
 
     def open_log(self) -> int:
         """An append-mode descriptor on ``engine.log`` (created 0600 if missing: prompts)."""

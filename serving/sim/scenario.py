@@ -11,6 +11,7 @@ in the same words as the rest of the scenario's errors.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -38,6 +39,9 @@ class EngineScenario:
     log_lines: tuple[tuple[float, str], ...] = ()  # (seconds after ready, line)
 
 
+MAX_SECONDS = 365 * 86_400.0  # a simulated engine's timers: at most a year
+
+
 class _Bad(Exception):
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"engine.{key}: {problem}")
@@ -54,15 +58,18 @@ def _number(table: Mapping[str, object], key: str, default: float) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Bad(key, f"expected a number, got {_shown(value)}")
+    if not math.isfinite(value):
+        raise _Bad(key, f"expected a finite number, got {value}")
     return float(value)
 
 
 def _seconds(table: Mapping[str, object], key: str) -> float | None:
+    """Seconds from 0 to a year: a simulated engine's timers, never ``1e308``."""
     if table.get(key) is None:
         return None
     seconds = _number(table, key, 0.0)
-    if seconds < 0:
-        raise _Bad(key, f"must not be negative, got {seconds:g}")
+    if not 0 <= seconds <= MAX_SECONDS:
+        raise _Bad(key, f"must be 0 to {MAX_SECONDS:.0f} seconds (a year), got {seconds:g}")
     return seconds
 
 

@@ -37,6 +37,7 @@ def braked(tmp_path_factory: pytest.TempPathFactory, receiver: WebhookReceiver) 
     tmp = tmp_path_factory.mktemp("board-fault")
     config = tmp / "fleet.toml"
     config.write_text(
+        '[rig]\nname = "braked-rig"\n'
         "[poll]\ninterval_s = 0.5\n"
         "[alerts]\nretry_min_s = 0.05\nretry_max_s = 0.2\n"
         f'[[alerts.webhooks]]\nurl = "{receiver.url}/json"\nformat = "json"\nmin_severity = "info"\n'
@@ -64,6 +65,9 @@ def test_four_braked_cards_are_one_critical_per_webhook(
     assert brake["severity"] == "critical"  # the unconfirmed warning before it was not sent
     assert brake["summary"].startswith("Power brake on cards 0, 1, 2, 3: HW power brake")
     assert brake["cards"] == [0, 1, 2, 3]
+    assert brake["rig"] == "braked-rig"  # [rig] name, not the host name
+    am = next(r.json() for r in got if r.path == "/am")
+    assert {alert["labels"]["instance"] for alert in am["alerts"]} == {"braked-rig"}
     members = brake["members"]
     assert [m["labels"]["gpu"] for m in members] == [0, 1, 2, 3]
     assert all(

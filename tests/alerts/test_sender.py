@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -151,3 +153,56 @@ def test_tls_certificates_are_verified(store: Store, tmp_path: Path) -> None:
     head = store.next_notification("all")
     assert head is not None and "CERTIFICATE_VERIFY_FAILED" in (head.last_error or "")
     assert receiver.requests == []
+
+
+class HugeAnswer:
+    """A raw HTTP receiver answering 200 with a 50 MB body; counts the bytes it got out."""
+
+    BODY_BYTES = 50 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.sent = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(65536)
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.BODY_BYTES)
+            chunk = b"x" * 65536
+            try:
+                while self.sent < self.BODY_BYTES:
+                    conn.sendall(chunk)
+                    self.sent += len(chunk)
+            except OSError:
+                pass  # the sender closed the connection: what we hoped for
+        self.done.set()
+
+
+def test_a_receiver_answering_a_huge_body_is_read_only_up_to_the_cap(store: Store) -> None:
+    receiver = HugeAnswer()
+    store.apply_alert_signals([fire("big")], ROUTES, AlertPolicy())
+    sink = Sink("all", receiver.url, "json", Severity.INFO, 10.0)
+    sender = SinkSender(sink, store, RenderContext("all", "rig"), FAST)
+    sender.start()
+    try:
+        wait_until(lambda: store.outbox_pending() == {}, 20, "delivered on its 200")
+        assert receiver.done.wait(20)
+    finally:
+        sender.stop(5)
+        receiver.listener.close()
+    # What left the receiver is what the sockets' buffers took after fleetd's 64 KiB.
+    assert receiver.sent < receiver.BODY_BYTES // 2, receiver.sent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
             "[rig]\npower_cap_w = 900\n",
             "rig.power_cap_w: Input should be less than or equal to 400",
         ),
+        ('[rig]\nname = "rig\\n07"\n', "rig.name: expected one line of printable characters"),
         ('[web]\nlisten = "8170"\n', "web.listen: expected HOST:PORT"),
         (
             '[web]\nallowed_hosts = ["rig.example:443"]\n',
@@ -97,6 +99,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         "negative",
         "interval-too-short",
         "out-of-range",
+        "bad-rig-name",
         "bad-listen",
         "bad-allowed-host",
         "bad-enum-in-list",
@@ -121,6 +124,14 @@ def test_a_bad_webhook_url_is_named_never_echoed(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "alerts.webhooks[0].url: " in message and "http://" in message
     assert "K3Y-SLACK" not in message and "hooks.slack.com" not in message
+
+
+def test_the_rig_is_named_by_the_config_else_by_the_host(tmp_path: Path) -> None:
+    named = load_settings(write(tmp_path, '[rig]\nname = " rig-07 "\n'), environ={})
+    assert named.rig.display_name() == "rig-07"
+    from_env = load_settings(write(tmp_path, ""), environ={"CMPFLEET_RIG_NAME": "rig-08"})
+    assert from_env.rig.display_name() == "rig-08"
+    assert Settings().rig.display_name() == socket.gethostname()
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:

@@ -60,7 +60,9 @@ def actions(daemon: Fleetd) -> list[str]:
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
     """One healthy simulated rig with its engine, shared by the fault tests below."""
     tmp = tmp_path_factory.mktemp("recovery")
-    daemon = start_fleetd(tmp, tmp / "state", config=fast_config(tmp))
+    # Each case's automatic probe runs, however close to the last case's (not rate-limited).
+    config = fast_config(tmp, "probe_min_interval_s = 0\n")
+    daemon = start_fleetd(tmp, tmp / "state", config=config)
     wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
     yield daemon
     stop_all([daemon])

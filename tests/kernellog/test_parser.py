@@ -159,6 +159,10 @@ def test_kmsg_capture_sets_seq_and_skips_continuation_lines() -> None:
         "NVRM: GPU 0000:02:00.0: GPU has fallen off the bus.",
         "NVRM: Xid (PCI:0000:01:00): , pid=1, name=x, no number",
         "NVRM: Xid (PCI:0000:01:00) 31, missing colon",
+        "NVRM: Xid (PCI:0000:01:00): 1e400, pid=1, name=x, not Xid 1",
+        "NVRM: Xid (PCI:0000:01:00): 31.5, pid=1, name=x, not Xid 31",
+        "NVRM: Xid (PCI:0000:01:00): 0x1f, pid=1, name=x, hex",
+        "NVRM: Xid (PCI:0000:01:00): \u0663\u0661, pid=1, Arabic-Indic digits",
         " SUBSYSTEM=pci",
         " DEVICE=+pci:0000:01:00.0",
         "",
@@ -193,6 +197,14 @@ def test_huge_numbers_do_not_raise() -> None:
     event = parse_xid("NVRM: Xid (PCI:0000:01:00): 31, pid=" + "1" * 6000 + ", name=a, m")
     assert event is not None
     assert (event.xid, event.pid, event.process, event.message) == (31, None, "a", "m")
+
+
+def test_a_pid_in_another_script_or_with_a_sign_is_no_pid() -> None:
+    for raw in ("\u0663\u0661", "+5", "1_000", "\u00b2"):
+        event = parse_xid(f"NVRM: Xid (PCI:0000:01:00): 31, pid={raw}, name=a, m")
+        assert event is not None and event.pid is None, raw
+    kmsg = parse_xid("\u0666,1,2,-;NVRM: Xid (PCI:0000:01:00): 31, pid=1, name=a, m")
+    assert kmsg is not None and kmsg.seq is None
 
 
 def test_gpu_uuid_lines() -> None:

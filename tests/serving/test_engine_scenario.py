@@ -78,7 +78,9 @@ BAD_TABLES = [
     ),
     pytest.param("speed = 1\n", "engine.speed: unknown key", id="unknown-engine-key"),
     pytest.param("tokens_per_s = 0\n", "engine.tokens_per_s: must be positive", id="tokens"),
-    pytest.param("crash_after_s = -1\n", "engine.crash_after_s: must not be negative", id="neg"),
+    pytest.param("crash_after_s = -1\n", "engine.crash_after_s: must be 0 to 31536000", id="neg"),
+    pytest.param("ready_after_s = 1e308\n", "engine.ready_after_s: must be 0 to", id="huge"),
+    pytest.param("tokens_per_s = inf\n", "engine.tokens_per_s: expected a finite", id="inf"),
     pytest.param(
         'hang_after_s = "soon"\n', 'engine.hang_after_s: expected a number, got "soon"', id="str"
     ),

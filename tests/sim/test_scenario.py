@@ -198,6 +198,26 @@ tokens_per_s = 12.5
 
 BAD_FILES = [
     pytest.param(
+        "[host]\nnvml_delay_s = 1e308\n[[cards]]\n",
+        "host.nvml_delay_s: must be 0 to 31536000 seconds (a year), got 1e+308",
+        id="huge-seconds",
+    ),
+    pytest.param(
+        "[host]\nnvml_delay_s = inf\n[[cards]]\n",
+        "host.nvml_delay_s: expected a finite number, got inf",
+        id="infinite-seconds",
+    ),
+    pytest.param(
+        '[[cards]]\n[[timeline]]\nat_s = 1e400\naction = "xid"\ncard = 0\nxid = 31\n',
+        "timeline[0].at_s: expected a finite number",
+        id="infinite-at",
+    ),
+    pytest.param(
+        "[rig]\npower_draw_w = nan\n[[cards]]\n",
+        "rig.power_draw_w: expected a finite number, got nan",
+        id="nan-reading",
+    ),
+    pytest.param(
         "[rig]\nmemory_total_gb = 64\n",
         "rig.memory_total_gb: unknown card field",
         id="unknown-card-field",

@@ -8,6 +8,8 @@ in memory: a healthy rig with no cards to probe, nothing latched, nothing reboot
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +83,11 @@ class MemoryPorts:
 
 
 def standalone_recovery(
-    recovery: RecoverySettings, ports: MemoryPorts | None = None, *, autostart: bool = True
+    recovery: RecoverySettings,
+    ports: MemoryPorts | None = None,
+    *,
+    autostart: bool = True,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[RecoveryController, ReportsToRecovery]:
     """A controller over memory ports, and the reports a supervisor hands it."""
     ports = ports or MemoryPorts()
@@ -95,6 +101,7 @@ def standalone_recovery(
         host=ports,
         history=ports,
         catch_up=lambda _timeout_s: True,
+        clock=clock,
     )
     controller.new_boot("boot-1")
     reports = ReportsToRecovery()

@@ -1,11 +1,15 @@
 """The dashboard in a real browser: Playwright drives Debian's Chromium against a real
 simulated fleetd on loopback (one browser and one daemon for the whole module).
 
-Screenshots (desktop, phone, critical) land in the test's temp output directory.
+Screenshots (desktop 1280x800 and phone 390x844, healthy and under the reboot latch) land in
+``$CMPFLEET_TEST_ARTIFACTS/dashboard`` when that is set (CI keeps them), else in the pytest
+temp dir; the module prints where (``pytest -s`` or ``-rP`` shows it).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,11 +42,15 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-DESKTOP = {"width": 1400, "height": 1000}
+DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 FAST_S = 5  # the page polls every 2 s: anything it shows must show within this
 REBOOT_COMMAND = "/usr/sbin/rig-reboot --now"  # recorded, never run under --simulate
-RIG_CONFIG = """
+RIG_NAME = "rig-dash-07"
+ONE_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\+05:30"  # the page's one format, in Kolkata
+RIG_CONFIG = f"""
+[rig]
+name = "{RIG_NAME}"
 [serving]
 stop_timeout_s = 5
 metrics_interval_s = 0.5
@@ -78,7 +86,13 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     config = tmp / "fleet.toml"
     config.write_text(RIG_CONFIG)
     daemon = start_fleetd(tmp, tmp / "state", config=config)
-    shots = tmp_path_factory.mktemp("dashboard-screenshots")
+    artifacts = os.environ.get("CMPFLEET_TEST_ARTIFACTS")
+    if artifacts:
+        shots = Path(artifacts) / "dashboard"
+        shots.mkdir(parents=True, exist_ok=True)
+    else:
+        shots = tmp_path_factory.mktemp("dashboard-screenshots")
+    print(f"dashboard screenshots: {shots}")
     holder = Rig(tmp=tmp, daemon=daemon, config=config, shots=shots)
     try:
         wait_until(
@@ -104,9 +118,11 @@ def _launch(playwright: Playwright, chromium: str) -> Browser:
     return playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
 
 
-def _context(browser: Browser, rig: Rig, viewport: dict[str, int]) -> BrowserContext:
+def _context(
+    browser: Browser, rig: Rig, viewport: dict[str, int], timezone_id: str | None = None
+) -> BrowserContext:
     """A fresh browser profile that records every request and lets none leave loopback."""
-    context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+    context = browser.new_context(viewport=viewport, timezone_id=timezone_id)  # type: ignore[arg-type]
     context.set_default_timeout(FAST_S * 1000)
     context.on("request", lambda request: rig.requests.append(request.url))
     return context
@@ -133,6 +149,45 @@ def enter_token(page: Page, rig: Rig) -> None:
     page.fill("#token-input", rig.daemon.token)
     page.click("#token-form button[type=submit]")
     expect(page.locator("#token-form")).to_be_hidden()
+
+
+# How many of a chart canvas's pixels along one row (or column) are exactly this colour
+# (within antialiasing's reach): a limit line or a marker really painted, not only planned.
+PAINTED = """([id, rgb, row, col]) => {
+  const canvas = document.querySelector(`#${id} canvas`);
+  const ctx = canvas.getContext("2d");
+  const px = row === null
+    ? ctx.getImageData(col, 0, 1, canvas.height).data
+    : ctx.getImageData(0, row, canvas.width, 1).data;
+  let hits = 0;
+  for (let i = 0; i < px.length; i += 4) {
+    if ([0, 1, 2].every((c) => Math.abs(px[i + c] - rgb[c]) <= 8)) hits += 1;
+  }
+  return { hits, width: canvas.width, height: canvas.height };
+}"""
+CAP_RGB = (0xE6, 0xE9, 0xEE)  # chartmarks.js LIMIT_COLOURS.cap
+CRIT_RGB = (0xFF, 0x33, 0x55)  # LIMIT_COLOURS.crit, and MARKER_COLOURS.xid
+REBOOT_RGB = (0x8C, 0xC4, 0xFF)  # MARKER_COLOURS.reboot
+
+
+def painted_row(page: Page, chart: str, rgb: tuple[int, int, int], row: int) -> float:
+    """The share of the canvas's width painted ``rgb`` along canvas row ``row``."""
+    found = page.evaluate(PAINTED, [chart, list(rgb), row, None])
+    return float(found["hits"]) / float(found["width"])
+
+
+def painted_column(page: Page, chart: str, rgb: tuple[int, int, int], col: int) -> float:
+    """The share of the canvas's height painted ``rgb`` along canvas column ``col``."""
+    found = page.evaluate(PAINTED, [chart, list(rgb), None, col])
+    return float(found["hits"]) / float(found["height"])
+
+
+def marker_column(page: Page, chart: str, kind: str) -> int:
+    """The canvas column where the chart drew its newest ``kind`` marker (waits for one)."""
+    box = page.locator(f"#{chart}")
+    expect(box).to_have_attribute("data-marker-cols", re.compile(rf"(^|,){kind}:\d+"))
+    cols = box.get_attribute("data-marker-cols") or ""
+    return [int(c.split(":")[1]) for c in cols.split(",") if c.startswith(f"{kind}:")][-1]
 
 
 def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, rig: Rig) -> None:
@@ -169,13 +224,48 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
         expect(page.locator(f"#chart-{chart} canvas")).to_have_count(1)
     expect(page.locator("#chart-power")).not_to_have_attribute("data-points", "0")
     assert int(page.get_attribute("#chart-power", "data-points") or 0) > 0
-    # A young daemon has a few points: the axis still spans the hour, not years.
+    # A young daemon has a few points: the axis still spans the hour, not years, and
+    # fills from the left (the first point is the left edge).
     expect(page.locator("#chart-power")).to_have_attribute("data-span-s", "3600")
+    first_s = rig.daemon.get("/api/v1/history?span=1h").json()["ts_s"][0]
+    assert abs(int(page.get_attribute("#chart-power", "data-x-min") or 0) - first_s) <= 10
+    # The rig's name heads the page and the tab.
+    assert status["rig"]["name"] == RIG_NAME
+    expect(page.locator("#rig-name")).to_have_text(RIG_NAME)
+    expect(page).to_have_title(f"OK - {RIG_NAME} - cmpfleet")
+    # The 180 W cap is a line across the power chart (its y range reaches it), and the
+    # temperature chart has its warning and critical limits.
+    assert status["rig"]["power_cap_w"] == 180
+    power = page.locator("#chart-power")
+    expect(power).to_have_attribute("data-limit-rows", re.compile(r"^\d+$"))
+    cap_row = int(power.get_attribute("data-limit-rows") or 0)
+    assert painted_row(page, "chart-power", CAP_RGB, cap_row) > 0.3
+    temperature = page.locator("#chart-temperature")
+    expect(temperature).to_have_attribute("data-limit-rows", re.compile(r"^\d+,\d+$"))
+    crit_row = int((temperature.get_attribute("data-limit-rows") or "0").split(",")[1])
+    assert painted_row(page, "chart-temperature", CRIT_RGB, crit_row) > 0.3
     expect(page.locator("#event-list li[data-event]").first).to_be_visible()
     page.screenshot(path=rig.shots / "desktop.png", full_page=True)
     # Live through the daemon's status stream: no status polling beside it.
     assert rig.daemon.url + "/api/v1/stream?interval_s=2" in rig.requests
     assert rig.requests.count(rig.daemon.url + "/api/v1/status") <= 1, rig.requests
+
+
+def test_times_read_alike_everywhere_in_the_browsers_zone(browser: Browser, rig: Rig) -> None:
+    """One format (ISO-like, seconds, the zone written out) in the timeline and the charts."""
+    context = _context(browser, rig, DESKTOP, timezone_id="Asia/Kolkata")
+    try:
+        page = context.new_page()
+        open_dashboard(page, rig)
+        expect(page.locator("#time-zone")).to_have_text("times in UTC+05:30")
+        when = page.locator("#event-list li[data-event] .when").first
+        expect(when).to_have_text(re.compile(rf"^{ONE_TIME} · "))
+        expect(page.locator("#chart-power canvas")).to_have_count(1)
+        page.locator("#chart-power .u-over").hover()
+        legend_time = page.locator("#chart-power .u-legend .u-series").first.locator(".u-value")
+        expect(legend_time).to_have_text(re.compile(rf"^{ONE_TIME}$"))
+    finally:
+        context.close()
 
 
 def test_canaries_show_their_verdicts_and_a_failures_advice(page: Page, rig: Rig) -> None:
@@ -273,8 +363,22 @@ def test_phone_width_has_no_horizontal_overflow(browser: Browser, rig: Rig) -> N
                 ".slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)"
             )
             pytest.fail(f"the page is wider than a phone; widest elements: {wide}")
-        box = phone.locator(".tile").first.bounding_box()
-        assert box is not None and box["width"] <= PHONE["width"]
+        # One line per card: the four cards take less than a third of the first screen.
+        for index in range(4):
+            line = phone.locator(f'.tile[data-card="{index}"] .tile-line')
+            expect(line).to_be_visible()
+            expect(line).to_contain_text(f"#{index}")
+            expect(line).to_contain_text("/180 W")
+            expect(
+                phone.locator(f'.tile[data-card="{index}"] [data-metric="power"]')
+            ).to_be_hidden()
+            box = phone.locator(f'.tile[data-card="{index}"]').bounding_box()
+            assert box is not None and box["width"] <= PHONE["width"]
+            assert box["height"] <= 44, box
+        first = phone.locator(".tile").first.bounding_box()
+        last = phone.locator(".tile").last.bounding_box()
+        assert first is not None and last is not None
+        assert last["y"] + last["height"] - first["y"] < PHONE["height"] / 3
         phone.screenshot(path=rig.shots / "phone.png", full_page=True)
     finally:
         context.close()
@@ -296,15 +400,44 @@ def test_engine_buttons_need_the_token_and_a_confirmation(page: Page, rig: Rig) 
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready")
     assert posts == []
 
+    start, stop = page.locator('[data-action="start"]'), page.locator('[data-action="stop"]')
+    restart = page.locator('[data-action="restart"]')
+    expect(start).to_be_disabled()  # it runs already
+    expect(start).to_have_attribute("title", re.compile("runs already"))
+    expect(restart).to_be_enabled()
+
     page.once("dialog", lambda dialog: dialog.accept())
-    page.click('[data-action="stop"]')
+    stop.click()
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "stopped", timeout=15000)
     assert rig.status()["serving"]["state"] == "stopped"
     assert posts == [rig.daemon.url + "/api/v1/serving/stop"]
+    # The answer is shown beside the buttons, not at the top of the page.
+    result = page.locator("#engine-result")
+    expect(result).to_contain_text("stop: accepted")
+    expect(page.locator("#notice")).to_be_hidden()
+    buttons, shown = page.locator("#engine .buttons").first.bounding_box(), result.bounding_box()
+    assert buttons is not None and shown is not None
+    assert 0 <= shown["y"] - (buttons["y"] + buttons["height"]) < 40, (buttons, shown)
+    expect(stop).to_be_disabled()
+    expect(stop).to_have_attribute("title", "the engine is stopped")
+    expect(restart).to_be_disabled()
+    expect(start).to_be_enabled()
+
+    # A refusal the daemon answers lands in the same place, marked as an error.
+    refusal = {"detail": "start refused: cards_busy (memtest has the cards)", "code": "refused"}
+    page.route("**/api/v1/serving/start", lambda route: route.fulfill(status=409, json=refusal))
+    page.once("dialog", lambda dialog: dialog.accept())
+    start.click()
+    expect(result).to_have_text(refusal["detail"])
+    expect(result).to_have_class(re.compile(r"\berror\b"))
+    expect(page.locator("#notice")).to_be_hidden()
+    page.unroute("**/api/v1/serving/start")
 
     page.once("dialog", lambda dialog: dialog.accept())
-    page.click('[data-action="start"]')
+    start.click()
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "ready", timeout=20000)
+    expect(result).to_contain_text("start: accepted")
+    expect(result).not_to_have_class(re.compile(r"\berror\b"))
 
 
 def test_the_active_profile_is_shown_and_a_switch_asks_first(page: Page, rig: Rig) -> None:
@@ -345,20 +478,44 @@ def test_the_active_profile_is_shown_and_a_switch_asks_first(page: Page, rig: Ri
     )
 
 
-def test_an_event_is_acknowledged_from_the_timeline(page: Page, rig: Rig) -> None:
+def test_a_warning_is_acknowledged_from_the_timeline_and_news_has_no_ack(
+    page: Page, rig: Rig
+) -> None:
     with_token(page, rig)
-    open_dashboard(page, rig)
-    page.select_option("#filter-kind", "daemon")
-    first = page.locator("#event-list li[data-event]").first
-    expect(first).to_have_attribute("data-kind", "daemon")
-    event_id = first.get_attribute("data-event")
-    page.once("dialog", lambda dialog: dialog.accept())
-    first.locator("[data-ack]").click()
-    expect(page.locator(f'#event-list li[data-event="{event_id}"]')).to_have_class("acked")
-    acked = rig.daemon.get("/api/v1/events?kind=daemon&limit=100").json()
-    assert next(e for e in acked if str(e["id"]) == event_id)["acked"] is True
-    page.check("#filter-unacked")
-    expect(page.locator(f'#event-list li[data-event="{event_id}"]')).to_have_count(0)
+    card = rig.status()["cards"][3]
+    assert rig.daemon.post("/api/v1/sim/card/3", {"temperature_c": 85}).status_code == 200
+    try:
+        wait_until(
+            lambda: any(
+                e["severity"] == "warning"
+                for e in rig.daemon.get("/api/v1/events?kind=check&card=3&limit=20").json()
+            ),
+            20,
+            "card 3's temperature warning",
+        )
+        open_dashboard(page, rig)
+        page.select_option("#filter-kind", "check")
+        warning = page.locator("#event-list li[data-event]:has(.sev.warning)").first
+        expect(warning).to_have_attribute("data-kind", "check")
+        event_id = warning.get_attribute("data-event")
+        page.once("dialog", lambda dialog: dialog.accept())
+        warning.locator("[data-ack]").click()
+        expect(page.locator(f'#event-list li[data-event="{event_id}"]')).to_have_class("acked")
+        expect(page.locator("#events-result")).to_have_text(f"event {event_id} acknowledged")
+        acked = rig.daemon.get("/api/v1/events?kind=check&limit=100").json()
+        assert next(e for e in acked if str(e["id"]) == event_id)["acked"] is True
+        page.check("#filter-unacked")
+        expect(page.locator(f'#event-list li[data-event="{event_id}"]')).to_have_count(0)
+        # News (info) asks nobody to acknowledge it: no Ack button on any of it.
+        page.uncheck("#filter-unacked")
+        page.select_option("#filter-kind", "daemon")
+        expect(page.locator('#event-list li[data-kind="daemon"]').first).to_be_visible()
+        expect(page.locator("#event-list li[data-event]:not(:has(.sev.info))")).to_have_count(0)
+        expect(page.locator("#event-list [data-ack]")).to_have_count(0)
+    finally:
+        cooled = {"temperature_c": card["temperature_c"]}
+        assert rig.daemon.post("/api/v1/sim/card/3", cooled).status_code == 200
+        wait_until(lambda: rig.status()["overall"] == "ok", 20, "the rig OK again")
 
 
 def test_a_daemon_restart_shows_reconnecting_then_recovers(page: Page, rig: Rig) -> None:
@@ -384,7 +541,7 @@ def with_token(page: Page, rig: Rig) -> None:
 
 
 def test_an_injected_xid31_shows_critical_then_the_confirmed_reboot_clears_it(
-    page: Page, rig: Rig
+    browser: Browser, page: Page, rig: Rig
 ) -> None:
     with_token(page, rig)
     open_dashboard(page, rig)
@@ -405,15 +562,55 @@ def test_an_injected_xid31_shows_critical_then_the_confirmed_reboot_clears_it(
     expect(page.locator("#reboot-reason")).to_contain_text("Xid 31 (MMU page fault) on card 1")
     expect(page.locator("#reboot-kind")).to_have_text("Warm reboot:")
     expect(page.locator("#engine-facts")).to_have_attribute("data-state", "stopped", timeout=20000)
+    expect(page.locator("#reboot-since")).to_have_text(
+        re.compile(r"^latched since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC[+-]\d\d:\d\d$")
+    )
+    # Under the latch nothing that starts the engine is offered, and each says why.
+    for action in ("start", "restart"):
+        button = page.locator(f'[data-action="{action}"]')
+        expect(button).to_be_disabled()
+        expect(button).to_have_attribute("title", re.compile(r"^reboot required \(Xid 31"))
+    expect(page.locator('[data-action="stop"]')).to_be_disabled()  # stopped already
+    expect(page.locator("#profile-serve")).to_be_disabled()
+    expect(page.locator("#profile-serve")).to_have_attribute("title", re.compile("reboot required"))
+    expect(page.locator("#engine-why-not")).to_contain_text("Start and Restart are off: reboot")
+    # The Xid and the latch are marked on the charts' time axis, and listed in words.
+    xid_column = marker_column(page, "chart-power", "xid")
+    assert painted_column(page, "chart-power", CRIT_RGB, xid_column) > 0.2
+    marker_column(page, "chart-temperature", "latch")
+    expect(page.locator('#chart-markers li[data-marker="xid"]').first).to_contain_text(
+        "Xid 31 on card 1"
+    )
     page.screenshot(path=rig.shots / "critical.png", full_page=True)
+    phone = _context(browser, rig, PHONE)
+    try:
+        small = phone.new_page()
+        open_dashboard(small, rig)
+        expect(small.locator('.tile[data-card="1"] .tile-line')).to_contain_text("Xid 1")
+        expect(small.locator('[data-action="start"]')).to_be_disabled()
+        small.screenshot(path=rig.shots / "critical-phone.png", full_page=True)
+    finally:
+        phone.close()
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#reboot-confirm")
-    expect(page.locator("#notice")).to_contain_text(REBOOT_COMMAND, timeout=20000)
+    expect(page.locator("#reboot-result")).to_contain_text(REBOOT_COMMAND, timeout=20000)
+    expect(page.locator("#notice")).to_be_hidden()
     expect(prompt).to_be_hidden(timeout=20000)  # the new boot cleared the latch
     assert rig.status()["rig"]["boot_id"] != boot_before
     expect(page.locator("#bring-up")).to_contain_text("latch cleared", timeout=20000)
     expect(page.locator('.tile[data-card="1"] [data-metric="xids"]')).to_contain_text("0")
+    expect(page.locator('[data-action="restart"]')).not_to_have_attribute(
+        "title", re.compile("reboot required")
+    )
+    # The reboot is marked too; seconds after the Xid it can share its pixel column, where
+    # the Xid is drawn on top.
+    column = marker_column(page, "chart-power", "reboot")
+    if abs(column - xid_column) > 1:
+        assert painted_column(page, "chart-power", REBOOT_RGB, column) > 0.2
+    expect(page.locator('#chart-markers li[data-marker="reboot"]').first).to_contain_text(
+        "host rebooted"
+    )
 
 
 def test_the_latch_can_be_cleared_from_the_prompt_with_a_reason(page: Page, rig: Rig) -> None:

@@ -4,7 +4,9 @@
 // picture stays on screen, dimmed, until it answers again.
 
 import { getJson, isUnreachable, postJson, savedToken, saveToken } from "./api.js";
+import { limitsOf } from "./chartmarks.js";
 import { Charts } from "./charts.js";
+import { renderControls, showResult } from "./controls.js";
 import { renderHost } from "./host.js";
 import {
   renderCanaries,
@@ -15,6 +17,7 @@ import {
   renderReboot,
   renderVerdict,
 } from "./render.js";
+import { zoneLabel } from "./time.js";
 
 const STATUS_EVERY_MS = 2000;
 const EVENTS_EVERY_MS = 5000;
@@ -89,6 +92,7 @@ function setOffline(offline) {
 
 function renderRigInfo(status) {
   const rig = status.rig || {};
+  $("rig-name").textContent = rig.name || "cmpfleet";
   const parts = [];
   if (rig.simulated) parts.push("simulated rig");
   if (rig.last_poll_age_s !== null && rig.last_poll_age_s !== undefined) {
@@ -147,6 +151,8 @@ function showStatus(status) {
   renderReboot(status);
   renderCards(status);
   renderEngine(status.serving, Date.now());
+  renderControls(status);
+  view.charts.setLimits(limitsOf(status));
   renderChecks(status);
   renderCanaries(status, Date.now());
   renderHost(status);
@@ -163,7 +169,10 @@ function showStatus(status) {
     status.recovery ? status.recovery.reboot_required : "",
     status.serving ? status.serving.state : "",
   ].join("|");
-  if (view.news !== null && news !== view.news) again("events");
+  if (view.news !== null && news !== view.news) {
+    again("events");
+    again("history"); // its markers (an Xid, the latch, a reboot) belong on the charts now
+  }
   view.news = news;
   view.daemonPid = pid;
 }
@@ -257,6 +266,7 @@ function wireProfiles() {
       `Serve profile ${name}? The engine (profile ${current}) is stopped cleanly first, then ${name} starts: a cold start takes 20 to 45 minutes.`,
       "/api/v1/serving/switch",
       { profile: name },
+      "profile-result",
       (answer) => {
         delete $("profile-select").dataset.touched;
         again("profiles");
@@ -277,27 +287,30 @@ async function pollHistory() {
 
 // --- buttons -------------------------------------------------------------------------------
 
-function needToken() {
+function needToken(resultId) {
   if (savedToken()) return false;
   $("token-form").hidden = false;
   $("token-input").focus();
   notify("Enter the API token first (it is in <state-dir>/api-token).", true);
+  showResult(resultId, "Enter the API token first (the form at the top of the page).", true);
   return true;
 }
 
-// Ask, then POST; the answer (or refusal) is shown as a notice.
-async function mutate(question, path, body, done) {
-  if (needToken()) return;
+// Ask, then POST; the answer (or refusal) is shown in ``resultId``, beside the control.
+async function mutate(question, path, body, resultId, done) {
+  if (needToken(resultId)) return;
   if (!window.confirm(question)) return;
-  await post(path, body, done);
+  await post(path, body, resultId, done);
 }
 
-async function post(path, body, done) {
+async function post(path, body, resultId, done) {
+  notify("", false); // the token's "saved" or "enter it first" is old news now
+  showResult(resultId, "", false);
   try {
     const answer = await postJson(path, body);
-    notify(done(answer), false);
+    showResult(resultId, done(answer), false);
   } catch (error) {
-    notify(isUnreachable(error) ? "the daemon did not answer" : error.message, true);
+    showResult(resultId, isUnreachable(error) ? "the daemon did not answer" : error.message, true);
   }
   again("status");
   again("events");
@@ -313,7 +326,7 @@ function wireButtons() {
   for (const button of document.querySelectorAll("[data-action]")) {
     const action = button.dataset.action;
     button.addEventListener("click", () =>
-      mutate(ENGINE_QUESTIONS[action], `/api/v1/serving/${action}`, {}, (answer) => {
+      mutate(ENGINE_QUESTIONS[action], `/api/v1/serving/${action}`, {}, "engine-result", (answer) => {
         const state = answer.serving ? answer.serving.state : "?";
         const warnings = (answer.warnings || []).map((w) => w.message).join("; ");
         return `${action}: accepted, engine ${state}${warnings ? ` (warnings: ${warnings})` : ""}`;
@@ -328,21 +341,22 @@ function wireButtons() {
       `${what} now? The engine is stopped cleanly first; the ${cold ? "power cycle" : "reboot"} runs only if that stop succeeds.`,
       "/api/v1/recovery/reboot",
       { confirm: true, cold },
+      "reboot-result",
       (answer) => `${cold ? "power cycle" : "reboot"}: ${answer.message || "accepted"}`,
     );
   });
   $("reboot-clear").addEventListener("click", () => {
-    if (needToken()) return;
+    if (needToken("reboot-result")) return;
     const reason = window.prompt(
       "Clear the reboot-required latch WITHOUT a reboot? Only if you know the cards are fine: the faults seen so far then no longer refuse a start (a new one latches again). Why (recorded):",
     );
     if (!reason || !reason.trim()) return;
-    post("/api/v1/recovery/clear", { reason: reason.trim() }, (answer) => `clear: ${answer.message || "done"}`);
+    post("/api/v1/recovery/clear", { reason: reason.trim() }, "reboot-result", (answer) => `clear: ${answer.message || "done"}`);
   });
   $("event-list").addEventListener("click", (click) => {
     const id = click.target.dataset ? click.target.dataset.ack : undefined;
     if (!id) return;
-    mutate(`Acknowledge event ${id}?`, `/api/v1/events/${id}/ack`, {}, () => `event ${id} acknowledged`);
+    mutate(`Acknowledge event ${id}?`, `/api/v1/events/${id}/ack`, {}, "events-result", () => `event ${id} acknowledged`);
   });
   for (const button of document.querySelectorAll("[data-span]")) {
     button.addEventListener("click", () => {
@@ -370,6 +384,7 @@ function wireToken() {
     input.value = "";
     form.hidden = true;
     notify(savedToken() ? "API token saved in this browser." : "", false);
+    for (const box of document.querySelectorAll(".result")) showResult(box.id, "", false);
     again("log");
   });
   $("token-forget").addEventListener("click", () => {
@@ -383,6 +398,8 @@ function wireToken() {
 function start() {
   const kinds = $("filter-kind");
   for (const kind of EVENT_KINDS) kinds.append(new Option(kind, kind));
+  $("time-zone").textContent = `times in ${zoneLabel(new Date())}`;
+  renderControls(null); // nothing is enabled before the daemon has said what can succeed
   wireButtons();
   wireProfiles();
   wireToken();

@@ -2,7 +2,7 @@
 // baseline the host checks judge (README "What cmpfleet checks on the host"). One row per
 // card: BAR1, VBIOS, max memory clock, bound driver, bridge, PCIe replays and AER counts.
 
-import { el, num } from "./render.js";
+import { el, num } from "./dom.js";
 
 const HOST_CHECKS = new Set([
   "host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p", "vbios", "clocks",

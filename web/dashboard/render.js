@@ -1,27 +1,8 @@
-// Turns API documents into DOM. Text goes in through textContent only (never innerHTML),
-// so a log line or event message can never become markup.
+// Turns API documents into DOM (through dom.js's ``el``: text only, never markup).
 
-export function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "dataset") Object.assign(node.dataset, value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-const numberFormat = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
-
-export function num(value, unit) {
-  if (value === null || value === undefined) return "n/a";
-  return unit ? `${numberFormat.format(value)} ${unit}` : numberFormat.format(value);
-}
+import { compactLine } from "./cardline.js";
+import { el, num, numberFormat } from "./dom.js";
+import { formatTime } from "./time.js";
 
 export function duration(seconds) {
   if (seconds === null || seconds === undefined || seconds < 0) return "n/a";
@@ -35,10 +16,7 @@ export function duration(seconds) {
   return `${s}s`;
 }
 
-export function timeOf(iso) {
-  const when = new Date(iso);
-  return Number.isNaN(when.getTime()) ? String(iso) : when.toLocaleString();
-}
+export const timeOf = formatTime;
 
 // --- verdict -------------------------------------------------------------------------------
 
@@ -69,7 +47,8 @@ export function renderVerdict(status) {
     detail = `${(status.cards || []).length} cards healthy, engine ${engine}`;
   }
   document.getElementById("verdict-detail").textContent = detail;
-  document.title = `${overall.toUpperCase()} - cmpfleet`;
+  const name = status.rig && status.rig.name;
+  document.title = name ? `${overall.toUpperCase()} - ${name} - cmpfleet` : `${overall.toUpperCase()} - cmpfleet`;
 }
 
 // The latch's advice comes typed (recovery.advice_kind) with its text from the daemon's one table.
@@ -164,6 +143,7 @@ function tile(card, checks) {
       el("span", { class: "tile-title" }, `Card ${card.index}`),
       el("span", { class: "tile-bus" }, card.pci_bus_id),
     ),
+    compactLine(card, unlocked, xids),
     el("div", { class: "badges" }, badges),
     card.lost_reason ? el("p", { class: "muted" }, card.lost_reason) : null,
     metric("Power", `${num(draw)} / ${num(cap, "W")}`, {
@@ -290,6 +270,15 @@ export function renderCanaries(status, nowMs) {
 
 // --- events --------------------------------------------------------------------------------
 
+// Only warnings and criticals ask a person to acknowledge them; news (info, ok) does not.
+const ACKABLE = new Set(["warning", "critical"]);
+
+function ackControl(event) {
+  if (event.acked) return el("span", { class: "muted" }, "acked");
+  if (!ACKABLE.has(event.severity)) return el("span");
+  return el("button", { type: "button", class: "small", dataset: { ack: event.id } }, "Ack");
+}
+
 export function renderEvents(events) {
   const list = document.getElementById("event-list");
   if (events.length === 0) {
@@ -307,9 +296,7 @@ export function renderEvents(events) {
           { class: "when" },
           `${timeOf(event.ts)} · ${event.kind}${event.card === null ? "" : ` · card ${event.card}`}`,
         ),
-        event.acked
-          ? el("span", { class: "muted" }, "acked")
-          : el("button", { type: "button", class: "small", dataset: { ack: event.id } }, "Ack"),
+        ackControl(event),
         el("span", { class: "msg" }, event.message),
       ),
     ),

@@ -1,0 +1,88 @@
+// The engine's buttons follow the rig's state: each is enabled only when its action can
+// succeed now, and a disabled one says why (its title, and one visible line for touch
+// screens, which show no tooltips). The daemon still decides: a refusal it answers is shown
+// beside the button that asked (``showResult``), not at the top of the page.
+
+const WAIT = "waiting for the daemon";
+
+// Why each action cannot succeed now ({start, stop, restart, serve}: a reason, or null).
+export function blockedActions(status) {
+  if (!status || !status.serving) return { start: WAIT, stop: WAIT, restart: WAIT, serve: WAIT };
+  const s = status.serving;
+  const recovery = status.recovery || {};
+  if (s.profile === null || s.profile === undefined) {
+    const none = "no engine is configured on this rig ([serving] in the config)";
+    return { start: none, stop: none, restart: none, serve: none };
+  }
+  const why = { start: null, stop: null, restart: null, serve: null };
+  switch (s.state) {
+    case "ready":
+    case "unhealthy":
+      why.start = "the engine runs already (Restart restarts it)";
+      break;
+    case "starting":
+      why.start = "the engine is starting";
+      why.restart = "the engine is starting: wait until it is ready, or stop it";
+      break;
+    case "stopping":
+      why.start = "the engine is stopping: wait until it has stopped";
+      why.restart = why.start;
+      why.stop = "the engine is stopping already";
+      why.serve = why.start;
+      break;
+    case "held":
+      // The crash breaker holds it: a person's Start is the way out (it starts over).
+      why.stop = "no engine runs (the crash breaker holds it: Start starts it again)";
+      why.restart = "no engine runs: Start starts it";
+      break;
+    case "stopped":
+    case "failed":
+      why.stop = "the engine is stopped";
+      why.restart = "the engine is stopped: Start starts it";
+      break;
+    default: // backoff: Stop cancels the pending restart, Start starts now
+      break;
+  }
+  if (s.switch && ["stopping", "starting"].includes(s.switch.phase)) {
+    const switching = `switching to profile ${s.switch.profile}: wait until it ends`;
+    why.start = why.start || switching;
+    why.restart = why.restart || switching;
+    why.serve = switching;
+  }
+  if (recovery.reboot_required) {
+    // The start gate refuses every start while the latch is set, whatever the engine does.
+    const latched = `reboot required (${recovery.reason || "see the reboot prompt"}): reboot or clear the latch first`;
+    why.start = latched;
+    why.restart = latched;
+    why.serve = latched;
+  }
+  return why;
+}
+
+function gate(button, reason) {
+  button.disabled = Boolean(reason);
+  if (reason) button.title = reason;
+  else button.removeAttribute("title");
+}
+
+// Enable or disable the engine's buttons and the profile switch for ``status``.
+export function renderControls(status) {
+  const why = blockedActions(status);
+  for (const button of document.querySelectorAll("[data-action]")) gate(button, why[button.dataset.action]);
+  gate(document.getElementById("profile-serve"), why.serve);
+  // Under the latch the reason is also one visible line (the other states show in the
+  // engine's own facts): a phone shows no tooltip.
+  const latched = Boolean(status && status.recovery && status.recovery.reboot_required);
+  const line = document.getElementById("engine-why-not");
+  line.textContent = latched ? `Start and Restart are off: ${why.start}.` : "";
+  line.hidden = !latched;
+}
+
+// What an action answered, shown in the box beside its control (``id``) until the next one.
+export function showResult(id, text, isError) {
+  const box = document.getElementById(id);
+  if (!box) return;
+  box.textContent = text;
+  box.classList.toggle("error", Boolean(isError));
+  box.hidden = !text;
+}
