@@ -13,8 +13,6 @@ import contextlib
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -38,16 +36,10 @@ from tests.daemon.test_engine_e2e import fast_config, serving
 from tests.daemon.test_store_health import _fill, small_fs
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.sqlite_lock import lock_held
 
 __all__ = ["small_fs"]  # the tmpfs fixture, shared with the store-health tests
 
-EXCLUSIVE_HOLDER = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)
-conn.execute("BEGIN EXCLUSIVE")
-print("locked", flush=True)
-time.sleep(45)
-"""
 LATCH_WITHIN_S = 2.0
 STOPPED_WITHIN_S = 10.0  # the simulated engine's graceful stop, on a loaded machine
 
@@ -104,20 +96,11 @@ def test_an_xid_79_latches_and_stops_while_the_store_is_exclusively_locked(
 ) -> None:
     state = tmp_path / "state"
     daemon = ready_rig(tmp_path, state, daemons)
-    with subprocess.Popen(
-        [sys.executable, "-c", EXCLUSIVE_HOLDER, str(state / "fleet.db")],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        try:
-            assert holder.stdout is not None
-            assert holder.stdout.readline().strip() == "locked"
-            assert_latches_and_stops(daemon, 79)
-            # The latch is on disk beside the store, which cannot have it yet.
-            document = json.loads((state / LATCH_FILE).read_text())
-            assert about(document["reason"], 79) and document["reason"].startswith("Xid 79 ")
-        finally:
-            holder.kill()
+    with lock_held(state / "fleet.db", "EXCLUSIVE", hold_s=45):
+        assert_latches_and_stops(daemon, 79)
+        # The latch is on disk beside the store, which cannot have it yet.
+        document = json.loads((state / LATCH_FILE).read_text())
+        assert about(document["reason"], 79) and document["reason"].startswith("Xid 79 ")
     # The store catches up once the lock is gone: the latch and the decision are history.
     wait_until(
         lambda: any(d["action"] == "stop_and_latch" for d in recovery(daemon)["decisions"]),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,14 +25,7 @@ from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
 from tests.support.cli import run_fleetctl as fleetctl
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
-
-LOCK_HOLDER = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-time.sleep(300)
-"""
+from tests.support.sqlite_lock import lock_held
 
 
 @pytest.fixture
@@ -88,17 +80,8 @@ def test_a_store_locked_by_another_process_is_critical_and_recovers(
     daemon = start_fleetd(tmp_path, state, config=_no_engine(tmp_path))
     daemons.append(daemon)
     assert _store_check(_status(daemon))["severity"] == "ok"
-    with subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, str(state / "fleet.db")],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as holder:
-        try:
-            assert holder.stdout is not None
-            assert holder.stdout.readline().strip() == "locked"
-            _assert_store_outage_is_reported(daemon)
-        finally:
-            holder.kill()
+    with lock_held(state / "fleet.db"):
+        _assert_store_outage_is_reported(daemon)
     wait_until(lambda: _store_check(_status(daemon))["severity"] == "ok", 40, "store ok again")
     assert _status(daemon)["overall"] == "ok"
     wait_until(lambda: _lines(daemon, "store: writes work again") == 1, 10, "the recovery line")
