@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import errno
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
 from tests.kernellog.scripted import ScriptedKernel
+from tests.support.waiting import wait_until
 
 BOOT = "5f0c0b6e-1c59-4b59-9d43-2c7b3a1f8e11"
 
@@ -104,14 +103,6 @@ def scripted_host(tmp_path: Path, opens: list[list[bytes | OSError]]) -> tuple[H
     return replace(rig.host_sources(), open_kernel_log=open_kernel_log), cursors
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def test_the_follower_restarts_from_its_cursor_and_records_the_blind_spell(
     tmp_path: Path,
 ) -> None:
@@ -137,8 +128,8 @@ def test_the_follower_restarts_from_its_cursor_and_records_the_blind_spell(
     )
     try:
         assert follower.start() == 1
-        wait_for(lambda: len(monitor.xids()) == 2, "the Xid after the restart")
-        wait_for(lambda: changes[-1:] == ["ok"], "the follower back")
+        wait_until(lambda: len(monitor.xids()) == 2, 10, "the Xid after the restart")
+        wait_until(lambda: changes[-1:] == ["ok"], 10, "the follower back")
         assert changes == ["warning", "ok"]
         assert cursors[0] is None
         assert cursors[1] == KernelLogCursor(BOOT, 2), "reopened after the last record handled"

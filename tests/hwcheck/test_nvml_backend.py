@@ -32,6 +32,7 @@ from hwcheck.model import GpuSnapshot
 from hwcheck.nvml_backend import MODULE_MISSING_MESSAGE, NvmlBackend
 from hwcheck.nvml_gateway import NVML_NAMES_USED
 from tests.hwcheck.fake_pynvml import FakeNvml, cmp170hx
+from tests.support.waiting import wait_until
 
 GATEWAY_SOURCE = Path(nvml_gateway.__file__)
 
@@ -68,11 +69,6 @@ def holds_within(predicate: Callable[[], bool], timeout_s: float) -> bool:
             return False
         pause.wait(0.005)
     return True
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Wait on a condition with a deadline; fail when it does not come."""
-    assert holds_within(predicate, timeout_s), f"condition not met within {timeout_s} s"
 
 
 def card(snapshot_cards: tuple[GpuSnapshot, ...], index: int) -> GpuSnapshot:
@@ -366,7 +362,7 @@ def test_a_blocked_call_marks_the_card_lost_and_later_calls_are_not_queued_behin
     finally:
         gate.set()
 
-    wait_until(lambda: not card(backend.snapshot().cards, 1).lost)
+    wait_until(lambda: not card(backend.snapshot().cards, 1).lost, 5, "card 1 found again")
     assert card(backend.snapshot().cards, 1).power_draw_w == 152.345
 
 
@@ -545,7 +541,7 @@ def test_init_happens_once_under_concurrency(make_backend: Callable[..., NvmlBac
         thread.start()
     # hold nvmlInit open long enough for every thread to reach it; a second nvmlInit
     # arriving (a missing lock) ends the wait early and fails the assertion below
-    wait_until(lambda: fake.init_calls >= 1)
+    wait_until(lambda: fake.init_calls >= 1, 5, "the first nvmlInit")
     holds_within(lambda: fake.init_calls >= 2, timeout_s=0.5)
     fake.init_gate.set()
     for thread in threads:

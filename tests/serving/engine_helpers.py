@@ -89,16 +89,6 @@ class SpecSequence:
         return self._specs[min(launched, len(self._specs) - 1)]
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll ``predicate`` until true; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        pause.wait(0.02)
-
-
 class EventLog:
     """Collects supervisor events; tests wait on it with a deadline."""
 

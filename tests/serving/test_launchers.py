@@ -25,8 +25,8 @@ from tests.serving.engine_helpers import (
     kill_group,
     sim_argv,
     sim_spec,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 
 def group_spec(tmp_path: Path) -> tuple[LaunchSpec, Path]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from serving.runtime.logcapture import LogCapture, launch_marker
-from tests.serving.engine_helpers import wait_until
+from tests.support.waiting import wait_until
 
 
 def append(path: Path, data: bytes) -> None:

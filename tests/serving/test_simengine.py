@@ -17,14 +17,8 @@ import pytest
 
 from serving.sim.options import parse_options
 from serving.sim.replies import code_identifiers, compose_reply, mangle
-from tests.serving.engine_helpers import (
-    SERVED_NAME,
-    free_port,
-    is_running,
-    kill_group,
-    sim_argv,
-    wait_until,
-)
+from tests.serving.engine_helpers import SERVED_NAME, free_port, is_running, kill_group, sim_argv
+from tests.support.waiting import wait_until
 
 
 @dataclass

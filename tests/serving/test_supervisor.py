@@ -50,9 +50,9 @@ from tests.serving.engine_helpers import (
     kill_group,
     sim_argv,
     sim_spec,
-    wait_until,
 )
 from tests.support.recovery_ports import attach, standalone_recovery
+from tests.support.waiting import wait_until
 
 
 @dataclass(frozen=True)

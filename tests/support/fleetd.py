@@ -24,6 +24,9 @@ from pathlib import Path
 import httpx
 
 from daemon.statedir import StateDir
+from tests.support.waiting import wait_until
+
+__all__ = ["wait_until"]  # re-exported: most tests take it from here
 
 
 def free_port() -> int:
@@ -122,16 +125,6 @@ class Fleetd:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout_s)
-
-
-def wait_until(predicate: object, timeout_s: float, what: str, interval_s: float = 0.05) -> None:
-    """Poll ``predicate()`` until true; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 PORT_TRIES = 3
