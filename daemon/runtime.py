@@ -30,18 +30,19 @@ from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
 from daemon.diag_service import build_diag
 from daemon.engine_service import EngineService
+from daemon.engine_wiring import wire_engine
 from daemon.host_watch import build_host_watch
 from daemon.latch_state import LatchFile, LatchState
 from daemon.metrics_source import DaemonMetrics
 from daemon.monitor import RigMonitor
 from daemon.poller import RigPoller
 from daemon.reboot_command import host_commands
-from daemon.recovery_engine import ReportsToRecovery, SupervisedEngine
 from daemon.recovery_parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
 from daemon.rig_judge import RigJudge
 from daemon.sdnotify import Notifier
+from daemon.service_loop import ServiceLoop, sample_until_judged
 from daemon.sim_containers import SimulatedContainers
-from daemon.simcontrol import SimControl, end_as_a_reboot_does
+from daemon.simcontrol import SimControl, reboot_simulated_host
 from daemon.statedir import StateDir
 from daemon.status_document import view_verdict
 from daemon.store import Store, StoreError
@@ -52,8 +53,7 @@ from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
-from hwcheck.sim.rig import SimulatedRig, SimulationError
-from hwcheck.sim.state import SimStateError
+from hwcheck.sim.rig import SimulatedRig
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
 from serving.profiles import ProfileSet
@@ -72,7 +72,6 @@ STALE_AFTER_POLLS = 3
 STORE_STUCK_MIN_S = 5.0
 STORE_DRAIN_S = 10.0
 READY_TIMEOUT_S = 60.0
-STARTUP_SAMPLE_GAP_S = 0.5
 
 
 def _private_sqlite_url(files: StateDir) -> str:
@@ -137,6 +136,9 @@ class Daemon:
         )
         self.scheduler = BackgroundScheduler(timezone=UTC)
         self.api = api or ApiServer(settings.web.listen)  # build_daemon binds it first
+        self._loop = ServiceLoop(
+            self.monitor, self.api, self.follower, settings.poll, notifier, self._stop
+        )
         # A stored event or latch change re-renders the status at once, not at the next poll.
         self.store.add_news_listener(self.api.state_changed)
         self.alerts = AlertService(
@@ -175,28 +177,24 @@ class Daemon:
             catch_up=self.follower.catch_up,
         )
         self.xid_path.add_listener(self.recovery.on_xid)
-        self.engine: EngineService | None = None
         profiles = profiles or (None if recipe is None else ProfileSet.single(recipe))
+        self.engine: EngineService | None = None
         if profiles is not None:
-            reports = ReportsToRecovery()
-            self.engine = EngineService(
+            # Masked in every engine log line fleetd serves (each launch adds its own).
+            secrets = KnownSecrets({self.token, *config_secret_values(settings, self.alerts.sinks)})
+            self.engine = wire_engine(
                 profiles,
                 settings,
                 state_dir,
                 self.store,
                 self.monitor,
                 host,
-                reports=reports,
-                starts=self.recovery,
+                self.recovery,
+                rig_cards=rig_view.cards,
                 containers=None if sim is None else SimulatedContainers(sim),
-                # Masked in every engine log line fleetd serves (each launch adds its own).
-                known_secrets=KnownSecrets(
-                    {self.token, *config_secret_values(settings, self.alerts.sinks)}
-                ),
+                known_secrets=secrets,
                 defer=self.writer.submit,
             )
-            reports.attach(self.recovery)
-            self.recovery.attach_engine(SupervisedEngine.for_service(self.engine, rig_view.cards))
         self.bring_up = BringUp(
             self.recovery,
             lambda: self.monitor.view().results,
@@ -341,29 +339,12 @@ class Daemon:
             self.bring_up.run(boot_id)
 
     def simulate_reboot(self) -> str:
-        """``POST /api/v1/sim/reboot`` (and a confirmed reboot under ``--simulate``).
-
-        A reboot ends every process: the simulated engine is ended first, a real one
-        stopped cleanly (the policy is told the host is rebooting, so its exit is no crash
-        to restart). The follower is stopped so no record of the new boot is read under
-        the old boot id; the new boot is then handled at once, not at the next poll.
-        """
+        """``POST /api/v1/sim/reboot`` and a confirmed reboot under ``--simulate``."""
         if self.sim is None:
             raise RuntimeError("not simulating")
-        self.sim.check_can_reboot()  # a read-only state dir: refused, nothing ended
-        self.recovery.rebooting.set()
-        if self.engine is not None:
-            end_as_a_reboot_does(self.engine)
-        with self.poller.lock:
-            self.follower.stop()
-            try:
-                boot_id = self.sim.reboot()
-            except (SimStateError, OSError) as exc:  # the disk failed mid-way: the old boot stays
-                self.recovery.rebooting.clear()
-                self.follower.start()
-                raise SimulationError(f"the simulated reboot failed: {exc}") from None
-            self._begin_boot(boot_id)
-        return boot_id
+        return reboot_simulated_host(
+            self.sim, self.recovery, self.engine, self.poller.lock, self.follower, self._begin_boot
+        )
 
     def rollup(self) -> None:
         """Roll raw samples into 1-minute rollups and prune both windows (a store job)."""
@@ -427,22 +408,13 @@ class Daemon:
         self._sample_until_judged()
         self.writer.flush(READY_TIMEOUT_S)  # READY=1 only once the first polls are stored
         self.scheduler.add_listener(self._job_failed, EVENT_JOB_ERROR)
-        self.scheduler.add_job(
-            self.poll,
-            "interval",
-            seconds=self.settings.poll.interval_s,
-            id="poll",
-            max_instances=1,
-            coalesce=True,
-        )
-        self.scheduler.add_job(
-            self.rollup,
-            "interval",
-            seconds=self.settings.poll.rollup_interval_s,
-            id="rollup",
-            max_instances=1,
-            coalesce=True,
-        )
+        for job, every_s in (
+            (self.poll, self.settings.poll.interval_s),
+            (self.rollup, self.settings.poll.rollup_interval_s),
+        ):
+            self.scheduler.add_job(
+                job, "interval", seconds=every_s, id=job.__name__, max_instances=1, coalesce=True
+            )
         self.scheduler.start()
         # A stop asked for during start-up must not leave a cold-starting engine behind.
         if not adopted and not self._stop.is_set():
@@ -473,20 +445,10 @@ class Daemon:
         self._sample_until_judged()
 
     def _sample_until_judged(self) -> None:
-        """Take the few quick samples a sustained check needs before anything starts.
-
-        A power brake is only critical when seen in ``brake_sustained_samples`` samples in a
-        row: without them, an autostart would launch the engine on braked cards.
-        """
-        needed = self.settings.rig.brake_sustained_samples
-        for _ in range(2 * needed):
-            if len(self.monitor.view().samples) >= needed or self._stop.is_set():
-                return
-            self._stop.wait(STARTUP_SAMPLE_GAP_S)
-            try:
-                self.poll()
-            except Exception as exc:
-                log.error("poll failed: %s; fleetd keeps running and retries", exc)
+        """The few quick samples a sustained check needs before anything starts."""
+        sample_until_judged(
+            self.monitor, self.poll, self.settings.rig.brake_sustained_samples, self._stop
+        )
 
     def _job_failed(self, event: JobExecutionEvent) -> None:
         # APScheduler has already logged the traceback; the next run still happens.
@@ -494,50 +456,11 @@ class Daemon:
 
     def healthy(self) -> bool:
         """True while polls keep happening, the API thread lives and the kernel log is read."""
-        return self.unhealthy_reason() is None
-
-    def unhealthy_reason(self) -> str | None:
-        """Why WATCHDOG=1 is withheld (so systemd restarts fleetd), or None when healthy.
-
-        A kernel-log follower down for longer than ``[poll] kernel_log_down_watchdog_s``
-        (0: never) counts: it retries on its own, so a spell that long needs a restart.
-        """
-        age_s = self.monitor.last_attempt_age_s()
-        limit_s = max(30.0, 5 * self.settings.poll.interval_s + self.settings.poll.nvml_timeout_s)
-        if not self.api.alive():
-            return "the API thread is not running"
-        if age_s is None or age_s >= limit_s:
-            return "polls stopped"
-        down_for_s = self.follower.health.down_for_s()
-        watchdog_s = self.settings.poll.kernel_log_down_watchdog_s
-        if down_for_s is not None and watchdog_s > 0 and down_for_s > watchdog_s:
-            return f"the kernel-log follower has been down for {down_for_s:.0f} s"
-        return None
+        return self._loop.unhealthy_reason() is None
 
     def run(self) -> None:
         """Main loop: watchdog pings (only while healthy) until a stop is requested."""
-        interval_s = self.notifier.watchdog_interval_s
-        tick_s = min(interval_s, 1.0) if interval_s else 1.0
-        next_ping_s = time.monotonic()
-        stale_logged = False
-        withheld_for: str | None = None
-        while not self._stop.wait(tick_s):
-            stale = self.monitor.view().stale_reason
-            if (stale is not None) != stale_logged:  # one line when it goes stale, one back
-                if stale is not None:
-                    log.error("status is UNKNOWN: %s", stale)
-                else:
-                    log.warning("fresh readings again: status is judged again")
-                stale_logged = stale is not None
-            if interval_s is not None and time.monotonic() >= next_ping_s:
-                reason = self.unhealthy_reason()
-                if reason is None:
-                    self.notifier.watchdog()
-                    withheld_for = None
-                elif reason != withheld_for:  # one line per reason, not per tick
-                    log.error("unhealthy (%s): withholding the watchdog ping", reason)
-                    withheld_for = reason
-                next_ping_s = time.monotonic() + interval_s
+        self._loop.run()
 
     def request_stop(self) -> None:
         """Ask the main loop to end (safe from a signal handler)."""

@@ -12,12 +12,17 @@ import math
 import os
 import signal
 from collections.abc import Callable
-from typing import Any, Protocol
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.sim.scenario import ScenarioError
+from hwcheck.sim.state import SimStateError
 from serving.errors import InvalidInput, NotFound, Unavailable
 from serving.runtime.states import ServingState
+
+if TYPE_CHECKING:
+    from recovery.controller import RecoveryController
 
 log = logging.getLogger("fleetd.sim")
 
@@ -107,3 +112,39 @@ def end_as_a_reboot_does(engine: RebootedEngine) -> None:
     for pid in engine.engine_pids():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+class _Follower(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+
+
+def reboot_simulated_host(
+    sim: SimulatedRig,
+    recovery: RecoveryController,
+    engine: RebootedEngine | None,
+    poll_lock: AbstractContextManager[Any],
+    follower: _Follower,
+    begin_boot: Callable[[str], None],
+) -> str:
+    """The simulated host's reboot; the new boot id.
+
+    A reboot ends every process: the simulated engine is ended first, a real one stopped
+    cleanly (recovery is told the host is rebooting, so its exit is no crash to restart).
+    The follower is stopped so no record of the new boot is read under the old boot id; the
+    new boot is then begun at once (``begin_boot``), not at the next poll.
+    """
+    sim.check_can_reboot()  # a read-only state dir: refused, nothing ended
+    recovery.rebooting.set()
+    if engine is not None:
+        end_as_a_reboot_does(engine)
+    with poll_lock:
+        follower.stop()
+        try:
+            boot_id = sim.reboot()
+        except (SimStateError, OSError) as exc:  # the disk failed mid-way: the old boot stays
+            recovery.rebooting.clear()
+            follower.start()
+            raise SimulationError(f"the simulated reboot failed: {exc}") from None
+        begin_boot(boot_id)
+    return boot_id

@@ -8,6 +8,8 @@ what it uses in its own body (``from daemon.cli import cmd_x`` as its first line
 ``--help`` and ``--version`` never load httpx, rich, the config or the daemon's modules,
 and ``status`` loads only the client and its renderer (``bench/cli_startup.py``;
 ``tests/cli/test_startup.py`` holds the line). A new command follows the same pattern.
+The engine and recovery commands live in ``app_engine``, shared option types in
+``app_options``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from daemon.cli import app_engine
+from daemon.cli.app_options import HELP_MARKUP, JsonFlag
 from daemon.cli.cmd_fleet import OnlyOption, fleet_app
 from daemon.cli.options import DEFAULT_URL, GlobalOptions
 from daemon.cli.pipes import OutputClosed
@@ -42,10 +46,6 @@ class PipeSafeGroup(TyperGroup):
         except BrokenPipeError as exc:
             raise OutputClosed from exc
 
-
-# Plain click help: typer's rich help labels every flag "<bool>" (newer typer), as if
-# ``--json`` took a value; the plain layout shows types only where a value is expected.
-HELP_MARKUP = None
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # inherited by every subcommand
 
@@ -130,7 +130,6 @@ def main_options(
     )
 
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 XidConfig = Annotated[Path | None, typer.Option("--config", help="fleet.toml (Xid overrides).")]
 
 
@@ -303,155 +302,7 @@ def caps_apply(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     raise typer.Exit(cmd_daemon.caps_apply(out, opts.client(out)))
 
 
-NoWait = Annotated[bool, typer.Option("--no-wait", help="Return at once, do not wait.")]
-WaitTimeout = Annotated[
-    float, typer.Option("--timeout", min=1, help="Seconds to wait (cold starts: 20-45 min).")
-]
-
-
-StopForeign = Annotated[
-    bool,
-    typer.Option(
-        "--stop-foreign",
-        help="First stop foreign containers holding the port or the profile's cards "
-        "(docker|podman stop; a foreign bare process is only named).",
-    ),
-]
-
-
-def _engine_action(
-    ctx: typer.Context,
-    name: str,
-    no_wait: bool,
-    timeout_s: float,
-    json_mode: bool,
-    stop_foreign: bool = False,
-) -> None:
-    from daemon.cli import cmd_serving
-
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(
-        cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
-    )
-
-
-@app.command("start")
-def start(
-    ctx: typer.Context,
-    no_wait: NoWait = False,
-    timeout_s: WaitTimeout = 3600,
-    stop_foreign: StopForeign = False,
-    json_mode: JsonFlag = False,
-) -> None:
-    """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
-    _engine_action(ctx, "start", no_wait, timeout_s, json_mode, stop_foreign)
-
-
-@app.command("profiles")
-def profiles(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
-    """The launch profiles (* marks the one in force) and each one's lint verdict."""
-    from daemon.cli import cmd_profiles
-
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(cmd_profiles.profiles(out, opts.client(out)))
-
-
-@app.command("serve")
-def serve(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The profile to serve (see fleetctl profiles).")],
-    no_wait: NoWait = False,
-    timeout_s: WaitTimeout = 3600,
-    stop_foreign: StopForeign = False,
-    json_mode: JsonFlag = False,
-) -> None:
-    """Stop the running engine cleanly and start profile NAME (exit 4 refused, 2 unknown NAME)."""
-    from daemon.cli import cmd_profiles
-
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(
-        cmd_profiles.serve(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
-    )
-
-
-@app.command("stop")
-def stop(
-    ctx: typer.Context,
-    no_wait: NoWait = False,
-    timeout_s: WaitTimeout = 300,
-    json_mode: JsonFlag = False,
-) -> None:
-    """Stop the engine gracefully (SIGINT, then SIGTERM; never SIGKILL unless allow_kill)."""
-    _engine_action(ctx, "stop", no_wait, timeout_s, json_mode)
-
-
-@app.command("restart")
-def restart(
-    ctx: typer.Context,
-    no_wait: NoWait = False,
-    timeout_s: WaitTimeout = 3600,
-    json_mode: JsonFlag = False,
-) -> None:
-    """Stop, then start the engine and wait until it is ready (exit 4 when refused)."""
-    _engine_action(ctx, "restart", no_wait, timeout_s, json_mode)
-
-
-@app.command("reboot")
-def reboot(
-    ctx: typer.Context,
-    confirm: Annotated[
-        bool, typer.Option("--confirm", help="Do it (without: only explain what would happen).")
-    ] = False,
-    cold: Annotated[
-        bool,
-        typer.Option("--cold", help="Power-cycle instead ([recovery] power_cycle_command)."),
-    ] = False,
-    timeout_s: Annotated[
-        float,
-        typer.Option("--timeout", min=1, help="Seconds to wait for the clean stop and the reboot."),
-    ] = 900,
-    json_mode: JsonFlag = False,
-) -> None:
-    """Stop the engine cleanly, then reboot the host (the configured reboot_command)."""
-    from daemon.cli import cmd_recovery
-
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s, cold))
-
-
-@app.command("clear-reboot-latch")
-def clear_reboot_latch(
-    ctx: typer.Context,
-    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit trail).")],
-    json_mode: JsonFlag = False,
-) -> None:
-    """Clear the reboot-required latch by hand (a recorded operator override)."""
-    from daemon.cli import cmd_recovery
-
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(cmd_recovery.clear_latch(out, opts.client(out), reason))
-
-
-@app.command("logs")
-def logs(
-    ctx: typer.Context,
-    follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing new lines.")
-    ] = False,
-    lines: Annotated[int, typer.Option("--lines", "-n", min=0, max=100000)] = 100,
-    json_mode: JsonFlag = False,
-) -> None:
-    """The engine's log (captured by fleetd)."""
-    from daemon.cli import cmd_serving
-
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(cmd_serving.logs(out, opts.client(out), lines, follow))
+app_engine.register(app)
 
 
 RecipeFile = Annotated[
