@@ -55,12 +55,16 @@ class DiagService:
         memtester: Memtester,
         engine_state: Callable[[], tuple[ServingState, int | None]] | None,
         hold_cards: HoldCards | None = None,
+        rejudge: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
         self._memtester = memtester
         self._engine_state = engine_state
         self._hold_cards: HoldCards = hold_cards or (lambda _what: nullcontext())
+        # A verdict changes the ``memtest`` check: judged at once, so the status read right
+        # after the run shows it rather than the one from before until the next poll.
+        self._rejudge = rejudge or (lambda: None)
         self._running = threading.Lock()
         self._lock = threading.Lock()
         self._verdicts = store.memtest_verdicts()
@@ -128,6 +132,7 @@ class DiagService:
         with self._lock:
             self._verdicts = self._store.memtest_verdicts()
         log.log(logging.ERROR if failed else logging.INFO, "%s", message)
+        self._rejudge()
         return {"gib": gib, "cards": documents, "exit_code": exit_code(results), "message": message}
 
     # -- what the daemon shows -------------------------------------------------------
@@ -157,6 +162,7 @@ def build_diag(
     host: HostSources,
     engine: EngineService | None,
     hold_cards: HoldCards,
+    rejudge: Callable[[], None],
 ) -> DiagService:
     """fleetd's diagnostics: the scenario's memory test under ``--simulate``, else the real one.
 
@@ -164,5 +170,5 @@ def build_diag(
     """
     memtester = host.memtester or SubprocessMemtester()
     return DiagService(
-        store, monitor, memtester, None if engine is None else engine.state, hold_cards
+        store, monitor, memtester, None if engine is None else engine.state, hold_cards, rejudge
     )

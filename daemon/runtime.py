@@ -215,7 +215,12 @@ class Daemon:
             lambda: None if self.engine is None else self.engine.recipe,
         )
         self.diag = build_diag(
-            self.store, self.monitor, host, self.engine, self.recovery.starts.cards_held
+            self.store,
+            self.monitor,
+            host,
+            self.engine,
+            self.recovery.starts.cards_held,
+            self._rejudge_checks,
         )
         self.services = DaemonServices(
             self.store,

@@ -111,7 +111,14 @@ def serve(
     serving = result.get("serving", {})
     if result.get("already_active"):
         if wait and serving.get("state") != "ready":
-            serving = wait_for(out, client, "start", timeout_s)
+            since = serving.get("since")  # not ready yet: any state after this one is news
+            serving = wait_for(
+                out,
+                client,
+                "start",
+                timeout_s,
+                since_before=since if isinstance(since, str) else None,
+            )
         if out.json_mode:
             out.emit_json({**result, "serving": serving})
         else:

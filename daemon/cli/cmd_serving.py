@@ -53,13 +53,20 @@ def _post_action(
     return result
 
 
-def _last_log_line(client: FleetClient) -> str | None:
-    """The engine's last log line now (before a request), or None when it cannot be read."""
+def _serving_before(client: FleetClient) -> tuple[str | None, str | None]:
+    """The engine's last log line and its state's ``since`` now, before a request.
+
+    ``since`` changes with every state the engine enters: a start or a restart that is over
+    before the first poll (a warm simulated engine is ready in under a second) still shows
+    as done, where waiting for a transition the poll never saw would wait out the timeout.
+    None where the status cannot be read.
+    """
     try:
-        line = client.status(with_log_text=True)["serving"].get("last_log_line")
+        serving = client.status(with_log_text=True)["serving"]
+        line, since = serving.get("last_log_line"), serving.get("since")
     except (ClientError, KeyError, TypeError):
-        return None
-    return line if isinstance(line, str) else None
+        return None, None
+    return (line if isinstance(line, str) else None), (since if isinstance(since, str) else None)
 
 
 def show_progress(out: Output, serving: dict[str, Any], started_s: float, line: str | None) -> None:
@@ -83,15 +90,18 @@ def wait_for(
     sleep: Callable[[float], None] = time.sleep,
     stale_line: str | None = None,
     started: bool = False,
+    since_before: str | None = None,
 ) -> dict[str, Any]:
     """Poll the status until the action finished; fail with one line if it did not.
 
     ``stale_line`` is the engine's last log line before the request: it is not shown
     until the engine has written another one. ``started``: the start is known to have
     launched already (``serve`` after its switch), so ``ready`` is this start's.
+    ``since_before``: the engine state's ``since`` before the request; a state entered
+    after it is this action's even when the poll saw none of the states between.
     """
     try:
-        return _wait(out, client, action, timeout_s, sleep, stale_line, started)
+        return _wait(out, client, action, timeout_s, sleep, stale_line, started, since_before)
     except KeyboardInterrupt:
         end_progress()
         out.fail(
@@ -108,6 +118,7 @@ def _wait(
     sleep: Callable[[float], None],
     stale_line: str | None,
     started: bool = False,
+    since_before: str | None = None,
 ) -> dict[str, Any]:
     started_s = time.monotonic()
     fresh_log = stale_line is None
@@ -121,7 +132,8 @@ def _wait(
         except ClientError as exc:
             out.fail(str(exc), EXIT_FAILED)
         state = serving["state"]
-        if state in ("starting", "stopping"):
+        moved_on = since_before is not None and serving.get("since") != since_before
+        if state in ("starting", "stopping") or moved_on:
             seen_transition = True
         seen_starting = seen_starting or state == "starting"
         if action != "stop" and (seen_starting or seen_transition) and state == "stopped":
@@ -162,13 +174,15 @@ def action(
     stop_foreign: bool = False,
 ) -> int:
     """``start``/``stop``/``restart`` through the daemon (``--stop-foreign``: start only)."""
-    stale_line = _last_log_line(client) if wait else None
+    stale_line, since_before = _serving_before(client) if wait else (None, None)
     if stop_foreign:  # fleetd answers once each foreign container's graceful stop is over
         client = dataclasses.replace(client, timeout_s=max(client.timeout_s, timeout_s))
     result = _post_action(out, client, name, stop_foreign)
     serving = result.get("serving", {})
     if wait and not result.get("already_running"):
-        serving = wait_for(out, client, name, timeout_s, stale_line=stale_line)
+        serving = wait_for(
+            out, client, name, timeout_s, stale_line=stale_line, since_before=since_before
+        )
         if serving["state"] == "failed":  # a stop that did not take: a person must act
             out.fail(f"engine {serving['state']}: {serving.get('reason') or 'see fleetctl logs'}")
     if out.json_mode:

@@ -8,7 +8,7 @@ Real store (SQLite), the simulated rig's own memory test (``bad-hbm``: card 3 ha
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,8 +69,9 @@ def diag(
     state: ServingState = ServingState.STOPPED,
     pid: int | None = None,
     hold: Hold | None = None,
+    rejudge: Callable[[], None] | None = None,
 ) -> DiagService:
-    return DiagService(store, monitor, memtester, lambda: (state, pid), hold or Hold())
+    return DiagService(store, monitor, memtester, lambda: (state, pid), hold or Hold(), rejudge)
 
 
 def sim_memtester(rig: SimulatedRig) -> Memtester:
@@ -99,6 +100,31 @@ def test_refused_while_the_engine_runs_or_is_about_to(
     assert caught.value.code == "engine_running"
     assert "fleetctl stop" in caught.value.message
     assert store.list_events(kind=EventKind.DIAG) == []
+
+
+def test_a_recorded_run_has_the_checks_judged_at_once_and_a_refused_one_not(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    """``fleetctl status`` right after a run shows its verdict, not the poll's before it."""
+    judged: list[int] = []
+    refused = diag(
+        store, monitor, sim_memtester(rig), ServingState.READY, 4242, None, lambda: judged.append(1)
+    )
+    with pytest.raises(Refused):
+        refused.memtest(None, 1.0, "api")
+    assert judged == []
+
+    service = diag(
+        store,
+        monitor,
+        sim_memtester(rig),
+        ServingState.HELD,
+        None,
+        None,
+        lambda: judged.append(len(store.list_events(kind=EventKind.DIAG))),
+    )
+    service.memtest(3, 1.0, "api")
+    assert judged == [1]  # after the run was stored
 
 
 def test_a_failure_stays_critical_for_its_card_until_a_passing_run(

@@ -26,9 +26,12 @@ class TwoRigs:
     xid: Fleetd
 
 
-def _card_xids(daemon: Fleetd, card: int) -> int:
+def _card_judged_critical(daemon: Fleetd, card: int) -> bool:
+    """The Xid is counted and the card judged on it: the counter moves with the kernel log
+    reader, the card's state with the next poll, and the tests read both."""
     cards = daemon.get("/api/v1/status").json()["cards"]
-    return int(next(c["xid_since_boot"] for c in cards if c["index"] == card))
+    row = next(c for c in cards if c["index"] == card)
+    return int(row["xid_since_boot"]) >= 1 and row.get("state") == "critical"
 
 
 @pytest.fixture(scope="package")
@@ -42,7 +45,7 @@ def two_rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRigs]:
         # A real-format NVRM line into the simulated kernel log, read by the normal path.
         answer = xid.post("/api/v1/sim/xid", {"card": XID_CARD, "xid": 31})
         assert answer.status_code == 200, answer.text
-        wait_until(lambda: _card_xids(xid, XID_CARD) >= 1, 10, "fleetd to read the Xid 31")
+        wait_until(lambda: _card_judged_critical(xid, XID_CARD), 10, "fleetd to judge the Xid 31")
         yield TwoRigs(healthy=healthy, xid=xid)
     finally:
         stop_all(daemons)
