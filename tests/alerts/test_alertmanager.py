@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import loopback
 from tests.support.external import require_program
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
@@ -31,7 +32,7 @@ class Alertmanager:
 
     def alerts(self, **params: str) -> list[dict[str, Any]]:
         """``GET /api/v2/alerts`` (by default: active, silenced, inhibited, unprocessed)."""
-        response = httpx.get(f"{self.url}/api/v2/alerts", params=params, timeout=5)
+        response = loopback.get(f"{self.url}/api/v2/alerts", params=params, timeout=5)
         response.raise_for_status()
         return list(response.json())
 
@@ -60,7 +61,7 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmana
     def ready() -> bool:
         assert proc.poll() is None, (tmp / "am.log").read_text()
         try:
-            return httpx.get(f"{am.url}/-/ready", timeout=1).status_code == 200
+            return loopback.get(f"{am.url}/-/ready", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 

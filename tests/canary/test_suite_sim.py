@@ -22,6 +22,7 @@ from serving.canary.model import Outcome
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import CanarySuite, Expectations
 from tests.serving.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
+from tests.support import loopback
 
 DECODE_TOK_S = 100.0
 PREFILL_TOK_S = 4000.0
@@ -62,7 +63,7 @@ def engine(*flags: str, hung: bool = False) -> Iterator[str]:
 def _state_reached(url: str, hung: bool) -> bool:
     """Ready: ``/health`` says 200. Hung: it no longer answers (only a ready engine hangs)."""
     try:
-        status = httpx.get(f"{url}/health", timeout=0.3 if hung else 1.0).status_code
+        status = loopback.get(f"{url}/health", timeout=0.3 if hung else 1.0).status_code
     except httpx.TimeoutException:
         return hung
     except httpx.HTTPError:

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from daemon.store import Store
+from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 
@@ -172,7 +173,7 @@ def test_engine_metrics_reach_the_status_and_the_store(
     daemons.append(daemon)
     wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
     url = str(serving(daemon)["url"])
-    reply = httpx.post(
+    reply = loopback.post(
         url + "/v1/chat/completions",
         json={
             "model": "dsv4s",

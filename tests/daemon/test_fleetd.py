@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from daemon.store import Store
+from tests.support import loopback
 from tests.support.cli import one_clean_line, run_fleetctl
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 from web.version import __version__
@@ -123,7 +124,7 @@ def test_kill9_mid_stream_loses_and_double_counts_nothing(
         n = 0
         while not stop_injecting.is_set():
             try:
-                httpx.post(
+                loopback.post(
                     daemon.url + "/api/v1/sim/xid",
                     json={"card": n % 4, "xid": 13},
                     headers={"Authorization": f"Bearer {token}"},

@@ -10,12 +10,12 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from fastapi import FastAPI
 
 from daemon.apiserver import ApiServer
 from daemon.http_limits import MAX_CONNECTIONS, uvicorn_limits
+from tests.support import loopback
 from tests.support.fleetd import free_port
 
 HEAD_TIMEOUT_S = 0.5
@@ -51,7 +51,7 @@ def test_a_connection_without_a_whole_request_head_is_closed(
     with socket.create_connection((server.host, server.port)) as sock:
         sock.sendall(sent)
         assert closed_after_s(sock, 10 * HEAD_TIMEOUT_S + 5) >= HEAD_TIMEOUT_S * 0.9
-    assert httpx.get(f"http://{server.host}:{server.port}/healthz").status_code == 200
+    assert loopback.get(f"http://{server.host}:{server.port}/healthz").status_code == 200
 
 
 def test_a_whole_request_is_served_and_the_idle_connection_then_ends(server: ApiServer) -> None:

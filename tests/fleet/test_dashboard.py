@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fleet.conftest import TwoRigs
 from tests.fleet.deploy import RULES, dashboard, dashboard_queries, metric_names
+from tests.support import loopback
 
 PROMETHEUS_OWN = {"up"}
 
@@ -21,7 +21,7 @@ def exposed(two_rigs: TwoRigs) -> set[str]:
     """Every sample name of both rigs' live /metrics (the Xid rig adds the Xid counter)."""
     names: set[str] = set()
     for daemon in (two_rigs.healthy, two_rigs.xid):
-        text = httpx.get(daemon.url + "/metrics", timeout=10).text
+        text = loopback.get(daemon.url + "/metrics", timeout=10).text
         for family in text_string_to_metric_families(text):
             names.add(family.name)  # HELP/TYPE: a gauge with no reading yet has no sample
             names.update(sample.name for sample in family.samples)

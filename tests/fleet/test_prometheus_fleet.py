@@ -147,10 +147,11 @@ def test_the_xid_alert_fires_for_the_rig_with_the_xid_and_only_there(
 
 def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> None:
     """Each panel's PromQL parses in a real Prometheus, and the card panels find the cards."""
+    # Two scrapes of each rig, not one: the rate and increase panels need two samples a series.
     wait_until(
-        lambda: len(prometheus.query("cmpfleet_gpu_temperature_celsius")) == 8,
+        lambda: len(prometheus.query("increase(cmpfleet_gpu_energy_joules_total[1h])")) == 8,
         20,
-        "both rigs' cards in Prometheus",
+        "two scrapes of both rigs' cards in Prometheus",
         interval_s=0.5,
     )
     document = dashboard()

@@ -27,6 +27,7 @@ from serving.recipe.masking import (
     mask_text,
     secret_values,
 )
+from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
@@ -91,12 +92,12 @@ def test_nothing_fleetd_writes_or_serves_holds_a_secret(daemon: Fleetd) -> None:
     assert len(headers) == 1 and _leaks(headers[0]) == []
     assert "--api-key *** --hf-token=*** --redis-url redis://cache:***@localhost" in headers[0]
     auth = {"Authorization": f"Bearer {daemon.token}"}
-    recipe = httpx.get(daemon.url + "/api/v1/serving/recipe", timeout=10).json()
+    recipe = loopback.get(daemon.url + "/api/v1/serving/recipe", timeout=10).json()
     assert _leaks(json.dumps(recipe)) == []
     env = recipe["spec"]["env"]
     assert env["DATABASE_URL"] == "postgresql://fleet:***@db.local:5432/fleet"
     assert env["HF_TOKEN"] == "***"
-    events = httpx.get(daemon.url + "/api/v1/events?limit=500", headers=auth, timeout=10)
+    events = loopback.get(daemon.url + "/api/v1/events?limit=500", headers=auth, timeout=10)
     assert events.status_code == 200 and _leaks(events.text) == []
     shown = run_fleetctl(
         "--url", daemon.url, "recipe", "show", env={"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
@@ -107,11 +108,13 @@ def test_nothing_fleetd_writes_or_serves_holds_a_secret(daemon: Fleetd) -> None:
 
 def test_the_engine_log_needs_the_token_even_on_loopback(daemon: Fleetd) -> None:
     logs = daemon.url + "/api/v1/serving/logs"
-    assert httpx.get(logs, timeout=10).status_code == 401
-    assert httpx.get(logs, headers={"Authorization": "Bearer wrong"}, timeout=10).status_code == 403
+    assert loopback.get(logs, timeout=10).status_code == 401
+    assert (
+        loopback.get(logs, headers={"Authorization": "Bearer wrong"}, timeout=10).status_code == 403
+    )
     with httpx.stream("GET", logs + "/follow?lines=1", timeout=10) as response:
         assert response.status_code == 401
-    answer = httpx.get(logs, headers={"Authorization": f"Bearer {daemon.token}"}, timeout=10)
+    answer = loopback.get(logs, headers={"Authorization": f"Bearer {daemon.token}"}, timeout=10)
     assert answer.status_code == 200
     headers = _launch_headers(answer.json()["lines"])
     assert len(headers) == 1 and _leaks(headers[0]) == []

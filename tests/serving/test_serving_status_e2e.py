@@ -12,9 +12,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
@@ -114,11 +114,11 @@ def test_stop_progress_never_shows_a_line_from_before_the_stop(
     daemons.append(daemon)
     wait_until(lambda: _serving(daemon)["state"] == "ready", 30, "the engine ready")
     auth = {"Authorization": f"Bearer {daemon.token}"}
-    before = httpx.get(
+    before = loopback.get(
         daemon.url + "/api/v1/serving/logs?lines=1000", headers=auth, timeout=10
     ).json()["lines"]
     # The last line is engine output: the status carries it for the token holder only.
-    with_token = httpx.get(daemon.url + "/api/v1/status", headers=auth, timeout=10).json()
+    with_token = loopback.get(daemon.url + "/api/v1/status", headers=auth, timeout=10).json()
     assert with_token["serving"]["last_log_line"] in before
     assert "last_log_line" not in _serving(daemon)
 

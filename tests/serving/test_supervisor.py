@@ -51,6 +51,7 @@ from tests.serving.engine_helpers import (
     sim_argv,
     sim_spec,
 )
+from tests.support import loopback
 from tests.support.recovery_ports import attach, standalone_recovery
 from tests.support.waiting import wait_until
 
@@ -205,7 +206,7 @@ def test_start_goes_ready_and_reports_contract_fields(harness: Harness) -> None:
     assert status["restarts"] == 0
     assert status["url"] == f"http://127.0.0.1:{port}"
     assert status["since"].endswith("+00:00")
-    models = httpx.get(f"{status['url']}/v1/models", trust_env=False).json()
+    models = loopback.get(f"{status['url']}/v1/models").json()
     assert models["data"][0]["id"] == SERVED_NAME
     assert any("Application startup complete." in line for line in rig.supervisor.logs(50))
     launches = [e.launch for e in rig.events.of(ServingChange.LAUNCH) if e.launch is not None]
@@ -677,7 +678,7 @@ def test_startup_timeout_restarts_a_start_that_never_finishes(harness: Harness) 
 
 def answers_ready(port: int) -> bool:
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/health", trust_env=False).status_code == 200
+        return loopback.get(f"http://127.0.0.1:{port}/health").status_code == 200
     except httpx.HTTPError:
         return False
 

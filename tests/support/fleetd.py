@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from daemon.statedir import StateDir
+from tests.support import loopback
 from tests.support.waiting import wait_until
 
 __all__ = ["wait_until"]  # re-exported: most tests take it from here
@@ -105,7 +106,7 @@ class Fleetd:
 
     def get(self, path: str) -> httpx.Response:
         """GET on its API."""
-        return httpx.get(self.url + path, timeout=10)
+        return loopback.get(self.url + path, timeout=10)
 
     def post(self, path: str, body: object = None, token: str | None = "auto") -> httpx.Response:
         """POST with the bearer token (``token=None``: without one)."""
@@ -114,7 +115,7 @@ class Fleetd:
             headers["Authorization"] = f"Bearer {self.token}"
         elif token is not None:
             headers["Authorization"] = f"Bearer {token}"
-        return httpx.post(self.url + path, json=body or {}, headers=headers, timeout=10)
+        return loopback.post(self.url + path, json=body or {}, headers=headers, timeout=10)
 
     def log(self) -> str:
         """Everything it wrote to stderr so far."""

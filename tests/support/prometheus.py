@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from tests.support import loopback
 from tests.support.external import require_program
 from tests.support.fleetd import free_port, wait_until
 
@@ -53,7 +54,7 @@ class Prometheus(Server):
 
     def api(self, path: str, **params: str) -> Any:
         """``GET /api/v1/PATH``'s ``data`` (fails the test on an API error)."""
-        answer = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10).json()
+        answer = loopback.get(f"{self.url}/api/v1/{path}", params=params, timeout=10).json()
         assert answer["status"] == "success", answer
         return answer["data"]
 
@@ -75,7 +76,7 @@ def _ready(server: Server) -> bool:
             f"{server.proc.args} exited with {server.proc.returncode}:\n{server.log()}"
         )
     try:
-        return httpx.get(f"{server.url}/-/ready", timeout=2).status_code == 200
+        return loopback.get(f"{server.url}/-/ready", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 

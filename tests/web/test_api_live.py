@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import loopback
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 
@@ -38,7 +39,7 @@ def fleetd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
 
 
 def events(daemon: Fleetd, **params: Any) -> list[dict[str, Any]]:
-    answer = httpx.get(f"{daemon.url}/api/v1/events", params=params, timeout=10)
+    answer = loopback.get(f"{daemon.url}/api/v1/events", params=params, timeout=10)
     assert answer.status_code == 200, answer.text
     return list(answer.json())
 
@@ -68,12 +69,12 @@ def sse_frames(lines: Iterator[str], wanted: int, timeout_s: float) -> list[dict
 
 def test_events_page_back_with_a_cursor_and_a_next_link(fleetd: Fleetd) -> None:
     everything = events(fleetd, kind="xid")
-    first = httpx.get(f"{fleetd.url}/api/v1/events", params={"kind": "xid", "limit": 3})
+    first = loopback.get(f"{fleetd.url}/api/v1/events", params={"kind": "xid", "limit": 3})
     assert [e["id"] for e in first.json()] == [e["id"] for e in everything[:3]]
     link = first.headers["link"]
     match = re.fullmatch(r'<(/api/v1/events\?[^>]+)>; rel="next"', link)
     assert match, link
-    second = httpx.get(fleetd.url + match.group(1), timeout=10)
+    second = loopback.get(fleetd.url + match.group(1), timeout=10)
     assert [e["id"] for e in second.json()] == [everything[3]["id"]]
     assert "link" not in second.headers  # a short page is the last one
     ids = [e["id"] for e in everything]
@@ -103,10 +104,10 @@ def test_acknowledge_then_filter_on_it(fleetd: Fleetd) -> None:
 
 def test_bad_event_queries_name_what_is_wrong(fleetd: Fleetd) -> None:
     url = f"{fleetd.url}/api/v1/events"
-    unknown = httpx.get(url, params={"before_id": 99_999_999}, timeout=10)
+    unknown = loopback.get(url, params={"before_id": 99_999_999}, timeout=10)
     assert unknown.status_code == 404
     assert unknown.json() == {"detail": "before_id 99999999: no such event", "code": "not_found"}
-    bogus = httpx.get(url, params={"kind": "bogus"}, timeout=10)
+    bogus = loopback.get(url, params={"kind": "bogus"}, timeout=10)
     assert bogus.status_code == 422
     (problem,) = bogus.json()["detail"]
     assert problem["loc"] == ["query", "kind"] and "'xid'" in problem["msg"]
@@ -117,7 +118,7 @@ def test_bad_event_queries_name_what_is_wrong(fleetd: Fleetd) -> None:
 )
 def test_a_time_at_the_calendars_edge_is_a_422_not_a_500(fleetd: Fleetd, edge: str) -> None:
     for param in ("since", "until"):
-        answer = httpx.get(f"{fleetd.url}/api/v1/events", params={param: edge}, timeout=10)
+        answer = loopback.get(f"{fleetd.url}/api/v1/events", params={param: edge}, timeout=10)
         assert answer.status_code == 422, answer.text
         (problem,) = answer.json()["detail"]
         assert problem["loc"] == ["query", param] and "range" in problem["msg"]
@@ -125,7 +126,7 @@ def test_a_time_at_the_calendars_edge_is_a_422_not_a_500(fleetd: Fleetd, edge: s
 
 @pytest.mark.parametrize("confirm", ["yes", 1, "on", "true", None])
 def test_only_the_json_true_confirms_a_reboot(fleetd: Fleetd, confirm: object) -> None:
-    answer = httpx.post(
+    answer = loopback.post(
         f"{fleetd.url}/api/v1/recovery/reboot",
         json={"confirm": confirm},
         headers=auth(fleetd),
@@ -137,7 +138,7 @@ def test_only_the_json_true_confirms_a_reboot(fleetd: Fleetd, confirm: object) -
 
 
 def test_the_log_tail_as_text(fleetd: Fleetd) -> None:
-    answer = httpx.get(
+    answer = loopback.get(
         f"{fleetd.url}/api/v1/serving/logs/text", params={"lines": 3}, headers=auth(fleetd)
     )
     assert answer.status_code == 200
@@ -145,12 +146,12 @@ def test_the_log_tail_as_text(fleetd: Fleetd) -> None:
     as_text = answer.text.splitlines()
     assert 0 < len(as_text) <= 3
     # The engine may log more in between: the text tail is a run of the JSON tail after it.
-    as_json = httpx.get(
+    as_json = loopback.get(
         f"{fleetd.url}/api/v1/serving/logs", params={"lines": 500}, headers=auth(fleetd)
     ).json()["lines"]
     runs = [as_json[i : i + len(as_text)] for i in range(len(as_json))]
     assert as_text in runs, (as_text, as_json[-10:])
-    assert httpx.get(f"{fleetd.url}/api/v1/serving/logs/text").status_code == 401
+    assert loopback.get(f"{fleetd.url}/api/v1/serving/logs/text").status_code == 401
 
 
 def test_the_log_as_server_sent_events(fleetd: Fleetd) -> None:
@@ -162,7 +163,7 @@ def test_the_log_as_server_sent_events(fleetd: Fleetd) -> None:
     assert frames[0] == {"retry": "2000"}
     assert [f["event"] for f in frames[1:]] == ["line", "line"]
     streamed = [f["data"] for f in frames[1:]]
-    log = httpx.get(
+    log = loopback.get(
         f"{fleetd.url}/api/v1/serving/logs", params={"lines": 500}, headers=auth(fleetd)
     ).json()["lines"]
     assert streamed in [log[i : i + 2] for i in range(len(log))], (streamed, log[-10:])
@@ -180,7 +181,7 @@ def test_the_status_stream_pushes_the_status_document(fleetd: Fleetd) -> None:
     assert [f["event"] for f in frames[1:]] == ["status"] * 3
     assert [int(f["id"]) for f in frames[1:]] == [1, 2, 3]
     documents = [json.loads(f["data"]) for f in frames[1:]]
-    status = httpx.get(f"{fleetd.url}/api/v1/status").json()
+    status = loopback.get(f"{fleetd.url}/api/v1/status").json()
     for document in documents:
         assert set(document) == set(status)
         assert [c["index"] for c in document["cards"]] == [0, 1, 2, 3]
@@ -204,10 +205,10 @@ def test_fleetd_stops_promptly_with_a_stream_open(tmp_path: Path) -> None:
 
 def test_a_rebound_host_name_is_refused_on_loopback(fleetd: Fleetd) -> None:
     """DNS rebinding: a page on evil.example re-pointed at 127.0.0.1 gets nothing."""
-    rebound = httpx.get(fleetd.url + "/api/v1/status", headers={"Host": "evil.example:8170"})
+    rebound = loopback.get(fleetd.url + "/api/v1/status", headers={"Host": "evil.example:8170"})
     assert rebound.status_code == 403
     assert rebound.json()["code"] == "host_not_allowed"
-    own = httpx.get(fleetd.url + "/api/v1/status", headers={"Host": socket.gethostname()})
+    own = loopback.get(fleetd.url + "/api/v1/status", headers={"Host": socket.gethostname()})
     assert own.status_code == 200
-    local = httpx.get(fleetd.url + "/healthz", headers={"Host": "localhost:8170"})
+    local = loopback.get(fleetd.url + "/healthz", headers={"Host": "localhost:8170"})
     assert local.status_code == 200

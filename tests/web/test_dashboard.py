@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import (
     Browser,
@@ -29,6 +28,7 @@ from playwright.sync_api import (
 )
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from tests.support import loopback
 from tests.support.external import require_program
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
@@ -669,7 +669,7 @@ def test_beyond_loopback_the_browser_logs_in_with_the_token(browser: Browser, ri
     )
     requests: list[str] = []
     try:
-        refused = httpx.get(wide.url + "/", headers={"Accept": "text/html"}, timeout=10)
+        refused = loopback.get(wide.url + "/", headers={"Accept": "text/html"}, timeout=10)
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"].startswith("Basic ")
         login = {"username": "owner", "password": wide.token}

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -27,6 +26,7 @@ from daemon.sdnotify import Notifier
 from daemon.startup import build_host
 from hwcheck.backend import GpuBackend
 from hwcheck.model import ClockEventReason, RigSnapshot
+from tests.support import loopback
 from tests.support.external import require_program
 from tests.support.fleetd import free_port, kill_engine, wait_until
 from web.version import __version__
@@ -90,7 +90,7 @@ class Rig:
     url: str
 
     def scrape(self) -> str:
-        answer = httpx.get(f"{self.url}/metrics", timeout=10)
+        answer = loopback.get(f"{self.url}/metrics", timeout=10)
         assert answer.status_code == 200, answer.text
         assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
         return answer.text
@@ -152,7 +152,7 @@ def test_a_scrape_touches_neither_nvml_nor_the_database(rig: Rig) -> None:
     wait_until(scrapes_touch_nothing, 10, "three scrapes with no NVML call or SQL statement")
     before = (rig.backend.calls, rig.statements.count)
     # The counters do see what they count: a status read queries the latch, a poll reads NVML.
-    assert httpx.get(f"{rig.url}/api/v1/status", timeout=10).status_code == 200
+    assert loopback.get(f"{rig.url}/api/v1/status", timeout=10).status_code == 200
     assert rig.statements.count > before[1]
     rig.daemon.poll()
     assert rig.backend.calls > before[0]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.support import loopback
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 from tests.web.documents import key_paths, recorded_paths
 from web.limits import MAX_BODY_BYTES
@@ -31,7 +32,7 @@ def fleetd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
 
 def post_raw(daemon: Fleetd, path: str, content: object) -> httpx.Response:
     headers = {"Authorization": f"Bearer {daemon.token}", "Content-Type": "application/json"}
-    return httpx.post(daemon.url + path, content=content, headers=headers, timeout=30)  # type: ignore[arg-type]
+    return loopback.post(daemon.url + path, content=content, headers=headers, timeout=30)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -48,7 +49,7 @@ def test_real_documents_keep_every_recorded_field(
     fleetd: Fleetd, method: str, path: str, recorded: str
 ) -> None:
     headers = {"Authorization": f"Bearer {fleetd.token}"}  # the engine log needs it
-    answer = httpx.request(method, fleetd.url + path, headers=headers, timeout=10)
+    answer = loopback.request(method, fleetd.url + path, headers=headers, timeout=10)
     assert answer.status_code == 200, answer.text
     missing = recorded_paths(recorded) - key_paths(answer.json(), f".{recorded}")
     assert not missing, missing
