@@ -89,6 +89,11 @@ def test_real_rig_without_nvml_keeps_running_and_has_no_sim_endpoints(
     """No --simulate on this GPU-less machine: NVML is missing, fleetd still serves and says why."""
     daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=None, notify=False)
     daemons.append(daemon)
+    # Without a notify socket, "started" is /healthz answering, which comes before the first
+    # poll: until that poll the status says "unknown", as it should.
+    wait_until(
+        lambda: daemon.get("/api/v1/status").json()["overall"] != "unknown", 10, "the first poll"
+    )
     doc = daemon.get("/api/v1/status").json()
     assert doc["overall"] == "critical"
     assert doc["rig"]["simulated"] is False
