@@ -112,9 +112,17 @@ def test_alertmanager_lists_cmpfleet_alerts_and_sees_them_resolve(
     wait_until(
         lambda: not named(alertmanager, "Thermal"), 15, "Thermal no longer active in Alertmanager"
     )
-    resolved = fleetd.get(f"/api/v1/alerts/{thermal['id']}").json()
+    # Alertmanager has the resolve a moment before fleetd records its answer as delivered.
+    wait_until(
+        lambda: (
+            [d["state"] for d in alert_row(fleetd, thermal["id"])["deliveries"]]
+            == ["delivered", "delivered"]
+        ),
+        10,
+        "both deliveries (firing, resolved) recorded",
+    )
+    resolved = alert_row(fleetd, thermal["id"])
     assert resolved["status"] == "resolved"
-    assert [d["state"] for d in resolved["deliveries"]] == ["delivered", "delivered"]
 
 
 def test_an_xid_lands_in_alertmanager_and_a_reboot_resolves_it(
@@ -126,3 +134,9 @@ def test_an_xid_lands_in_alertmanager_and_a_reboot_resolves_it(
     assert alert["labels"]["xid"] == "79" and alert["labels"]["xid_class"] == "hardware"
     assert fleetd.post("/api/v1/sim/reboot").status_code == 200
     wait_until(lambda: not named(alertmanager, "XidHardware"), 15, "the Xid resolved")
+
+
+def alert_row(fleetd: Fleetd, alert_id: int) -> dict[str, Any]:
+    """One alert of fleetd's, with its deliveries."""
+    row: dict[str, Any] = fleetd.get(f"/api/v1/alerts/{alert_id}").json()
+    return row

@@ -349,7 +349,7 @@ def test_ctrl_c_in_a_terminal_leaves_it_clean(
         # Keep reading while it exits: a full terminal buffer would block its last writes.
         with contextlib.suppress(AssertionError):  # ends when the terminal closes
             read_until(master, b"\x00never drawn\x00", 10, seen=seen)
-        assert process.wait(5) == EXIT_INTERRUPTED
+        assert process.wait(5) == EXIT_INTERRUPTED, bytes(seen[-1500:])
     finally:
         if process.poll() is None:
             process.kill()
