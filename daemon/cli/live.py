@@ -79,7 +79,10 @@ def _keys_quit(quit_event: threading.Event) -> Iterator[None]:
     finally:
         stop.set()
         reader.join(timeout=1)
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        # TCSANOW, not TCSADRAIN: draining waits until the terminal took every byte, and a
+        # terminal that takes none (output paused with Ctrl-S, a stalled ssh session) would
+        # hang the way out, Ctrl-C included. The mode bits restored here do not touch output.
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _read_keys(fd: int, quit_event: threading.Event, stop: threading.Event) -> None:
