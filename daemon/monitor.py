@@ -182,3 +182,10 @@ class RigMonitor:
                 stale_reason=None if self._nvml_down else self._stale_reason(age_s),
                 verdict=self._verdict,
             )
+
+    def card_index_of(self, pci_bus_id: str | None) -> int | None:
+        """The index of the card at ``pci_bus_id`` in the latest poll (None: unknown there)."""
+        latest = self.view().latest
+        if latest is None or pci_bus_id is None:
+            return None
+        return next((c.index for c in latest.cards if c.pci_bus_id == pci_bus_id), None)

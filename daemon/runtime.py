@@ -125,7 +125,7 @@ class Daemon:
             dry_run=settings.recovery.dry_run,
         )
         self.xid_path = XidPath(
-            self.store, self.monitor, self._card_index_of, kernel_clock_s=host.kernel_clock_s
+            self.store, self.monitor, self.monitor.card_index_of, kernel_clock_s=host.kernel_clock_s
         )
         self.follower = FollowerThread(
             host,
@@ -214,13 +214,9 @@ class Daemon:
             self.store,
             lambda: None if self.engine is None else self.engine.recipe,
         )
+        held = self.recovery.starts.cards_held
         self.diag = build_diag(
-            self.store,
-            self.monitor,
-            host,
-            self.engine,
-            self.recovery.starts.cards_held,
-            self._rejudge_checks,
+            self.store, self.monitor, host, self.engine, held, self._rejudge_checks
         )
         self.services = DaemonServices(
             self.store,
@@ -269,15 +265,6 @@ class Daemon:
         )
 
     # -- helpers ----------------------------------------------------------------------
-    def _card_index_of(self, pci_bus_id: str | None) -> int | None:
-        latest = self.monitor.view().latest
-        if latest is None or pci_bus_id is None:
-            return None
-        for card in latest.cards:
-            if card.pci_bus_id == pci_bus_id:
-                return card.index
-        return None
-
     def _polled(self) -> None:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
         self.judge.rejudge()

@@ -108,21 +108,21 @@ def test_a_recorded_run_has_the_checks_judged_at_once_and_a_refused_one_not(
     """``fleetctl status`` right after a run shows its verdict, not the poll's before it."""
     judged: list[int] = []
     refused = diag(
-        store, monitor, sim_memtester(rig), ServingState.READY, 4242, None, lambda: judged.append(1)
+        store,
+        monitor,
+        sim_memtester(rig),
+        ServingState.READY,
+        4242,
+        rejudge=lambda: judged.append(1),
     )
     with pytest.raises(Refused):
         refused.memtest(None, 1.0, "api")
     assert judged == []
 
-    service = diag(
-        store,
-        monitor,
-        sim_memtester(rig),
-        ServingState.HELD,
-        None,
-        None,
-        lambda: judged.append(len(store.list_events(kind=EventKind.DIAG))),
-    )
+    def stored() -> None:
+        judged.append(len(store.list_events(kind=EventKind.DIAG)))
+
+    service = diag(store, monitor, sim_memtester(rig), ServingState.HELD, rejudge=stored)
     service.memtest(3, 1.0, "api")
     assert judged == [1]  # after the run was stored
 

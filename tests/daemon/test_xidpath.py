@@ -186,3 +186,16 @@ def test_a_flapping_follower_queues_a_bounded_number_of_events() -> None:
     assert stored[0].details["error"] == "journalctl exited (70)"
     health.flush_events(stored.append)
     assert len(stored) == MAX_PENDING_EVENTS
+
+
+def test_an_xid_line_is_placed_on_the_card_at_its_address_in_the_latest_poll(
+    tmp_path: Path,
+) -> None:
+    """The Xid line names a PCI address; the card index comes from the latest poll."""
+    monitor = RigMonitor(BOOT, 3)
+    assert monitor.card_index_of("0000:21:00.0") is None  # no poll yet
+    rig = SimulatedRig(load_scenario("healthy"), tmp_path / "state")
+    monitor.add_sample(rig.host_sources().gpu.snapshot())
+    assert monitor.card_index_of("0000:21:00.0") == 1
+    assert monitor.card_index_of("0000:99:00.0") is None
+    assert monitor.card_index_of(None) is None
