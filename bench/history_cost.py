@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from daemon.history import history_document
+from daemon.rig.history import history_document
 from daemon.store import Store
 from hwcheck.model import GpuSnapshot, RigSnapshot
 from hwcheck.sim.scenario import load_scenario

@@ -112,8 +112,8 @@ def run_scan_lines(path: Path, catalogue: XidCatalogue) -> int:
 
 
 def run_cli_document(path: Path, catalogue: XidCatalogue) -> int:
-    """`daemon.cli.cmd_xid.scan_document` itself (the CLI's JSON rows), when importable."""
-    from daemon.cli.cmd_xid import scan_document
+    """`daemon.cli.rig.xid.scan_document` itself (the CLI's JSON rows), when importable."""
+    from daemon.cli.rig.xid import scan_document
 
     with path.open(encoding="utf-8", errors="replace") as stream:
         return len(scan_document(stream, catalogue))
@@ -180,7 +180,7 @@ def main() -> int:
         try:
             cli_s, cli_n = best_of(lambda: run_cli_document(path, catalogue))
         except ImportError as exc:
-            print(f"(daemon.cli.cmd_xid.scan_document not importable: {exc})")
+            print(f"(daemon.cli.rig.xid.scan_document not importable: {exc})")
             cli_s, cli_n = float("nan"), 0
     print(f"best of {REPEATS} runs each")
     for label, seconds, found in (

@@ -102,7 +102,7 @@ def check_configured_recipe(
     serving = settings.serving
     if serving.recipe is None and not serving.profiles and serving.profile is None:
         return
-    from daemon.profiles import SIM_PRESET, resolve_profiles
+    from daemon.engine.profiles import SIM_PRESET, resolve_profiles
     from serving.recipe.recipe import RecipeError, preset_recipe
 
     simulated = preset_recipe(SIM_PRESET) if simulate is not None else None
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     # Imported here, not at the top: `fleetd install` needs neither (nor the store below).
     from daemon.alerts.sinks import build_sinks
     from daemon.config_secrets import exposed_secrets
-    from daemon.reboot_command import check_host_commands
+    from daemon.ports.reboot import check_host_commands
 
     try:
         settings, config_path = resolve_settings(args)

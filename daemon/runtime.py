@@ -20,36 +20,36 @@ from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from daemon.alerts.service import AlertService
-from daemon.api_services import DaemonServices
-from daemon.apiserver import ApiServer, url_host
-from daemon.boot import track_boot
-from daemon.bringup import BringUp
-from daemon.canaries import CanaryService, build_canaries
-from daemon.caps import CapKeeper
+from daemon.api.server import ApiServer, url_host
+from daemon.api.services import DaemonServices
+from daemon.api.sim_control import SimControl, reboot_simulated_host
+from daemon.canaries.diag import build_diag
+from daemon.canaries.service import CanaryService, build_canaries
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
-from daemon.diag_service import build_diag
-from daemon.engine_service import EngineService
-from daemon.engine_wiring import wire_engine
-from daemon.host_watch import build_host_watch
-from daemon.latch_state import LatchFile, LatchState
-from daemon.metrics_source import DaemonMetrics
-from daemon.monitor import RigMonitor
-from daemon.poller import RigPoller
-from daemon.reboot_command import host_commands
-from daemon.recovery_parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
-from daemon.rig_judge import RigJudge
+from daemon.engine.service import EngineService
+from daemon.engine.sim_containers import SimulatedContainers
+from daemon.engine.wiring import wire_engine
+from daemon.ports.bringup import BringUp
+from daemon.ports.latch import LatchFile, LatchState
+from daemon.ports.parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
+from daemon.ports.reboot import host_commands
+from daemon.rig.boot import track_boot
+from daemon.rig.caps import CapKeeper
+from daemon.rig.host_watch import build_host_watch
+from daemon.rig.judge import RigJudge
+from daemon.rig.metrics_source import DaemonMetrics
+from daemon.rig.monitor import RigMonitor
+from daemon.rig.poller import RigPoller
+from daemon.rig.status_document import view_verdict
+from daemon.rig.xidpath import FollowerThread, XidPath
 from daemon.sdnotify import Notifier
 from daemon.service_loop import ServiceLoop, sample_until_judged
-from daemon.sim_containers import SimulatedContainers
-from daemon.simcontrol import SimControl, reboot_simulated_host
 from daemon.statedir import StateDir
-from daemon.status_document import view_verdict
 from daemon.store import Store, StoreError
 from daemon.store.keyvalue import CARD_FAULT_HISTORY
-from daemon.storewriter import StoreWriter, store_remedy
+from daemon.store.writer import StoreWriter, store_remedy
 from daemon.token import ensure_token
-from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
@@ -297,7 +297,7 @@ class Daemon:
 
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
-        """One poll (``daemon.poller``), timed for /metrics; then the latch mirror's refresh."""
+        """One poll (``daemon.rig.poller``), timed for /metrics; then the latch mirror's refresh."""
         began_s = time.monotonic()
         try:
             self.poller.poll()

@@ -12,11 +12,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from daemon.apiserver import ApiServer
+from daemon.api.server import ApiServer
 from daemon.config import PollSettings
-from daemon.monitor import RigMonitor
+from daemon.rig.monitor import RigMonitor
+from daemon.rig.xidpath import FollowerThread
 from daemon.sdnotify import Notifier
-from daemon.xidpath import FollowerThread
 
 log = logging.getLogger("fleetd")
 

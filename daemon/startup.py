@@ -19,9 +19,9 @@ from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
 
-from daemon.apiserver import ApiServer
+from daemon.api.server import ApiServer
 from daemon.config import ENV_PREFIX, Settings
-from daemon.profiles import profiles_for
+from daemon.engine.profiles import profiles_for
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.statedir import DIR_MODE, StateDir

@@ -63,7 +63,7 @@ class HistoryDocument(Document):
 class _Rendered:
     """The JSON of the last document of each span, while the daemon hands the same one.
 
-    The daemon keeps a history document for its chart window (``daemon.history_cache``);
+    The daemon keeps a history document for its chart window (``daemon.rig.history_cache``);
     validating and encoding its ~36,000 numbers again cost ~20 ms a request, most of what
     the cache saved. Checked by identity: a new document is rendered once.
     """

@@ -2,7 +2,7 @@
 
 It reads events past its stored cursor (so an event is turned into alerts exactly once,
 even across a ``kill -9``: the cursor moves in the same transaction as the alerts), plus
-the reboot-required latch in force, read from memory (``daemon.latch_state``): the latch
+the reboot-required latch in force, read from memory (``daemon.ports.latch``): the latch
 alert never waits for the store to catch up with the latch (issue 22). It does not
 poll: the store wakes it after each committed write that recorded an event or set the
 latch (``Store.add_news_listener``), fleetd when the live latch moves, and it sleeps

@@ -20,9 +20,9 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from daemon.cli import app_engine
 from daemon.cli.app_options import HELP_MARKUP, JsonFlag
-from daemon.cli.cmd_fleet import OnlyOption, fleet_app
+from daemon.cli.engine import commands as app_engine
+from daemon.cli.fleet.commands import OnlyOption, fleet_app
 from daemon.cli.options import DEFAULT_URL, GlobalOptions
 from daemon.cli.pipes import OutputClosed
 from daemon.defaults import DEFAULT_CONFIG_PATH
@@ -146,7 +146,7 @@ def check(
     json_mode: JsonFlag = False,
 ) -> None:
     """One-shot local hardware check, no daemon (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
-    from daemon.cli import cmd_check
+    from daemon.cli.rig import check as cmd_check
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -163,7 +163,7 @@ def xid_scan(
     json_mode: JsonFlag = False,
 ) -> None:
     """List the Xid events in a saved kernel log."""
-    from daemon.cli import cmd_xid
+    from daemon.cli.rig import xid as cmd_xid
 
     opts: GlobalOptions = ctx.obj
     raise typer.Exit(cmd_xid.scan(opts.output(json_mode), file, config))
@@ -180,8 +180,8 @@ def status(
     json_mode: JsonFlag = False,
 ) -> None:
     """Rig overview from fleetd (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN/unreachable)."""
-    from daemon.cli import cmd_daemon
     from daemon.cli.options import only_cards
+    from daemon.cli.rig import status as cmd_daemon
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -200,7 +200,7 @@ def explain(
     json_mode: JsonFlag = False,
 ) -> None:
     """The long explanation behind a fault's headline: `explain xid 31` (no daemon needed)."""
-    from daemon.cli import cmd_explain
+    from daemon.cli.rig import explain as cmd_explain
 
     opts: GlobalOptions = ctx.obj
     raise typer.Exit(cmd_explain.run(opts.output(json_mode), kind, key, config))
@@ -216,8 +216,8 @@ def top(
     json_mode: JsonFlag = False,
 ) -> None:
     """Live full-screen view of the rig (q quits; one frame when stdout is not a terminal)."""
-    from daemon.cli import cmd_top
     from daemon.cli.options import only_cards
+    from daemon.cli.rig import top as cmd_top
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -239,7 +239,7 @@ def events(
     json_mode: JsonFlag = False,
 ) -> None:
     """Events recorded by fleetd, newest first."""
-    from daemon.cli import cmd_daemon
+    from daemon.cli.rig import status as cmd_daemon
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -250,7 +250,7 @@ def events(
 @app.command("ack")
 def ack(ctx: typer.Context, event_id: int, json_mode: JsonFlag = False) -> None:
     """Acknowledge one event."""
-    from daemon.cli import cmd_daemon
+    from daemon.cli.rig import status as cmd_daemon
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -282,8 +282,9 @@ def init(
     json_mode: JsonFlag = False,
 ) -> None:
     """Detect the cards and record today's baseline in the config (--show: print the host's)."""
-    from daemon.cli import cmd_init, host_baseline
-    from daemon.cli.host_judging import local_state_dir
+    from daemon.cli.rig.host_judging import local_state_dir
+    from daemon.cli.setup import host_baseline
+    from daemon.cli.setup import init as cmd_init
 
     opts: GlobalOptions = ctx.obj
     if show:
@@ -295,7 +296,7 @@ def init(
 @caps_app.command("apply")
 def caps_apply(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     """Have fleetd re-apply the configured power cap to every card off it (resets at boot)."""
-    from daemon.cli import cmd_daemon
+    from daemon.cli.rig import status as cmd_daemon
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -318,7 +319,7 @@ def recipe_lint(
     json_mode: JsonFlag = False,
 ) -> None:
     """Validate a launch recipe (exit 0 clean, 1 warnings only, 2 errors)."""
-    from daemon.cli import cmd_recipe
+    from daemon.cli.engine import recipe as cmd_recipe
 
     opts: GlobalOptions = ctx.obj
     raise typer.Exit(cmd_recipe.lint(opts.output(json_mode), file, config))
@@ -334,7 +335,7 @@ def recipe_show(
     json_mode: JsonFlag = False,
 ) -> None:
     """The exact argv and environment the daemon would launch."""
-    from daemon.cli import cmd_recipe
+    from daemon.cli.engine import recipe as cmd_recipe
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -350,7 +351,7 @@ def canary_run(
     json_mode: JsonFlag = False,
 ) -> None:
     """Run the engine canaries now (exit 0 all pass, 1 a warning or skipped, 2 a failure)."""
-    from daemon.cli import cmd_canary
+    from daemon.cli.rig import canary as cmd_canary
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -360,7 +361,7 @@ def canary_run(
 @canary_app.command("status")
 def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     """The canaries' last results and log-signature counts (exit codes as canary run)."""
-    from daemon.cli import cmd_canary
+    from daemon.cli.rig import canary as cmd_canary
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
@@ -379,7 +380,7 @@ def diag_memtest(
     json_mode: JsonFlag = False,
 ) -> None:
     """Pattern-test the cards' memory (the engine must be stopped: else exit 4; 2: errors)."""
-    from daemon.cli import cmd_diag
+    from daemon.cli.rig import diag as cmd_diag
 
     opts: GlobalOptions = ctx.find_root().obj
     out = opts.output(json_mode)
@@ -396,7 +397,7 @@ def alerts(
     json_mode: JsonFlag = False,
 ) -> None:
     """Recent alerts, newest first, with their delivery state per webhook."""
-    from daemon.cli import cmd_alerts
+    from daemon.cli.rig import alerts as cmd_alerts
 
     if ctx.invoked_subcommand is not None:
         return
@@ -423,7 +424,7 @@ def alerts_test(
     json_mode: JsonFlag = False,
 ) -> None:
     """Send a test alert through fleetd (exit 0 once every webhook answered 2xx)."""
-    from daemon.cli import cmd_alerts
+    from daemon.cli.rig import alerts as cmd_alerts
 
     opts: GlobalOptions = ctx.find_root().obj
     out = opts.output(json_mode)

@@ -73,8 +73,8 @@ def run_status(argv: list[str]) -> int | None:
     if parsed is None:
         return None
     options, json_here = parsed
-    from daemon.cli import cmd_daemon
     from daemon.cli.output import EXIT_UNKNOWN
+    from daemon.cli.rig import status as cmd_daemon
 
     out = options.output(json_here)
     try:

@@ -44,7 +44,7 @@ class GlobalOptions:
         url, token_file, origin = self.url, self.token_file, "--token-file"
         try:
             if self.rig is not None:
-                from daemon.cli.fleetfile import FleetFileError, resolve_rig
+                from daemon.cli.fleet.file import FleetFileError, resolve_rig
 
                 try:
                     picked = resolve_rig(self.rig, self.fleet_file)
@@ -66,7 +66,7 @@ def only_cards(out: Output, text: str | None, code: int) -> frozenset[int] | Non
     """``--only 0,2`` (or ``1-3``) as card indexes; one line and exit ``code`` when malformed."""
     if text is None:
         return None
-    from daemon.cli.rigview import parse_cards
+    from daemon.cli.views.rigview import parse_cards
 
     try:
         return parse_cards(text)

@@ -2,7 +2,7 @@
 
 When stdout is not a terminal the console is made very wide and colourless, so a line
 never wraps or truncates the words scripts grep for, and tables are plain aligned text
-(``daemon.cli.screen``: no box drawing, no trailing spaces; rich padded every cell, so a
+(``daemon.cli.views.screen``: no box drawing, no trailing spaces; rich padded every cell, so a
 10,000-column pipe console wrote kilobytes of blanks per row). ``--no-color`` and
 ``$NO_COLOR`` turn colours off on a terminal too.
 
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from daemon.cli.screen import SEVERITY_STYLE, Column, Piece, plain, table_lines
+from daemon.cli.views.screen import SEVERITY_STYLE, Column, Piece, plain, table_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -123,7 +123,7 @@ class Output:
         self.console.print(table)
 
     def write(self, text: str) -> None:
-        """Text as it is (lines already laid out, ``daemon.cli.screen.plain``)."""
+        """Text as it is (lines already laid out, ``daemon.cli.views.screen.plain``)."""
         sys.stdout.write(text)
 
     def line(self, text: str) -> None:

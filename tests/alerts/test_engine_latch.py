@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.alerts.engine import AlertEngine
-from daemon.metrics_source import LatchMirror
+from daemon.rig.metrics_source import LatchMirror
 from daemon.store import Latch, Store
 from daemon.store.alerts import AlertPolicy
 from hwcheck.model import Advice

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon.canary_runner import CanaryRunner
+from daemon.canaries.runner import CanaryRunner
 from daemon.store import Store
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import Expectations

@@ -14,7 +14,7 @@ import pytest
 import typer
 
 from daemon.cli.client import FleetClient
-from daemon.cli.cmd_serving import wait_for
+from daemon.cli.engine.serving import wait_for
 from daemon.cli.output import Output
 
 

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from daemon.cli.config_edit import ConfigEditError, TableUpdate, apply_updates
+from daemon.cli.setup.config_edit import ConfigEditError, TableUpdate, apply_updates
 
 CONFIG = """\
 # My rig. Keep these notes.

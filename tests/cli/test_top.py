@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from daemon.cli.rigview import Screen
-from daemon.cli.screen import plain
-from daemon.cli.topview import ViewSource, rig_view
+from daemon.cli.views.rigview import Screen
+from daemon.cli.views.screen import plain
+from daemon.cli.views.topview import ViewSource, rig_view
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.scenarios import sooner

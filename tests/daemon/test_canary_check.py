@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from daemon.canary_check import engine_output_check
+from daemon.canaries.check import engine_output_check
 from daemon.store import CanaryRow
 from hwcheck.model import Severity
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.chart_markers import chart_markers
-from daemon.history import history_document
-from daemon.recovery_parts import StoreAudit
+from daemon.ports.parts import StoreAudit
+from daemon.rig.chart_markers import chart_markers
+from daemon.rig.history import history_document
 from daemon.store import Store
 from hwcheck.model import EventKind, Severity
 

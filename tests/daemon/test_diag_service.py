@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.diag_service import DiagService
-from daemon.monitor import RigMonitor
+from daemon.canaries.diag import DiagService
+from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.memtest_results import CardMemtest, Memtester, MemtestOutcome
 from hwcheck.model import EventKind, Severity

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from daemon import fault_points
-from daemon.latch_state import LATCH_FILE
+from daemon.ports.latch import LATCH_FILE
 from daemon.statedir import StateDir
 from daemon.store import Store
 from hwcheck.kernellog.catalogue import XidCatalogue

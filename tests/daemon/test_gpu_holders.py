@@ -9,7 +9,7 @@ from typing import Any
 import psutil
 import pytest
 
-from daemon.cli.gpu_pids import running_daemon_gpu_pids
+from daemon.cli.rig.gpu_pids import running_daemon_gpu_pids
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
 

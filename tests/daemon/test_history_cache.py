@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from daemon.history import history_document
-from daemon.history_cache import HistoryCache
+from daemon.rig.history import history_document
+from daemon.rig.history_cache import HistoryCache
 from daemon.store import Store
 from hwcheck.model import EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig

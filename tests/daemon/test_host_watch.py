@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.host_watch import COUNTER_WINDOW_S, HostWatch
+from daemon.rig.host_watch import COUNTER_WINDOW_S, HostWatch
 from daemon.statedir import StateDir
 from hwcheck.host import HostSources
 from hwcheck.hostfacts.baseline import HostBaseline, load_baseline_file

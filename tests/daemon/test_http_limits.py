@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 
-from daemon.apiserver import ApiServer
-from daemon.http_limits import MAX_CONNECTIONS, uvicorn_limits
+from daemon.api.http_limits import MAX_CONNECTIONS, uvicorn_limits
+from daemon.api.server import ApiServer
 from tests.support import loopback
 from tests.support.fleetd import free_port
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.monitor import RigMonitor
+from daemon.rig.monitor import RigMonitor
+from daemon.rig.xidpath import FollowerThread, XidPath
 from daemon.store import Store
 from daemon.store.xids import kernel_time_of
-from daemon.xidpath import FollowerThread, XidPath
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
 from hwcheck.kernellog.kernel_time import kernel_wall_time

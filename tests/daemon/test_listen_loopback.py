@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.apiserver import split_listen
+from daemon.api.server import split_listen
 from web.loopback import is_loopback
 
 

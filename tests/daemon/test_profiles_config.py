@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import ConfigError, load_settings
-from daemon.profiles import ActiveProfile, profiles_for, resolve_profiles
+from daemon.engine.profiles import ActiveProfile, profiles_for, resolve_profiles
 from serving.profiles import Profile, ProfileSet
 from serving.recipe.recipe import RecipeError, recipe_from_table
 from serving.sim.scenario import EngineScenario

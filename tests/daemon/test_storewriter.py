@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from daemon.store import StoreError
-from daemon.storewriter import StoreWriter, store_remedy
+from daemon.store.writer import StoreWriter, store_remedy
 from hwcheck.model import Severity
 
 

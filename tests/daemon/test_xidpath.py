@@ -7,10 +7,10 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from daemon.kernellog_health import MAX_PENDING_EVENTS, FollowerHealth, PendingEvent
-from daemon.monitor import RigMonitor
+from daemon.rig.kernellog_health import MAX_PENDING_EVENTS, FollowerHealth, PendingEvent
+from daemon.rig.monitor import RigMonitor
+from daemon.rig.xidpath import FollowerThread, XidPath, journal_key
 from daemon.store import Store
-from daemon.xidpath import FollowerThread, XidPath, journal_key
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli.fleetfile import FleetFileError, Rig, load_fleet
+from daemon.cli.fleet.file import FleetFileError, Rig, load_fleet
 from tests.support.cli import run_fleetctl
 
 GOOD = """

@@ -2,7 +2,7 @@
 
 Installed first on PATH by the tests (a fake at a real boundary: the program we spawn).
 It reads ``$FAKE_JOURNAL_DIR/entries.jsonl`` (recorded journald JSON, one entry a line),
-appends its argv to ``argv.jsonl``, honours ``--after-cursor``, ``-n 0`` and ``-f`` (then
+appends its argv to ``argv.jsonl`` (and, once it follows, a line to ``following.jsonl``), honours ``--after-cursor``, ``-n 0`` and ``-f`` (then
 it keeps printing lines appended to ``entries.jsonl`` until it is terminated), and fails
 like the real one ("No journal files were found.", status 1) when ``fail`` exists there.
 """
@@ -48,6 +48,10 @@ def main(argv: list[str]) -> int:
     if "-f" not in argv:
         return 0
     position = len(data)
+    # Tells a test that this run has read the journal as it was: an entry appended from
+    # now on is "new" to it (``-n 0`` starts at the end a real journalctl also sees).
+    with (state / "following.jsonl").open("a", encoding="utf-8") as log:
+        log.write(json.dumps(position) + "\n")
     while True:
         size = entries.stat().st_size
         if size > position:

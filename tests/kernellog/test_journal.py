@@ -24,6 +24,7 @@ from hwcheck.kernellog.journal import (
 )
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
 from hwcheck.model import ClassifiedXid
+from tests.support.waiting import wait_until
 
 DATA = Path(__file__).parent / "data"
 FAKE = Path(__file__).parent / "fake_journalctl.py"
@@ -51,6 +52,11 @@ class FakeJournal:
         entry["_SOURCE_MONOTONIC_TIMESTAMP"] = str(9_000_000_000 + index)
         with self.entries.open("a") as out:
             out.write(json.dumps(entry) + "\n")
+
+    def followers(self) -> int:
+        """How many ``-f`` runs have read the journal and now wait for new entries."""
+        path = self.state / "following.jsonl"
+        return len(path.read_text().splitlines()) if path.exists() else 0
 
     def cursor(self, index: int) -> str:
         return str(json.loads(self.recorded[index])["__CURSOR"])
@@ -145,6 +151,9 @@ def test_a_kernel_cursor_rereads_the_boot_and_no_cursor_starts_now(
     try:
         assert from_now.wait(0.2) is False
         assert from_now.read_available() == []
+        # "From now" is when the second journalctl read the journal: wait for it, as an
+        # entry written before that is history to it (a loaded machine starts it late).
+        wait_until(lambda: fake_journal.followers() == 2, DEADLINE_S, "the second follower")
         fake_journal.append("later", 7)
         assert [r.text for r in _read_until(from_now, 1)] == ["later"]
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.engine_preflight import drift_refusal, foreign_refusals, scan_foreign
+from daemon.engine.preflight import drift_refusal, foreign_refusals, scan_foreign
 from hwcheck.model import DeviceHolder
 from serving.profiles import Profile, ProfileSet
 from serving.recipe.build import build_launch

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.recovery_engine import ReportsToRecovery, SupervisedEngine
+from daemon.engine.recovery_port import ReportsToRecovery, SupervisedEngine
 from hwcheck.cuda_results import CardProbe, ProbeRound
 from hwcheck.model import Advice, CheckResult, ClassifiedXid, GpuSnapshot, LatchWaiver
 from recovery.controller import RecoveryController

@@ -20,7 +20,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from daemon.config import load_settings
-from daemon.profiles import recipe_for_daemon
+from daemon.engine.profiles import recipe_for_daemon
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
 from daemon.startup import build_host

@@ -1,0 +1,1 @@
+"""fleetd's canary wing: the engine canaries, their check, log signatures and the memory test."""

@@ -1,0 +1,174 @@
+"""Diagnostics fleetd runs on request: the memory test (``POST /api/v1/diag/memtest``).
+
+The test needs the cards to itself: it takes them from recovery's start path (which waits
+for a start or CUDA probe under way, then refuses every start, as ``cards_busy``, and runs
+no probe until the test ends), and it is refused while the engine runs or is about to
+(its state: anything but stopped, failed or held). Each run is stored as an event with every card's result, and each
+card's verdict is kept until the next run that tests it: a failure stays CRITICAL for
+that card (the ``memtest`` check) until a passing run, across restarts and reboots.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from daemon.engine.service import EngineService
+from daemon.rig.monitor import RigMonitor
+from daemon.store import Store
+from hwcheck.checks import memtest as memtest_check
+from hwcheck.host import HostSources
+from hwcheck.memtest import SubprocessMemtester
+from hwcheck.memtest_results import CardMemtest, Memtester, MemtestOutcome, run_on_cards
+from hwcheck.model import CheckResult
+from serving.errors import Busy, Conflict, NotFound, Refused
+from serving.runtime.states import ServingState
+
+log = logging.getLogger("fleetd")
+
+# The engine holds no card in these states (a backoff restarts it soon: not idle).
+ENGINE_IDLE = frozenset({ServingState.STOPPED, ServingState.FAILED, ServingState.HELD})
+MIB_PER_GIB = 1024
+MEMTEST = "the memory test"
+
+# Takes the cards for a diagnostic (``recovery.starts.StartPath.cards_held``).
+HoldCards = Callable[[str], AbstractContextManager[None]]
+
+
+def exit_code(results: list[CardMemtest]) -> int:
+    """fleetctl's exit: 2 when a card failed, 1 when one could not be tested, else 0."""
+    if any(r.outcome.failure for r in results):
+        return 2
+    return 0 if all(r.outcome is MemtestOutcome.PASSED for r in results) else 1
+
+
+class DiagService:
+    """Runs the memory test for the API, records it, and judges the stored verdicts."""
+
+    def __init__(
+        self,
+        store: Store,
+        monitor: RigMonitor,
+        memtester: Memtester,
+        engine_state: Callable[[], tuple[ServingState, int | None]] | None,
+        hold_cards: HoldCards | None = None,
+        rejudge: Callable[[], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._monitor = monitor
+        self._memtester = memtester
+        self._engine_state = engine_state
+        self._hold_cards: HoldCards = hold_cards or (lambda _what: nullcontext())
+        # A verdict changes the ``memtest`` check: judged at once, so the status read right
+        # after the run shows it rather than the one from before until the next poll.
+        self._rejudge = rejudge or (lambda: None)
+        self._running = threading.Lock()
+        self._lock = threading.Lock()
+        self._verdicts = store.memtest_verdicts()
+
+    # -- the memory test -------------------------------------------------------------
+
+    def memtest(self, card: int | None, gib: float, actor: str) -> dict[str, Any]:
+        """Test ``card`` (every card when None) over ``gib`` GiB each; the run's document."""
+        if not self._running.acquire(blocking=False):
+            raise Busy("a memory test is already running", "memtest_running")
+        try:
+            with self._hold_cards(MEMTEST):
+                self._refuse_while_the_engine_runs()
+                cards = self._cards(card)
+                mib = max(int(gib * MIB_PER_GIB), 1)
+                log.info("memory test of card(s) %s over %d MiB each (%s)", cards, mib, actor)
+                results = run_on_cards(self._memtester, [index for index, _ in cards], mib)
+        finally:
+            self._running.release()
+        return self._record(results, dict(cards), gib, actor)
+
+    def _refuse_while_the_engine_runs(self) -> None:
+        if self._engine_state is None:
+            return
+        state, pid = self._engine_state()
+        if state not in ENGINE_IDLE or pid is not None:
+            raise Refused(
+                f"the engine is {state.value}: stop it first (fleetctl stop); the memory "
+                "test needs the cards to itself",
+                "engine_running",
+            )
+
+    def _cards(self, card: int | None) -> list[tuple[int, str]]:
+        """``(index, PCI address)`` of the cards to test (the live ones of the last poll)."""
+        latest = self._monitor.view().latest
+        if latest is None:
+            raise Conflict("no poll of the cards yet: try again in a moment", "no_data")
+        live = [(c.index, c.pci_bus_id) for c in latest.cards if not c.lost]
+        if card is None:
+            if not live:
+                raise Conflict("no card answers: nothing to test", "no_cards")
+            return live
+        known = {c.index: c for c in latest.cards}
+        if card not in known:
+            raise NotFound(f"card {card} does not exist (cards: {sorted(known)})", "no_such_card")
+        if known[card].lost:
+            raise Conflict(f"card {card} is lost: reboot before testing it", "card_lost")
+        return [(card, known[card].pci_bus_id)]
+
+    def _record(
+        self, results: list[CardMemtest], addresses: dict[int, str], gib: float, actor: str
+    ) -> dict[str, Any]:
+        summaries = [r.summary() for r in results]
+        failed = [r.card for r in results if r.outcome.failure]
+        head = (
+            f"memory test found errors on card(s) {', '.join(map(str, failed))}"
+            if failed
+            else "memory test"
+        )
+        message = f"{head}: " + "; ".join(summaries)
+        documents = [{**r.as_dict(), "pci_bus_id": addresses[r.card]} for r in results]
+        details = {"memtest": documents, "gib": gib, "actor": actor}
+        pairs = [(r, addresses[r.card]) for r in results]
+        self._store.record_memtest(pairs, message=message, details=details)
+        with self._lock:
+            self._verdicts = self._store.memtest_verdicts()
+        log.log(logging.ERROR if failed else logging.INFO, "%s", message)
+        self._rejudge()
+        return {"gib": gib, "cards": documents, "exit_code": exit_code(results), "message": message}
+
+    # -- what the daemon shows -------------------------------------------------------
+
+    def check_results(self) -> list[CheckResult]:
+        """Each poll's ``memtest`` check from the stored verdicts."""
+        latest = self._monitor.view().latest
+        if latest is None:
+            return []
+        with self._lock:
+            verdicts = dict(self._verdicts)
+        return memtest_check.check(latest.cards, verdicts)
+
+    def memtest_document(self) -> dict[str, Any]:
+        """``GET /api/v1/diag/memtest``: whether one runs, and each card's last verdict."""
+        with self._lock:
+            verdicts = dict(self._verdicts)
+        cards = [
+            {**verdict, "pci_bus_id": address} for address, verdict in sorted(verdicts.items())
+        ]
+        return {"running": self._running.locked(), "cards": cards}
+
+
+def build_diag(
+    store: Store,
+    monitor: RigMonitor,
+    host: HostSources,
+    engine: EngineService | None,
+    hold_cards: HoldCards,
+    rejudge: Callable[[], None],
+) -> DiagService:
+    """fleetd's diagnostics: the scenario's memory test under ``--simulate``, else the real one.
+
+    While a test runs, recovery (``hold_cards``) refuses every start and runs no probe.
+    """
+    memtester = host.memtester or SubprocessMemtester()
+    return DiagService(
+        store, monitor, memtester, None if engine is None else engine.state, hold_cards, rejudge
+    )

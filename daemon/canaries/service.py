@@ -1,0 +1,109 @@
+"""The engine canaries as fleetd wires them: the runner, the log-signature counter, the API side.
+
+``build_canaries`` makes both from the settings and the engine service; ``CanaryService``
+is what ``web.canary.CanaryControl`` asks for and what the status document reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.canaries.log_signatures import LogSignatureCounter
+from daemon.canaries.runner import CanaryRunner
+from daemon.config import Settings
+from daemon.engine.service import EngineService
+from daemon.rig.monitor import RigMonitor
+from daemon.store import Store
+from hwcheck.model import CheckResult, Severity
+from serving.canary.signatures import SignatureTable
+from serving.canary.suite import Expectations
+from web.metrics_model import CanaryMetrics
+
+
+class CanaryService:
+    """Canary results and log-signature counts for the API; ``run`` for ``canary run``."""
+
+    def __init__(self, runner: CanaryRunner, counter: LogSignatureCounter | None) -> None:
+        self.runner = runner
+        self.counter = counter
+
+    def start(self) -> None:
+        """Start the schedule and the log follower."""
+        self.runner.start()
+        if self.counter is not None:
+            self.counter.start()
+
+    def stop(self) -> None:
+        """Stop both (a round in flight ends at its own timeouts)."""
+        self.runner.stop()
+        if self.counter is not None:
+            self.counter.stop()
+
+    def status_entries(self) -> list[dict[str, Any]]:
+        """The status document's ``canaries`` list."""
+        return self.runner.status_entries()
+
+    def check_result(self) -> CheckResult:
+        """The ``engine_output`` check (``daemon.canaries.check``) for each poll."""
+        return self.runner.check_result()
+
+    def log_signature_entries(self) -> list[dict[str, Any]]:
+        """The status document's ``log_signatures`` list."""
+        return [] if self.counter is None else self.counter.entries()
+
+    def metrics(self) -> tuple[tuple[CanaryMetrics, ...], dict[str, int]]:
+        """Last verdicts and signature totals for ``/metrics`` (memory only)."""
+        canaries = tuple(
+            CanaryMetrics(row.name, self.runner.current_result(row), row.figure)
+            for row in self.runner.judged()
+        )
+        return canaries, ({} if self.counter is None else self.counter.totals())
+
+    def canary_document(self, limit: int) -> dict[str, Any]:
+        """``GET /api/v1/canary``: last results, signature counts and recent history."""
+        return {
+            "canaries": self.status_entries(),
+            "log_signatures": self.log_signature_entries(),
+            "history": self.runner.history(limit),
+        }
+
+    def run_canaries(self, force: bool) -> dict[str, Any]:
+        """``POST /api/v1/canary/run``: one round now, its results and exit code."""
+        return self.runner.run_now(force=force)
+
+
+def build_canaries(
+    config: Settings, store: Store, engine: EngineService, monitor: RigMonitor
+) -> CanaryService:
+    """The canary service for this engine (the schedule runs only when enabled).
+
+    The log signatures are the built-ins, ``[[canary.log_signatures]]`` and, with their
+    severity, ``[[serving.log_signatures]]``.
+    """
+    settings = config.canary
+
+    def power_brake_active() -> bool:
+        return any(
+            r.id == "power_brake" and r.severity is not Severity.OK for r in monitor.view().results
+        )
+
+    def expectations() -> Expectations:
+        recipe = engine.recipe  # the profile in force: a switch changes it
+        return Expectations(
+            recipe.expected_decode_tok_s,
+            recipe.expected_prefill_tok_s,
+            recipe.expected_reasoning_field,
+        )
+
+    runner = CanaryRunner(
+        settings,
+        store,
+        engine.status_document,
+        lambda: engine.recipe.engine_name,
+        expectations,
+        power_brake_active,
+    )
+    rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
+    table = SignatureTable.build(settings.log_signatures, rules)
+    counter = LogSignatureCounter(table, store, engine.supervisor.log_capture)
+    return CanaryService(runner, counter)

@@ -1,0 +1,1 @@
+"""fleetctl's engine commands: start, stop, restart, logs, profiles, serve, recipe, reboot."""

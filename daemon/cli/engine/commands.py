@@ -1,0 +1,154 @@
+"""fleetctl's engine and recovery commands (``app`` registers them in its tree).
+
+start, profiles, serve, stop, restart, reboot, clear-reboot-latch and logs. Apart from ``app`` (the tree and the other commands) to keep each module small; the same
+start-up rule holds: each command imports what it uses in its own body, so registering
+them loads typer only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from daemon.cli.app_options import JsonFlag, NoWait, StopForeign, WaitTimeout
+from daemon.cli.options import GlobalOptions
+
+
+def _engine_action(
+    ctx: typer.Context,
+    name: str,
+    no_wait: bool,
+    timeout_s: float,
+    json_mode: bool,
+    stop_foreign: bool = False,
+) -> None:
+    from daemon.cli.engine import serving as cmd_serving
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(
+        cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
+    )
+
+
+def start(
+    ctx: typer.Context,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
+    _engine_action(ctx, "start", no_wait, timeout_s, json_mode, stop_foreign)
+
+
+def profiles(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The launch profiles (* marks the one in force) and each one's lint verdict."""
+    from daemon.cli.engine import profiles as cmd_profiles
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_profiles.profiles(out, opts.client(out)))
+
+
+def serve(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The profile to serve (see fleetctl profiles).")],
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the running engine cleanly and start profile NAME (exit 4 refused, 2 unknown NAME)."""
+    from daemon.cli.engine import profiles as cmd_profiles
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(
+        cmd_profiles.serve(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
+    )
+
+
+def stop(
+    ctx: typer.Context,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 300,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the engine gracefully (SIGINT, then SIGTERM; never SIGKILL unless allow_kill)."""
+    _engine_action(ctx, "stop", no_wait, timeout_s, json_mode)
+
+
+def restart(
+    ctx: typer.Context,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop, then start the engine and wait until it is ready (exit 4 when refused)."""
+    _engine_action(ctx, "restart", no_wait, timeout_s, json_mode)
+
+
+def reboot(
+    ctx: typer.Context,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Do it (without: only explain what would happen).")
+    ] = False,
+    cold: Annotated[
+        bool,
+        typer.Option("--cold", help="Power-cycle instead ([recovery] power_cycle_command)."),
+    ] = False,
+    timeout_s: Annotated[
+        float,
+        typer.Option("--timeout", min=1, help="Seconds to wait for the clean stop and the reboot."),
+    ] = 900,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop the engine cleanly, then reboot the host (the configured reboot_command)."""
+    from daemon.cli.engine import recovery as cmd_recovery
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s, cold))
+
+
+def clear_reboot_latch(
+    ctx: typer.Context,
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit trail).")],
+    json_mode: JsonFlag = False,
+) -> None:
+    """Clear the reboot-required latch by hand (a recorded operator override)."""
+    from daemon.cli.engine import recovery as cmd_recovery
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_recovery.clear_latch(out, opts.client(out), reason))
+
+
+def logs(
+    ctx: typer.Context,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines.")
+    ] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", min=0, max=100000)] = 100,
+    json_mode: JsonFlag = False,
+) -> None:
+    """The engine's log (captured by fleetd)."""
+    from daemon.cli.engine import serving as cmd_serving
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_serving.logs(out, opts.client(out), lines, follow))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the engine and recovery commands to ``app``, in the order help lists them."""
+    app.command("start")(start)
+    app.command("profiles")(profiles)
+    app.command("serve")(serve)
+    app.command("stop")(stop)
+    app.command("restart")(restart)
+    app.command("reboot")(reboot)
+    app.command("clear-reboot-latch")(clear_reboot_latch)
+    app.command("logs")(logs)

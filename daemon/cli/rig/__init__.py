@@ -1,0 +1,1 @@
+"""fleetctl's rig commands: status, events, check, top, xid, explain, alerts, diag, canary."""

@@ -1,0 +1,1 @@
+"""fleetctl init: the rig's config and its host baseline."""

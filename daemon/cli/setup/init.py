@@ -1,0 +1,181 @@
+"""``fleetctl init``: detect the cards and record today's baseline in the rig's config.
+
+Later checks then compare against this rig (its card count, memory, PCIe links and power
+limits) rather than a guess. The baseline is written *into* the config (the documented
+example when there is none yet): every comment, key and line that is not a baseline key is
+kept (``daemon.cli.setup.config_edit``), and the change is shown as a diff. An existing config
+is changed only with ``--force``, and then only its baseline keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import stat
+import tempfile
+from pathlib import Path
+
+from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
+from daemon.cli.setup.config_edit import ConfigEditError, TableUpdate, apply_updates
+from daemon.cli.setup.host_baseline import host_baseline_updates
+from daemon.config import DEFAULT_CONFIG_PATH
+from daemon.install.installer import example_config
+from hwcheck.atomic import atomic_write
+from hwcheck.backend import BackendError
+from hwcheck.host import HostSources
+from hwcheck.model import RigSnapshot
+from hwcheck.sim.scenario import ScenarioError, load_scenario
+from hwcheck.sim.state import SimStateError
+
+UNLOCKED_MIN_MIB = 60_000
+CONFIG_MODE = 0o640
+WARNING_PREFIX = "# WARNING: a card reports "
+
+
+def card_baseline(snapshot: RigSnapshot, power_cap_w: float) -> list[TableUpdate]:
+    """What init records about the cards: ``[rig]`` keys and ``[rig.pcie_baseline]``."""
+    cards = [c for c in snapshot.cards if not c.lost]
+    memories = [c.memory_total_mib for c in cards if c.memory_total_mib is not None]
+    rig: dict[str, object] = {
+        "card_count": len(snapshot.cards),
+        "memory_total_mib": min(memories) if memories else 65536,
+        "power_cap_w": round(float(power_cap_w), 1),
+    }
+    gens = [c.pcie_gen_max or c.pcie_gen_current for c in cards]
+    widths = [c.pcie_width_current or c.pcie_width_max for c in cards]
+    if cards and all(gens) and all(widths):
+        rig["pcie_gen_min"] = min(g for g in gens if g)
+        rig["pcie_width_min"] = min(w for w in widths if w)
+    links: dict[str, object] = {}
+    notes: dict[str, str] = {}
+    for card, gen, width in zip(cards, gens, widths, strict=True):
+        if gen and width:
+            links[card.pci_bus_id] = {"gen": gen, "width": width}
+            notes[card.pci_bus_id] = (
+                f"card {card.index} {card.uuid}: {card.memory_total_mib} MiB, power limit "
+                f"{card.power_limit_w} W (default {card.power_default_limit_w} W, range "
+                f"{card.power_min_limit_w}..{card.power_max_limit_w} W)"
+            )
+    stamp = f"recorded by fleetctl init on {snapshot.taken_at.isoformat(timespec='seconds')}"
+    return [
+        TableUpdate(("rig",), rig, comments={"card_count": stamp}),
+        TableUpdate(("rig", "pcie_baseline"), links, replace=True, comments=notes),
+    ]
+
+
+def with_warning(text: str, memory_mib: int | None) -> str:
+    """``text`` led by the locked-card warning when one is recorded (and without it else)."""
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].startswith(WARNING_PREFIX):
+        lines = lines[1:]
+    if memory_mib is not None and memory_mib < UNLOCKED_MIN_MIB:
+        lines.insert(0, f"{WARNING_PREFIX}{memory_mib} MiB: it is locked; fix that first.\n")
+    return "".join(lines)
+
+
+def baseline_text(current: str, updates: list[TableUpdate]) -> str:
+    """``current`` (a config's text) with the baseline written in, nothing else changed."""
+    edited = apply_updates(current, updates)
+    rig = next((u.values for u in updates if u.path == ("rig",)), {})
+    memory = rig.get("memory_total_mib")
+    return with_warning(edited, memory if isinstance(memory, int) else None)
+
+
+def write_config(path: Path, text: str) -> None:
+    """Write atomically: a new file 0640 (it may later hold webhook secrets).
+
+    An existing one keeps its mode: a 0600 config holding secrets stays 0600.
+    """
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else CONFIG_MODE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, text, mode=mode)
+
+
+def _diff(before: str, after: str, before_name: str, after_name: str) -> list[str]:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, after_name
+    )
+    return [line.rstrip("\n") for line in lines]
+
+
+def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, force: bool) -> int:
+    """Detect, then write the baseline into ``output`` (an existing one only with ``force``)."""
+    if simulate is not None and output == DEFAULT_CONFIG_PATH:
+        out.fail(
+            f"--simulate writes a simulated rig's baseline: pass --output FILE (not {output})",
+            EXIT_BAD_INPUT,
+        )
+    host: HostSources
+    try:
+        if simulate is not None:
+            from hwcheck.sim.rig import SimulatedRig
+
+            with tempfile.TemporaryDirectory(prefix="cmpfleet-init-") as state_dir:
+                host = SimulatedRig(load_scenario(simulate), Path(state_dir)).host_sources()
+                snapshot = host.gpu.snapshot()
+                host_updates = host_baseline_updates(host, snapshot)
+                host.close()
+        else:
+            from hwcheck.realhost import real_host_sources
+
+            host = real_host_sources()
+            try:
+                snapshot = host.gpu.snapshot()
+                host_updates = host_baseline_updates(host, snapshot)
+            finally:
+                host.close()
+    except (BackendError, ScenarioError, SimStateError) as exc:
+        out.fail(str(exc), EXIT_FAILED)
+    if not snapshot.cards:
+        out.fail("NVML lists no cards: is the driver loaded? (nvidia-smi)", EXIT_FAILED)
+    locked = [
+        c.index
+        for c in snapshot.cards
+        if c.memory_total_mib is not None and c.memory_total_mib < UNLOCKED_MIN_MIB
+    ]
+    if locked and not force:
+        out.fail(
+            f"card(s) {', '.join(map(str, locked))} report locked VRAM: unlock them and reboot "
+            "before recording a baseline (--force records it anyway)",
+            EXIT_FAILED,
+        )
+    exists = output.exists()
+    try:
+        current = output.read_text(encoding="utf-8") if exists else example_config()
+        # The host's baseline (boot chain, module, bus, P2P) beside the cards'.
+        updates = card_baseline(snapshot, power_cap_w) + host_updates
+        text = baseline_text(current, updates)
+    except OSError as exc:
+        out.fail(f"cannot read {output}: {exc.strerror}", EXIT_FAILED)
+    except UnicodeDecodeError:
+        out.fail(f"{output} is not UTF-8 text: is it the config file?", EXIT_BAD_INPUT)
+    except ConfigEditError as exc:
+        out.fail(f"{output}: {exc}", EXIT_BAD_INPUT)
+    source = str(output) if exists else "the example config"
+    diff = _diff(current, text, source, str(output))
+    document = {"path": str(output), "cards": len(snapshot.cards), "config": text}
+    if exists and text == current:
+        if out.json_mode:
+            out.emit_json({**document, "diff": [], "changed": False})
+        else:
+            out.line(f"{output} already records this baseline ({len(snapshot.cards)} cards)")
+        return 0
+    if exists and not force:
+        if not out.json_mode:
+            for line in diff:
+                out.line(line)
+        out.fail(
+            f"{output} exists: not changing it (--force writes the baseline keys shown above "
+            "into it, every other line kept; or --output FILE)",
+            EXIT_BAD_INPUT,
+        )
+    try:
+        write_config(output, text)
+    except OSError as exc:
+        out.fail(f"cannot write {output}: {exc.strerror}", EXIT_FAILED)
+    if out.json_mode:
+        out.emit_json({**document, "diff": diff, "changed": True})
+    else:
+        for line in diff:
+            out.line(line)
+        out.line(f"wrote {output} for {len(snapshot.cards)} cards")
+    return 0

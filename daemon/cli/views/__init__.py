@@ -1,0 +1,1 @@
+"""fleetctl's terminal drawing: lines that fit the screen, a rig's picture, live views."""

@@ -1,0 +1,199 @@
+"""The engine as recovery drives it, and the supervisor's reports as recovery hears them.
+
+``SupervisedEngine`` implements ``recovery.ports.EnginePort`` over a supervisor: its
+mechanics (start, stop, restart, the backoff, the hold) plus what the start gate reads of
+the recipe (the cards it uses, its lint errors) and a person's stop (the engine service
+keeps it). ``for_service`` builds it over fleetd's engine service. ``ReportsToRecovery``
+is the supervisor's ``EngineReports`` listener: an ended run and a backoff's end go to the
+controller, which answers through the port. Neither decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from daemon.engine.service import EngineService
+from hwcheck.model import GpuSnapshot
+from recovery.decisions import Reason
+from recovery.facts import EngineCondition, EngineExit
+from recovery.ports import Launched, StartKind
+from serving.errors import Refused, Unavailable
+from serving.recipe.cards import gate_cards
+from serving.runtime.commands import StartFor
+from serving.runtime.reports import RunEnded
+from serving.runtime.states import ServingState, StartRefused, SupervisorClosed
+from serving.runtime.supervisor import Supervisor
+
+# An engine process exists (or is about to) in these states.
+RUNNING_STATES = frozenset(
+    {ServingState.STARTING, ServingState.READY, ServingState.UNHEALTHY, ServingState.STOPPING}
+)
+_KINDS = {
+    StartKind.PERSON: StartFor.PERSON,
+    StartKind.AUTOMATIC: StartFor.AUTOMATIC,
+    StartKind.RESTART: StartFor.RESTART,
+}
+
+
+def cards_of(gpus: str, cards: tuple[GpuSnapshot, ...]) -> frozenset[int] | None:
+    """The card indices a recipe's ``gpus`` names (``None``: every card).
+
+    ``gpus`` is ``all`` or a comma-separated list of indices or UUIDs; a UUID is found
+    among ``cards`` (the last poll). Nothing recognised reads as every card
+    (``serving.recipe.cards.gate_cards``).
+    """
+    return gate_cards(gpus, [(card.index, card.uuid) for card in cards])
+
+
+class PersonsStop(Protocol):
+    """A person's stop, which automatic starts respect (the engine service keeps it)."""
+
+    def held_by_a_person(self) -> bool:
+        """A person's stop or a breaker hold."""
+        ...
+
+    def person_starts(self) -> None:
+        """A person started it: their earlier stop no longer holds autostart back."""
+        ...
+
+
+class SupervisedEngine:
+    """``EnginePort`` on a supervisor (fleetd's: ``for_service``)."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        *,
+        gpus: Callable[[], str] = lambda: "all",
+        cards: Callable[[], tuple[GpuSnapshot, ...]] = tuple,
+        lint_errors: Callable[[], tuple[str, ...]] = tuple,
+        persons_stop: PersonsStop | None = None,
+    ) -> None:
+        self._supervisor = supervisor
+        self._gpus = gpus
+        self._cards = cards
+        self._lint_errors = lint_errors
+        self._persons_stop = persons_stop
+
+    @classmethod
+    def for_service(
+        cls, engine: EngineService, cards: Callable[[], tuple[GpuSnapshot, ...]]
+    ) -> SupervisedEngine:
+        """fleetd's engine: its recipe's cards and lint errors, its person's stop."""
+        return cls(
+            engine.supervisor,
+            gpus=lambda: engine.recipe.gpus,
+            cards=cards,
+            lint_errors=engine.lint_errors,
+            persons_stop=engine,
+        )
+
+    def condition(self) -> EngineCondition:
+        """Whether an engine process exists (or is about to)."""
+        status = self._supervisor.status()
+        running = status.pid is not None or status.state in RUNNING_STATES
+        return EngineCondition.RUNNING if running else EngineCondition.STOPPED
+
+    def held_by_a_person(self) -> bool:
+        """A person's stop or a breaker hold."""
+        if self._persons_stop is not None:
+            return self._persons_stop.held_by_a_person()
+        return self._supervisor.status().state is ServingState.HELD
+
+    def recipe_cards(self) -> frozenset[int] | None:
+        """The cards the recipe uses."""
+        return cards_of(self._gpus(), self._cards())
+
+    def recipe_errors(self) -> tuple[str, ...]:
+        """The recipe's lint errors."""
+        return self._lint_errors()
+
+    def _person_starts(self) -> None:
+        if self._persons_stop is not None:
+            self._persons_stop.person_starts()
+
+    def start(self, reason: str, kind: StartKind) -> Launched:
+        """Launch; the mechanics' refusal as ``Refused`` (its first code)."""
+        if kind is StartKind.PERSON:
+            self._person_starts()
+        try:
+            result = self._supervisor.start(reason, _KINDS[kind])
+        except StartRefused as exc:
+            first = exc.refusals[0].code if exc.refusals else "refused"
+            raise Refused("; ".join(r.message for r in exc.refusals), first) from None
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+        except TimeoutError:
+            return Launched(None)  # the launch is under way; the status shows it
+        warnings = tuple(Reason(w.code, w.message) for w in result.warnings)
+        return Launched(result.pid, result.already_running, warnings)
+
+    def restart(self, reason: str) -> None:
+        """Stop cleanly, then launch (the supervisor finishes it in the background)."""
+        self._person_starts()
+        try:
+            self._supervisor.restart(reason, wait=False)
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+
+    def stop_cleanly(self, reason: str) -> bool:
+        """Graceful stop, no restart, the reason shown; True when it stopped."""
+        try:
+            state = self._supervisor.stop(reason, hold_reason=reason).state
+        except SupervisorClosed:
+            return False
+        return state is ServingState.STOPPED
+
+    def restart_after(self, delay_s: float, reason: str) -> None:
+        """``backoff`` for ``delay_s``."""
+        self._supervisor.restart_after(delay_s, reason)
+
+    def hold(self, reason: str) -> None:
+        """The breaker's hold."""
+        self._supervisor.hold(reason)
+
+    def stay_stopped(self, reason: str) -> None:
+        """``stopped``, saying why."""
+        self._supervisor.stay_stopped(reason)
+
+
+class EngineListener(Protocol):
+    """What hears the supervisor's reports (``recovery.controller.RecoveryController``)."""
+
+    def on_engine_exit(self, exit_: EngineExit) -> None:
+        """A run ended on its own."""
+        ...
+
+    def on_backoff_due(self) -> None:
+        """A backoff is over."""
+        ...
+
+
+class ReportsToRecovery:
+    """The supervisor's ``EngineReports``, handed to recovery (never blocks the loop)."""
+
+    def __init__(self) -> None:
+        self._listener: EngineListener | None = None
+
+    def attach(self, listener: EngineListener) -> None:
+        """Who hears the reports (set once the controller exists)."""
+        self._listener = listener
+
+    def engine_exited(self, ended: RunEnded) -> None:
+        """An ended run, as recovery's facts have it."""
+        if self._listener is not None:
+            self._listener.on_engine_exit(
+                EngineExit(
+                    crash_class=ended.crash_class,
+                    exit_code=ended.exit_code,
+                    signal=ended.signal,
+                    description=ended.description,
+                    ready_for_s=ended.ready_for_s,
+                )
+            )
+
+    def backoff_due(self) -> None:
+        """A backoff's end."""
+        if self._listener is not None:
+            self._listener.on_backoff_due()

@@ -1,0 +1,474 @@
+"""fleetd's side of the engine: profiles, launcher, supervisor, preflight, records.
+
+The supervisor (``serving.runtime.supervisor``) knows nothing of the store, the checks or
+the latch; this module hands it a spec factory (the active profile's recipe), a preflight
+of this host's mechanics (``engine_preflight``: who holds the port or the profile's cards,
+an engine of another recipe left running), the listener of its reports (recovery's
+controller) and an event sink that records every state change and launch. Whether the
+engine starts is recovery's decision (``daemon.engine.recovery_port`` is the engine as recovery
+drives it; it reads the active profile's cards and lint errors here); a person's stop is
+audited here. Switching profiles is ``engine_switch``'s: it stops the engine, makes another
+profile active here (``activate``), then asks recovery's one start path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from daemon.config import Settings
+from daemon.engine.foreign_stop import stop_foreign_containers
+from daemon.engine.preflight import (
+    drift_refusal,
+    foreign_refusals,
+    lint_refusals,
+    rig_card_ids,
+    rig_cards,
+    scan_foreign,
+)
+from daemon.engine.profiles import ActiveProfile
+from daemon.engine.recipe_view import recipe_document
+from daemon.engine.switch import ProfileSwitcher, StartRequests
+from daemon.rig.monitor import RigMonitor
+from daemon.statedir import StateDir
+from daemon.store import Store, StoreError
+from hwcheck.atomic import atomic_write
+from hwcheck.host import HostSources
+from hwcheck.model import EventKind, Severity
+from recovery.decisions import Reason
+from serving.errors import Busy, Refused, Unavailable
+from serving.profiles import ProfileSet
+from serving.recipe.build import build_launch
+from serving.recipe.cards import gate_cards
+from serving.recipe.masking import KnownSecrets, mask_argv
+from serving.recipe.recipe import Recipe
+from serving.recipe.spec import LaunchSpec
+from serving.runtime.engine_record import RecordError, RecordFile
+from serving.runtime.foreign import ContainerProbe
+from serving.runtime.foreign_containers import RuntimeContainers
+from serving.runtime.launchers import Launcher, launch_secrets
+from serving.runtime.logcapture import LogCapture, LogSubscription
+from serving.runtime.mode_launcher import ModeLauncher
+from serving.runtime.ports import free_port, port_in_use
+from serving.runtime.reports import EngineReports
+from serving.runtime.states import (
+    Refusal,
+    ServingChange,
+    ServingEvent,
+    ServingState,
+    SupervisorClosed,
+)
+from serving.runtime.supervisor import Supervisor
+from web.models import RecipeDocument
+
+log = logging.getLogger("fleetd.engine")
+
+SIM_ENGINE_MODULE = "serving.sim.engine"
+OPERATOR_STOP_REASON = "stopped by operator"
+MAX_FOLLOWERS = 8
+
+
+def is_simulated_engine(recipe: Recipe) -> bool:
+    """A process-mode recipe running ``{python} -m serving.sim.engine``: no GPU behind it."""
+    return recipe.mode == "process" and tuple(recipe.command[1:3]) == ("-m", SIM_ENGINE_MODULE)
+
+
+def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:
+    """The launcher for every mode (profiles may run as a process or a container)."""
+    return ModeLauncher(state_dir)
+
+
+class EngineService:
+    """The engine as the daemon and its API see it."""
+
+    def __init__(
+        self,
+        profiles: ProfileSet,
+        settings: Settings,
+        state_dir: Path,
+        store: Store,
+        monitor: RigMonitor,
+        host: HostSources,
+        *,
+        reports: EngineReports,
+        starts: StartRequests,
+        launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
+        containers: ContainerProbe | None = None,
+        known_secrets: KnownSecrets | None = None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        self.profiles = profiles
+        self._active_file = ActiveProfile(state_dir)
+        self.profile = self._active_file.choose(profiles)
+        self._active_file.save(self.profile, profiles)
+        self.recipe = profiles.get(self.profile).recipe
+        self._containers = containers or RuntimeContainers()
+        # Serving events reach the store through ``defer`` (fleetd's store writer): a
+        # locked or full store must not hold the supervisor's stop back (issue 22).
+        self._defer = defer or (lambda job: job())
+        self._settings = settings
+        self._store = store
+        self._monitor = monitor
+        self._host = host
+        self._starts = starts
+        self._state_dir = state_dir
+        self._launch_ids: dict[str, int] = {}
+        self._last_metrics_ts: datetime | None = None
+        self._launch_lock = threading.Lock()
+        self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
+        self.switcher = ProfileSwitcher(self, monitor, settings.rig, starts)
+        # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
+        # serving state, so no reason text is ever parsed back.
+        self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
+        self.supervisor = Supervisor(
+            self._spec,
+            launcher_factory(self.recipe, state_dir),
+            state_dir,
+            serving=settings.serving,
+            preflight=self.preflight,
+            on_event=self._on_event,
+            reports=reports,
+            known_secrets=self._with_recipe_secrets(known_secrets),
+        )
+
+    def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:
+        """``known`` plus every profile's launch secrets, before the log's history is loaded.
+
+        The engine to adopt was most likely launched from one of these recipes (the profile
+        in force, or the one before a switch), and its start-up lines (the echoed flags)
+        are in the history. The port does not matter here, so the spec is built without
+        choosing one (that is the launch's business).
+        """
+        known = KnownSecrets() if known is None else known
+        for name in self.profiles.names:
+            known.add(launch_secrets(build_launch(self.profiles.get(name).recipe)))
+        return known
+
+    # -- the supervisor's hooks ---------------------------------------------------------
+    def _spec(self) -> LaunchSpec:
+        spec = build_launch(self.recipe, port=self._engine_port())
+        return dataclasses.replace(spec, profile=self.profile)
+
+    def _engine_port(self) -> int | None:
+        """``port = 0``: one free loopback port chosen per daemon and kept in the state dir.
+
+        Clients keep finding the engine across restarts, and an adopted engine's spec
+        matches the recipe's (no false "older launch spec" warning).
+        """
+        if self.recipe.port != 0:
+            return None
+        path = StateDir(self._state_dir).engine_port
+        try:
+            saved = int(path.read_text().strip())
+        except (OSError, ValueError):
+            saved = 0
+        engine_running = self.supervisor.status().pid is not None or self._recorded_port() == saved
+        if saved and (engine_running or not port_in_use(self.recipe.host, saved)):
+            return saved
+        port = free_port(self.recipe.host)  # first launch, or someone else took ours
+        atomic_write(path, f"{port}\n")
+        return port
+
+    def _recorded_port(self) -> int | None:
+        """The port of the engine ``engine.pid`` names (ours, running or about to be adopted)."""
+        try:
+            record = RecordFile(self._state_dir).read()
+        except RecordError:
+            return None
+        return None if record is None else record.port
+
+    def preflight(self) -> list[Refusal]:
+        """The mechanics of this host that block a launch, naming what blocks and what to do.
+
+        Who holds the engine's port or the active profile's cards (a foreign process on
+        other cards only warns), and an engine of another recipe left running (drift).
+        Whether to start at all (the latch, the checks, the CUDA probe, lint errors) was
+        decided by recovery before the start reached the supervisor.
+        """
+        refusals: list[Refusal] = []
+        status = self.supervisor.status()
+        if status.drift is not None:
+            refusals.append(drift_refusal(status.drift, self.profiles, self.profile))
+        refusals += foreign_refusals(self.recipe, self._scan_foreign())
+        return refusals
+
+    def recipe_cards(self, recipe: Recipe | None = None) -> frozenset[int] | None:
+        """The cards whose checks gate a start of ``recipe`` (the active profile's by default)."""
+        recipe = self.recipe if recipe is None else recipe
+        return gate_cards(recipe.gpus, rig_card_ids(self._monitor))
+
+    def lint_errors(self, recipe: Recipe | None = None) -> tuple[str, ...]:
+        """The lint errors (one line each) of ``recipe`` (the active profile's by default).
+
+        Judged with the model family's rules, the waivers and fits-the-cards against this
+        rig's cards as last polled; recovery's start gate refuses on them.
+        """
+        recipe = self.recipe if recipe is None else recipe
+        cards = rig_cards(self._monitor, self._settings.rig)
+        return tuple(refusal.message for refusal in lint_refusals(recipe, cards))
+
+    def _scan_foreign(self) -> Any:
+        """Who, not ours, holds the active profile's port or cards."""
+        status = self.supervisor.status()
+        recipe = self.recipe
+        running_url = status.url if status.pid is not None else None
+        if status.drift is not None:
+            running_url = status.drift.url  # the drift refusal already explains that one
+        return scan_foreign(
+            recipe,
+            holders=self._host.device_holders(),
+            own_pids=self.engine_pids(),
+            allowed=self._settings.rig.allowed_gpu_processes,
+            probe=self._containers,
+            rig_cards_ids=rig_card_ids(self._monitor),
+            port_is_ours=running_url is not None and running_url.endswith(f":{recipe.port}"),
+        )
+
+    def stop_foreign(self, actor: str) -> list[dict[str, Any]]:
+        """``--stop-foreign``: stop the foreign containers holding the port or the cards.
+
+        A drifted engine's container is one of them (it holds the port); a foreign bare
+        process is never signalled: the start's refusal names it (``foreign_stop``).
+        """
+        return stop_foreign_containers(
+            self._scan_foreign().containers(),
+            self.supervisor.status().drift,
+            self._containers,
+            self._settings.serving.stop_foreign_timeout_s,
+            self._store,
+            actor,
+        )
+
+    def _on_event(self, event: ServingEvent) -> None:
+        severity = event.severity.as_event()
+        log.log(
+            logging.WARNING if severity.rank > Severity.OK.rank else logging.INFO,
+            "engine %s: %s",
+            event.state,
+            event.message,
+        )
+        self._defer(lambda: self._record_logged(event))
+
+    def _record_logged(self, event: ServingEvent) -> None:
+        try:
+            self._record(event)
+        except StoreError as exc:  # the store check says so; no traceback per event
+            log.warning("a serving event was not stored: %s", exc)
+        except Exception:
+            log.exception("could not record a serving event")
+
+    def _record(self, event: ServingEvent) -> None:
+        self._store.record_event(
+            EventKind.SERVING, event.severity.as_event(), event.message, details=event.as_dict()
+        )
+        if event.kind is ServingChange.STATE:
+            self._store.set_serving_state(
+                {
+                    "state": str(event.state),
+                    "reason": self.supervisor.status().reason,
+                    "operator_stop": self._operator_stop,
+                }
+            )
+        launch = event.launch
+        if launch is None:
+            return
+        with self._launch_lock:
+            row_id = self._launch_ids.get(launch.launch_id)
+            if row_id is None and launch.adopted:
+                row_id = self._launch_row_of_adopted(launch.argv)
+            if row_id is None:
+                row_id = self._store.record_launch(
+                    launch.argv, launch.env, launch.recipe_hash, launch.started_at
+                )
+            self._launch_ids[launch.launch_id] = row_id
+        self._store.update_launch(
+            row_id,
+            ready_at=launch.ready_at,
+            ended_at=launch.ended_at,
+            exit_code=launch.exit_code,
+            crash_class=None if launch.crash_class is None else str(launch.crash_class),
+        )
+
+    @property
+    def runs_simulated_engine(self) -> bool:
+        """True when the recipe runs the simulated engine (``serving.sim.engine``)."""
+        return is_simulated_engine(self.recipe)
+
+    def engine_pids(self) -> set[int]:
+        """The engine's process and all its descendants (its GPU workers are not foreign)."""
+        pid = self.supervisor.status().pid
+        if pid is None:
+            return set()
+        try:
+            root = psutil.Process(pid)
+            return {pid, *(child.pid for child in root.children(recursive=True))}
+        except psutil.Error:
+            return {pid}
+
+    def record_metrics(self) -> None:
+        """Store the engine's latest scraped metrics once (called by the poll job)."""
+        metrics = self.supervisor.status().metrics
+        if metrics is None or metrics.ts == self._last_metrics_ts:
+            return
+        self._last_metrics_ts = metrics.ts
+
+        def whole(value: float | None) -> int | None:
+            return None if value is None else round(value)
+
+        self._store.record_engine_sample(
+            metrics.ts,
+            tokens_per_s=metrics.generation_tokens_per_s,
+            requests_running=whole(metrics.requests_running),
+            requests_waiting=whole(metrics.requests_waiting),
+            kv_cache_usage_pct=metrics.kv_cache_usage_pct,
+        )
+
+    def _launch_row_of_adopted(self, argv: tuple[str, ...]) -> int | None:
+        """The stored launch an adopted engine came from (same argv, not ended), if any.
+
+        An adopted engine is the same launch, not a new one: its row keeps the real
+        environment, so ``recipe show --diff`` stays right after a fleetd restart.
+        """
+        for row in self._store.list_launches(limit=20):
+            if row.ended_at is None and tuple(row.argv) == tuple(mask_argv(argv)):
+                return row.id
+        return None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def open(self) -> bool:
+        """Adopt a running engine (True); the daemon then asks the policy about autostart."""
+        adopted = self.supervisor.open(adopt=True)
+        if adopted:
+            log.info("adopted the running engine (pid %s)", self.supervisor.status().pid)
+        return adopted
+
+    def held_by_a_person(self) -> bool:
+        """A breaker hold or a person's stop: automatic starts must leave the engine down."""
+        return self._operator_stop or self.supervisor.status().state is ServingState.HELD
+
+    def state(self) -> tuple[ServingState, int | None]:
+        """The engine's state and pid now."""
+        status = self.supervisor.status()
+        return status.state, status.pid
+
+    def person_starts(self) -> None:
+        """A person's start: their earlier stop no longer holds autostart back."""
+        self._operator_stop = False
+
+    # -- EngineControl -----------------------------------------------------------------
+    def status_document(self) -> dict[str, Any]:
+        """CONTRACT's ``serving`` block plus extras (the active ``profile`` among them)."""
+        document = self.supervisor.status().as_dict()
+        document["profile"] = self.profile
+        switch = self.switcher.progress()
+        if switch is not None:
+            document["switch"] = switch
+        return document
+
+    def switch(
+        self, name: str, actor: str = "operator", stop_foreign: bool = False
+    ) -> dict[str, Any]:
+        """``fleetctl serve NAME`` (``engine_switch``): stop cleanly, switch, start NAME."""
+        try:
+            return self.switcher.switch(name, actor, stop_foreign)
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+
+    def profiles_document(self) -> dict[str, Any]:
+        """``GET /api/v1/serving/profiles``."""
+        return self.switcher.profiles_document()
+
+    def activate(self, name: str, actor: str) -> str:
+        """Make profile ``name`` the one in force (the engine must be stopped); the old name.
+
+        Kept across fleetd restarts; recorded as an event and an audit row.
+        """
+        profile = self.profiles.get(name)
+        previous = self.profile
+        self.recipe = profile.recipe
+        self.profile = name
+        self._active_file.save(name, self.profiles)
+        message = f"launch profile switched from {previous} to {name} by {actor}"
+        log.info("%s", message)
+        self._store.record_event(
+            EventKind.OPERATOR,
+            Severity.INFO,
+            message,
+            details={"profile": name, "from": previous, "source": profile.source},
+        )
+        self._store.audit(actor, "profile_switch", "done", target=name, reason=message)
+        return previous
+
+    def refused(self, action: str, refusals: tuple[Reason, ...], actor: str) -> Refused:
+        """A refusal given before anything moved, audited, as the API's 409 (fleetctl's 4)."""
+        message = "; ".join(reason.line for reason in refusals) or f"{action} refused"
+        self._store.audit(actor, f"engine_{action}", "refused", reason=message)
+        return Refused(message, refusals[0].code if refusals else "refused")
+
+    def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
+        """``start --stop-foreign``: what the start gate refuses is refused first, at once.
+
+        Only then are the foreign containers stopped (the start itself is recovery's
+        ``request_start``, asked by the caller next): nobody's container is stopped for a
+        start that cannot happen.
+        """
+        refusals = self._starts.start_refusals()
+        if refusals:
+            raise self.refused("start", refusals, actor)
+        return self.stop_foreign(actor)
+
+    def stop_by_person(self) -> dict[str, Any]:
+        """A person's stop (finishes in the background): autostart then leaves it down."""
+        self._operator_stop = True
+        try:
+            self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+        self._store.audit("operator", "engine_stop", "accepted")
+        return {"action": "stop", "accepted": True, "serving": self.status_document()}
+
+    def recipe_document(self) -> RecipeDocument:
+        """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
+        return recipe_document(self._spec(), self._store.last_ready_launch())
+
+    def logs(self, lines: int) -> list[str]:
+        """The engine log's last lines."""
+        return self.supervisor.logs(lines)
+
+    def follow(self, backlog: int, idle_s: float = 1.0) -> Iterator[str | None]:
+        """The last ``backlog`` lines, then new ones as they come (for ``logs --follow``).
+
+        Yields ``None`` after each quiet ``idle_s`` so the web layer gets control back: a
+        reader that went away is noticed and its thread freed, never parked forever on a
+        quiet engine. At most ``MAX_FOLLOWERS`` follow at once (each holds a thread).
+        """
+        # Checked here, before any byte is sent, so a refusal is a clean HTTP 429.
+        if not self._followers.acquire(blocking=False):
+            raise Busy(f"{MAX_FOLLOWERS} log followers already; try again later")
+        capture = self.supervisor.log_capture
+        return self._follow(capture, capture.subscribe(backlog=backlog), idle_s)
+
+    def _follow(
+        self, capture: LogCapture, subscription: LogSubscription, idle_s: float
+    ) -> Iterator[str | None]:
+        try:
+            while True:
+                yield subscription.get(timeout_s=idle_s)
+        finally:
+            capture.unsubscribe(subscription)
+            self._followers.release()
+
+    def stop_for_recovery(self, reason: str) -> ServingState:
+        """A recovery stop: graceful, no restart, the reason shown in the status."""
+        return self.supervisor.stop(reason, hold_reason=reason).state
+
+    def close(self, stop_engine: bool) -> None:
+        """Stop supervising (the engine keeps running unless ``stop_engine``)."""
+        self.supervisor.close(stop_engine=stop_engine)

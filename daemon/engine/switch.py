@@ -1,0 +1,216 @@
+"""``fleetctl serve NAME``: stop the running engine cleanly, switch profile, start NAME.
+
+Owners' scripts stop every profile before starting one; this does the same, on record.
+Before anything stops, what would refuse NAME whatever the engine does is refused at once:
+an unknown name (``NotFound``, naming the known ones), and what recovery's start gate
+refuses for NAME's recipe now (the reboot latch, NAME's lint errors, a gating check on
+NAME's cards): a person's restart is refused the same way before its stop. Then, on a
+thread of its own (a clean stop takes up to twice ``stop_timeout_s``), the engine is
+stopped with its own graceful signals, NAME becomes the profile in force (an event and an
+audit row; kept across fleetd restarts), ``--stop-foreign`` stops the foreign containers,
+and recovery's one start path (``request_start``, the start a person's ``fleetctl start``
+asks for) decides and starts it, the CUDA probe and the mechanics' preflight included. The
+switch's progress is the status document's ``serving.switch``; ``fleetctl serve`` follows it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from daemon.engine.actions import refusal_document
+from daemon.engine.preflight import rig_cards
+from daemon.rig.monitor import RigMonitor
+from hwcheck.model import RigProfile
+from recovery.decisions import Reason
+from recovery.facts import Trigger
+from recovery.starts import StartAnswer
+from serving.errors import Conflict, Refused, Unavailable
+from serving.recipe.build import recipe_hash
+from serving.recipe.findings import exit_code
+from serving.recipe.lint import lint_recipe
+from serving.runtime.states import ServingState, SupervisorClosed
+
+if TYPE_CHECKING:
+    from daemon.engine.service import EngineService
+
+log = logging.getLogger("fleetd.engine")
+
+RUNNING_STATES = frozenset({ServingState.STARTING, ServingState.READY, ServingState.UNHEALTHY})
+VERDICTS = {0: "clean", 1: "warnings", 2: "errors"}
+
+
+class StartRequests(Protocol):
+    """Recovery's start path as a switch (and ``start --stop-foreign``) asks it."""
+
+    def start_refusals(
+        self,
+        recipe_cards: frozenset[int] | None = None,
+        recipe_errors: tuple[str, ...] | None = None,
+    ) -> tuple[Reason, ...]:
+        """What the start gate refuses now (for this recipe's cards and errors)."""
+        ...
+
+    def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
+        """The one start path: one decision, carried out, the answer."""
+        ...
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class ProfileSwitcher:
+    """Switches the engine between profiles, one switch at a time."""
+
+    def __init__(
+        self, engine: EngineService, monitor: RigMonitor, rig: RigProfile, starts: StartRequests
+    ) -> None:
+        self._engine = engine
+        self._monitor = monitor
+        self._rig = rig
+        self._starts = starts
+        self._lock = threading.Lock()
+        self._progress: dict[str, Any] | None = None
+
+    def progress(self) -> dict[str, Any] | None:
+        """The switch in progress, or the last one (``serving.switch``)."""
+        with self._lock:
+            return None if self._progress is None else dict(self._progress)
+
+    def _set(self, **changes: Any) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.update(changes)
+
+    def switch(self, name: str, actor: str, stop_foreign: bool = False) -> dict[str, Any]:
+        """Begin switching to profile ``name``; refusals that need no stop come at once."""
+        engine = self._engine
+        profile = engine.profiles.get(name)  # NotFound names the known ones
+        with self._lock:
+            if self._progress is not None and self._progress["phase"] in ("stopping", "starting"):
+                raise Conflict(
+                    f"a switch to {self._progress['profile']} is in progress",
+                    "switch_in_progress",
+                )
+        state, pid = engine.state()
+        if name == engine.profile and state in RUNNING_STATES:
+            return {
+                "profile": name,
+                "accepted": True,
+                "already_active": True,
+                "serving": engine.status_document(),
+            }
+        refusals = self._starts.start_refusals(
+            engine.recipe_cards(profile.recipe), engine.lint_errors(profile.recipe)
+        )
+        if refusals:
+            raise engine.refused("serve", refusals, actor)
+        switch_id = uuid.uuid4().hex[:12]
+        with self._lock:
+            self._progress = {
+                "id": switch_id,
+                "previous": engine.profile,
+                "profile": name,
+                "phase": "stopping" if pid is not None else "starting",
+                "message": None,
+                "refusals": [],
+                "started_at": _now(),
+                "ended_at": None,
+            }
+        threading.Thread(
+            target=self._run, args=(name, actor, stop_foreign), name="engine-switch", daemon=True
+        ).start()
+        return {
+            "profile": name,
+            "accepted": True,
+            "in_progress": True,
+            "switch": self.progress(),
+            "serving": engine.status_document(),
+        }
+
+    def _run(self, name: str, actor: str, stop_foreign: bool) -> None:
+        engine = self._engine
+        try:
+            status = engine.supervisor.stop(f"switching to profile {name}", wait=True)
+            if status.state is not ServingState.STOPPED:
+                reason = status.reason or "the engine would not stop"
+                self._set(phase="failed", message=reason, ended_at=_now())
+                log.warning("switch to %s abandoned: %s", name, reason)
+                return
+            engine.activate(name, actor)
+            self._set(phase="starting")
+            stopped = engine.stop_foreign(actor) if stop_foreign else []
+            answer = self._starts.request_start(Trigger.START_REQUEST, actor, False)
+            self._ended(answer, stopped)
+        except (Refused, Unavailable, SupervisorClosed) as exc:
+            self._set(phase="failed", message=str(exc) or type(exc).__name__, ended_at=_now())
+        except Exception as exc:  # the progress must end, whatever happened
+            log.exception("switch to %s failed", name)
+            self._set(phase="failed", message=str(exc), ended_at=_now())
+
+    def _ended(self, answer: StartAnswer, stopped: list[dict[str, Any]]) -> None:
+        """The switch's end from the start's answer (a queued start is done, not failed)."""
+        if answer.started:
+            launched = None if answer.outcome is None else answer.outcome.launched
+            queued = launched is not None and launched.pid is None
+            self._set(
+                phase="done",
+                message="the start is still in progress" if queued else None,
+                warnings=[refusal_document(w, blocking=False) for w in answer.warnings],
+                stopped_foreign=stopped,
+                ended_at=_now(),
+            )
+            return
+        refusals = [refusal_document(reason) for reason in answer.refusals]
+        self._set(
+            phase="refused" if refusals else "failed",
+            message=answer.why_not or "not started",
+            refusals=refusals,
+            stopped_foreign=stopped,
+            ended_at=_now(),
+        )
+
+    def profiles_document(self) -> dict[str, Any]:
+        """``GET /api/v1/serving/profiles``: each profile, the one in force, lint verdicts."""
+        engine = self._engine
+        cards = rig_cards(self._monitor, self._rig)
+        rows = []
+        for name in engine.profiles.names:
+            profile = engine.profiles.get(name)
+            recipe = profile.recipe
+            findings = lint_recipe(recipe, host_checks=False, cards=cards)
+            counts = {
+                severity: sum(1 for f in findings if f.severity == severity)
+                for severity in ("error", "warning", "note")
+            }
+            rows.append(
+                {
+                    "name": name,
+                    "active": name == engine.profile,
+                    "configured": name == engine.profiles.configured,
+                    "source": profile.source,
+                    "mode": recipe.mode,
+                    "model": recipe.model,
+                    "served_model_name": recipe.engine_name,
+                    "gpus": recipe.gpus,
+                    "family": recipe.family,
+                    "recipe_hash": recipe_hash(recipe),
+                    "lint": {
+                        "verdict": VERDICTS[exit_code(findings)],
+                        "errors": counts["error"],
+                        "warnings": counts["warning"],
+                        "notes": counts["note"],
+                        "findings": [finding.to_dict() for finding in findings],
+                    },
+                }
+            )
+        return {
+            "active": engine.profile,
+            "configured": engine.profiles.configured,
+            "profiles": rows,
+            "switch": self.progress(),
+        }

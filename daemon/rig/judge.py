@@ -1,0 +1,47 @@
+"""The rig's one verdict, kept current: after each poll and each latch or engine change.
+
+``hwcheck.verdict.judge`` says what the verdict is; this keeps its inputs the daemon
+holds in memory (the check results in the monitor, the latch as last read, the engine's
+state) and stores each verdict in the monitor, where the status, ``STATUS=`` and
+``/metrics`` read it. The latch mirror is the latch in force (``daemon.ports.latch``
+keeps it): no reader waits on the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from daemon.rig.metrics_source import LatchMirror
+from daemon.rig.monitor import RigMonitor
+from hwcheck.advice import RigNow
+from hwcheck.verdict import judge, rig_now
+
+
+class RigJudge:
+    """Judges the rig on what fleetd holds in memory (thread-safe: every part is)."""
+
+    def __init__(
+        self,
+        monitor: RigMonitor,
+        engine_state: Callable[[], str | None],
+        changed: Callable[[], None],
+    ) -> None:
+        self.latch = LatchMirror()
+        self._monitor = monitor
+        self._engine_state = engine_state
+        self._changed = changed
+
+    def rejudge(self) -> None:
+        """The verdict on the last results, the latch and the engine, into the monitor."""
+        results = self._monitor.view().results
+        verdict = judge(results, latch_reason=self.latch.reason, engine_state=self._engine_state())
+        self._monitor.set_verdict(verdict)
+
+    def rig_now(self) -> RigNow:
+        """Whether the engine runs and the latch is set: the words of each fault's step."""
+        return rig_now(self._engine_state(), self.latch.required)
+
+    def latch_changed(self, required: bool) -> None:
+        """Recovery set or cleared the latch (the mirror has it): the picture says so now."""
+        self.rejudge()
+        self._changed()

@@ -1,0 +1,173 @@
+"""The daemon's answer to ``web.metrics_model.MetricsSource``: ``/metrics`` from memory.
+
+Everything comes from what the daemon already holds: the monitor's latest snapshot and
+check results, the engine supervisor's status, the follower's health, the poll timer.
+The reboot-required latch in force is ``LatchMirror`` (``daemon.ports.latch`` keeps it:
+memory first, its state file, the store after): a scrape never queries the database.
+The rig's verdict is the one fleetd judged (``hwcheck.verdict``), and the engine's
+state its typed status: nothing here parses the status document back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+
+from daemon.rig.monitor import MonitorView, RigMonitor
+from daemon.rig.status_document import view_verdict
+from daemon.store import Latch
+from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
+from hwcheck.hostfacts.model import DeviceAer
+from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
+from serving.runtime.states import ServingState, ServingStatus
+from web.metrics_model import CanaryMetrics, CardMetrics, DurationHistogram, RigMetrics
+
+
+class LatchMirror:
+    """The reboot-required latch as last read from the store (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latch: Latch | None = None
+
+    def set(self, latch: Latch | None) -> None:
+        """Remember what the store said."""
+        with self._lock:
+            self._latch = latch
+
+    @property
+    def required(self) -> bool:
+        """True while the latch was set when last read."""
+        with self._lock:
+            return self._latch is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why, while it is set."""
+        with self._lock:
+            return None if self._latch is None else self._latch.reason
+
+    @property
+    def latch(self) -> Latch | None:
+        """The latch as last read."""
+        with self._lock:
+            return self._latch
+
+    def get(self) -> Latch | None:
+        """The latch in force (``latch`` as a callable, for the status)."""
+        return self.latch
+
+
+def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:
+    """The worst severity of each check id (a per-card check folds into one series)."""
+    worst: dict[str, Severity] = {}
+    for result in results:
+        known = worst.get(result.id)
+        if known is None or result.severity.rank > known.rank:
+            worst[result.id] = result.severity
+    return worst
+
+
+def _xid_counts(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> dict[int, Counter[int]]:
+    """Card index -> Xid number -> how many since boot (joined on the PCI address)."""
+    by_address = {card.pci_bus_id: card.index for card in snapshot.cards}
+    counts: dict[int, Counter[int]] = defaultdict(Counter)
+    for item in xids:
+        index = by_address.get(item.event.pci_bus_id or "")
+        if index is not None:
+            counts[index][item.event.xid] += 1
+    return counts
+
+
+def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
+    """Each card of the latest snapshot with its Xid counts and unlock verdict."""
+    latest = view.latest
+    if latest is None or view.nvml_down is not None:
+        return ()
+    xid_counts = _xid_counts(latest, view.xids)
+    unlocked = {
+        result.card: result.severity is Severity.OK
+        for result in view.results
+        if result.id == VRAM_CHECK_ID and result.card is not None
+    }
+    return tuple(
+        CardMetrics(
+            index=card.index,
+            uuid=card.uuid,
+            pci_bus_id=card.pci_bus_id,
+            lost=card.lost,
+            power_draw_w=card.power_draw_w,
+            power_limit_w=card.power_limit_w,
+            energy_total_mj=card.energy_total_mj,
+            memory_total_mib=card.memory_total_mib,
+            memory_used_mib=card.memory_used_mib,
+            vram_unlocked=unlocked.get(card.index),
+            power_brake_active=card.power_brake_active,
+            temperature_c=card.temperature_c,
+            memory_temperature_c=card.memory_temperature_c,
+            sm_clock_mhz=card.sm_clock_mhz,
+            pcie_gen=card.pcie_gen_current,
+            pcie_width=card.pcie_width_current,
+            xid_counts=dict(xid_counts.get(card.index, {})),
+            clock_event_reasons=None
+            if card.clock_event_reasons is None
+            else tuple(card.clock_event_names),
+            name=card.name,
+            serial=card.serial,
+            vbios_version=card.vbios_version,
+            driver_version=card.driver_version,
+            bar1_total_mib=card.bar1_total_mib,
+            sm_clock_max_mhz=card.sm_clock_max_mhz,
+            memory_clock_max_mhz=card.memory_clock_max_mhz,
+            pcie_replay_count=card.pcie_replay_count,
+        )
+        for card in latest.cards
+    )
+
+
+class DaemonMetrics:
+    """Builds ``RigMetrics`` from the daemon's parts (memory only)."""
+
+    def __init__(
+        self,
+        monitor: RigMonitor,
+        serving_status: Callable[[], ServingStatus | None],
+        follower_up: Callable[[], bool],
+        latch: LatchMirror,
+        poll_durations: DurationHistogram,
+        canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
+        pcie_aer: Callable[[], tuple[DeviceAer, ...]] | None = None,
+    ) -> None:
+        self._monitor = monitor
+        self._serving_status = serving_status
+        self._follower_up = follower_up
+        self._latch = latch
+        self._poll_durations = poll_durations
+        self._canaries = canaries
+        self._pcie_aer = pcie_aer
+
+    def metrics_state(self) -> RigMetrics:
+        """The picture a scrape exports."""
+        view = self._monitor.view()
+        serving = self._serving_status()
+        tokens = None
+        if serving is not None and serving.metrics is not None:
+            tokens = serving.metrics.generation_tokens_per_s
+        canaries, signatures = self._canaries() if self._canaries is not None else ((), {})
+        return RigMetrics(
+            cards=card_metrics(view),
+            check_severities=worst_by_check(view.results),
+            rig_status=view_verdict(view).rank,
+            reboot_required=self._latch.required,
+            serving_state=ServingState.STOPPED if serving is None else serving.state,
+            serving_restarts=0 if serving is None else serving.restarts,
+            generation_tokens_per_s=None if tokens is None else float(tokens),
+            kernel_log_follower_up=self._follower_up(),
+            poll_durations=self._poll_durations.snapshot(),
+            polls=view.polls,
+            last_poll_age_s=view.last_poll_age_s,
+            canaries=canaries,
+            log_signature_totals=signatures,
+            pcie_aer=() if self._pcie_aer is None else self._pcie_aer(),
+        )

@@ -1,0 +1,256 @@
+"""One poll of the rig: read the cards, keep the caps, run the checks, queue the writes.
+
+The live picture goes to the monitor first (it never waits on the store); the store
+writes go to the store writer's thread. A failing poll is logged once per new error,
+not once per poll: a broken host at a short interval must not flood the journal.
+Snapshot listeners (recovery's card-fault watch) see every snapshot after the checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from daemon.config import Settings
+from daemon.rig.caps import CapKeeper
+from daemon.rig.host_watch import HostInputs, HostWatch
+from daemon.rig.monitor import RigMonitor
+from daemon.rig.xidpath import FollowerThread
+from daemon.store import Store, StoreError
+from daemon.store.writer import StoreWriter
+from hwcheck.advice import RigNow
+from hwcheck.backend import BackendUnavailable
+from hwcheck.checks import CheckInput, run_checks
+from hwcheck.checks import nvml as nvml_check
+from hwcheck.cuda_results import ProbeRound
+from hwcheck.host import HostSources
+from hwcheck.model import (
+    CheckResult,
+    DeviceHolder,
+    EventKind,
+    LatchWaiver,
+    PciDevice,
+    RigSnapshot,
+    Severity,
+)
+
+log = logging.getLogger("fleetd")
+
+HOLDER_SCAN_EVERY_S = 30.0
+
+SnapshotListener = Callable[[RigSnapshot], None]
+# The engine's and the latch's state now: each fault's step is worded for it.
+RigNowSource = Callable[[], RigNow]
+# Recovery's part of the checks' input: the last CUDA probe round and a person's waiver.
+RecoveryInputs = Callable[[], tuple[ProbeRound | None, LatchWaiver | None]]
+
+
+class RigPoller:
+    """The poll job and what it remembers between polls (holders scan, store health)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        host: HostSources,
+        monitor: RigMonitor,
+        store: Store,
+        writer: StoreWriter,
+        caps: CapKeeper,
+        follower: FollowerThread,
+        *,
+        own_gpu_pids: Callable[[], set[int]],
+        on_new_boot: Callable[[str], None],
+        on_polled: Callable[[], None],
+        record_metrics: Callable[[], None] | None = None,
+        extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
+        host_watch: HostWatch | None = None,
+        recovery_inputs: RecoveryInputs | None = None,
+        rig_now: RigNowSource = RigNow,
+    ) -> None:
+        self._settings = settings
+        self._host = host
+        self._monitor = monitor
+        self._store = store
+        self._writer = writer
+        self._caps = caps
+        self._follower = follower
+        self._own_gpu_pids = own_gpu_pids
+        self._on_new_boot = on_new_boot
+        self._on_polled = on_polled
+        self._record_metrics = record_metrics
+        self._extra_checks = extra_checks
+        self._host_watch = host_watch
+        self._host_inputs: HostInputs | None = None  # the last poll's, for a rejudge
+        self._recovery_inputs = recovery_inputs or (lambda: (None, None))
+        self._rig_now = rig_now
+        self._listeners: list[SnapshotListener] = []
+        self._store_severity = Severity.OK
+        self._error_logged: str | None = None
+        self._pci_devices: list[PciDevice] = []
+        self._holders: list[DeviceHolder] = []
+        self._holders_at_s = float("-inf")
+        self._kernel_module_version: str | None = None
+        # Held for a whole poll; a simulated reboot takes it so no poll sees half a boot.
+        self.lock = threading.Lock()
+
+    def add_snapshot_listener(self, listener: SnapshotListener) -> None:
+        """Call ``listener(snapshot)`` after every successful poll (on the poll's thread)."""
+        self._listeners.append(listener)
+
+    def poll(self) -> None:
+        """One poll; errors are reported in the status and logged once per new error."""
+        with self.lock:
+            try:
+                self._poll_once()
+            except Exception as exc:
+                error = f"{exc.__class__.__name__}: {exc}"
+                self._monitor.poll_failed(error)
+                if error != self._error_logged:
+                    log.error("poll failed: %s (fleetd keeps polling)", error, exc_info=True)
+                    self._error_logged = error
+                return
+            if self._error_logged is not None:
+                log.warning("polls succeed again after: %s", self._error_logged)
+                self._error_logged = None
+
+    def _poll_once(self) -> None:
+        boot_id = self._host.boot_id()
+        if boot_id != self._monitor.view().boot_id:
+            self._on_new_boot(boot_id)
+        try:
+            snapshot = self._host.gpu.snapshot()
+        except BackendUnavailable as exc:
+            self._on_nvml_down(exc)
+            return
+        self._on_nvml_answered()
+        if self._settings.rig.apply_power_caps and any(map(self._caps.off_target, snapshot.cards)):
+            try:
+                applied = self._caps.apply(snapshot, actor="fleetd")
+            except StoreError as exc:  # the cap may be set; its audit record is not
+                self._writer.record_failure(exc)
+                applied = []
+            if any(r.outcome == "applied" for r in applied):
+                snapshot = self._host.gpu.snapshot()
+        window = self._monitor.add_sample(snapshot)
+        now_s = time.monotonic()
+        if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
+            self._pci_devices = self._host.pci_devices()
+            self._kernel_module_version = self._host.kernel_module_version()
+            own_pids = self._own_gpu_pids()
+            self._holders = [h for h in self._host.device_holders() if h.pid not in own_pids]
+            self._holders_at_s = now_s
+        if self._host_watch is not None:
+            self._host_inputs = self._host_watch.on_poll(snapshot)
+        results = self._judge(window)
+        self._monitor.set_results(results)  # the live picture first: it never waits on the store
+        self._writer.submit(partial(self._store_poll, snapshot, results), writes=True)
+        for listener in self._listeners:
+            try:
+                listener(snapshot)
+            except Exception:
+                log.exception("a snapshot listener failed")
+        self._on_polled()
+
+    def _judge(self, window: Sequence[RigSnapshot]) -> list[CheckResult]:
+        """Every check on ``window`` (the last polls), with the daemon's own beside them."""
+        probes, waiver = self._recovery_inputs()
+        host = self._host_inputs
+        results = run_checks(
+            CheckInput(
+                samples=window,
+                profile=self._settings.rig,
+                pci_devices=self._pci_devices,
+                xids=self._monitor.xids(),
+                holders=self._holders,
+                kernel_module_version=self._kernel_module_version,
+                probes=probes,
+                waiver=waiver,
+                rig_now=self._rig_now(),
+                **({} if host is None else host.check_fields()),
+            )
+        )
+        results.append(self._follower.health.result())  # the daemon's own kernel_log check
+        results.append(self._store_check())
+        results.extend(self._extra_results())
+        return results
+
+    def rejudge(self) -> None:
+        """The checks again on the readings already taken (no NVML call), now.
+
+        Recovery asks for it when what the checks read changed between polls: a person's
+        clear of the latch (what it waives), a probe round.
+        """
+        with self.lock:
+            view = self._monitor.view()
+            if not view.samples or view.nvml_down is not None:
+                return
+            results = self._judge(view.samples)
+            self._monitor.replace_results(results)
+            self._writer.submit(partial(self._store.record_check_transitions, results), writes=True)
+        self._on_polled()
+
+    def _extra_results(self) -> list[CheckResult]:
+        """The daemon's own checks beside the hardware's (the canaries' ``engine_output``)."""
+        if self._extra_checks is None:
+            return []
+        try:
+            return list(self._extra_checks())
+        except Exception:  # one broken extra check must not cost the hardware picture
+            log.exception("an extra check failed; the poll goes on without it")
+            return []
+
+    def _store_poll(self, snapshot: RigSnapshot, results: list[CheckResult]) -> None:
+        """One poll's writes, on the store writer's thread."""
+        self._store.record_samples(snapshot)  # also keeps the cards table current
+        for changed in self._store.record_check_transitions(results):
+            log.info(
+                "check %s%s is now %s: %s",
+                changed.id,
+                "" if changed.card is None else f" card {changed.card}",
+                changed.severity.value,
+                changed.message,
+            )
+        if self._record_metrics is not None:
+            self._record_metrics()
+        self._follower.persist_cursor()
+        self._follower.flush_events()  # the store answers again: the blind spell's events
+
+    def _store_check(self) -> CheckResult:
+        """The ``store`` check; one log line (and, once writable, one event) per change."""
+        result = self._writer.health()
+        if result.severity is self._store_severity:
+            return result
+        self._store_severity = result.severity
+        if result.severity is Severity.CRITICAL:
+            log.error("store: %s. Remedy: %s", result.message, result.remedy)
+            return result
+        dropped = self._writer.recovered()
+        log.warning("store: writes work again (%d poll(s) were not stored)", dropped)
+        message = f"the store could not write for a while: {dropped} poll(s) were not stored"
+        self._writer.submit(
+            partial(self._store.record_event, EventKind.DAEMON, Severity.WARNING, message),
+            writes=True,
+        )
+        return result
+
+    def _on_nvml_down(self, exc: BackendUnavailable) -> None:
+        """One log line when NVML goes away (not one traceback per poll); the ``nvml`` check."""
+        result = nvml_check.unavailable(exc)
+        if self._monitor.nvml_failed(result):
+            log.error(
+                "NVML unavailable: %s. Remedy: %s. fleetd keeps running and retries every poll",
+                result.message,
+                result.remedy,
+            )
+            self._writer.submit(
+                partial(self._store.record_check_transitions, [result]), writes=True
+            )
+        self._on_polled()
+
+    def _on_nvml_answered(self) -> None:
+        down_s = self._monitor.nvml_answered()
+        if down_s is not None:
+            log.warning("NVML answers again after %.0f s unavailable", down_s)
