@@ -143,7 +143,7 @@ def storm(lines: int) -> None:
         for label, as_json in (("human", False), ("--json", True)):
             out = Path(tmp) / f"out-{label}"
             wall_s, cpu_s, peak_mb, code = run_fleetctl_scan(path, out, as_json)
-            if as_json:  # the output is the CONTRACT list, whole and parseable
+            if as_json:  # the output is the documented list, whole and parseable
                 with out.open(encoding="utf-8") as stream:
                     listed = len(json.load(stream))
             else:

@@ -1,13 +1,13 @@
 """Which keys of a config file hold secrets, for the warning when others can read the file.
 
-A config readable by every local user hands its secrets to all of them: fleetd warns
-(CONTRACT: a warning, not a refusal) and names the keys, never their values. Secrets are
-not only ``[[alerts.webhooks]] secret``: a database password in ``[store] url``, a webhook
-URL's credentials or query, a Slack or Discord webhook URL (its key is its path), and a
-recipe's secret environment or flags (an ``HF_TOKEN``, ``--api-key``) count as well, in
-the config's ``[serving.recipe]`` table or in the recipe file ``[serving] recipe`` names.
-The file's own table is judged, not the merged settings: a password given through a
-``CMPFLEET_*`` variable is not in the file.
+A config readable by every local user hands its secrets to all of them: fleetd warns (a
+warning, not a refusal: docs/reference.md "Config file") and names the keys, never their
+values. Secrets are not only ``[[alerts.webhooks]] secret``: a database password in
+``[store] url``, a webhook URL's credentials or query, a Slack or Discord webhook URL (its
+key is its path), and a recipe's secret environment or flags (an ``HF_TOKEN``,
+``--api-key``) count as well, in the config's ``[serving.recipe]`` table or in the recipe
+file ``[serving] recipe`` names. The file's own table is judged, not the merged settings: a
+password given through a ``CMPFLEET_*`` variable is not in the file.
 """
 
 from __future__ import annotations

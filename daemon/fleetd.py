@@ -50,7 +50,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """fleetd's flags (CONTRACT)."""
+    """fleetd's flags (docs/reference.md "fleetd")."""
     parser = _OneLineParser(
         prog="fleetd",
         description=__doc__.splitlines()[0],

@@ -1,7 +1,7 @@
 """Every host source in one bundle, so a simulated rig can replace all of them at once.
 
-CONTRACT: "The scenario replaces every host source: NVML, sysfs PCI ids, the kernel log,
-the boot id and the holders of /dev/nvidia*." Code that reads the host takes a
+A scenario replaces every host source: NVML, sysfs PCI ids, the kernel log, the boot id and
+the holders of /dev/nvidia* (docs/reference.md "Simulation"). Code that reads the host takes a
 ``HostSources`` and never reaches for ``/sys``, ``/proc`` or NVML on its own.
 """
 

@@ -304,7 +304,7 @@ class CheckResult:
     confirmed: bool = True
 
     def as_dict(self) -> dict[str, object]:
-        """The CONTRACT's ``{id, card, severity, message, remedy}`` form."""
+        """The ``{id, card, severity, message, remedy}`` form (docs/reference.md "Checks")."""
         return {
             "id": self.id,
             "card": self.card,

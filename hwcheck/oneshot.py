@@ -46,7 +46,7 @@ class CheckReport:
     tensor_parallel_size: int = 1
 
     def document(self) -> dict[str, Any]:
-        """``{overall, cards, checks}`` as in CONTRACT, plus the ``host`` section."""
+        """``{overall, cards, checks}`` (docs/reference.md "JSON documents"), plus ``host``."""
         doc = rig_document(self.samples[-1], self.results, self.xids)
         add_card_bus_fields(doc["cards"], self.host)
         doc["host"] = host_document(self.host, self.baseline, self.tensor_parallel_size)

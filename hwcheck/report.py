@@ -1,9 +1,9 @@
 """The per-card and whole-rig documents shared by ``fleetctl check`` and ``/api/v1/status``.
 
-CONTRACT fixes the card keys (``index``, ``pci_bus_id``, ``uuid``, ``name``,
-``memory_total_mib``, ``power_limit_w``, ``power_draw_w``, ``power_brake_active``,
-``temperature_c``, ``pcie_gen``, ``pcie_width``, ``xid_since_boot``, ``state``); both
-producers build them here so they cannot drift apart.
+docs/reference.md "JSON documents" fixes the card keys (``index``, ``pci_bus_id``,
+``uuid``, ``name``, ``memory_total_mib``, ``power_limit_w``, ``power_draw_w``,
+``power_brake_active``, ``temperature_c``, ``pcie_gen``, ``pcie_width``,
+``xid_since_boot``, ``state``); both producers build them here so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def xid_counts_by_card(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> 
 
 
 def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[str, Any]:
-    """One card as CONTRACT's ``cards`` entry, with a few useful extras."""
+    """One card as the documents' ``cards`` entry, with a few useful extras."""
     return {
         "index": card.index,
         "pci_bus_id": card.pci_bus_id,

@@ -1,16 +1,16 @@
 """The recovery policy: ``decide(facts, now_s) -> Decision``, pure, no I/O, no clock.
 
-It follows DESIGN.md's recovery rules. A hardware fault (an Xid whose catalogue answer
-latches, a lost card, a recovery action asking for a reset or reboot, a failed CUDA
-probe, a ``driver_poisoned`` crash) stops the engine cleanly and latches a reboot,
-whatever else is going on: an Xid 31 often kills the engine a moment before its line is
-read, so the exit that follows must not be mistaken for an application crash. A card that
-faults again within ``escalate_within_boots`` boots after a warm reboot is advised a cold
-power cycle (the warm reboot did not help). Otherwise an engine exit on a healthy rig
-restarts with capped exponential backoff, and too many restarts in the window hold the
-engine. Starts (a person's, autostart's, the bring-up's, the end of a backoff) pass one
-gate (``recovery.gate``). There are no moves here that reload ``nvidia_uvm``, reset a GPU
-or kill workers: the decisions cannot express them.
+It follows the recovery rules (docs/architecture.md "Recovery rules"). A hardware fault (an
+Xid whose catalogue answer latches, a lost card, a recovery action asking for a reset or
+reboot, a failed CUDA probe, a ``driver_poisoned`` crash) stops the engine cleanly and
+latches a reboot, whatever else is going on: an Xid 31 often kills the engine a moment
+before its line is read, so the exit that follows must not be mistaken for an application
+crash. A card that faults again within ``escalate_within_boots`` boots after a warm reboot
+is advised a cold power cycle (the warm reboot did not help). Otherwise an engine exit on a
+healthy rig restarts with capped exponential backoff, and too many restarts in the window
+hold the engine. Starts (a person's, autostart's, the bring-up's, the end of a backoff)
+pass one gate (``recovery.gate``). There are no moves here that reload ``nvidia_uvm``,
+reset a GPU or kill workers: the decisions cannot express them.
 """
 
 from __future__ import annotations

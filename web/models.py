@@ -7,7 +7,7 @@ status document grows with each capability, and a field added below must reach t
 wire even before it is declared here), numbers keep their JSON type (``Number``), and
 times stay the exact strings the daemon wrote (``IsoTime``).
 
-Field names and meanings are CONTRACT's ("fleetctl status", "HTTP API").
+Field names and meanings are docs/reference.md's ("JSON documents", "HTTP API").
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ErrorDocument(Document):
 
 
 class CardDocument(Document):
-    """One card of the status document (CONTRACT's card keys, then extras)."""
+    """One card of the status document (the documented card keys, then extras)."""
 
     index: int
     pci_bus_id: str
@@ -75,7 +75,7 @@ class CardDocument(Document):
     xid_since_boot: int
     state: str = Field(description="ok, warning, critical or lost")
     lost_reason: str | None = None
-    # Host truth (README "What cmpfleet checks on the host").
+    # Host truth (docs/reference.md "What cmpfleet checks on the host").
     vbios_version: str | None = None
     bar1_total_mib: int | None = None
     sm_clock_max_mhz: int | None = None

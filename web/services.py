@@ -62,7 +62,7 @@ class WebServices(Protocol):
         ...
 
     def status_document(self) -> StatusDocument | dict[str, Any]:
-        """The CONTRACT's status document (same as ``fleetctl status --json``)."""
+        """The status document (same as ``fleetctl status --json``)."""
         ...
 
     def list_events(self, query: EventQuery) -> Sequence[EventDocument]:

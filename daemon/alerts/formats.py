@@ -5,8 +5,8 @@ alert's current state), so a retry sends the same message as the first try, and 
 receiver can de-duplicate on the notification's ``id`` (in the body where the format has
 room for it, and always in the ``X-Cmpfleet-Id`` header).
 
-- ``json``: cmpfleet's own versioned document (``SCHEMA``/``SCHEMA_VERSION``; the README
-  documents every key; new keys may appear, existing ones keep their meaning).
+- ``json``: cmpfleet's own versioned document (``SCHEMA``/``SCHEMA_VERSION``; docs/reference.md
+  "Alerting" documents every key; new keys may appear, existing ones keep their meaning).
 - ``alertmanager``: Alertmanager's webhook v4 shape, so receivers written for it work.
 - ``slack`` / ``discord``: their incoming-webhook shapes, readable on a phone.
 - ``alertmanager_api``: the list ``POST /api/v2/alerts`` takes; ``endsAt`` says when the

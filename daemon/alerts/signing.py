@@ -1,8 +1,8 @@
 """The ``X-Cmpfleet-Signature`` header: ``sha256=<hex HMAC-SHA256 of the raw body>``.
 
 The receiver recomputes the HMAC over the exact bytes it received with the shared secret
-and compares in constant time (``verify``, also the README's example), so a forged or
-altered request is refused. The secret itself never leaves this process.
+and compares in constant time (``verify``; docs/reference.md "Alerting" has a receiver's
+version), so a forged or altered request is refused. The secret itself never leaves this process.
 """
 
 from __future__ import annotations

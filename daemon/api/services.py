@@ -48,7 +48,7 @@ class EngineControl(Protocol):
     """The engine service (``daemon.engine.service``) as the daemon's services see it."""
 
     def status_document(self) -> dict[str, Any]:
-        """CONTRACT's ``serving`` block."""
+        """The status's ``serving`` block (docs/reference.md "JSON documents")."""
         ...
 
     def stop_by_person(self) -> dict[str, Any]:
@@ -124,7 +124,7 @@ def iso(ts: None) -> None: ...
 @overload
 def iso(ts: datetime | None) -> str | None: ...
 def iso(ts: datetime | None) -> str | None:
-    """ISO 8601 with a UTC offset (CONTRACT's time format)."""
+    """ISO 8601 with a UTC offset (docs/reference.md "Conventions")."""
     if ts is None:
         return None
     return (ts if ts.tzinfo else ts.replace(tzinfo=UTC)).isoformat()
@@ -183,7 +183,7 @@ class DaemonServices:
         return self._engine
 
     def serving_document(self) -> dict[str, Any]:
-        """CONTRACT's ``serving`` block."""
+        """The status's ``serving`` block (docs/reference.md "JSON documents")."""
         if self._engine is None:
             return {
                 "state": "stopped",
@@ -244,7 +244,7 @@ class DaemonServices:
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> RecoveryDocument:
-        """CONTRACT's ``recovery`` block, plus the last decisions and bring-up."""
+        """The status's ``recovery`` block, plus the last decisions and bring-up."""
         latch = self._latch_in_force()
         if latch is None:
             doc = RecoveryDocument(reboot_required=False, reason=None, since=None, advice=None)
@@ -293,7 +293,7 @@ class DaemonServices:
         return self._require_recovery().clear(reason, actor="api")
 
     def status_document(self) -> StatusDocument:
-        """The whole status document (CONTRACT: ``fleetctl status --json``), typed."""
+        """The whole status document (``fleetctl status --json``), typed."""
         return status_document(
             self._monitor.view(),
             rig=self._rig,
@@ -320,7 +320,7 @@ class DaemonServices:
         return {os.getpid(), *engine_pids}
 
     def list_events(self, query: EventQuery) -> list[EventDocument]:
-        """Events newest first in CONTRACT's shape (plus ``pci_bus_id`` and the ack)."""
+        """Events newest first in their documented shape (plus ``pci_bus_id`` and the ack)."""
         kind = query.kind
         if kind is not None and kind not in set(EventKind):
             raise InvalidInput(f"unknown event kind {kind!r}: one of {', '.join(EventKind)}")

@@ -177,7 +177,7 @@ class CanaryRunner:
 
     # -- reads -------------------------------------------------------------------------
     def status_entries(self) -> list[dict[str, Any]]:
-        """CONTRACT's ``canaries`` list: each canary's last judged result (else its last one).
+        """The status's ``canaries`` list: each canary's last judged result (else its last one).
 
         A skipped round (busy engine) does not hide the last real verdict: the entry keeps
         it and says when the canary was last skipped. A verdict from before the engine's
@@ -224,7 +224,7 @@ class CanaryRunner:
 
 
 def not_run_entry(name: str, advice: str) -> dict[str, Any]:
-    """A canary with no result yet: ``skipped``, no figure, no time (CONTRACT lists every name)."""
+    """A canary with no result yet: ``skipped``, no figure, no time (the status lists each)."""
     return {"name": name, "result": "skipped", "figure": None, "advice": advice, "ts": None}
 
 

@@ -364,7 +364,7 @@ class EngineService:
 
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
-        """CONTRACT's ``serving`` block plus extras (the active ``profile`` among them)."""
+        """The status's ``serving`` block plus extras (the active ``profile`` among them)."""
         document = self.supervisor.status().as_dict()
         document["profile"] = self.profile
         switch = self.switcher.progress()

@@ -1,10 +1,11 @@
 """After a reboot (a new boot id): re-apply caps, run every check, probe CUDA, then start.
 
-DESIGN's rule 5, in order: the boot is recorded and the latch cleared with an event
-(``daemon.rig.boot``), the power caps the reboot reset are re-applied, the checks run on
-fresh samples, the CUDA probe runs with no engine beside it, and only then the start path
-is asked for autostart's decision (``Trigger.BRING_UP``). What happened, and if the engine was not started exactly why, is
-recorded (audit row and event) and shown in the status (``recovery.bring_up``).
+Recovery rule 5 (docs/architecture.md "Recovery rules"), in order: the boot is recorded and
+the latch cleared with an event (``daemon.rig.boot``), the power caps the reboot reset are
+re-applied, the checks run on fresh samples, the CUDA probe runs with no engine beside it,
+and only then the start path is asked for autostart's decision (``Trigger.BRING_UP``). What
+happened, and if the engine was not started exactly why, is recorded (audit row and event)
+and shown in the status (``recovery.bring_up``).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ EVENTS: Table = Event.__table__  # type: ignore[assignment]
 
 @dataclass(frozen=True, slots=True)
 class EventRow(StoredRow):
-    """One stored event: CONTRACT's ``{id, ts, kind, card, xid, severity, message}`` and more."""
+    """One stored event: ``{id, ts, kind, card, xid, severity, message}`` and more."""
 
     id: int
     ts: datetime

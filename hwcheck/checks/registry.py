@@ -1,6 +1,6 @@
 """The ordered list of checks, running them, and the summaries built from their results.
 
-The order is the order a report lists them in; ids are fixed by CONTRACT.md.
+The order is the order a report lists them in; ids are fixed (docs/reference.md "Checks").
 """
 
 from __future__ import annotations

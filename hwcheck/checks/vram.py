@@ -1,6 +1,6 @@
 """``vram_unlocked``: each card must report its unlocked 64 GB.
 
-Bands follow the public unlock checkers (DOMAIN.md): >= 60,000 MiB unlocked,
+Bands follow the public unlock checkers (docs/domain.md "VRAM unlock bands"): >= 60,000 MiB,
 7,680..8,704 MiB stock (locked at 8,192 MiB), a 10de:2082 board at 40,960 MiB has been
 recorded, anything else is unexpected. A kernel upgrade without the cmpunlocker module
 silently relocks every card, which is why locked is critical.

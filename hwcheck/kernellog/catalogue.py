@@ -1,11 +1,12 @@
 """The Xid catalogue: who is to blame for an Xid and what cmpfleet advises doing about it.
 
 The defaults follow NVIDIA's Xid catalogue (Ampere and later) adjusted for CMP 170HX rigs
-(see DOMAIN.md): ``nvidia-smi -r`` is not supported on these cards, so "reset the GPU"
-becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a full power-off;
-Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA calls it an
-application error. Each explanation is written "short name: why": the name before the
-first ": " is the fault's title in headlines (``XidInfo.title``). The table is data; a rig owner overrides entries per Xid in the config
+(docs/domain.md "Xid catalogue"): ``nvidia-smi -r`` is not supported on these cards, so
+"reset the GPU" becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a
+full power-off; Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA
+calls it an application error. Each explanation is written "short name: why": the name
+before the first ": " is the fault's title in headlines (``XidInfo.title``). The table is
+data; a rig owner overrides entries per Xid in the config
 (``[xid.31] class = "application"``): ``XidOverride`` is that table's one declaration and
 validation, and ``overrides_by_xid`` keys the tables by Xid number.
 """
@@ -97,7 +98,7 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "GPU initialisation failure: reboot; if it repeats, check the card, riser and power"),
     *(
         _Entry(xid, _HW, XidAction.REBOOT,
-               f"critical for AWS's GPU node agent: AWS treats Xid {xid} as critical (DOMAIN.md); cmpfleet "
+               f"critical for AWS's GPU node agent: AWS treats Xid {xid} as critical; cmpfleet "
                "has no CMP-specific finding for it: reboot, and look it up in NVIDIA's Xid catalogue if it repeats")
         for xid in (136, 142, 151, 155, 156, 158)
     ),

@@ -54,7 +54,7 @@ KMSG_ROTATED_FILE = "sim-kmsg.log.1"
 # What NVML says about a card that stopped answering.
 DEFAULT_LOST_REASON = "GPU is lost"
 
-# Readings of a card while PWRBRK# is asserted (DOMAIN.md), and once it is released.
+# A card's readings while PWRBRK# is asserted (docs/domain.md "The power brake (PWRBRK#)").
 BRAKE_POWER_DRAW_W = 88.0
 BRAKE_SM_CLOCK_MHZ = 1140
 

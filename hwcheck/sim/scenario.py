@@ -38,7 +38,7 @@ from hwcheck.sim.fields import (
 )
 from hwcheck.sim.scenario_host import HostScenario, build_host
 
-# What one unlocked, capped CMP 170HX reads when idle (DOMAIN.md's recorded card).
+# What one unlocked, capped CMP 170HX reads when idle (docs/domain.md "One recorded card").
 # ``[rig]`` and ``[[cards]]`` override any of it.
 CMP170HX_DEFAULTS: Final[Mapping[str, CardValue]] = types.MappingProxyType(
     {

@@ -2,7 +2,7 @@
 
 The parser and catalogue only need the Xid number, but people read the dashboard and the
 events list: a simulated Xid 31 should carry the MMU fault text a real rig prints
-(DOMAIN.md), an Xid 154 the recovery-action change, and so on.
+(docs/domain.md "Kernel log line formats"), an Xid 154 the recovery-action change, and so on.
 """
 
 from __future__ import annotations

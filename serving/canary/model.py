@@ -13,7 +13,7 @@ CANARY_NAMES = ("copy_fidelity", "tool_calls", "reasoning_field", "throughput")
 
 
 class Outcome(enum.StrEnum):
-    """A canary's result (CONTRACT: ``pass|warn|fail|skipped``)."""
+    """A canary's result (``pass|warn|fail|skipped``; docs/reference.md "Canaries")."""
 
     PASS = "pass"  # noqa: S105 - a result word, not a password
     WARN = "warn"
@@ -46,7 +46,7 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class CanaryResult:
-    """One canary run: CONTRACT's ``{name, result, figure, advice, ts}`` and extras."""
+    """One canary run: ``{name, result, figure, advice, ts}`` and extras."""
 
     name: str
     result: Outcome
@@ -76,7 +76,7 @@ class CanaryResult:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """The API's shape: CONTRACT's keys first, then the extras."""
+        """The API's shape: the documented keys first, then the extras."""
         return {
             "name": self.name,
             "result": self.result.value,

@@ -18,7 +18,7 @@ from serving.recipe.flags import FlagGroup, find_flag, split_flags
 from serving.recipe.model_dir import ModelFacts
 from serving.recipe.recipe import Recipe
 
-# The CMP 170HX unlocked (DOMAIN.md): what a card is taken to hold when nothing says.
+# The CMP 170HX unlocked (docs/domain.md "VRAM unlock bands"): a card's size when nothing says.
 DEFAULT_CARD_MIB = 65536
 
 

@@ -18,7 +18,7 @@ from serving.runtime.metrics import EngineMetrics
 
 
 class ServingState(enum.StrEnum):
-    """The engine's state as CONTRACT lists it (``fleetctl status`` ``serving.state``)."""
+    """The engine's state as documented (``fleetctl status`` ``serving.state``)."""
 
     STOPPED = "stopped"
     STARTING = "starting"
@@ -205,7 +205,7 @@ class ServingEvent:
 
 @dataclass(frozen=True)
 class ServingStatus:
-    """The ``serving`` block of ``fleetctl status``: CONTRACT's keys plus extras."""
+    """The ``serving`` block of ``fleetctl status``: the documented keys plus extras."""
 
     state: ServingState
     pid: int | None
@@ -225,7 +225,7 @@ class ServingStatus:
     backoff_until_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """``{state, pid, restarts, since, url}`` as CONTRACT says, then the extras."""
+        """``{state, pid, restarts, since, url}`` as documented, then the extras."""
         return {
             "state": str(self.state),
             "pid": self.pid,

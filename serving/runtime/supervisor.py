@@ -7,7 +7,8 @@ backoff, a stop deadline), dispatches the command by its type, then does what is
 watcher thread per engine blocks on the launcher's ``wait`` and enqueues ``Exited`` the
 moment the engine ends, so a crash is seen at once rather than at the next probe.
 
-States are CONTRACT's: ``stopped starting ready unhealthy stopping backoff held failed``.
+States are the documented ones (docs/reference.md "The engine"): ``stopped starting ready
+unhealthy stopping backoff held failed``.
 ``held`` is only the crash breaker's; ``failed`` is a stop that did not take (the engine
 ignored SIGINT and SIGTERM): it says "reboot recommended" and kills nothing unless
 ``allow_kill`` is set. Stopping fleetd leaves the engine running; the next supervisor on

@@ -1,4 +1,4 @@
-"""CONTRACT.md's fleetctl surface taken literally, against one real simulated fleetd.
+"""The documented fleetctl surface (docs/reference.md) taken literally, against one fleetd.
 
 ``--json`` before the command and at its end, for every command, prints one JSON document
 and nothing else on stdout; the status document carries every listed key; ``events``
@@ -177,7 +177,7 @@ def test_the_status_document_has_every_listed_key(rig: Fleetd) -> None:
     assert {c["name"] for c in doc["canaries"]} >= CONTRACT_CANARY_NAMES
     for canary in doc["canaries"]:
         assert set(canary) >= {"name", "result", "figure", "advice", "ts"}
-        # CONTRACT: stale is from before the engine's current run (a test above restarts it).
+        # The reference: stale is from before the engine's current run (a test above restarts it).
         assert canary["result"] in {"pass", "warn", "fail", "skipped", "stale"}, canary
     assert rig.get("/api/v1/status").json().keys() == doc.keys()
 

@@ -96,7 +96,7 @@ def test_package_metadata_builds_without_deprecation_warnings() -> None:
 
 
 def test_every_data_file_of_the_packages_ships() -> None:
-    """CONTRACT: the example config, built-in scenarios, presets (and the dashboard's
+    """docs/reference.md "Conventions": the example config, scenarios, presets (and the dashboard's
     assets) ship as package data: every non-Python file in a package matches a pattern."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["*"]
@@ -115,7 +115,7 @@ def test_every_data_file_of_the_packages_ships() -> None:
 
 
 def test_nothing_imports_the_optional_vllm_extra() -> None:
-    """CONTRACT: ``vllm`` is an optional extra for bare-process launches; nothing imports it
+    """docs/reference.md "Conventions": ``vllm`` is an optional extra; nothing imports it
     (fleetd runs the engine as a separate program, never in-process)."""
     importers = []
     for package in ("daemon", "hwcheck", "serving", "recovery", "web", "tests"):

@@ -56,7 +56,7 @@ def test_help_shows_no_value_placeholder_on_flags(path: list[str]) -> None:
     assert "<bool>" not in shown
     help_line = next(line for line in shown.splitlines() if "--help" in line)
     assert re.match(r"^\s*-h, --help\s+Show this message", help_line), help_line
-    assert help_text(path, "-h") == shown  # CONTRACT: fleetctl -h, on every command too
+    assert help_text(path, "-h") == shown  # docs/reference.md: fleetctl -h, on every command too
 
 
 def test_the_program_itself_answers_help_and_h_alike() -> None:

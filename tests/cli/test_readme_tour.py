@@ -71,7 +71,7 @@ def test_the_setup_commands_stay_first_in_one_block() -> None:
 
 
 def test_ci_runs_the_readmes_test_command_after_installing_the_outside_programs() -> None:
-    """CONTRACT: ``.ci/run`` runs that same test command, under ``CI=true`` (where a missing
+    """``.ci/run`` runs that same test command, under ``CI=true`` (where a missing
     outside program fails instead of skipping), after installing them."""
     ci = ROOT / ".ci" / "run"
     assert os.access(ci, os.X_OK)

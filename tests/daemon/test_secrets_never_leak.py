@@ -223,7 +223,7 @@ def test_which_files_warn(tmp_path: Path) -> None:
     plain_hook = '[[alerts.webhooks]]\nurl = "https://alerts.example.org/cmpfleet"\n'
     config.write_text(plain_hook + 'secret_file = "/etc/cmpfleet/webhook.secret"\n')
     config.chmod(0o644)
-    assert readable_secret_keys(config) == []  # README: such a config may stay readable
+    assert readable_secret_keys(config) == []  # docs/reference.md: such a config may stay readable
     config.write_text('[store]\nurl = "postgresql+psycopg://fleet:DBPASS@db/fleet"\n')
     assert readable_secret_keys(config) == ["store.url"]
     config.chmod(0o640)

@@ -1,8 +1,8 @@
 """Named builders for card, rig and Xid records, defaulting to a real recorded card.
 
-Defaults follow DOMAIN.md's recorded CMP 170HX (tim-odonnell card records): device
-0x20c2, VBIOS 92.00.6D.00.0A, 65,536 MiB unlocked, PCIe Gen2 x4 (max Gen2), power
-limits 100/250/300 W capped to 180 W, about 1,400 MHz SM clock under load. Tests
+Defaults follow the recorded CMP 170HX of docs/domain.md "One recorded card" (tim-odonnell
+card records): device 0x20c2, VBIOS 92.00.6D.00.0A, 65,536 MiB unlocked, PCIe Gen2 x4 (max
+Gen2), power limits 100/250/300 W capped to 180 W, about 1,400 MHz SM clock under load. Tests
 override only the field they are about, so each test reads as "a healthy card, except".
 """
 

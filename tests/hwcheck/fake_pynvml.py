@@ -3,7 +3,7 @@
 It is built from the real installed module (handed in, so this file needs no banned
 import): every ``NVML_*`` constant and every ``NVMLError*`` class is copied from it, and the
 structures it returns (memory info, PCI info, field values) are the real ctypes ones. Only
-the answers are recorded: the defaults are the CMP 170HX card recorded in DOMAIN.md.
+the answers are recorded: the defaults are the CMP 170HX card of docs/domain.md "One recorded card".
 
 Faults are injected per card and per call name: ``errors`` raises the given real NVML
 exception class, ``blocks`` makes the call wait on an event (a GPU stuck in the driver).

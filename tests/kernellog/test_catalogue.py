@@ -1,4 +1,4 @@
-"""The Xid catalogue: defaults from DOMAIN.md, Xid 154 by its hex code, overrides."""
+"""The Xid catalogue: docs/domain.md "Xid catalogue" defaults, 154 by its hex code, overrides."""
 
 from __future__ import annotations
 

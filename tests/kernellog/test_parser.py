@@ -52,7 +52,7 @@ def test_dmesg_capture() -> None:
             "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
             None,
         ),
-        # The DOMAIN example: pid without name.
+        # docs/domain.md "Kernel log line formats": pid without name.
         (23, 31, "0000:db:00.0", 13641, None, MMU_31, None),
     ]
     # text is the whole input line, dmesg timestamp included.

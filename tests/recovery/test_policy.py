@@ -45,7 +45,8 @@ def on_xid(*facts: XidFact, engine: EngineCondition = EngineCondition.RUNNING) -
     return Facts(trigger=Trigger.XID, engine=engine, new_xids=facts)
 
 
-# Every catalogue row, and every Xid DOMAIN.md lists as critical for AWS's node agent.
+# Every catalogue row, and every Xid AWS's node agent calls critical
+# (docs/domain.md "What peers treat as critical").
 AWS_CRITICAL = (
     46,
     48,
@@ -72,7 +73,7 @@ AWS_CRITICAL = (
 
 
 def expected_for(info_class: XidClass, action: XidAction) -> type:
-    """Written out from DESIGN's rule 3, independent of ``XidInfo.latches``."""
+    """Written out from docs/architecture.md "Recovery rules" (3), not from ``XidInfo.latches``."""
     if action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE):
         return StopAndLatch
     if info_class is XidClass.HARDWARE and action is not XidAction.NONE:

@@ -25,7 +25,7 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN_PYTHON = "/opt/cmpfleet/venv/bin/python"
 SIM_PORT = 18098
 
-# DOMAIN.md, "The engine": the seeds' reference launch on four cards, verbatim.
+# docs/domain.md "The reference launch": the reference launch on four cards, verbatim.
 REFERENCE_LAUNCH = (
     "vllm serve MODEL --pipeline-parallel-size 4 --kv-cache-dtype fp8"
     " --block-size 256 --max-num-batched-tokens 2048 --gpu-memory-utilization 0.85 --max-num-seqs 8"

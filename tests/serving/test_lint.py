@@ -503,7 +503,7 @@ LINT_CASES = {
 
 @pytest.mark.parametrize("case", sorted(LINT_CASES))
 def test_fleetctl_recipe_lint_exit_codes_and_findings(case: str, tmp_path: Path) -> None:
-    """CONTRACT: exit 0 clean, 1 warnings only, 2 errors; each finding names its rule,
+    """docs/reference.md "Lint rules": exit 0 clean, 1 warnings only, 2 errors; each names its rule,
     the recipe key, the offending value and why; --json (either place) lists them."""
     text, code, expected = LINT_CASES[case]
     path = tmp_path / "recipe.toml"

@@ -1,4 +1,4 @@
-"""Scenario files: built-ins load with the facts CONTRACT names; bad files fail in one line."""
+"""Scenario files: built-ins load with the facts the reference names; bad ones fail in one line."""
 
 from __future__ import annotations
 

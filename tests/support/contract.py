@@ -1,4 +1,4 @@
-"""CONTRACT.md's fixed names, written out once for the tests (independent of the code)."""
+"""The outside's fixed names (docs/reference.md), written out once for the tests (not from code)."""
 
 from __future__ import annotations
 

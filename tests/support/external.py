@@ -1,8 +1,8 @@
 """Outside programs for tests: install when we can, skip naming the package, fail under CI.
 
-CONTRACT: tests that need an outside program install it when they can (root with apt)
-and otherwise skip with a message naming the package; under ``CI=true`` a missing one is
-a failure, never a skip.
+docs/architecture.md "Tests: what is real and what is simulated": tests that need an
+outside program install it when they can (root with apt) and otherwise skip with a message
+naming the package; under ``CI=true`` a missing one is a failure, never a skip.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``/docs`` and ``/redoc`` work on an offline rig: every script, style and icon they load is
 served by the app itself (no CDN, no validator badge calling out), and ``/openapi.json``
-lists every ``/api/v1`` route, CONTRACT's among them."""
+lists every ``/api/v1`` route, the documented ones among them."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_openapi_lists_every_api_route_and_contracts() -> None:
     }
     assert served <= set(spec["paths"])
     missing = CONTRACT_PATHS - set(spec["paths"])
-    assert not missing, f"CONTRACT's routes missing from /openapi.json: {sorted(missing)}"
+    assert not missing, f"documented routes missing from /openapi.json: {sorted(missing)}"
 
 
 def walk_texts(node: object) -> list[str]:

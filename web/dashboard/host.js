@@ -1,6 +1,8 @@
-// The host panel: what the boot chain, the nvidia module and the bus look like, against the
-// baseline the host checks judge (README "What cmpfleet checks on the host"). One row per
-// card: BAR1, VBIOS, max memory clock, bound driver, bridge, PCIe replays and AER counts.
+// The host panel: what the boot chain, the nvidia module and the bus look like, against
+// the baseline the host checks judge
+// (docs/reference.md "What cmpfleet checks on the host").
+// One row per card: BAR1, VBIOS, max memory clock, bound driver, bridge, PCIe replays
+// and AER counts.
 
 import { el, num } from "./dom.js";
 

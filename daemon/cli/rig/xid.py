@@ -1,7 +1,7 @@
 """``fleetctl xid scan``: list the Xids in a saved kernel log, in constant memory.
 
 A wedged rig's syslog can hold hundreds of thousands of Xid lines, so nothing here keeps
-the events: JSON is streamed as the CONTRACT's array one element at a time, and the human
+the events: JSON is streamed as the documented array one element at a time, and the human
 view keeps only the per-card, per-Xid summary in memory while the lines it lists wait in
 a temporary file (the summary leads, and it is only known at the end of the input).
 """
@@ -67,7 +67,7 @@ def _lines(stream: Iterable[str]) -> Iterator[str]:
 
 
 def scan_rows(stream: Iterable[str], catalogue: XidCatalogue) -> Iterator[dict[str, Any]]:
-    """CONTRACT's ``{line, text, pci_bus_id, xid, pid, process, message, class, action}``, lazily."""
+    """``{line, text, pci_bus_id, xid, pid, process, message, class, action}`` rows, lazily."""
     for event in scan_lines(_lines(stream)):
         info = catalogue.classify(event)
         yield {
@@ -165,7 +165,7 @@ def _listing_row(row: dict[str, Any]) -> str:
 
 
 def write_json(rows: Iterable[dict[str, Any]], out: IO[str]) -> None:
-    """The CONTRACT list as one JSON array, written a bounded batch of elements at a time.
+    """The rows as one JSON array, written a bounded batch of elements at a time.
 
     One ``encode`` per batch, not per row: the per-call cost was a third of a storm's time.
     """
