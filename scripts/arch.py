@@ -370,7 +370,7 @@ def report(root: Path) -> Iterator[str]:
     for layers in layer_contracts(root):
         between, wrong = arrows_against(full, runtime_edges, layers)
         scope = layers.groups[0][0].rpartition(".")[0] or "product"
-        yield f"{len(wrong):4d} against of {between} arrows between layers  {layers.name} [{scope}]"
+        yield f"{len(wrong):4d} of {between} arrows between layers run against them: {layers.name} [{scope}]"
         for arrow in wrong:
             kind = "  (across independent siblings)" if arrow.sideways else ""
             kind += "  (type only)" if arrow.type_only else ""

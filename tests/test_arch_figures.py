@@ -136,9 +136,9 @@ def test_each_figure_names_what_is_wrong_in_a_small_tree(small_tree: Path) -> No
 
     arrows = section(report, "== import arrows running back up")
     assert arrows == [
-        "   1 against of 1 arrows between layers  Layers: high > low [product]",
+        "   1 of 1 arrows between layers run against them: Layers: high > low [product]",
         "        archlow.up:1 -> archhigh.base",
-        "   3 against of 4 arrows between layers  high's wings [archhigh]",
+        "   3 of 4 arrows between layers run against them: high's wings [archhigh]",
         "        archhigh.base:1 -> archhigh.top",
         "        archhigh.left:1 -> archhigh.right  (across independent siblings)",
         "        archhigh.right:4 -> archhigh.top  (type only)",
