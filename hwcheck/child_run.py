@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import selectors
 import subprocess
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,3 +63,61 @@ def json_records(text: str) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(record, dict):
             yield record
+
+
+def run_child_streaming(
+    argv: Sequence[str],
+    env: dict[str, str],
+    *,
+    silence_s: float,
+    limit_s: float,
+    what: str,
+    on_line: Callable[[str], None],
+) -> ChildRun:
+    """Run ``argv`` handing each stdout line to ``on_line`` as it comes.
+
+    A child silent for ``silence_s`` (a card hung in the driver stops printing) or still
+    running after ``limit_s`` is treated as ``run_child`` treats a timeout: SIGTERM, a
+    short grace, then abandoned, never killed.
+    """
+    child = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert child.stdout is not None  # noqa: S101  # stdout=PIPE
+    fd = child.stdout.fileno()
+    os.set_blocking(fd, False)
+    lines: list[str] = []
+    pending = b""
+    started_s = last_s = time.monotonic()
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            wait_s = min(last_s + silence_s, started_s + limit_s) - time.monotonic()
+            if wait_s <= 0:
+                timed_out = True
+                break
+            if not selector.select(wait_s):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            last_s = time.monotonic()
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                line = raw.decode("utf-8", "replace")
+                lines.append(line)
+                on_line(line)
+    child.stdout.close()
+    if timed_out:
+        child.terminate()
+    try:
+        child.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _LOG.warning("%s pid %d hangs in the driver; abandoned (never killed)", what, child.pid)
+    return ChildRun("\n".join(lines), timed_out=timed_out)
