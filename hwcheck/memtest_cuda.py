@@ -28,7 +28,9 @@ from hwcheck.memtest_runner import Counts
 LIBRARY_ENV = "CMPFLEET_LIBCUDA"
 MIB = 1 << 20
 BLOCK_BYTES = 2 * MIB  # the block map's unit (and the chunks' granularity)
-CHUNK_BYTES = 512 * MIB  # one launch each; a march's ascending/descending order is kept between them
+CHUNK_BYTES = (
+    512 * MIB
+)  # one launch each; a march's ascending/descending order is kept between them
 RESERVE_BYTES = 256 * MIB  # left free for the driver's own use
 THREADS = 256
 BLOCKS_PER_SM = 8
@@ -177,14 +179,16 @@ class CardMemory:
             raise CudaFailed(f"{error_name(lib, code)}{detail}", code)
         return time.monotonic() - started_s
 
-    def _function(self, name: bytes) -> _void_p:
+    def _function(self, name: bytes) -> ctypes.c_void_p:
         function = _void_p()
         check(self._lib, self._lib.cuModuleGetFunction(ctypes.byref(function), self._module, name))
         return function
 
     def _attribute(self, attribute: int) -> int:
         value = ctypes.c_int()
-        check(self._lib, self._lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, self._device))
+        check(
+            self._lib, self._lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, self._device)
+        )
         return value.value
 
     def _alloc(self, size: int) -> int:
@@ -272,7 +276,9 @@ class CardMemory:
 
     def sweep(self, sweep: Sweep, first: int, count: int, light: bool = False) -> None:
         """Launch the sweep's kernel over each chunk's part of the range (queued, not waited)."""
-        flags = (FLAG_DESCENDING if sweep.descending else 0) | (FLAG_REWRITE if sweep.rewrite else 0)
+        flags = (FLAG_DESCENDING if sweep.descending else 0) | (
+            FLAG_REWRITE if sweep.rewrite else 0
+        )
         for chunk, lo, words in self._spans(first, count, sweep.descending):
             pointer = chunk.pointer + (lo - chunk.first) * WORD_BYTES
             vectors = words // 4
@@ -290,12 +296,18 @@ class CardMemory:
                 self._launch(self._verify, vectors, light, common + extra)
 
     def _launch(
-        self, function: _void_p, vectors: int, light: bool, args: list[ctypes._SimpleCData[int]]
+        self,
+        function: ctypes.c_void_p,
+        vectors: int,
+        light: bool,
+        args: list[ctypes._SimpleCData[int]],
     ) -> None:
         blocks = LIGHT_BLOCKS if light else self._grid_blocks
         blocks = max(min(blocks, -(-vectors // THREADS)), 1)
         params = (_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), _void_p) for a in args])
-        code = self._lib.cuLaunchKernel(function, blocks, 1, 1, THREADS, 1, 1, 0, None, params, None)
+        code = self._lib.cuLaunchKernel(
+            function, blocks, 1, 1, THREADS, 1, 1, 0, None, params, None
+        )
         check(self._lib, code)
 
     def plant(self, word: int, value: int) -> None:
@@ -315,16 +327,24 @@ class CardMemory:
         results = (_u64 * RESULT_WORDS)()
         check(
             self._lib,
-            self._lib.cuMemcpyDtoH_v2(ctypes.cast(results, _void_p), self._results, RESULT_WORDS * 8),
+            self._lib.cuMemcpyDtoH_v2(
+                ctypes.cast(results, _void_p), self._results, RESULT_WORDS * 8
+            ),
         )
         blocks = (_u32 * self._block_count)()
         check(
             self._lib,
-            self._lib.cuMemcpyDtoH_v2(ctypes.cast(blocks, _void_p), self._blocks, self._block_count * 4),
+            self._lib.cuMemcpyDtoH_v2(
+                ctypes.cast(blocks, _void_p), self._blocks, self._block_count * 4
+            ),
         )
         claimed = min(int(results[3]), DEVICE_RECORDS)
         records = sorted(
-            (int(results[4 + 2 * k]), int(results[5 + 2 * k]) & MASK32, int(results[5 + 2 * k]) >> 32)
+            (
+                int(results[4 + 2 * k]),
+                int(results[5 + 2 * k]) & MASK32,
+                int(results[5 + 2 * k]) >> 32,
+            )
             for k in range(claimed)
         )[:max_records]
         counts = array("I", bytes(blocks))
@@ -358,7 +378,9 @@ class CardMemory:
                 break
             out = (_u32 * count)()
             pointer = chunk.pointer + (lo - chunk.first) * WORD_BYTES
-            check(self._lib, self._lib.cuMemcpyDtoH_v2(ctypes.cast(out, _void_p), pointer, count * 4))
+            check(
+                self._lib, self._lib.cuMemcpyDtoH_v2(ctypes.cast(out, _void_p), pointer, count * 4)
+            )
             return array("I", bytes(out))
         raise ValueError(f"words {word}..{word + count - 1} are not inside one chunk")
 

@@ -235,7 +235,9 @@ def run_stress(
         target.sweep(Sweep(True, RANDOM, seed), first, count)
         if plan.inject and cycles == 0:
             planted_word = plant_site(target, 1, first, count)
-            target.plant(planted_word, Sweep(True, RANDOM, seed).expected(planted_word) ^ PLANT_FLIP)
+            target.plant(
+                planted_word, Sweep(True, RANDOM, seed).expected(planted_word) ^ PLANT_FLIP
+            )
         target.sweep(Sweep(False, RANDOM, seed), first, count)
         light = min(count, LIGHT_MAX_WORDS)
         target.sweep(Sweep(True, WALKING, cycles & 31), first, light, light=True)

@@ -131,9 +131,7 @@ def _count_bad(counts: Counts, word: int, expected: int, got: int, block_words: 
 class SimMemory:
     """``MemoryTarget`` over an array of 32-bit words with fault models."""
 
-    def __init__(
-        self, words: int, block_words: int, chunk_words: int, faults: SimFaults
-    ) -> None:
+    def __init__(self, words: int, block_words: int, chunk_words: int, faults: SimFaults) -> None:
         self._words = words
         self._block_words = block_words
         self._chunk_words = chunk_words

@@ -21,7 +21,6 @@ from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.cmdline import split_cmdline
 from hwcheck.hostfacts.model import P2pStatus
 from hwcheck.model import normalize_pci_bus_id
-from hwcheck.sim.memory import FAULT_MODELS
 from hwcheck.sim.fields import (
     NOT_AVAILABLE,
     FieldError,
@@ -33,6 +32,7 @@ from hwcheck.sim.fields import (
     expect_table,
     reject_unknown,
 )
+from hwcheck.sim.memory import FAULT_MODELS
 
 SIM_KERNEL = "6.8.12-cmp-bar1"
 SIM_CMDLINE = (
@@ -167,7 +167,9 @@ def _faults(path: str, value: object) -> tuple[str, ...]:
     names = tuple(expect_str(path, item) for item in expect_list(path, value))
     for name in names:
         if name not in FAULT_MODELS:
-            raise FieldError(path, f"unknown fault model {name!r} (known: {', '.join(FAULT_MODELS)})")
+            raise FieldError(
+                path, f"unknown fault model {name!r} (known: {', '.join(FAULT_MODELS)})"
+            )
     return names
 
 
