@@ -155,9 +155,10 @@ class CardMemory:
             self._results = self._alloc(RESULT_WORDS * 8)
             self._block_words = BLOCK_BYTES // WORD_BYTES
             self._chunk_words = chunk_bytes // WORD_BYTES
-            self._allocate(want_bytes, chunk_bytes, reserve_bytes)
-            self._block_count = max(-(-self.words // self._block_words), 1)
+            budget = self._budget(want_bytes, reserve_bytes)
+            self._block_count = max(budget // BLOCK_BYTES, 1)  # the map first: it is small
             self._blocks = self._alloc(self._block_count * 4)
+            self._allocate(budget, chunk_bytes)
         except BaseException:
             self.close()
             raise
@@ -197,14 +198,20 @@ class CardMemory:
         self._buffers.append(pointer.value)
         return pointer.value
 
-    def _allocate(self, want_bytes: int | None, chunk_bytes: int, reserve_bytes: int) -> None:
-        """Chunks of ``chunk_bytes`` (whole 2 MiB blocks) until the budget or the card is full."""
+    def _budget(self, want_bytes: int | None, reserve_bytes: int) -> int:
+        """The bytes to test: what was asked, at most the free memory less the reserve."""
         free, total = _size(), _size()
         check(self._lib, self._lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)))
         budget = max(free.value - reserve_bytes, 0)
         if want_bytes is not None:
             budget = min(budget, want_bytes)
-        budget -= budget % BLOCK_BYTES
+        return budget - budget % BLOCK_BYTES
+
+    def _allocate(self, budget: int, chunk_bytes: int) -> None:
+        """Chunks of ``chunk_bytes`` (whole 2 MiB blocks) until the budget or the card is full.
+
+        When an allocation fails for memory, smaller ones are tried down to one block.
+        """
         first = 0
         size = chunk_bytes
         while budget >= BLOCK_BYTES:

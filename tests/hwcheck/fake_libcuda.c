@@ -3,7 +3,8 @@
  * context creation fails with CUDA_ERROR_DEVICES_UNAVAILABLE, 46), "hang:N" (card N never
  * returns), "bad_mem:N" (card N: bits 0, 8 and 16 of the word at byte 1024 of its first
  * allocation are stuck at 1), "oom_after:K" (allocations past the K-th fail with
- * CUDA_ERROR_OUT_OF_MEMORY, 2), "jit_fail" (the module is refused with
+ * CUDA_ERROR_OUT_OF_MEMORY, 2), "oom_over_mib:N" (an allocation that would take the card
+ * past N MiB fails the same way: the card has less than it said free), "jit_fail" (the module is refused with
  * CUDA_ERROR_INVALID_PTX, 218, and a JIT log line), "no_plant" (cuMemsetD32 of a single
  * word is ignored: a self-test fault that never lands). FAKE_CUDA_FREE_MIB (default 320)
  * is the card's free memory.
@@ -58,6 +59,11 @@ int cuMemAlloc_v2(unsigned long long *ptr, size_t size) {
     const char *m = mode();
     if (strncmp(m, "oom_after:", 10) == 0 && blocks >= atoi(m + 10)) return 2;
     if (blocks >= MAX_BLOCKS) return 2;
+    if (strncmp(m, "oom_over_mib:", 13) == 0) {
+        size_t used = 0;
+        for (int i = 0; i < blocks; i++) used += block_size[i];
+        if (used + size > ((size_t)atoll(m + 13) << 20)) return 2;
+    }
     uint32_t *mem = calloc(size / 4 + 1, 4);
     if (!mem) return 2;
     block_ptr[blocks] = next_ptr; block_size[blocks] = size; block_mem[blocks] = mem;
