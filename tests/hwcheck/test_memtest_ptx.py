@@ -77,7 +77,9 @@ def test_the_kernels_target_the_cards_and_drivers_535_and_newer() -> None:
     assert re.search(r"^\.address_size 64$", text, re.MULTILINE)
 
 
-@pytest.mark.parametrize(("entry", "params"), [("memtest_fill", FILL_PARAMS), ("memtest_verify", VERIFY_PARAMS)])
+@pytest.mark.parametrize(
+    ("entry", "params"), [("memtest_fill", FILL_PARAMS), ("memtest_verify", VERIFY_PARAMS)]
+)
 def test_the_kernel_parameters_are_the_ones_launched(entry: str, params: list[str]) -> None:
     text = ptx_text().decode()
     match = re.search(rf"\.entry {entry}\((.*?)\)", text, re.DOTALL)

@@ -122,7 +122,9 @@ def test_progress_names_each_sweep_of_each_pass() -> None:
     seen: list[MemtestProgress] = []
     memory = SimMemory(WORDS, BLOCK_WORDS, BLOCK_WORDS, fault_models([], WORDS))
 
-    card_result(2, memory, MemtestPlan(patterns=("solid",), passes=2), seen.append, 8, time.monotonic)
+    card_result(
+        2, memory, MemtestPlan(patterns=("solid",), passes=2), seen.append, 8, time.monotonic
+    )
 
     assert [(p.pass_number, p.step, p.steps) for p in seen] == [
         (1, 1, 4), (1, 2, 4), (1, 3, 4), (1, 4, 4), (2, 1, 4), (2, 2, 4), (2, 3, 4), (2, 4, 4),
