@@ -105,18 +105,17 @@ def sweep_values(sweep: Sweep, first: int, count: int) -> array[int]:
         return values[:count]
     if sweep.mode == ADDRESS and (first + count) <= (1 << 32):
         values = array("I", range(first, first + count))
-        return _complement(values) if sweep.xor else values
+        return complement(values) if sweep.xor else values
     return array("I", [sweep.expected(first + k) for k in range(count)])
 
 
-def _complement(values: array[int]) -> array[int]:
-    """Every bit flipped, in one big-integer XOR rather than a loop over the words."""
-    raw = values.tobytes()
-    inverted = (int.from_bytes(raw, "little") ^ ((1 << (8 * len(raw))) - 1)).to_bytes(
-        len(raw), "little"
-    )
+_INVERT = bytes(255 - b for b in range(256))
+
+
+def complement(values: array[int]) -> array[int]:
+    """Every bit flipped (a byte translation in C, not a loop over the words)."""
     out = array("I")
-    out.frombytes(inverted)
+    out.frombytes(values.tobytes().translate(_INVERT))
     return out
 
 

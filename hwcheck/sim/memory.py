@@ -30,12 +30,14 @@ sleep): a minute of stress mode is about fifteen cycles of Python.
 
 from __future__ import annotations
 
+import threading
 import time
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from hwcheck.memtest_patterns import BURST_WORDS, MASK32, Sweep, sweep_values
+from hwcheck.memtest_patterns import BURST_WORDS, MASK32, RANDOM, Sweep, complement, sweep_values
 from hwcheck.memtest_runner import Counts
 
 FAULT_MODELS = ("stuck-bit", "address-alias", "coupling", "load-transient")
@@ -128,10 +130,50 @@ def _count_bad(counts: Counts, word: int, expected: int, got: int, block_words: 
         counts.records.append((word, expected, got))
 
 
+class ValuesCache:
+    """The last few sweeps' values, shared by the cards of a run (same seed, same words).
+
+    Hashing the random pattern is most of a simulated card's cost; the cards of one rig
+    sweep the same values, so a run pays it once rather than once per card (a card
+    waits while another computes what it needs).
+    """
+
+    def __init__(self, capacity: int = 4) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[int, int, int, int], array[int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def values(self, mode: int, arg: int, first: int, count: int) -> array[int]:
+        """The words of ``(mode, arg)`` from ``first``, before any XOR (do not modify them).
+
+        Only the random pattern's are kept: the others cost less to build than to hold.
+        """
+        if mode != RANDOM:
+            return sweep_values(Sweep(True, mode, arg), first, count)
+        key = (mode, arg, first, count)
+        with self._lock:  # held while computing: the other cards wait for the same values
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+            computed = sweep_values(Sweep(True, mode, arg), first, count)
+            self._entries[key] = computed
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+            return computed
+
+
 class SimMemory:
     """``MemoryTarget`` over an array of 32-bit words with fault models."""
 
-    def __init__(self, words: int, block_words: int, chunk_words: int, faults: SimFaults) -> None:
+    def __init__(
+        self,
+        words: int,
+        block_words: int,
+        chunk_words: int,
+        faults: SimFaults,
+        cache: ValuesCache | None = None,
+    ) -> None:
         self._words = words
         self._block_words = block_words
         self._chunk_words = chunk_words
@@ -145,7 +187,7 @@ class SimMemory:
         self._idle = True  # the card was idle before the test
         self._jumps = 0
         self._skipped_s = 0.0
-        self._cache: tuple[tuple[int, int, int, int], array[int]] | None = None
+        self._cache = cache or ValuesCache()
 
     @property
     def words(self) -> int:
@@ -215,11 +257,7 @@ class SimMemory:
 
     def _values(self, sweep: Sweep, first: int, count: int) -> array[int]:
         """The sweep's words; a check after its fill reuses them (the random hash is slow)."""
-        key = (sweep.mode, sweep.arg, first, count)
-        if self._cache is None or self._cache[0] != key:
-            base = sweep_values(Sweep(True, sweep.mode, sweep.arg), first, count)
-            self._cache = (key, base)
-        base = self._cache[1]
+        base = self._cache.values(sweep.mode, sweep.arg, first, count)
         if not sweep.xor:
             return base
         return sweep_values(sweep, first, count) if count < 64 else _xor_all(base, sweep.xor)
@@ -300,7 +338,9 @@ class SimMemory:
 
 
 def _xor_all(values: array[int], xor: int) -> array[int]:
-    """Every word XORed with ``xor`` (one big-integer operation, not a loop)."""
+    """Every word XORed with ``xor`` (the complement: one byte translation, not a loop)."""
+    if xor == MASK32:
+        return complement(values)
     raw = values.tobytes()
     mask = int.from_bytes(xor.to_bytes(4, "little") * len(values), "little")
     out = array("I")

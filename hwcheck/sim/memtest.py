@@ -16,7 +16,7 @@ import time
 from hwcheck.memtest_patterns import WORD_BYTES
 from hwcheck.memtest_results import CardMemtest, MemtestPlan, ProgressSink
 from hwcheck.memtest_runner import card_result
-from hwcheck.sim.memory import SimMemory, fault_models
+from hwcheck.sim.memory import SimMemory, ValuesCache, fault_models
 from hwcheck.sim.scenario import Scenario
 
 SIM_MEMORY_MIB = 1
@@ -28,6 +28,7 @@ class SimulatedMemtester:
 
     def __init__(self, scenario: Scenario) -> None:
         self._scenario = scenario
+        self._values = ValuesCache()  # the cards of a run share their random data
         self.calls: list[tuple[int, MemtestPlan]] = []
 
     def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
@@ -37,5 +38,5 @@ class SimulatedMemtester:
         words = SIM_MEMORY_MIB * (1 << 20) // WORD_BYTES
         block_words = SIM_BLOCK_KIB * 1024 // WORD_BYTES
         faults = fault_models(facts.memtest_faults, words, facts.memtest_errors)
-        memory = SimMemory(words, block_words, block_words, faults)
+        memory = SimMemory(words, block_words, block_words, faults, self._values)
         return card_result(card, memory, plan, progress, SIM_BLOCK_KIB, time.monotonic)
