@@ -64,6 +64,7 @@ def load_driver(path: str | None = None) -> ctypes.CDLL:
     lib = ctypes.CDLL(path or os.environ.get(LIBRARY_ENV, "libcuda.so.1"))
     lib.cuInit.argtypes = [ctypes.c_uint]
     lib.cuDeviceGet.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    lib.cuDeviceGetCount.argtypes = [ctypes.POINTER(ctypes.c_int)]
     lib.cuDeviceGetName.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     lib.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
     lib.cuCtxCreate_v2.argtypes = [ctypes.POINTER(_void_p), ctypes.c_uint, ctypes.c_int]
@@ -109,6 +110,14 @@ def check(lib: ctypes.CDLL, code: int) -> None:
     """Raise :class:`CudaFailed` for a failed call."""
     if code:
         raise CudaFailed(error_name(lib, code), code)
+
+
+def device_count(lib: ctypes.CDLL) -> int:
+    """How many cards CUDA sees (``cuInit`` first; raises :class:`CudaFailed`)."""
+    check(lib, lib.cuInit(0))
+    count = ctypes.c_int()
+    check(lib, lib.cuDeviceGetCount(ctypes.byref(count)))
+    return count.value
 
 
 def ptx_text() -> bytes:
@@ -394,21 +403,33 @@ class CardMemory:
     def copy_gib_per_s(self, repeats: int = 3) -> float:
         """The card's own ``cuMemcpyDtoD`` rate over the tested memory, bytes read and written.
 
-        Each pass copies the first half of the chunks onto the second half and back: the
-        whole tested size is copied, as the test sweeps it.
+        Each pass copies the first half of the tested memory onto the second half and
+        back: the whole tested size is copied, as each of the test's sweeps covers it.
         """
-        half = len(self._chunks) // 2
+        half = self.words // 2 // self._block_words * self._block_words
         if half == 0:
-            raise ValueError("the copy needs at least two chunks")
-        pairs = list(zip(self._chunks[:half], self._chunks[half : 2 * half], strict=True))
+            raise ValueError("the copy needs at least two blocks")
+        pieces: list[tuple[int, int, int]] = []  # (first half's pointer, second's, bytes)
+        done = 0
+        while done < half:
+            low, low_first, low_words = next(self._spans(done, half - done, False))
+            high, high_first, high_words = next(self._spans(half + done, half - done, False))
+            words = min(low_words, high_words)
+            pieces.append(
+                (
+                    low.pointer + (low_first - low.first) * WORD_BYTES,
+                    high.pointer + (high_first - high.first) * WORD_BYTES,
+                    words * WORD_BYTES,
+                )
+            )
+            done += words
         self.settle()
         moved = 0
         started_s = time.monotonic()
         for _ in range(repeats):
-            for a, b in pairs:
-                size = min(a.words, b.words) * WORD_BYTES
-                check(self._lib, self._lib.cuMemcpyDtoD_v2(b.pointer, a.pointer, size))
-                check(self._lib, self._lib.cuMemcpyDtoD_v2(a.pointer, b.pointer, size))
+            for low_pointer, high_pointer, size in pieces:
+                check(self._lib, self._lib.cuMemcpyDtoD_v2(high_pointer, low_pointer, size))
+                check(self._lib, self._lib.cuMemcpyDtoD_v2(low_pointer, high_pointer, size))
                 moved += 4 * size  # two copies, each reads and writes ``size``
         self.settle()
         elapsed_s = time.monotonic() - started_s

@@ -36,6 +36,10 @@ static unsigned long long next_ptr = BASE;
 
 int cuInit(unsigned int flags) { (void)flags; return strcmp(mode(), "init_fail") == 0 ? 3 : 0; }
 int cuDeviceGet(int *device, int ordinal) { *device = ordinal; return 0; }
+int cuDeviceGetCount(int *count) {
+    const char *cards = getenv("FAKE_CUDA_CARDS");
+    *count = cards ? atoi(cards) : 4; return 0;
+}
 int cuDeviceGetName(char *name, int len, int device) {
     (void)device; strncpy(name, "Fake CMP 170HX", (size_t)len); return 0;
 }
