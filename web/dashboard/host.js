@@ -3,6 +3,7 @@
 // card: BAR1, VBIOS, max memory clock, bound driver, bridge, PCIe replays and AER counts.
 
 import { el, num } from "./dom.js";
+import { renderMemoryMaps } from "./memmap.js";
 
 const HOST_CHECKS = new Set([
   "host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p", "vbios", "clocks",
@@ -69,4 +70,5 @@ export function renderHost(status) {
     );
   });
   document.getElementById("host-cards").replaceChildren(...rows);
+  renderMemoryMaps(status);
 }
