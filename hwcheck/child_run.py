@@ -31,16 +31,21 @@ class ChildRun:
     timed_out: bool
 
 
-def run_child(argv: Sequence[str], env: dict[str, str], timeout_s: float, what: str) -> ChildRun:
-    """Run ``argv`` (stdout captured as text, no stdin, stderr dropped) within ``timeout_s``."""
-    child = subprocess.Popen(
+def _spawn(argv: Sequence[str], env: dict[str, str], text: bool) -> subprocess.Popen[Any]:
+    """The child with its stdout on a pipe, no stdin, stderr dropped."""
+    return subprocess.Popen(
         list(argv),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
         env=env,
-        text=True,
+        text=text,
     )
+
+
+def run_child(argv: Sequence[str], env: dict[str, str], timeout_s: float, what: str) -> ChildRun:
+    """Run ``argv`` (stdout captured as text, no stdin, stderr dropped) within ``timeout_s``."""
+    child = _spawn(argv, env, text=True)
     try:
         out, _ = child.communicate(timeout=timeout_s)
         return ChildRun(out or "", timed_out=False)
@@ -80,15 +85,11 @@ def run_child_streaming(
     running after ``limit_s`` is treated as ``run_child`` treats a timeout: SIGTERM, a
     short grace, then abandoned, never killed.
     """
-    child = subprocess.Popen(
-        list(argv),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    assert child.stdout is not None  # noqa: S101  # stdout=PIPE
-    fd = child.stdout.fileno()
+    child = _spawn(argv, env, text=False)
+    stdout = child.stdout
+    if stdout is None:  # stdout=PIPE always gives one
+        raise RuntimeError("no pipe from the child")
+    fd = stdout.fileno()
     os.set_blocking(fd, False)
     lines: list[str] = []
     pending = b""
@@ -113,7 +114,7 @@ def run_child_streaming(
                 line = raw.decode("utf-8", "replace")
                 lines.append(line)
                 on_line(line)
-    child.stdout.close()
+    stdout.close()
     if timed_out:
         child.terminate()
     try:
