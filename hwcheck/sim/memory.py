@@ -173,6 +173,7 @@ class SimMemory:
         chunk_words: int,
         faults: SimFaults,
         cache: ValuesCache | None = None,
+        gap_skip_s: float = GAP_SKIP_S,
     ) -> None:
         self._words = words
         self._block_words = block_words
@@ -187,6 +188,7 @@ class SimMemory:
         self._idle = True  # the card was idle before the test
         self._jumps = 0
         self._skipped_s = 0.0
+        self._gap_skip_s = gap_skip_s
         self._cache = cache or ValuesCache()
 
     @property
@@ -245,9 +247,9 @@ class SimMemory:
         """Nothing is queued: every sweep ran when called."""
 
     def idle(self, seconds: float) -> None:
-        """An idle gap: no traffic; the clock skips :data:`GAP_SKIP_S` instead of sleeping."""
+        """An idle gap: no traffic; the clock skips ahead (``gap_skip_s``) instead of sleeping."""
         self._idle = True
-        self._skipped_s += GAP_SKIP_S
+        self._skipped_s += self._gap_skip_s
 
     def clock(self) -> float:
         """The monotonic clock plus the skipped idle gaps."""
