@@ -300,10 +300,8 @@ def card_result(
     blocks_tested = max(target.words // target.block_words, 1)
     moved_s = sum(run.duration_s for run in runs)
     moved_gib = sum(run.gib_per_s * run.duration_s for run in runs)
-    verdict = judge(
-        set(static_blocks), set(stress_blocks), sum(r.zero_bursts for r in runs),
-        blocks_tested, block_kib,
-    )  # fmt: skip
+    zero_bursts = sum(run.zero_bursts for run in runs)
+    verdict = judge(set(static_blocks), set(stress_blocks), zero_bursts, blocks_tested, block_kib)
     outcome = MemtestOutcome.FAILED if bad else MemtestOutcome.PASSED
     error = None
     if planted_found < planted:
@@ -322,7 +320,7 @@ def card_result(
         error=error,
         duration_s=round(duration_s, 3),
         bad_words=sum(run.bad_words for run in runs),
-        zero_bursts=sum(run.zero_bursts for run in runs),
+        zero_bursts=zero_bursts,
         blocks=tuple(sorted(merged.items())[:MAX_CARD_BLOCKS]),
         blocks_failed=len(merged),
         blocks_tested=blocks_tested,

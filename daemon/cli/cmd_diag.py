@@ -28,6 +28,10 @@ OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "timed_out": "bold red
 PROGRESS_TIMEOUT_S = 2.0
 WAIT_MARGIN_S = 60.0
 MAP_BLOCKS_SHOWN = 12
+COLUMNS = (
+    "card", "pci", "outcome", "tested", "GiB/s", "bit errors", "bad words", "failed blocks",
+    "first error", "error", "time",
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,12 +169,7 @@ def run_memtest(out: Output, client: FleetClient, args: MemtestArgs) -> int:
     if out.json_mode:
         out.emit_json(document)
     else:
-        out.table(
-            None,
-            ["card", "pci", "outcome", "tested", "GiB/s", "bit errors", "bad words",
-             "failed blocks", "first error", "error", "time"],
-            [_row(c) for c in cards],
-        )  # fmt: skip
+        out.table(None, COLUMNS, [_row(c) for c in cards])
         for card in cards:
             if int(card.get("bad_words") or 0):
                 _details(out, card)
