@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import selectors
 import subprocess
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,16 +31,21 @@ class ChildRun:
     timed_out: bool
 
 
-def run_child(argv: Sequence[str], env: dict[str, str], timeout_s: float, what: str) -> ChildRun:
-    """Run ``argv`` (stdout captured as text, no stdin, stderr dropped) within ``timeout_s``."""
-    child = subprocess.Popen(
+def _spawn(argv: Sequence[str], env: dict[str, str], text: bool) -> subprocess.Popen[Any]:
+    """The child with its stdout on a pipe, no stdin, stderr dropped."""
+    return subprocess.Popen(
         list(argv),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
         env=env,
-        text=True,
+        text=text,
     )
+
+
+def run_child(argv: Sequence[str], env: dict[str, str], timeout_s: float, what: str) -> ChildRun:
+    """Run ``argv`` (stdout captured as text, no stdin, stderr dropped) within ``timeout_s``."""
+    child = _spawn(argv, env, text=True)
     try:
         out, _ = child.communicate(timeout=timeout_s)
         return ChildRun(out or "", timed_out=False)
@@ -60,3 +68,57 @@ def json_records(text: str) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(record, dict):
             yield record
+
+
+def run_child_streaming(
+    argv: Sequence[str],
+    env: dict[str, str],
+    *,
+    silence_s: float,
+    limit_s: float,
+    what: str,
+    on_line: Callable[[str], None],
+) -> ChildRun:
+    """Run ``argv`` handing each stdout line to ``on_line`` as it comes.
+
+    A child silent for ``silence_s`` (a card hung in the driver stops printing) or still
+    running after ``limit_s`` is treated as ``run_child`` treats a timeout: SIGTERM, a
+    short grace, then abandoned, never killed.
+    """
+    child = _spawn(argv, env, text=False)
+    stdout = child.stdout
+    if stdout is None:  # stdout=PIPE always gives one
+        raise RuntimeError("no pipe from the child")
+    fd = stdout.fileno()
+    os.set_blocking(fd, False)
+    lines: list[str] = []
+    pending = b""
+    started_s = last_s = time.monotonic()
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            wait_s = min(last_s + silence_s, started_s + limit_s) - time.monotonic()
+            if wait_s <= 0:
+                timed_out = True
+                break
+            if not selector.select(wait_s):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            last_s = time.monotonic()
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                line = raw.decode("utf-8", "replace")
+                lines.append(line)
+                on_line(line)
+    stdout.close()
+    if timed_out:
+        child.terminate()
+    try:
+        child.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _LOG.warning("%s pid %d hangs in the driver; abandoned (never killed)", what, child.pid)
+    return ChildRun("\n".join(lines), timed_out=timed_out)

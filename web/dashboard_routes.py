@@ -19,6 +19,7 @@ ASSETS = {
     "api.js": "text/javascript; charset=utf-8",
     "render.js": "text/javascript; charset=utf-8",
     "host.js": "text/javascript; charset=utf-8",
+    "memmap.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
     "chartmarks.js": "text/javascript; charset=utf-8",
     "cardline.js": "text/javascript; charset=utf-8",

@@ -1,9 +1,10 @@
 """The diagnostics routes: ``POST /api/v1/diag/memtest`` runs the memory test, ``GET`` shows it.
 
 The daemon hands ``create_app`` an object satisfying ``DiagControl`` (web never imports
-daemon). A run answers when it is done (minutes: fleetctl waits with a progress line), with
-each card's result and fleetctl's exit code; a run while the engine runs is refused with
-409 ``engine_running`` (fleetctl exit 4), one while another runs with 429.
+daemon). A run answers when it is done (fleetctl waits, showing each card's progress from
+``GET``), with each card's result and fleetctl's exit code; a run while the engine runs
+is refused with 409 ``engine_running`` (fleetctl exit 4), one while another runs with
+429, an unknown pattern with 422 naming the known ones.
 """
 
 from __future__ import annotations
@@ -12,18 +13,25 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hwcheck.memtest_patterns import PATTERNS, UnknownPattern, parse_patterns
+from hwcheck.memtest_results import MemtestPlan
 from web.errors import error_responses
 from web.models import Document, IsoTime, Number
 
 MAX_GIB = 256.0
+MAX_PASSES = 100
+MAX_MINUTES = 24 * 60.0
+MIB_PER_GIB = 1024
 
 
 class DiagControl(Protocol):
     """What the API asks of the daemon's diagnostics."""
 
-    def memtest(self, card: int | None, gib: float, actor: str) -> dict[str, Any]:
+    def memtest(
+        self, card: int | None, plan: MemtestPlan, actor: str, seed: int | None = None
+    ) -> dict[str, Any]:
         """Run the memory test now (refusals are ``serving.errors``)."""
         ...
 
@@ -33,11 +41,77 @@ class DiagControl(Protocol):
 
 
 class MemtestRequest(BaseModel):
-    """``POST /api/v1/diag/memtest`` body: one card (default every card) and GiB per card."""
+    """``POST /api/v1/diag/memtest`` body: what fleetctl diag memtest's flags say."""
 
     model_config = ConfigDict(extra="forbid")
-    card: Annotated[int, Field(ge=0, le=63)] | None = None
-    gib: Annotated[float, Field(gt=0, le=MAX_GIB)] = 8.0
+    card: Annotated[
+        int | None, Field(ge=0, le=63, description="one card (NVML index); default every card")
+    ] = None
+    gib: Annotated[
+        float | None,
+        Field(gt=0, le=MAX_GIB, description="GiB per card; default all free memory less a reserve"),
+    ] = None
+    patterns: Annotated[
+        list[str] | None,
+        Field(max_length=len(PATTERNS) * 2, description=f"default all: {', '.join(PATTERNS)}"),
+    ] = None
+    passes: Annotated[int, Field(ge=1, le=MAX_PASSES)] = 1
+    minutes: Annotated[
+        float, Field(ge=0, le=MAX_MINUTES, description="the step (stress) mode after the patterns")
+    ] = 0.0
+    inject: Annotated[
+        bool, Field(description="plant one known fault per pattern pass and require it found")
+    ] = False
+    seed: Annotated[
+        int | None,
+        Field(ge=0, le=0xFFFFFFFF, description="the random data's seed; default a fresh one"),
+    ] = None
+
+    @field_validator("patterns")
+    @classmethod
+    def _known_patterns(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        try:
+            return list(parse_patterns(",".join(value)))
+        except UnknownPattern as exc:
+            raise ValueError(str(exc)) from None
+
+    def plan(self) -> MemtestPlan:
+        """The plan each card runs."""
+        return MemtestPlan(
+            mib=None if self.gib is None else max(int(self.gib * MIB_PER_GIB), 1),
+            patterns=PATTERNS if self.patterns is None else tuple(self.patterns),
+            passes=self.passes,
+            stress_s=self.minutes * 60,
+            inject=self.inject,
+        )
+
+
+class BadWordDocument(Document):
+    """One bad word: its byte offset in the tested memory, what was expected and read."""
+
+    offset: int
+    expected: int
+    got: int
+
+
+class PatternRunDocument(Document):
+    """One pattern's pass on one card (``stress``: the step mode, ``cycles`` its bursts)."""
+
+    pattern: str
+    pass_number: int
+    bit_errors: int
+    bad_words: int
+    zero_bursts: int = Field(description="128-byte bursts that read back all zeros")
+    first_bad: list[BadWordDocument]
+    blocks: list[tuple[int, int]] = Field(description="(block, bad words), the first 64")
+    blocks_failed: int
+    duration_s: Number
+    gib_per_s: Number = Field(description="bytes written and read on the card per second")
+    planted: int = Field(description="self-test faults planted (--inject)")
+    planted_found: int
+    cycles: int
 
 
 class MemtestCardDocument(Document):
@@ -52,16 +126,49 @@ class MemtestCardDocument(Document):
     pattern: str | None = Field(description="the pattern that found the first error")
     error: str | None = Field(description="CUDA's error name, or why the card was not tested")
     duration_s: Number
+    bad_words: int = 0
+    zero_bursts: int = 0
+    blocks: list[tuple[int, int]] = Field(
+        default_factory=list, description="the block map: (block, bad words), the first 512"
+    )
+    blocks_failed: int = 0
+    blocks_tested: int = 0
+    block_kib: int = Field(2048, description="the block map's unit")
+    gib_per_s: Number = 0
+    verdict: str | None = Field(
+        None, description="a few fixed blocks, or errors everywhere under load (return it)"
+    )
+    runs: list[PatternRunDocument] = Field(default_factory=list)
+    seed: int | None = None
+    planted: int = 0
+    planted_found: int = 0
     ts: IsoTime | None = None
 
 
 class MemtestRunDocument(Document):
-    """``POST /api/v1/diag/memtest``: this run's results and fleetctl's exit code."""
+    """``POST /api/v1/diag/memtest``: this run's settings, results and fleetctl's exit code."""
 
-    gib: Number
+    gib: Number | None = Field(description="GiB per card; null: all free memory")
+    patterns: list[str]
+    passes: int
+    minutes: Number
+    inject: bool
+    seed: int
     cards: list[MemtestCardDocument]
     exit_code: int = Field(description="0 clean, 2 errors found, 1 a card could not be tested")
     message: str
+
+
+class MemtestProgressDocument(Document):
+    """Where one card's running test is."""
+
+    card: int
+    pattern: str
+    pass_number: int
+    passes: int
+    step: int = Field(description="the sweep (stress: the cycle) done")
+    steps: int = Field(description="the pattern's sweeps (0 for stress)")
+    bad_words: int
 
 
 class MemtestOverviewDocument(Document):
@@ -69,6 +176,9 @@ class MemtestOverviewDocument(Document):
 
     running: bool
     cards: list[MemtestCardDocument]
+    progress: list[MemtestProgressDocument] = Field(
+        default_factory=list, description="each card's progress while a run is under way"
+    )
 
 
 def diag_router(diag: DiagControl | None, require_token: Callable[..., None]) -> APIRouter:
@@ -90,9 +200,9 @@ def diag_router(diag: DiagControl | None, require_token: Callable[..., None]) ->
         responses=error_responses(404, 409, 429, 503),
     )
     def memtest_run(body: MemtestRequest | None = None) -> dict[str, Any]:
-        """Pattern-test each card's memory (the engine must be stopped); answers when done."""
+        """Test each card's memory on the card (the engine must be stopped); answers when done."""
         request = body or MemtestRequest()
-        return control().memtest(request.card, request.gib, "api")
+        return control().memtest(request.card, request.plan(), "api", request.seed)
 
     @router.get(
         "/api/v1/diag/memtest",

@@ -6,11 +6,15 @@ no probe until the test ends), and it is refused while the engine runs or is abo
 (its state: anything but stopped, failed or held). Each run is stored as an event with every card's result, and each
 card's verdict is kept until the next run that tests it: a failure stays CRITICAL for
 that card (the ``memtest`` check) until a passing run, across restarts and reboots.
+Every card runs at once (a child each); while they run, ``GET /api/v1/diag/memtest``
+carries each card's progress (pattern, pass, sweep), which fleetctl shows on a terminal.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -22,7 +26,14 @@ from daemon.store import Store
 from hwcheck.checks import memtest as memtest_check
 from hwcheck.host import HostSources
 from hwcheck.memtest import SubprocessMemtester
-from hwcheck.memtest_results import CardMemtest, Memtester, MemtestOutcome, run_on_cards
+from hwcheck.memtest_results import (
+    CardMemtest,
+    Memtester,
+    MemtestOutcome,
+    MemtestPlan,
+    MemtestProgress,
+    run_on_cards,
+)
 from hwcheck.model import CheckResult
 from serving.errors import Busy, Conflict, NotFound, Refused
 from serving.runtime.states import ServingState
@@ -68,23 +79,42 @@ class DiagService:
         self._running = threading.Lock()
         self._lock = threading.Lock()
         self._verdicts = store.memtest_verdicts()
+        self._progress: dict[int, MemtestProgress] = {}
 
     # -- the memory test -------------------------------------------------------------
 
-    def memtest(self, card: int | None, gib: float, actor: str) -> dict[str, Any]:
-        """Test ``card`` (every card when None) over ``gib`` GiB each; the run's document."""
+    def memtest(
+        self, card: int | None, plan: MemtestPlan, actor: str, seed: int | None = None
+    ) -> dict[str, Any]:
+        """Run ``plan`` on ``card`` (every card when None), all at once; the run's document.
+
+        ``seed``: the random data's (None: a fresh one, reported in the document).
+        """
+        plan = dataclasses.replace(plan, seed=secrets.randbits(32) if seed is None else seed)
         if not self._running.acquire(blocking=False):
             raise Busy("a memory test is already running", "memtest_running")
         try:
             with self._hold_cards(MEMTEST):
                 self._refuse_while_the_engine_runs()
                 cards = self._cards(card)
-                mib = max(int(gib * MIB_PER_GIB), 1)
-                log.info("memory test of card(s) %s over %d MiB each (%s)", cards, mib, actor)
-                results = run_on_cards(self._memtester, [index for index, _ in cards], mib)
+                log.info(
+                    "memory test of card(s) %s: %s (%s)",
+                    [index for index, _ in cards],
+                    plan_text(plan),
+                    actor,
+                )
+                results = run_on_cards(
+                    self._memtester, [index for index, _ in cards], plan, self._on_progress
+                )
         finally:
+            with self._lock:
+                self._progress.clear()
             self._running.release()
-        return self._record(results, dict(cards), gib, actor)
+        return self._record(results, dict(cards), plan, actor)
+
+    def _on_progress(self, progress: MemtestProgress) -> None:
+        with self._lock:
+            self._progress[progress.card] = progress
 
     def _refuse_while_the_engine_runs(self) -> None:
         if self._engine_state is None:
@@ -115,7 +145,11 @@ class DiagService:
         return [(card, known[card].pci_bus_id)]
 
     def _record(
-        self, results: list[CardMemtest], addresses: dict[int, str], gib: float, actor: str
+        self,
+        results: list[CardMemtest],
+        addresses: dict[int, str],
+        plan: MemtestPlan,
+        actor: str,
     ) -> dict[str, Any]:
         summaries = [r.summary() for r in results]
         failed = [r.card for r in results if r.outcome.failure]
@@ -126,14 +160,15 @@ class DiagService:
         )
         message = f"{head}: " + "; ".join(summaries)
         documents = [{**r.as_dict(), "pci_bus_id": addresses[r.card]} for r in results]
-        details = {"memtest": documents, "gib": gib, "actor": actor}
+        run = plan_document(plan)
+        details = {"memtest": documents, **run, "actor": actor}
         pairs = [(r, addresses[r.card]) for r in results]
         self._store.record_memtest(pairs, message=message, details=details)
         with self._lock:
             self._verdicts = self._store.memtest_verdicts()
         log.log(logging.ERROR if failed else logging.INFO, "%s", message)
         self._rejudge()
-        return {"gib": gib, "cards": documents, "exit_code": exit_code(results), "message": message}
+        return {**run, "cards": documents, "exit_code": exit_code(results), "message": message}
 
     # -- what the daemon shows -------------------------------------------------------
 
@@ -150,10 +185,35 @@ class DiagService:
         """``GET /api/v1/diag/memtest``: whether one runs, and each card's last verdict."""
         with self._lock:
             verdicts = dict(self._verdicts)
+            progress = [p.as_dict() for _, p in sorted(self._progress.items())]
         cards = [
             {**verdict, "pci_bus_id": address} for address, verdict in sorted(verdicts.items())
         ]
-        return {"running": self._running.locked(), "cards": cards}
+        return {"running": self._running.locked(), "cards": cards, "progress": progress}
+
+
+def plan_document(plan: MemtestPlan) -> dict[str, Any]:
+    """The run's settings as the API reports them (``gib`` None: all free memory)."""
+    return {
+        "gib": None if plan.mib is None else round(plan.mib / MIB_PER_GIB, 3),
+        "patterns": list(plan.patterns),
+        "passes": plan.passes,
+        "minutes": round(plan.stress_s / 60, 3),
+        "inject": plan.inject,
+        "seed": plan.seed,
+    }
+
+
+def plan_text(plan: MemtestPlan) -> str:
+    """``all free memory, solid+random x1, 2 min stress, seed 1234`` for the log."""
+    size = "all free memory" if plan.mib is None else f"{plan.mib:,} MiB each"
+    parts = [size, f"{'+'.join(plan.patterns) or 'no pattern'} x{plan.passes}"]
+    if plan.stress_s:
+        parts.append(f"{plan.stress_s / 60:g} min stress")
+    if plan.inject:
+        parts.append("self-test faults planted")
+    parts.append(f"seed {plan.seed}")
+    return ", ".join(parts)
 
 
 def build_diag(

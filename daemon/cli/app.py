@@ -4,12 +4,14 @@
 (``fleetctl check --json``); either one turns on JSON output.
 
 Start-up cost: this module imports typer and nothing else heavy. Each command imports
-what it uses in its own body (``from daemon.cli import cmd_x`` as its first line), so
+what it uses in its own body (``from daemon.cli.rig import check as cmd_check`` as its
+first line), so
 ``--help`` and ``--version`` never load httpx, rich, the config or the daemon's modules,
 and ``status`` loads only the client and its renderer (``bench/cli_startup.py``;
 ``tests/cli/test_startup.py`` holds the line). A new command follows the same pattern.
-The engine and recovery commands live in ``app_engine``, shared option types in
-``app_options``.
+The engine and recovery commands live in ``engine.commands``, shared option types in
+``app_options``; each command group's modules in its folder (``rig``, ``engine``, ``fleet``,
+``setup``), the terminal drawing in ``views``.
 """
 
 from __future__ import annotations
@@ -375,16 +377,43 @@ def diag_memtest(
         int | None, typer.Option("--card", min=0, max=63, help="Only this card (NVML index).")
     ] = None,
     gib: Annotated[
-        float, typer.Option("--gib", min=0.001, max=256, help="GiB of each card's memory to test.")
-    ] = 8.0,
+        float | None,
+        typer.Option("--gib", min=0.001, max=256, help="GiB per card (default: all free memory)."),
+    ] = None,
+    patterns: Annotated[
+        str | None,
+        typer.Option(
+            "--patterns",
+            help="Comma-separated: solid, checkerboard, walking, address, moving-inversions, "
+            "random (default: all).",
+        ),
+    ] = None,
+    passes: Annotated[
+        int, typer.Option("--passes", min=1, max=100, help="Passes of each pattern.")
+    ] = 1,
+    minutes: Annotated[
+        float,
+        typer.Option(
+            "--minutes", min=0, max=1440, help="Then this long in the stress (step) mode."
+        ),
+    ] = 0.0,
+    inject: Annotated[
+        bool,
+        typer.Option("--inject", help="Self-test: plant a known fault per pass, require it found."),
+    ] = False,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", min=0, max=0xFFFFFFFF, help="The random data's seed."),
+    ] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Pattern-test the cards' memory (the engine must be stopped: else exit 4; 2: errors)."""
+    """Test the cards' memory on the cards (the engine must be stopped: else exit 4; 2: errors)."""
     from daemon.cli.rig import diag as cmd_diag
 
     opts: GlobalOptions = ctx.find_root().obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_diag.run_memtest(out, opts.client(out), card, gib))
+    request = cmd_diag.MemtestArgs(card, gib, patterns, passes, minutes, inject, seed)
+    raise typer.Exit(cmd_diag.run_memtest(out, opts.client(out), request))
 
 
 @alerts_app.callback(invoke_without_command=True)

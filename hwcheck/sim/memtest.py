@@ -1,37 +1,51 @@
-"""The memory test of a simulated rig: ``[host.cards.N] memtest_errors`` answers.
+"""The memory test of a simulated rig: the real procedure over a simulated memory per card.
 
-A card with errors fails with that many flipped bits, the first in the first pattern at
-a fixed offset inside the tested span; every other card passes. No process starts and
-no memory is touched: the simulation never touches the host.
+Each card's memory is a :class:`~hwcheck.sim.memory.SimMemory` of :data:`SIM_MEMORY_MIB`
+MiB (blocks of :data:`SIM_BLOCK_KIB` KiB in its map, so the map has sixteen), with the
+fault models its scenario names (``[host.cards.N] memtest_faults``, and
+``memtest_errors``: that many stuck bits). :func:`hwcheck.memtest_runner.card_result` runs
+on it exactly as the child runs it on a card: the same patterns, passes, planted faults,
+stress cycles and verdict. The size asked (``--gib``) is capped at the simulated size,
+which the result reports. So that any request answers in a few seconds of Python, the
+simulation runs at most :data:`SIM_MAX_PASSES` passes (the result lists the passes run),
+and its clock skips ahead at each idle gap so that any ``--minutes`` takes about
+:data:`SIM_STRESS_CYCLES` cycles (a minute: fifteen, each gap 4 s). No process starts
+and nothing of the host is touched.
 """
 
 from __future__ import annotations
 
-from hwcheck.memtest_results import CardMemtest, MemtestOutcome
+import dataclasses
+import time
+
+from hwcheck.memtest_patterns import WORD_BYTES
+from hwcheck.memtest_results import CardMemtest, MemtestPlan, ProgressSink
+from hwcheck.memtest_runner import card_result
+from hwcheck.sim.memory import GAP_SKIP_S, SimMemory, ValuesCache, fault_models
 from hwcheck.sim.scenario import Scenario
 
-FIRST_PATTERN = "0xaaaaaaaa"
+SIM_MEMORY_MIB = 1
+SIM_BLOCK_KIB = 64
+SIM_MAX_PASSES = 2
+SIM_STRESS_CYCLES = 15
 
 
 class SimulatedMemtester:
-    """``Memtester`` answering from the scenario."""
+    """``Memtester`` over each card's simulated memory and the scenario's fault models."""
 
     def __init__(self, scenario: Scenario) -> None:
         self._scenario = scenario
-        self.calls: list[tuple[int, int]] = []
+        self._values = ValuesCache()  # the cards of a run share their random data
+        self.calls: list[tuple[int, MemtestPlan]] = []
 
-    def test(self, card: int, mib: int) -> CardMemtest:
-        """One card's result, at once."""
-        self.calls.append((card, mib))
-        errors = self._scenario.host.facts.card(card).memtest_errors
-        if not errors:
-            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=mib, duration_s=0.1)
-        return CardMemtest(
-            card,
-            MemtestOutcome.FAILED,
-            tested_mib=mib,
-            bit_errors=errors,
-            first_error_offset=(mib * 1024 * 1024 // 3) & ~0xFFF,  # a page inside the span
-            pattern=FIRST_PATTERN,
-            duration_s=0.1,
-        )
+    def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
+        """One card's result (the run takes a fraction of a second of Python)."""
+        self.calls.append((card, plan))
+        facts = self._scenario.host.facts.card(card)
+        words = SIM_MEMORY_MIB * (1 << 20) // WORD_BYTES
+        block_words = SIM_BLOCK_KIB * 1024 // WORD_BYTES
+        faults = fault_models(facts.memtest_faults, words, facts.memtest_errors)
+        skip_s = max(GAP_SKIP_S, plan.stress_s / SIM_STRESS_CYCLES)
+        memory = SimMemory(words, block_words, block_words, faults, self._values, skip_s)
+        simulated = dataclasses.replace(plan, passes=min(plan.passes, SIM_MAX_PASSES))
+        return card_result(card, memory, simulated, progress, SIM_BLOCK_KIB, time.monotonic)

@@ -32,6 +32,7 @@ from hwcheck.sim.fields import (
     expect_table,
     reject_unknown,
 )
+from hwcheck.sim.memory import FAULT_MODELS
 
 SIM_KERNEL = "6.8.12-cmp-bar1"
 SIM_CMDLINE = (
@@ -70,6 +71,7 @@ _CARD_KEYS = frozenset(
         "port_nonfatal_per_min",
         "port_fatal",
         "memtest_errors",
+        "memtest_faults",
     }
 )
 
@@ -94,7 +96,8 @@ class SimCardHost:
     port_correctable_per_min: float = 0.0  # on the parent bridge
     port_nonfatal_per_min: float = 0.0
     port_fatal: int = 0
-    memtest_errors: int = 0  # bit errors the memory test finds
+    memtest_errors: int = 0  # stuck bits spread over the simulated memory
+    memtest_faults: tuple[str, ...] = ()  # fault models (hwcheck.sim.memory.FAULT_MODELS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,16 @@ def _rate(path: str, value: object) -> float:
     return rate
 
 
+def _faults(path: str, value: object) -> tuple[str, ...]:
+    names = tuple(expect_str(path, item) for item in expect_list(path, value))
+    for name in names:
+        if name not in FAULT_MODELS:
+            raise FieldError(
+                path, f"unknown fault model {name!r} (known: {', '.join(FAULT_MODELS)})"
+            )
+    return names
+
+
 def _card(path: str, table: dict[str, object]) -> SimCardHost:
     reject_unknown(path, table, _CARD_KEYS)
     values: dict[str, object] = {}
@@ -176,6 +189,8 @@ def _card(path: str, table: dict[str, object]) -> SimCardHost:
                 )
             except ValueError as exc:
                 raise FieldError(where, str(exc)) from None
+        elif key == "memtest_faults":
+            values[key] = _faults(where, value)
         elif key.endswith("_per_min"):
             values[key] = _rate(where, value)
         else:

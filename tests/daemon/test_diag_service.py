@@ -17,7 +17,14 @@ import pytest
 from daemon.canaries.diag import DiagService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
-from hwcheck.memtest_results import CardMemtest, Memtester, MemtestOutcome
+from hwcheck.memtest_results import (
+    CardMemtest,
+    Memtester,
+    MemtestOutcome,
+    MemtestPlan,
+    MemtestProgress,
+    ProgressSink,
+)
 from hwcheck.model import EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
@@ -62,6 +69,9 @@ class Hold:
             self.held_by = None
 
 
+PLAN = MemtestPlan(mib=1024, patterns=("solid", "moving-inversions"))
+
+
 def diag(
     store: Store,
     monitor: RigMonitor,
@@ -95,7 +105,7 @@ def test_refused_while_the_engine_runs_or_is_about_to(
     service = diag(store, monitor, sim_memtester(rig), state, pid)
 
     with pytest.raises(Refused) as caught:
-        service.memtest(None, 1.0, "api")
+        service.memtest(None, PLAN, "api")
 
     assert caught.value.code == "engine_running"
     assert "fleetctl stop" in caught.value.message
@@ -116,14 +126,14 @@ def test_a_recorded_run_has_the_checks_judged_at_once_and_a_refused_one_not(
         rejudge=lambda: judged.append(1),
     )
     with pytest.raises(Refused):
-        refused.memtest(None, 1.0, "api")
+        refused.memtest(None, PLAN, "api")
     assert judged == []
 
     def stored() -> None:
         judged.append(len(store.list_events(kind=EventKind.DIAG)))
 
     service = diag(store, monitor, sim_memtester(rig), ServingState.HELD, rejudge=stored)
-    service.memtest(3, 1.0, "api")
+    service.memtest(3, PLAN, "api")
     assert judged == [1]  # after the run was stored
 
 
@@ -132,63 +142,104 @@ def test_a_failure_stays_critical_for_its_card_until_a_passing_run(
 ) -> None:
     service = diag(store, monitor, sim_memtester(rig), ServingState.HELD)
 
-    run = service.memtest(None, 2.0, "api")
+    run = service.memtest(None, PLAN, "api", seed=77)
 
     assert run["exit_code"] == 2
+    assert (run["patterns"], run["passes"], run["minutes"], run["seed"]) == (
+        ["solid", "moving-inversions"],
+        1,
+        0,
+        77,
+    )
     assert [c["outcome"] for c in run["cards"]] == ["passed"] * 3 + ["failed"]
-    assert run["cards"][3]["pci_bus_id"] == "0000:61:00.0"
-    assert run["cards"][3]["tested_mib"] == 2048
+    card3 = run["cards"][3]
+    assert card3["pci_bus_id"] == "0000:61:00.0"
+    assert card3["tested_mib"] == 1  # the simulated memory
+    assert card3["blocks_failed"] == 3
     assert "errors on card(s) 3" in run["message"]
+    assert "a few fixed blocks" in run["message"]
     (event,) = store.list_events(kind=EventKind.DIAG)
     assert (event.severity, event.card) == (Severity.CRITICAL, 3)
     assert event.details is not None
-    assert event.details["memtest"][3]["bit_errors"] == 37
+    assert event.details["memtest"][3]["bit_errors"] == card3["bit_errors"] > 0
+    assert event.details["seed"] == 77
     results = {r.card: r for r in service.check_results()}
     assert results[3].severity is Severity.CRITICAL
-    assert "37 bit errors" in results[3].message
+    assert f"{card3['bit_errors']:,} bit errors" in results[3].message
+    assert "a few fixed blocks" in results[3].message
     assert "diag memtest --card 3" in results[3].remedy
     assert {results[i].severity for i in (0, 1, 2)} == {Severity.OK}
+    overview = service.memtest_document()
+    stored = {c["pci_bus_id"]: c["blocks"] for c in overview["cards"]}["0000:61:00.0"]
+    assert [tuple(pair) for pair in stored] == list(card3["blocks"])  # the map is kept
     # a restarted fleetd reads the verdicts back
     restarted = diag(store, monitor, sim_memtester(rig))
     assert {r.card: r.severity for r in restarted.check_results()}[3] is Severity.CRITICAL
 
     class Healed:
-        def test(self, card: int, mib: int) -> CardMemtest:
-            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=mib)
+        def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
+            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=plan.mib or 0)
 
-    cleared = diag(store, monitor, Healed()).memtest(3, 1.0, "cli")
+    cleared = diag(store, monitor, Healed()).memtest(3, PLAN, "cli")
 
     assert cleared["exit_code"] == 0
     assert [c["card"] for c in cleared["cards"]] == [3]
+    assert isinstance(cleared["seed"], int)  # a fresh seed when none was asked
     fresh = diag(store, monitor, Healed())
     assert {r.severity for r in fresh.check_results()} == {Severity.OK}
 
 
-def test_one_run_at_a_time_holding_the_cards_meanwhile(store: Store, monitor: RigMonitor) -> None:
+def test_the_stress_mode_finds_card_1_under_load(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    plan = MemtestPlan(patterns=(), stress_s=60)
+
+    run = diag(store, monitor, sim_memtester(rig)).memtest(1, plan, "api")
+
+    assert run["exit_code"] == 2
+    (card,) = run["cards"]
+    assert card["outcome"] == "failed"
+    assert card["verdict"].startswith("errors everywhere under load")
+    assert card["runs"][0]["pattern"] == "stress"
+    assert run["minutes"] == 1
+
+
+def test_one_run_at_a_time_every_card_at_once_with_progress_meanwhile(
+    store: Store, monitor: RigMonitor
+) -> None:
     release = threading.Event()
-    started = threading.Event()
+    started = threading.Barrier(5)  # the four cards' threads and this test
     hold = Hold()
 
     class Slow:
-        def test(self, card: int, mib: int) -> CardMemtest:
-            started.set()
+        def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
+            progress(MemtestProgress(card, "walking", 1, 1, card + 1, 128))
+            started.wait(30)
             assert release.wait(30)
-            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=mib)
+            return CardMemtest(card, MemtestOutcome.PASSED, tested_mib=plan.mib or 0)
 
     service = diag(store, monitor, Slow(), hold=hold)
-    first = threading.Thread(target=service.memtest, args=(0, 1.0, "api"))
+    first = threading.Thread(target=service.memtest, args=(None, PLAN, "api"))
     first.start()
     try:
-        assert started.wait(30)
-        assert service.memtest_document()["running"] is True
+        started.wait(30)  # every card is under test at the same time
+        document = service.memtest_document()
+        assert document["running"] is True
+        assert [(p["card"], p["pattern"], p["step"]) for p in document["progress"]] == [
+            (0, "walking", 1),
+            (1, "walking", 2),
+            (2, "walking", 3),
+            (3, "walking", 4),
+        ]
         assert hold.held_by == "the memory test"  # recovery refuses starts and probes
         with pytest.raises(Busy):
-            service.memtest(None, 1.0, "api")
+            service.memtest(None, PLAN, "api")
     finally:
         release.set()
         first.join(30)
     assert hold.held_by is None
     assert service.memtest_document()["running"] is False
+    assert service.memtest_document()["progress"] == []
     assert service.memtest_document()["cards"][0]["pci_bus_id"] == "0000:01:00.0"
 
 
@@ -197,23 +248,23 @@ def test_unknown_lost_and_missing_cards(
 ) -> None:
     service = diag(store, monitor, sim_memtester(rig))
     with pytest.raises(NotFound):
-        service.memtest(9, 1.0, "api")
+        service.memtest(9, PLAN, "api")
     rig.lose_card(1)
     monitor.add_sample(rig.host_sources().gpu.snapshot())
     with pytest.raises(Conflict) as caught:
-        service.memtest(1, 1.0, "api")
+        service.memtest(1, PLAN, "api")
     assert caught.value.code == "card_lost"
     empty = DiagService(store, RigMonitor("boot", 3), sim_memtester(rig), None)
     with pytest.raises(Conflict):
-        empty.memtest(None, 1.0, "api")
+        empty.memtest(None, PLAN, "api")
 
 
 def test_a_card_that_could_not_be_tested_exits_1(store: Store, monitor: RigMonitor) -> None:
     class NoLibrary:
-        def test(self, card: int, mib: int) -> CardMemtest:
+        def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
             return CardMemtest(card, MemtestOutcome.UNAVAILABLE, error="no CUDA driver library")
 
-    run = diag(store, monitor, NoLibrary()).memtest(0, 1.0, "api")
+    run = diag(store, monitor, NoLibrary()).memtest(0, PLAN, "api")
 
     assert run["exit_code"] == 1
     assert store.memtest_verdicts() == {}
@@ -226,7 +277,7 @@ def test_no_test_while_recovery_cannot_give_the_cards(
     service = diag(store, monitor, sim_memtester(rig), hold=Hold(busy))
 
     with pytest.raises(Busy) as caught:
-        service.memtest(None, 1.0, "api")
+        service.memtest(None, PLAN, "api")
 
     assert caught.value.code == "start_busy"
     assert store.list_events(kind=EventKind.DIAG) == []

@@ -1,8 +1,9 @@
 """Host truth end to end: a real fleetd under ``--simulate``, driven by a real fleetctl.
 
 ``bad-hbm``: the memory test is refused while the engine runs (exit 4), finds card 3 with
-the engine stopped (exit 2, naming it), is stored as a ``diag`` event and keeps card 3
-CRITICAL; the status carries the host section and the cards' host facts, and fleetd
+the engine stopped (exit 2, naming it, with its block map; moving-inversions alone finds
+it too), finds card 1 only in the stress mode (``--minutes``), is stored as ``diag``
+events and keeps cards 3 and 1 CRITICAL; the status carries the host section and the cards' host facts, and fleetd
 recorded the host baseline at its first start. ``stock-kernel``: fleetd's polls judge the
 drift (host_kernel and bar1 critical) and autostart refuses the engine.
 """
@@ -57,30 +58,54 @@ def test_memtest_is_refused_while_the_engine_runs_then_finds_card_3(bad_hbm: Fle
     ]
 
     assert fleetctl(bad_hbm, "stop").returncode == 0
-    found = fleetctl(bad_hbm, "diag", "memtest", "--gib", "1", "--json")
+    found = fleetctl(bad_hbm, "diag", "memtest", "--json")
     assert found.returncode == 2, found.stderr
+    assert found.stderr == ""  # no progress into a pipe
     run = json.loads(found.stdout)
+    assert (run["gib"], run["patterns"][0], run["passes"], run["minutes"]) == (None, "solid", 1, 0)
     assert [(c["card"], c["outcome"]) for c in run["cards"]] == [
         (0, "passed"),
-        (1, "passed"),
+        (1, "passed"),  # its HBM fails only under load: every fixed pattern passes it
         (2, "passed"),
         (3, "failed"),
     ]
-    assert run["cards"][3]["bit_errors"] == 37
-    human = fleetctl(bad_hbm, "diag", "memtest", "--card", "3", "--gib", "1")
+    assert run["cards"][3]["verdict"].startswith("a few fixed blocks")
+
+    march = fleetctl(bad_hbm, "diag", "memtest", "--patterns", "moving-inversions", "--json")
+    assert march.returncode == 2, march.stderr
+    card3 = json.loads(march.stdout)["cards"][3]
+    assert (card3["card"], card3["outcome"], card3["pattern"]) == (3, "failed", "moving-inversions")
+    assert card3["blocks"] and card3["blocks_failed"] == len(card3["blocks"])
+    assert card3["runs"][0]["first_bad"]
+
+    stress = fleetctl(
+        bad_hbm, "diag", "memtest", "--card", "1", "--minutes", "1", "--patterns", "solid"
+    )
+    assert stress.returncode == 2, stress.stderr
+    assert "memory test found errors on card(s) 1" in stress.stdout
+    assert "errors everywhere under load" in stress.stdout
+    assert "stress (15 cycles)" in stress.stdout  # the per-pattern table of the failing card
+    human = fleetctl(bad_hbm, "diag", "memtest", "--card", "3", "--patterns", "solid,address")
     assert human.returncode == 2
     assert "memory test found errors on card(s) 3" in human.stdout
+    assert "failed blocks (64 KiB): #5 x" in human.stdout
 
     doc = status(bad_hbm)
     memtest = [c for c in doc["checks"] if c["id"] == "memtest" and c["severity"] != "ok"]
-    assert [(c["card"], c["severity"]) for c in memtest] == [(3, "critical")]
+    assert [(c["card"], c["severity"]) for c in memtest] == [(1, "critical"), (3, "critical")]
     assert doc["overall"] == "critical"
     events = json.loads(fleetctl(bad_hbm, "events", "--kind", "diag", "--json").stdout)
-    assert len(events) == 2
+    assert len(events) == 4
     assert {e["severity"] for e in events} == {"critical"}
     overview = bad_hbm.get("/api/v1/diag/memtest").json()
-    assert overview["running"] is False
+    assert (overview["running"], overview["progress"]) == (False, [])
     assert {c["card"]: c["outcome"] for c in overview["cards"]}[3] == "failed"
+    unknown = fleetctl(bad_hbm, "diag", "memtest", "--patterns", "solid,galpat")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines() == [
+        "fleetctl: unknown pattern 'galpat' (the patterns: solid, checkerboard, walking, "
+        "address, moving-inversions, random)"
+    ]
     restart = fleetctl(bad_hbm, "start", "--no-wait")
     assert restart.returncode == 4  # a card that failed its memory test is critical
 

@@ -177,3 +177,19 @@ def test_install_script_is_a_thin_wrapper(venv: FreshVenv, tmp_path: Path) -> No
     assert (root / CONFIG).read_text() == (ROOT / "daemon/examples/fleet.toml").read_text()
     bad = subprocess.run([*run, "--bogus"], capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "unknown option --bogus" in bad.stderr
+
+
+def test_the_wheel_ships_the_memory_test_kernels(venv: FreshVenv) -> None:
+    """The PTX is package data: a rig installed from the wheel can load it (no checkout)."""
+    python = venv.path / "bin" / "python"
+    where = str(venv.path)
+    probe = (
+        "import hwcheck.memtest_cuda as m; t = m.ptx_text(); "
+        f"print(m.__file__.startswith({where!r}), b'.entry memtest_verify' in t)"
+    )
+    done = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, check=False, cwd=venv.path
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]

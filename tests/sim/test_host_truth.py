@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hwcheck.hostfacts.model import P2pStatus
-from hwcheck.memtest_results import MemtestOutcome
+from hwcheck.memtest_results import MemtestOutcome, MemtestPlan, ignore_progress
 from hwcheck.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from hwcheck.sim.scenario_hostfacts import SIM_KERNEL
 from tests.sim.clocks import ManualClock
@@ -95,15 +95,26 @@ def test_riser_errors_climb_with_the_simulated_uptime(
     assert aer["0000:01:00.0"].correctable == 0
 
 
-def test_bad_hbm_fails_only_card_3(make_rig: RigFactory) -> None:
+def test_bad_hbm_fails_card_3_in_fixed_blocks_and_card_1_only_under_load(
+    make_rig: RigFactory,
+) -> None:
     memtester = make_rig("bad-hbm").host_sources().memtester
     assert memtester is not None
 
-    results = [memtester.test(card, 1024) for card in range(4)]
+    patterns = [memtester.test(card, MemtestPlan(seed=1), ignore_progress) for card in range(4)]
+    stress = memtester.test(1, MemtestPlan(patterns=(), stress_s=60, seed=1), ignore_progress)
 
-    assert [r.outcome for r in results] == [MemtestOutcome.PASSED] * 3 + [MemtestOutcome.FAILED]
-    assert results[3].bit_errors == 37
-    assert results[3].tested_mib == 1024
+    assert [r.outcome for r in patterns] == [MemtestOutcome.PASSED] * 3 + [MemtestOutcome.FAILED]
+    card3 = patterns[3]
+    assert card3.tested_mib == 1  # the simulated memory, reported as what was tested
+    assert card3.blocks_failed == 3  # the stuck bit, the alias and the coupling fault
+    assert card3.verdict is not None
+    assert card3.verdict.startswith("a few fixed blocks: 3 of 16 64 KiB blocks fail")
+    assert stress.outcome is MemtestOutcome.FAILED
+    assert stress.zero_bursts > 0
+    assert stress.verdict is not None
+    assert stress.verdict.startswith("errors everywhere under load")
+    assert stress.verdict.endswith("return the card")
 
 
 def test_every_host_key_sets_its_fact(make_rig: RigFactory, tmp_path: Path) -> None:
@@ -176,6 +187,10 @@ bar1_mib = 32768
         ),
         ('\n[host.cards.1]\nbridges = ["nope"]\n', "host.cards.1.bridges: not a PCI address"),
         ("\n[host.cards.1]\nwires = 1\n", "host.cards.1.wires: unknown key"),
+        (
+            '\n[host.cards.1]\nmemtest_faults = ["rowhammer"]\n',
+            "host.cards.1.memtest_faults: unknown fault model 'rowhammer' (known: stuck-bit,",
+        ),
         (
             '\n[host.baseline]\nkernel = "x"\n',
             "host.baseline.kernel: Extra inputs are not permitted",

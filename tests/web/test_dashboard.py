@@ -698,3 +698,56 @@ def test_no_request_left_the_daemon(rig: Rig) -> None:
     assert rig.requests, "the pages above made no requests at all"
     outside = [url for url in rig.requests if not url.startswith(rig.daemon.url + "/")]
     assert outside == []
+
+
+def test_a_card_that_failed_its_memory_test_shows_its_block_map(page: Page, rig: Rig) -> None:
+    def doctored(route: Route) -> None:
+        """The real status, with card 3's memory test failed."""
+        status = route.fetch().json()
+        status["checks"].append(
+            {
+                "id": "memtest",
+                "card": 3,
+                "severity": "critical",
+                "message": "card 3: memory test of 2026-12-04 10:00 UTC: FAILED",
+                "remedy": "",
+            }
+        )
+        route.fulfill(json=status)
+
+    verdict = "a few fixed blocks: 2 of 512 2 MiB blocks fail (#5, #300) at the same place"
+    card = {
+        "card": 3,
+        "pci_bus_id": "0000:61:00.0",
+        "outcome": "failed",
+        "tested_mib": 1024,
+        "bit_errors": 40,
+        "bad_words": 12,
+        "first_error_offset": 4096,
+        "pattern": "solid",
+        "error": None,
+        "duration_s": 2.0,
+        "blocks": [[5, 2], [300, 10]],
+        "blocks_failed": 2,
+        "blocks_tested": 512,
+        "block_kib": 2048,
+        "verdict": verdict,
+    }
+    page.route("**/api/v1/stream*", lambda route: route.fulfill(status=404, body="{}"))
+    page.route("**/api/v1/status", doctored)
+    page.route(
+        "**/api/v1/diag/memtest",
+        lambda route: route.fulfill(json={"running": False, "cards": [card]}),
+    )
+    open_dashboard(page, rig)
+
+    shown = page.locator('#memmap .memmap-card[data-card="3"]')
+    expect(shown).to_be_visible()
+    expect(shown).to_contain_text(f"Card 3: {verdict}")
+    expect(shown).to_contain_text("2 of 512 2 MiB blocks failed; 12 bad words, 40 bit errors")
+    expect(shown.locator(".cell")).to_have_count(256)  # two blocks a cell on this card
+    expect(shown.locator(".cell:not(.level0)")).to_have_count(2)
+    expect(shown.locator(".cell").nth(150)).to_have_attribute(
+        "title", "blocks #300-301: 10 bad word(s)"
+    )
+    page.unroute_all(behavior="ignoreErrors")

@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from hwcheck.memtest_patterns import PATTERNS
+from hwcheck.memtest_results import MemtestPlan
 from serving.errors import Busy, DomainError, Refused
 from tests.web.test_documents import RecordedServices, request
 from web.app import create_app
@@ -26,7 +28,36 @@ CARD = {
     "pattern": "0xaaaaaaaa",
     "error": None,
     "duration_s": 1.5,
+    "bad_words": 3,
+    "zero_bursts": 0,
+    "blocks": [[5, 1], [9, 2]],
+    "blocks_failed": 2,
+    "blocks_tested": 512,
+    "block_kib": 2048,
+    "gib_per_s": 910.5,
+    "verdict": "a few fixed blocks: 2 of 512 2 MiB blocks fail (#5, #9) ...",
+    "runs": [
+        {
+            "pattern": "solid",
+            "pass_number": 1,
+            "bit_errors": 37,
+            "bad_words": 3,
+            "zero_bursts": 0,
+            "first_bad": [{"offset": 4096, "expected": 0, "got": 8}],
+            "blocks": [[5, 1], [9, 2]],
+            "blocks_failed": 2,
+            "duration_s": 0.4,
+            "gib_per_s": 910.5,
+            "planted": 0,
+            "planted_found": 0,
+            "cycles": 0,
+        }
+    ],
+    "seed": 7,
+    "planted": 0,
+    "planted_found": 0,
 }
+RUN = {"gib": 1, "patterns": ["solid"], "passes": 1, "minutes": 0, "inject": False, "seed": 7}
 
 
 class StandIn:
@@ -34,41 +65,71 @@ class StandIn:
 
     def __init__(self, error: DomainError | None = None) -> None:
         self.error = error
-        self.calls: list[tuple[int | None, float, str]] = []
+        self.calls: list[tuple[int | None, MemtestPlan, str, int | None]] = []
 
-    def memtest(self, card: int | None, gib: float, actor: str) -> dict[str, Any]:
-        self.calls.append((card, gib, actor))
+    def memtest(
+        self, card: int | None, plan: MemtestPlan, actor: str, seed: int | None = None
+    ) -> dict[str, Any]:
+        self.calls.append((card, plan, actor, seed))
         if self.error is not None:
             raise self.error
-        return {"gib": gib, "cards": [CARD], "exit_code": 2, "message": "errors on card(s) 3"}
+        return {**RUN, "cards": [CARD], "exit_code": 2, "message": "errors on card(s) 3"}
 
     def memtest_document(self) -> dict[str, Any]:
-        return {"running": False, "cards": [{**CARD, "ts": "2026-12-03T09:00:00+00:00"}]}
+        progress = {"card": 3, "pattern": "walking", "pass_number": 1, "passes": 1}
+        return {
+            "running": True,
+            "cards": [{**CARD, "ts": "2026-12-03T09:00:00+00:00"}],
+            "progress": [{**progress, "step": 17, "steps": 128, "bad_words": 0}],
+        }
 
 
 def test_a_run_answers_each_cards_result_and_the_exit_code() -> None:
     diag = StandIn()
     app = create_app(RecordedServices(), diag=diag)
+    body = {
+        "card": 3,
+        "gib": 1,
+        "patterns": ["moving-inversions", "solid"],
+        "passes": 2,
+        "minutes": 1.5,
+        "inject": True,
+        "seed": 99,
+    }
 
-    answer = request(app, "POST", "/api/v1/diag/memtest", {"card": 3, "gib": 1})
+    answer = request(app, "POST", "/api/v1/diag/memtest", body)
 
     assert answer.status_code == 200, answer.text
     assert answer.json() == {
-        "gib": 1,
+        **RUN,
         "cards": [CARD],
         "exit_code": 2,
         "message": "errors on card(s) 3",
     }
-    assert diag.calls == [(3, 1.0, "api")]
+    plan = MemtestPlan(1024, ("moving-inversions", "solid"), 2, 90.0, True)
+    assert diag.calls == [(3, plan, "api", 99)]
 
 
-def test_no_body_tests_every_card_over_the_default_size() -> None:
+def test_no_body_tests_every_card_over_all_free_memory_with_every_pattern() -> None:
     diag = StandIn()
 
     answer = request(create_app(RecordedServices(), diag=diag), "POST", "/api/v1/diag/memtest")
 
     assert answer.status_code == 200, answer.text
-    assert diag.calls == [(None, 8.0, "api")]
+    assert diag.calls == [(None, MemtestPlan(None, PATTERNS, 1, 0.0, False), "api", None)]
+
+
+def test_an_unknown_pattern_is_422_naming_the_known_ones() -> None:
+    diag = StandIn()
+    app = create_app(RecordedServices(), diag=diag)
+
+    answer = request(app, "POST", "/api/v1/diag/memtest", {"patterns": ["solid", "gallop"]})
+
+    assert answer.status_code == 422
+    (problem,) = answer.json()["detail"]
+    assert problem["loc"] == ["body", "patterns"]
+    assert "unknown pattern 'gallop' (the patterns: solid, checkerboard," in problem["msg"]
+    assert diag.calls == []
 
 
 @pytest.mark.parametrize(
@@ -88,7 +149,17 @@ def test_refusals_keep_their_code(error: DomainError, status: int, code: str) ->
 
 
 @pytest.mark.parametrize(
-    "body", [{"gib": 0}, {"gib": 1000}, {"card": -1}, {"card": 64}, {"gib": 1, "cards": [1]}]
+    "body",
+    [
+        {"gib": 0},
+        {"gib": 1000},
+        {"card": -1},
+        {"card": 64},
+        {"gib": 1, "cards": [1]},
+        {"passes": 0},
+        {"minutes": -1},
+        {"seed": -1},
+    ],
 )
 def test_bad_bodies_are_422(body: dict[str, Any]) -> None:
     diag = StandIn()
@@ -102,12 +173,12 @@ def test_bad_bodies_are_422(body: dict[str, Any]) -> None:
 
 
 def test_the_overview_and_a_daemon_without_diagnostics() -> None:
-    assert (
-        request(
-            create_app(RecordedServices(), diag=StandIn()), "GET", "/api/v1/diag/memtest"
-        ).json()["cards"][0]["ts"]
-        == "2026-12-03T09:00:00+00:00"
-    )
+    overview = request(
+        create_app(RecordedServices(), diag=StandIn()), "GET", "/api/v1/diag/memtest"
+    ).json()
+    assert overview["cards"][0]["ts"] == "2026-12-03T09:00:00+00:00"
+    assert overview["cards"][0]["blocks"] == [[5, 1], [9, 2]]
+    assert overview["progress"][0]["step"] == 17
     missing = request(create_app(RecordedServices()), "GET", "/api/v1/diag/memtest")
     assert (missing.status_code, missing.json()["code"]) == (503, "no_diag")
 
@@ -126,7 +197,17 @@ def test_openapi_documents_the_memtest_bodies() -> None:
 
     assert {"post", "get"} <= set(spec["paths"]["/api/v1/diag/memtest"])
     card = spec["components"]["schemas"]["MemtestCardDocument"]
-    assert {"card", "outcome", "bit_errors", "first_error_offset"} <= set(card["properties"])
+    assert {
+        "card",
+        "outcome",
+        "bit_errors",
+        "first_error_offset",
+        "blocks",
+        "verdict",
+        "runs",
+    } <= set(card["properties"])
+    body = spec["components"]["schemas"]["MemtestRequest"]["properties"]
+    assert {"card", "gib", "patterns", "passes", "minutes", "inject", "seed"} <= set(body)
     status_card = spec["components"]["schemas"]["CardDocument"]["properties"]
     assert {"bar1_total_mib", "pcie_replay_count", "driver", "aer"} <= set(status_card)
     assert "host" in spec["components"]["schemas"]["StatusDocument"]["properties"]

@@ -5,6 +5,7 @@
 // and AER counts.
 
 import { el, num } from "./dom.js";
+import { renderMemoryMaps } from "./memmap.js";
 
 const HOST_CHECKS = new Set([
   "host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p", "vbios", "clocks",
@@ -71,4 +72,5 @@ export function renderHost(status) {
     );
   });
   document.getElementById("host-cards").replaceChildren(...rows);
+  renderMemoryMaps(status);
 }
