@@ -239,9 +239,12 @@ class GuardApp:
     async def _relay_raw(
         self, send: Send, response: aiohttp.ClientResponse, extra: list[tuple[bytes, bytes]]
     ) -> None:
+        if response.status == 503:  # loading, or overloaded: one answer clients retry on
+            with contextlib.suppress(*BROKEN):
+                await response.read()
+            await send_error(send, self._unavailable("the engine answered 503: not ready"), extra)
+            return
         headers = [*returned_headers(response, keep_length=True), *extra]
-        if response.status == 503 and response.headers.get("Retry-After") is None:
-            headers.append((b"retry-after", str(self.settings.retry_after_s).encode()))
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         with contextlib.suppress(*BROKEN):
             async for data in response.content.iter_any():

@@ -35,7 +35,9 @@ def test_raw_tool_call_markup_is_found_in_every_spelling_seen() -> None:
 
 
 def test_reasoning_in_content_by_tag_or_by_repetition() -> None:
-    assert reasoning_in_content("thinking...</think>The answer is 4.") == "a think tag is in content"
+    assert (
+        reasoning_in_content("thinking...</think>The answer is 4.") == "a think tag is in content"
+    )
     assert reasoning_in_content("2+2 is 4. The answer is 4.", ["2+2 is 4."]) is not None
     assert reasoning_in_content("The answer is 4.", ["2+2 is 4."]) is None
     assert reasoning_in_content("", ["x"]) is None
@@ -73,7 +75,7 @@ def test_signs_of_one_reply_and_the_two_families() -> None:
     clean = Reply(content="Done.", reasoning="I read it.", thinking_requested=True)
     assert signs_of(clean) == frozenset()
     assert LEAKS.isdisjoint(LOOPS)
-    assert LEAKS | LOOPS == set(Sign)
+    assert set(Sign) == LEAKS | LOOPS
 
 
 def test_thinking_asked_reads_the_template_kwargs() -> None:
