@@ -22,7 +22,11 @@ class EventSplitter:
 
     def feed(self, data: bytes) -> list[bytes]:
         """The events ``data`` completes."""
-        buffer = self._pending + data
+        buffer = self._pending + data if self._pending else data
+        if b"\r" not in buffer:  # the usual case (vLLM writes "\n\n"): one split, no search
+            parts = buffer.split(b"\n\n")
+            self._pending = parts.pop()
+            return [part + b"\n\n" for part in parts]
         events: list[bytes] = []
         while True:
             ends = [(buffer.find(sep), sep) for sep in _SEPARATORS if sep in buffer]
@@ -42,6 +46,8 @@ class EventSplitter:
 
 def event_data(event: bytes) -> bytes | None:
     """The ``data:`` payload of one event (lines joined), or None for a comment or ping."""
+    if event.startswith(b"data: ") and event.find(b"\n") == len(event) - 2:
+        return event[6:-2]  # one data line: the engine's every event
     lines = [
         line[5:].lstrip(b" ") if line.startswith(b"data:") else None for line in event.splitlines()
     ]

@@ -67,21 +67,20 @@ class ReplyWatch:
 
     def chunk(self, body: Mapping[str, Any]) -> None:
         """One streamed chunk (``chat.completion.chunk`` or a completion's)."""
-        self.usage = usage_of(body) or self.usage
-        choice = self._first_choice(body)
-        if choice is None:
-            return
-        delta = choice.get("delta")
-        self._part(delta if isinstance(delta, Mapping) else choice)
+        self._take(body, "delta")
 
     def whole(self, body: Mapping[str, Any]) -> None:
         """A whole (non-streamed) response."""
+        self._take(body, "message")
+
+    def _take(self, body: Mapping[str, Any], part: str) -> None:
+        """Usage, and choice 0's ``part`` (a completion's choice itself: it has ``text``)."""
         self.usage = usage_of(body) or self.usage
         choice = self._first_choice(body)
         if choice is None:
             return
-        message = choice.get("message")
-        self._part(message if isinstance(message, Mapping) else choice)
+        inner = choice.get(part)
+        self._part(inner if isinstance(inner, Mapping) else choice)
 
     @staticmethod
     def _first_choice(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
