@@ -268,6 +268,7 @@ def _one_line(source: str, exc: ValidationError) -> str:
     hidden = (
         isinstance(got, dict | list)
         or key.endswith("secret")
+        or key.startswith("guard.keys")  # a key pasted where its hash goes
         or webhook_url
         or repr(got) in err["msg"]
     )

@@ -41,7 +41,9 @@ class GuardBindError(Exception):
     """The guard's address cannot be bound; the message is one line naming the key."""
 
 
-def bind_guard_sockets(settings: GuardSettings) -> tuple[socket.socket, socket.socket]:
+def bind_guard_sockets(
+    settings: GuardSettings, wait_s: float = BIND_WAIT_S
+) -> tuple[socket.socket, socket.socket]:
     """The public socket on ``[guard] listen`` and a loopback control socket, listening.
 
     Bound by fleetd at start-up (a taken port refuses the start, like the API's), held for
@@ -51,7 +53,7 @@ def bind_guard_sockets(settings: GuardSettings) -> tuple[socket.socket, socket.s
     host, _, port = (settings.listen or "").rpartition(":")
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    deadline_s = time.monotonic() + BIND_WAIT_S
+    deadline_s = time.monotonic() + wait_s
     while True:
         public = socket.socket(family, socket.SOCK_STREAM)
         public.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -116,7 +118,7 @@ class GuardService:
         self._saved_s = 0.0
         self._load_usage()
         self.supervisor = GuardSupervisor(
-            settings, *sockets, engine, self._on_report, self._on_change, tick_s
+            settings, *sockets, engine, self.take_report, self.take_change, tick_s
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -130,7 +132,8 @@ class GuardService:
         self._save_usage()
 
     # -- what the keeper reports ----------------------------------------------------------
-    def _on_change(self, change: GuardChange) -> None:
+    def take_change(self, change: GuardChange) -> None:
+        """The guard process started, exited or hung: logged and recorded."""
         severity = Severity.INFO if change.kind == "started" else Severity.WARNING
         log.log(
             logging.INFO if severity is Severity.INFO else logging.WARNING, "%s", change.message
@@ -138,7 +141,8 @@ class GuardService:
         details = {"guard": change.kind, "pid": change.pid, "exit_code": change.exit_code}
         self._record(severity, change.message, details)
 
-    def _on_report(self, report: dict[str, Any]) -> None:
+    def take_report(self, report: dict[str, Any]) -> None:
+        """One sync's answer: totals (folding a restarted guard's in), usage, news as events."""
         started = report.get("started")
         with self._lock:
             if started != self._started:

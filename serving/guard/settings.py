@@ -10,6 +10,7 @@ template keys). Keys (``[[guard.keys]]``) are stored as salted SHA-256 hashes ma
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -39,7 +40,17 @@ class GuardKey(_Section):
     """One client key (``[[guard.keys]]``): a name for the accounts and the key's hash."""
 
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
-    sha256: Annotated[str, Field(pattern=KEY_HASH_RE)]
+    sha256: str
+
+    @field_validator("sha256")
+    @classmethod
+    def _hash(cls, value: str) -> str:
+        if not re.match(KEY_HASH_RE, value):
+            raise ValueError(
+                "expected the hash `fleetctl guard key NAME` prints (sha256:<salt>:<digest>), "
+                "never the key itself"
+            )
+        return value
 
 
 class GuardProfile(_Section):
