@@ -7,9 +7,8 @@ are the daily failures the field notes report for DeepSeek V4 / V4.1 on the sm_8
 (``docs/domain.md``):
 
 - ``dsml_markup``: a tool call returned as raw DSML (``<\uff5cDSML\uff5cinvoke ...>``,
-  fullwidth bars) or a generic
-  XML idiom in ``content`` instead of parsed ``tool_calls`` (a parser or template gap);
-  the harness shows it to the user and never runs the call.
+  fullwidth bars) or a generic XML idiom in ``content`` instead of parsed ``tool_calls`` (a
+  parser or template gap): the harness shows it to the user and never runs the call.
 - ``reasoning_in_content``: think tags, or the reasoning itself, in ``content``: agents
   send it back as history and poison the context.
 - ``think_unclosed`` / ``think_empty``: a think block opened and never closed, or empty
