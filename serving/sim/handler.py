@@ -28,6 +28,9 @@ class EngineServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    # vLLM's uvicorn listens with a backlog of 2048; socketserver's default of 5 drops the
+    # SYNs of a burst of clients (each then waits a second to retry).
+    request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], engine: SimEngine) -> None:
         self.engine = engine
