@@ -28,10 +28,10 @@ import httpx
 import pytest
 
 from daemon.config_secrets import exposed_secrets, readable_secret_keys
+from serving.guard.keys import hash_key
 from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
-from serving.guard.keys import hash_key
 from tests.support.webhook import WebhookReceiver
 
 HOOK_SECRET = "HMACSECRET-H5"
