@@ -105,6 +105,7 @@ class Steered:
     watch: ReplyWatch
     strip_usage: bool = False
     cap: CapVerdict | None = None
+    hung_up: asyncio.Event = field(default_factory=asyncio.Event)  # the client went away
     extra: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
@@ -229,7 +230,7 @@ class GuardApp:
         response = await self._open(scope, send, body, steered=False, extra=[])
         if response is None:
             return
-        watcher = asyncio.create_task(_close_on_disconnect(receive, response))
+        watcher = asyncio.create_task(_close_on_disconnect(receive, response, asyncio.Event()))
         try:
             await self._relay_raw(send, response, [])
         finally:
@@ -246,10 +247,13 @@ class GuardApp:
             return
         headers = [*returned_headers(response, keep_length=True), *extra]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        with contextlib.suppress(*BROKEN):
+        try:
             async for data in response.content.iter_any():
                 await send({"type": "http.response.body", "body": data, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        except BROKEN:
+            pass  # cut short: the connection ends without a complete body (the client sees it)
+        with contextlib.suppress(RuntimeError):  # uvicorn: shorter than its Content-Length
+            await send({"type": "http.response.body", "body": b""})
 
     # -- steering -----------------------------------------------------------------------
     async def _steer(
@@ -306,12 +310,12 @@ class GuardApp:
         )
         if response is None:
             return
-        watcher = asyncio.create_task(_close_on_disconnect(receive, response))
+        watcher = asyncio.create_task(_close_on_disconnect(receive, response, steered.hung_up))
         try:
             kind = response.headers.get("Content-Type", "")
             if response.status != 200:
                 await self._relay_raw(send, response, steered.extra)
-                lost: str | None = "error"
+                lost: str | None = "an error answer"
             elif kind.startswith("text/event-stream"):
                 lost = await self._relay_stream(send, response, steered)
             else:
@@ -375,6 +379,8 @@ class GuardApp:
             lost = str(exc) or type(exc).__name__
         if mirrored:
             self.stats.count("mirrored")
+        if steered.hung_up.is_set():
+            return "the client hung up"  # not the engine's doing: no error event, no count
         if not done:
             lost = lost or "the engine closed the connection"
             self.stats.count("streams_lost")
@@ -430,10 +436,13 @@ def _model(request: dict[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-async def _close_on_disconnect(receive: Receive, response: aiohttp.ClientResponse) -> None:
+async def _close_on_disconnect(
+    receive: Receive, response: aiohttp.ClientResponse, hung_up: asyncio.Event
+) -> None:
     """A client that hangs up ends the engine's request too (vLLM aborts it, freeing slots)."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
+            hung_up.set()
             response.close()
             return
