@@ -32,6 +32,7 @@ from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_
 from hwcheck.model import RigProfile
 from recovery.settings import RecoverySettings
 from serving.canary.settings import CanarySettings
+from serving.guard.settings import GuardSettings
 from serving.settings import ServingSettings
 
 # Defined in daemon.defaults, which fleetctl reads without importing this module.
@@ -190,6 +191,7 @@ class Settings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     canary: CanarySettings = Field(default_factory=CanarySettings)
+    guard: GuardSettings = Field(default_factory=GuardSettings)
     xid: dict[str, XidOverride] = Field(default_factory=dict)
     # The host baseline's pins (any key wins over the recorded baseline) and its knob.
     host: HostBaseline = Field(default_factory=HostBaseline)
@@ -266,6 +268,7 @@ def _one_line(source: str, exc: ValidationError) -> str:
     hidden = (
         isinstance(got, dict | list)
         or key.endswith("secret")
+        or key.startswith("guard.keys")  # a key pasted where its hash goes
         or webhook_url
         or repr(got) in err["msg"]
     )
@@ -304,7 +307,18 @@ def _env_value(raw: str) -> Any:
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``CMPFLEET_POLL_INTERVAL_S=1`` -> ``{"poll": {"interval_s": 1}}``."""
-    sections = ("rig", "poll", "serving", "recovery", "web", "store", "alerts", "canary", "host")
+    sections = (
+        "rig",
+        "poll",
+        "serving",
+        "recovery",
+        "web",
+        "store",
+        "alerts",
+        "canary",
+        "host",
+        "guard",
+    )
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX):

@@ -27,6 +27,7 @@ from daemon.canaries.diag import build_diag
 from daemon.canaries.service import CanaryService, build_canaries
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
+from daemon.engine.guard import GuardService
 from daemon.engine.service import EngineService
 from daemon.engine.sim_containers import SimulatedContainers
 from daemon.engine.wiring import wire_engine
@@ -56,6 +57,7 @@ from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
+from serving.guard.supervisor import EngineView
 from serving.profiles import ProfileSet
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
@@ -96,6 +98,7 @@ class Daemon:
         recipe: Recipe | None = None,
         profiles: ProfileSet | None = None,
         api: ApiServer | None = None,
+        guard_sockets: tuple[socket.socket, socket.socket] | None = None,
     ) -> None:
         self.settings = settings
         self.state_dir = state_dir
@@ -203,6 +206,16 @@ class Daemon:
             apply_caps=settings.rig.apply_power_caps,
             judge=self._judge_now,
         )
+        self.guard: GuardService | None = None
+        if guard_sockets is not None:
+            self.guard = GuardService(
+                settings.guard,
+                guard_sockets,
+                self.store,
+                self.writer.submit,
+                self._guard_engine_view,
+                tick_s=settings.poll.interval_s,
+            )
         self.canaries: CanaryService | None = None
         if self.engine is not None:
             self.canaries = build_canaries(settings, self.store, self.engine, self.monitor)
@@ -262,9 +275,17 @@ class Daemon:
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
             pcie_aer=self.host_watch.aer_counters,
+            guard=None if self.guard is None else self.guard.metrics,
         )
 
     # -- helpers ----------------------------------------------------------------------
+    def _guard_engine_view(self) -> EngineView:
+        """What the guard is told each tick: the engine's URL, state and profile."""
+        if self.engine is None:
+            return EngineView(None, None, None)
+        status = self.engine.supervisor.status()
+        return EngineView(status.url, status.state.value, self.engine.profile)
+
     def _polled(self) -> None:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
         self.judge.rejudge()
@@ -372,6 +393,7 @@ class Daemon:
                 canary=self.canaries,
                 allowed_hosts=self._allowed_hosts(),
                 diag=self.diag,
+                guard=self.guard,
             )
         )
         boot_id = self.monitor.view().boot_id
@@ -413,6 +435,8 @@ class Daemon:
             self._autostart(rebooted)
         if self.canaries is not None:
             self.canaries.start()
+        if self.guard is not None:
+            self.guard.start()
         self.api.wait_ready(self._stop, READY_TIMEOUT_S)
         self.notifier.ready(self.summary())
         log.info(
@@ -470,6 +494,8 @@ class Daemon:
             self.scheduler.shutdown(wait=True)
         if self.canaries is not None:
             self.canaries.stop()
+        if self.guard is not None:
+            self.guard.stop()  # its last usage is stored before the writer closes
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
         self.recovery.close()

@@ -13,6 +13,7 @@ import fcntl
 import logging
 import math
 import os
+import socket
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from sqlalchemy.exc import OperationalError
 
 from daemon.api.server import ApiServer
 from daemon.config import ENV_PREFIX, Settings
+from daemon.engine.guard import GuardBindError, bind_guard_sockets
 from daemon.engine.profiles import profiles_for
 from daemon.runtime import Daemon
 from daemon.sdnotify import Notifier
@@ -210,17 +212,35 @@ def build_daemon(
         api.bind()  # a taken address refuses before anything else is opened
     except RuntimeError as exc:
         raise StartupError(str(exc)) from None
+    guard_sockets = None
+    if settings.guard.enabled:
+        try:
+            guard_sockets = bind_guard_sockets(settings.guard)
+        except GuardBindError as exc:
+            api.close()
+            raise StartupError(str(exc)) from None
     try:
         host, rig, sim_engine = build_host(settings, state_dir, simulate, environ)
     except StartupError:
         api.close()
+        _close_all(guard_sockets)
         raise
     try:
         profiles = profiles_for(settings, config_path, sim_engine)
-        return Daemon(settings, state_dir, host, rig, Notifier(), profiles=profiles, api=api)
+        return Daemon(
+            settings,
+            state_dir,
+            host,
+            rig,
+            Notifier(),
+            profiles=profiles,
+            api=api,
+            guard_sockets=guard_sockets,
+        )
     except StoreError as exc:
         host.close()
         api.close()
+        _close_all(guard_sockets)
         if settings.store.url is None:  # the default file in the state dir, named by exc
             raise StartupError(f"{exc}{_damaged_hint(str(exc), state_dir)}") from None
         source = store_url_source(config_path, os.environ if environ is None else environ)
@@ -228,7 +248,13 @@ def build_daemon(
     except RecipeError as exc:
         host.close()
         api.close()
+        _close_all(guard_sockets)
         raise StartupError(str(exc)) from None
+
+
+def _close_all(sockets: tuple[socket.socket, ...] | None) -> None:
+    for sock in sockets or ():
+        sock.close()
 
 
 def _store_exit(url: str, exc: StoreError) -> int:

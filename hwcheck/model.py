@@ -287,6 +287,7 @@ class EventKind(enum.StrEnum):
     LAUNCH = "launch"
     CANARY = "canary"
     DIAG = "diag"  # a diagnostic run (the memory test)
+    GUARD = "guard"  # the traffic guard: its process, and agent sessions crossing a threshold
 
 
 @dataclass(frozen=True, slots=True)

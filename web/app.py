@@ -26,6 +26,7 @@ from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
 from web.diag import DiagControl, diag_router
 from web.errors import error_responses, install_error_handlers
+from web.guard import GuardControl, guard_router
 from web.history import history_router
 from web.hosts import LoopbackHosts
 from web.limits import MAX_BODY_BYTES, BodyLimit
@@ -79,6 +80,7 @@ def create_app(
     canary: CanaryControl | None = None,
     allowed_hosts: Collection[str] | None = None,
     diag: DiagControl | None = None,
+    guard: GuardControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
@@ -88,6 +90,7 @@ def create_app(
     ``allowed_hosts`` (a loopback listener's): besides loopback names, the ``Host`` names
     served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
     ``diag``: the daemon's diagnostics (the memory test); absent in stand-ins without it.
+    ``guard``: the traffic guard (``/api/v1/guard``), when ``[guard]`` is configured.
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -300,6 +303,7 @@ def create_app(
 
     app.include_router(canary_router(canary, require_token))
     app.include_router(diag_router(diag, require_token))
+    app.include_router(guard_router(guard))
     if alerts is not None:
         app.include_router(alerts_router(alerts, require_token))
 

@@ -26,6 +26,7 @@ ASSETS = {
     "controls.js": "text/javascript; charset=utf-8",
     "dom.js": "text/javascript; charset=utf-8",
     "time.js": "text/javascript; charset=utf-8",
+    "traffic.js": "text/javascript; charset=utf-8",
     "uPlot.iife.min.js": "text/javascript; charset=utf-8",
     "uPlot.min.css": "text/css; charset=utf-8",
     "uPlot.LICENSE.txt": "text/plain; charset=utf-8",

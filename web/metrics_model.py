@@ -106,6 +106,19 @@ class CanaryMetrics:
 
 
 @dataclass(frozen=True)
+class GuardMetrics:
+    """The traffic guard as ``/metrics`` shows it (totals since fleetd started)."""
+
+    up: bool
+    restarts: int
+    counters: Mapping[str, float]  # requests, pinned, cap_refused, engine_unavailable, ...
+    signs: Mapping[str, float]  # replies showing each sign (serving.detectors.Sign)
+    tokens: Mapping[tuple[str, str], float]  # (key name, prompt|completion) -> tokens
+    sessions: int  # sessions seen in the last hour
+    deepest_session_tokens: int | None
+
+
+@dataclass(frozen=True)
 class RigMetrics:
     """The rig as ``/metrics`` shows it."""
 
@@ -123,6 +136,7 @@ class RigMetrics:
     log_signature_totals: Mapping[str, int] = field(default_factory=dict)  # since fleetd start
     pcie_aer: tuple[DeviceAer, ...] = ()  # AER counters of the cards and the ports above them
     rig_status: int | None = None  # the rig's verdict: 0 ok, 1 warning, 2 critical, 3 unknown
+    guard: GuardMetrics | None = None  # the traffic guard, when configured
 
 
 class MetricsSource(Protocol):

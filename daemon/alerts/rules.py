@@ -16,6 +16,8 @@ advice: the next step. Sources:
 - Recovery events of warning or worse (a cap that could not be applied, a decision that
   stopped the engine): one-shot news.
 - Canary events: a canary's verdict turned warn or fail fires ``canary:<name>``; pass resolves.
+- Guard events (``daemon.alerts.guard_rules``): the guard process down; sessions leaking,
+  looping or too deep in live traffic.
 - State: the reboot-required latch (fires while set), and a fleetd that finds its
   previous run never stopped cleanly (one-shot).
 """
@@ -26,6 +28,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from daemon.alerts.guard_rules import guard_signals
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
@@ -276,6 +279,8 @@ def event_signals(event: EventRow) -> list[AlertSignal]:
         return recovery_signals(event)
     if event.kind is EventKind.CANARY:
         return canary_signals(event)
+    if event.kind is EventKind.GUARD:
+        return guard_signals(event)
     if event.kind is EventKind.REBOOT and event.message.startswith("host rebooted"):
         return [
             AlertSignal("xid:", fire=False, prefix=True),

@@ -82,6 +82,12 @@ alerts_app = typer.Typer(
     rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(alerts_app, name="alerts")
+guard_app = typer.Typer(
+    no_args_is_help=True,
+    help="The traffic guard: client keys and their token use.",
+    rich_markup_mode=HELP_MARKUP,
+)
+app.add_typer(guard_app, name="guard")
 
 
 def _show_version(shown: bool) -> None:
@@ -368,6 +374,36 @@ def canary_status(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_canary.status(out, opts.client(out, 3)))
+
+
+@guard_app.command("key")
+def guard_key(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The key's name in the accounts (laptop, ci...).")],
+    stdin: Annotated[
+        bool, typer.Option("--stdin", help="Hash a key read from stdin instead of a new one.")
+    ] = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Make a client key: shown once, with the [[guard.keys]] table (its hash) for the config."""
+    from daemon.cli.engine import guard as cmd_guard
+
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_guard.key(opts.output(json_mode), name, stdin))
+
+
+@guard_app.command("usage")
+def guard_usage(
+    ctx: typer.Context,
+    hours: Annotated[int, typer.Option("--hours", min=1, max=168, help="How far back.")] = 24,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Prompt and completion tokens per client key and hour."""
+    from daemon.cli.engine import guard as cmd_guard
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_guard.usage(out, opts.client(out, 3), hours))
 
 
 @diag_app.command("memtest")

@@ -122,7 +122,28 @@ def profiles_for(
     """
     simulated = None if sim_engine is None else simulated_recipe(sim_engine)
     config_dir = config_path.parent if config_path is not None else None
-    return resolve_profiles(settings, config_dir, simulated)
+    profiles = resolve_profiles(settings, config_dir, simulated)
+    if profiles is None or not settings.guard.enabled:
+        return profiles
+    return behind_guard(profiles)
+
+
+def behind_guard(profiles: ProfileSet) -> ProfileSet:
+    """Every profile's engine on loopback, on a port fleetd chooses (``port = 0``).
+
+    With ``[guard] listen`` set, agents call the guard; the engine must not be reachable
+    around it (nor hold the port the guard may want), so it moves to an internal port,
+    chosen once and kept in the state dir like the simulated engine's.
+    """
+    moved = [
+        Profile(
+            name,
+            profiles.get(name).recipe.model_copy(update={"host": "127.0.0.1", "port": 0}),
+            profiles.get(name).source,
+        )
+        for name in profiles.names
+    ]
+    return ProfileSet(moved, profiles.configured)
 
 
 def recipe_for_daemon(

@@ -21,7 +21,13 @@ from hwcheck.checks.vram import CHECK_ID as VRAM_CHECK_ID
 from hwcheck.hostfacts.model import DeviceAer
 from hwcheck.model import CheckResult, ClassifiedXid, RigSnapshot, Severity
 from serving.runtime.states import ServingState, ServingStatus
-from web.metrics_model import CanaryMetrics, CardMetrics, DurationHistogram, RigMetrics
+from web.metrics_model import (
+    CanaryMetrics,
+    CardMetrics,
+    DurationHistogram,
+    GuardMetrics,
+    RigMetrics,
+)
 
 
 class LatchMirror:
@@ -138,6 +144,7 @@ class DaemonMetrics:
         poll_durations: DurationHistogram,
         canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
         pcie_aer: Callable[[], tuple[DeviceAer, ...]] | None = None,
+        guard: Callable[[], GuardMetrics] | None = None,
     ) -> None:
         self._monitor = monitor
         self._serving_status = serving_status
@@ -146,6 +153,7 @@ class DaemonMetrics:
         self._poll_durations = poll_durations
         self._canaries = canaries
         self._pcie_aer = pcie_aer
+        self._guard = guard
 
     def metrics_state(self) -> RigMetrics:
         """The picture a scrape exports."""
@@ -170,4 +178,5 @@ class DaemonMetrics:
             canaries=canaries,
             log_signature_totals=signatures,
             pcie_aer=() if self._pcie_aer is None else self._pcie_aer(),
+            guard=None if self._guard is None else self._guard(),
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from serving.canary.model import Outcome, Verdict
+from serving.detectors import reasoning_in_content
 
 NAME = "reasoning_field"
 STANDARD = "reasoning_content"
@@ -57,13 +58,9 @@ def judge_reasoning(message: dict[str, Any], expected: str = STANDARD) -> Verdic
     """Pass: reasoning in the ``expected`` field and none of it (nor ``</think>``) in content."""
     content = _text(message.get("content"))
     fields = {name: _text(message.get(name)) for name in FIELDS}
-    if "</think>" in content or "<think>" in content:
-        return Verdict(Outcome.FAIL, 0.0, "a think tag is in content", ADVICE_CONTENT)
-    for reasoning in fields.values():
-        if reasoning and reasoning.strip() and reasoning.strip() in content:
-            return Verdict(
-                Outcome.FAIL, 0.0, "the reasoning is repeated in content", ADVICE_CONTENT
-            )
+    leak = reasoning_in_content(content, fields.values())
+    if leak is not None:
+        return Verdict(Outcome.FAIL, 0.0, leak, ADVICE_CONTENT)
     expected = expected if expected in FIELDS else STANDARD
     other = next(name for name in FIELDS if name != expected)
     if fields[expected].strip():

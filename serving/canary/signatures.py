@@ -3,7 +3,8 @@
 These lines do not kill the engine, so nothing else reports them, yet a rising count is
 the early sign of the failures the seeds describe: out-of-vocab tokens from a DSpark draft
 or an unguarded argmax, repetition tripwires and nudges firing, grammar/FSM rejections,
-tool calls salvaged from broken markup, and Python tracebacks. Owners add their fork's own
+tool calls salvaged from broken markup, raw tool-call markup a parser gave up on (the same
+markers ``serving.detectors`` finds in replies), and Python tracebacks. Owners add their fork's own
 lines with ``[[serving.log_signatures]]`` (``name``, ``pattern``, ``severity``) or the older
 ``[[canary.log_signatures]]`` (``name``, ``regex``); the same name replaces a built-in.
 A signature's severity (``info`` for the built-ins) says whether a sighting is news.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from serving.canary.settings import LogSignature
+from serving.detectors import MARKUP_PATTERN
 
 BUILTIN_SIGNATURES: tuple[LogSignature, ...] = (
     LogSignature(
@@ -37,6 +39,9 @@ BUILTIN_SIGNATURES: tuple[LogSignature, ...] = (
         regex=r"(?i)tool[- _]call salvage|salvaged (?:a )?tool call|recovered (?:an )?orphan invoke",
     ),
     LogSignature(name="traceback", regex=r"^Traceback \(most recent call last\):"),
+    # A parser that gave up logs the text it could not parse: the same raw tool-call markup
+    # the tool-call canary and the traffic guard find in replies (``serving.detectors``).
+    LogSignature(name="tool_call_markup", regex=MARKUP_PATTERN),
 )
 
 

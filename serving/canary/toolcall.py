@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 from serving.canary.model import Outcome, Verdict
+from serving.detectors import tool_markup
 
 NAME = "tool_calls"
 UNIT = "calls"
 TOOL_NAME = "read_file"
-MARKUP = ("<\uff5cDSML\uff5c", "<invoke", "<tool_calls", "</invoke", "<function_calls")
 ADVICE = (
     "serve with --enable-auto-tool-choice and the model's --tool-call-parser "
     "(deepseek_v4, deepseek_v41 on V4.1 builds), and apply the parser patches "
@@ -46,18 +46,9 @@ def tool_request(path: str = "/w/notes.txt") -> dict[str, Any]:
     }
 
 
-def _markup_in(content: object) -> str | None:
-    if not isinstance(content, str):
-        return None
-    for marker in MARKUP:
-        if marker in content:
-            return marker
-    return None
-
-
 def judge_tool_calls(message: dict[str, Any]) -> Verdict:
     """Judge one reply ``message`` (``choices[0].message``)."""
-    marker = _markup_in(message.get("content"))
+    marker = tool_markup(message.get("content"))
     calls = message.get("tool_calls") or []
     if marker is not None:
         return Verdict(

@@ -109,6 +109,10 @@ class SimEngine:
         self._slots = threading.BoundedSemaphore(options.max_num_seqs)
         self._rng = random.Random(options.seed)  # noqa: S311 (simulated mistakes, not secrets)
         self._rng_lock = threading.Lock()
+        # The last completion request as received (``GET /sim/last-request``): tests see
+        # what a proxy in front of the engine (the traffic guard) really sent.
+        self._last_request: dict[str, Any] | None = None
+        self._last_lock = threading.Lock()
         self.registry = CollectorRegistry()
         label = {"model_name": options.served_model_name}
         self.generation_tokens = Counter(
@@ -148,6 +152,16 @@ class SimEngine:
             buckets=_TTFT_BUCKETS_S,
             registry=self.registry,
         ).labels(**label)
+
+    def remember(self, path: str, request: dict[str, Any]) -> None:
+        """Keep the request (with the path it came on) as the last one received."""
+        with self._last_lock:
+            self._last_request = {"path": path, "body": request}
+
+    def last_request(self) -> dict[str, Any] | None:
+        """The last completion request received, or None."""
+        with self._last_lock:
+            return self._last_request
 
     def reply_for(self, request: dict[str, Any]) -> Reply:
         """Compose a reply (the random generator is shared, hence the lock)."""

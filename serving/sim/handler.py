@@ -1,4 +1,8 @@
-"""The simulated engine's HTTP surface: health, models, chat completions, metrics."""
+"""The simulated engine's HTTP surface: health, models, completions, tokenize, metrics.
+
+``GET /sim/last-request`` (not vLLM's) answers the last completion request as received, so
+a test of a proxy in front of the engine (the traffic guard) sees what really arrived.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
 from serving.sim.core import SimEngine
-from serving.sim.replies import message_text, split_tokens
+from serving.sim.replies import prompt_words, split_tokens
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+TOKENIZE = "/tokenize"
 
 
 class EngineServer(ThreadingHTTPServer):
@@ -20,6 +28,9 @@ class EngineServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    # vLLM's uvicorn listens with a backlog of 2048; socketserver's default of 5 drops the
+    # SYNs of a burst of clients (each then waits a second to retry).
+    request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], engine: SimEngine) -> None:
         self.engine = engine
@@ -73,6 +84,8 @@ class EngineHandler(BaseHTTPRequestHandler):
                 "max_model_len": options.max_model_len,
             }
             self._send_json(200, {"object": "list", "data": [model]})
+        elif path == "/sim/last-request":
+            self._send_json(200, engine.last_request() or {})
         elif path == "/metrics":
             data = generate_latest(engine.registry)
             self.send_response(200)
@@ -84,13 +97,13 @@ class EngineHandler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route {path}", "NotFoundError")
 
     def do_POST(self) -> None:
-        """Chat completions, streamed or not."""
+        """Chat and text completions (streamed or not) and ``/tokenize``."""
         engine = self.server.engine
         engine.block_if_hung()
         path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
-        if path != "/v1/chat/completions":
+        if path not in (CHAT, COMPLETIONS, TOKENIZE):
             self._send_error(404, f"no route {path}", "NotFoundError")
             return
         if not engine.ready.is_set():
@@ -101,7 +114,21 @@ class EngineHandler(BaseHTTPRequestHandler):
         except json.JSONDecodeError as exc:
             self._send_error(400, f"request body is not JSON: {exc}", "BadRequestError")
             return
-        messages = request.get("messages") if isinstance(request, dict) else None
+        if not isinstance(request, dict):
+            self._send_error(400, "request body must be a JSON object", "BadRequestError")
+            return
+        if path == TOKENIZE:
+            count = prompt_words(request)
+            body = {"count": count, "max_model_len": engine.options.max_model_len}
+            self._send_json(200, {**body, "tokens": list(range(count))})
+            return
+        if path == COMPLETIONS:
+            prompt = request.get("prompt")
+            if not isinstance(prompt, str):
+                self._send_error(400, "request needs a `prompt` string", "BadRequestError")
+                return
+            request = {**request, "messages": [{"role": "user", "content": prompt}]}
+        messages = request.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             self._send_error(400, "request needs a `messages` list of objects", "BadRequestError")
             return
@@ -109,12 +136,13 @@ class EngineHandler(BaseHTTPRequestHandler):
         if model != engine.options.served_model_name:
             self._send_error(404, f"The model `{model}` does not exist.", "NotFoundError")
             return
+        engine.remember(path, request)
         engine.log.line(f'INFO:     {self.client_address[0]} - "POST {path} HTTP/1.1" 200 OK')
         with engine.slot():
             if request.get("stream"):
-                self._stream(engine, request)
+                self._stream(engine, request, path == CHAT)
             else:
-                self._complete(engine, request)
+                self._complete(engine, request, path == CHAT)
 
     def _base(self, engine: SimEngine, completion_id: str, kind: str) -> dict[str, Any]:
         return {
@@ -124,14 +152,14 @@ class EngineHandler(BaseHTTPRequestHandler):
             "model": engine.options.served_model_name,
         }
 
-    def _complete(self, engine: SimEngine, request: dict[str, Any]) -> None:
+    def _complete(self, engine: SimEngine, request: dict[str, Any], chat: bool) -> None:
         started = time.monotonic()
         reply = engine.reply_for(request)
         limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
         tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         content = "".join(tokens) if reply.content is not None else None
         generated = max(len(tokens), 1 if reply.tool_calls else 0)
-        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        prompt_tokens = prompt_words(request)
         engine.prefill(prompt_tokens)
         engine.pace(1)
         engine.ttft.observe(time.monotonic() - started)
@@ -146,10 +174,13 @@ class EngineHandler(BaseHTTPRequestHandler):
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
-        body = self._base(engine, f"chatcmpl-{uuid.uuid4().hex}", "chat.completion")
-        body["choices"] = [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-        ]
+        if chat:
+            body = self._base(engine, f"chatcmpl-{uuid.uuid4().hex}", "chat.completion")
+            choice: dict[str, Any] = {"index": 0, "message": message}
+        else:
+            body = self._base(engine, f"cmpl-{uuid.uuid4().hex}", "text_completion")
+            choice = {"index": 0, "text": content or ""}
+        body["choices"] = [{**choice, "logprobs": None, "finish_reason": finish}]
         body["usage"] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": generated,
@@ -157,13 +188,14 @@ class EngineHandler(BaseHTTPRequestHandler):
         }
         self._send_json(200, body)
 
-    def _stream(self, engine: SimEngine, request: dict[str, Any]) -> None:
+    def _stream(self, engine: SimEngine, request: dict[str, Any], chat: bool) -> None:
         started = time.monotonic()
         reply = engine.reply_for(request)
         limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
         tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
-        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        completion_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        prompt_tokens = prompt_words(request)
         engine.prompt_tokens.inc(prompt_tokens)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -173,25 +205,29 @@ class EngineHandler(BaseHTTPRequestHandler):
         self.close_connection = True
 
         def send(delta: dict[str, Any], finish: str | None) -> None:
-            chunk = self._base(engine, completion_id, "chat.completion.chunk")
-            chunk["choices"] = [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            ]
+            chunk = self._base(engine, completion_id, kind)
+            part = {"delta": delta} if chat else {"text": delta.get("content", "")}
+            chunk["choices"] = [{"index": 0, **part, "logprobs": None, "finish_reason": finish}]
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
 
-        send({"role": "assistant", "content": ""}, None)
+        if chat:
+            send({"role": "assistant", "content": ""}, None)
         engine.prefill(prompt_tokens)
-        thought = {
-            key: value
+        thought = reply.reasoning if reply.reasoning is not None else reply.reasoning_content
+        fields = [
+            key
             for key, value in (
                 ("reasoning", reply.reasoning),
                 ("reasoning_content", reply.reasoning_content),
             )
             if value is not None
-        }
-        if thought:
-            send(thought, None)
+        ]
+        for piece in split_tokens(thought or "", limit) if chat else []:
+            engine.pace(1)
+            if engine.stopping.is_set():
+                return
+            send(dict.fromkeys(fields, piece), None)
         first = True
         for token in tokens:
             engine.pace(1)
@@ -212,7 +248,7 @@ class EngineHandler(BaseHTTPRequestHandler):
         options = request.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
             generated = len(tokens) + (1 if reply.tool_calls else 0)
-            chunk = self._base(engine, completion_id, "chat.completion.chunk")
+            chunk = self._base(engine, completion_id, kind)
             chunk["choices"] = []
             chunk["usage"] = {
                 "prompt_tokens": prompt_tokens,

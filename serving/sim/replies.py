@@ -41,6 +41,15 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+def prompt_words(request: dict[str, Any]) -> int:
+    """The prompt's size in "tokens" (words), as usage and ``/tokenize`` report it."""
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        return sum(len(message_text(m).split()) for m in messages if isinstance(m, dict))
+    prompt = request.get("prompt")
+    return len(prompt.split()) if isinstance(prompt, str) else 0
+
+
 def code_identifiers(text: str) -> list[str]:
     """Words that look like code, in order: snake_case, camelCase, with digits, paths, hex ids.
 

@@ -2,8 +2,8 @@
 
 One fleetd holds every kind of secret the product knows: the API token, a webhook's
 signing secret, webhook URLs with credentials, a query token and a key in the path
-(Slack, Discord), and a recipe's API key and secret environment (``HF_TOKEN``,
-``MYSQL_PWD``, ``REDIS_PASS``, a bearer header). An Xid and a test alert make it deliver
+(Slack, Discord), a traffic-guard client key (used, its hash configured), and a recipe's
+API key and secret environment (``HF_TOKEN``, ``MYSQL_PWD``, ``REDIS_PASS``, a bearer header). An Xid and a test alert make it deliver
 (two webhooks answer, one is down so failures are logged), then everything a person or a
 script can read is searched for each secret. The config is left readable by others, so
 fleetd must also warn, naming the keys but not the values.
@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from daemon.config_secrets import exposed_secrets, readable_secret_keys
+from serving.guard.keys import hash_key
 from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
@@ -43,6 +44,7 @@ HF_TOKEN = "hf_ENVTOKEN-E4"
 MYSQL_PWD = "MYSQLPWD-M6"
 REDIS_PASS = "REDISPASS-R8"
 BEARER = "BEARERTOKEN-B5"
+GUARD_KEY = "cmpg-GUARDKEY-G1-only-its-hash-is-configured"
 ENGINE_SECRETS = (API_KEY, HF_TOKEN, MYSQL_PWD, REDIS_PASS, BEARER)
 # An engine line of the rpc_timeout kind holding the key: the crash's evidence.
 RPC_LINE = f"ERROR [core.py:512] RPC call to execute_model timed out (api_key={API_KEY})"
@@ -58,7 +60,7 @@ CONFIG_SECRETS = (
 UNREADABLE_HERE = ("/api/v1/stream", "/api/v1/serving/logs/follow", "/api/v1/serving/logs/stream")
 
 
-def config_text(receiver: WebhookReceiver, down_port: int) -> str:
+def config_text(receiver: WebhookReceiver, down_port: int, guard_port: int) -> str:
     with_credentials = receiver.url.replace("http://", f"http://hookuser:{HOOK_PASSWORD}@")
     return f"""
 [serving]
@@ -98,6 +100,12 @@ format = "slack"
 [[alerts.webhooks]]
 url = "http://127.0.0.1:{down_port}/api/webhooks/1/{DISCORD_KEY}"
 format = "discord"
+
+[guard]
+listen = "127.0.0.1:{guard_port}"
+[[guard.keys]]
+name = "laptop"
+sha256 = "{hash_key(GUARD_KEY)}"
 """
 
 
@@ -112,7 +120,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 def daemon(tmp_path_factory: pytest.TempPathFactory, receiver: WebhookReceiver) -> Iterator[Fleetd]:
     tmp = tmp_path_factory.mktemp("secrets")
     config = tmp / "fleet.toml"
-    config.write_text(config_text(receiver, free_port()))
+    config.write_text(config_text(receiver, free_port(), free_port()))
     config.chmod(0o644)
     started = start_fleetd(tmp, tmp / "state", config=config)
     try:
@@ -172,7 +180,12 @@ def _leaks(text: str, secrets: tuple[str, ...]) -> list[str]:
 
 def test_nothing_readable_holds_a_secret(delivered: Fleetd, receiver: WebhookReceiver) -> None:
     daemon = delivered
-    secrets = (*CONFIG_SECRETS, daemon.token)
+    secrets = (*CONFIG_SECRETS, daemon.token, GUARD_KEY)
+    guard = daemon.get("/api/v1/guard").json()["listen"]
+    through = loopback.get(
+        f"http://{guard}/v1/models", headers={"Authorization": f"Bearer {GUARD_KEY}"}
+    )
+    assert through.status_code in (200, 503)  # the key was taken (the engine may be restarting)
     seen: dict[str, str] = {"fleetd log": daemon.log()}
     paths = loopback.get(daemon.url + "/openapi.json", timeout=10).json()["paths"]
     readable = [

@@ -61,6 +61,8 @@ served_model_name = "dsv4s-small"
 gpus = "0,1,2,3"
 [recovery]
 reboot_command = ["/usr/sbin/rig-reboot", "--now"]
+[guard]
+listen = "127.0.0.1:0"
 """
 
 
@@ -301,6 +303,27 @@ def test_canaries_show_their_verdicts_and_a_failures_advice(page: Page, rig: Rig
     # The page keeps polling: a handler still fetching when the context closes must not
     # raise into the next test's setup.
     page.unroute_all(behavior="ignoreErrors")
+
+
+def test_the_traffic_panel_shows_the_agent_sessions_the_guard_saw(page: Page, rig: Rig) -> None:
+    wait_until(lambda: rig.status()["serving"]["state"] == "ready", 30, "the engine ready")
+    guard = rig.daemon.get("/api/v1/guard").json()["listen"]
+    answer = loopback.post(
+        f"http://{guard}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "Hello from an agent."}]},
+    )
+    assert answer.status_code == 200, answer.text
+    session = answer.headers["x-cmpfleet-session"]
+    wait_until(
+        lambda: any(s["id"] == session for s in rig.daemon.get("/api/v1/guard").json()["sessions"]),
+        10,
+        "the session in fleetd's report",
+    )
+    open_dashboard(page, rig)
+    row = page.locator(f'#traffic-sessions tr[data-session="{session}"]')
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("anonymous")
+    expect(page.locator("#traffic-summary")).to_contain_text(f"guard on {guard}: up")
 
 
 def test_without_the_stream_the_page_polls(page: Page, rig: Rig) -> None:

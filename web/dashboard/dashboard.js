@@ -18,13 +18,15 @@ import {
   renderVerdict,
 } from "./render.js";
 import { zoneLabel } from "./time.js";
+import { renderTraffic } from "./traffic.js";
 
 const STATUS_EVERY_MS = 2000;
 const EVENTS_EVERY_MS = 5000;
 const LOG_EVERY_MS = 3000;
 const HISTORY_EVERY_MS = { "1h": 15000, "24h": 60000 };
 const PROFILES_EVERY_MS = 15000;
-const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch", "diag"];
+const TRAFFIC_EVERY_MS = 5000;
+const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch", "diag", "guard"];
 
 const view = {
   status: null,
@@ -255,6 +257,15 @@ async function pollProfiles() {
   $("profile-switch").hidden = profiles.length < 2;
 }
 
+// The traffic guard's panel; a rig without the guard answers 409 and the panel stays hidden.
+async function pollTraffic() {
+  try {
+    renderTraffic(await getJson("/api/v1/guard"));
+  } catch (error) {
+    renderTraffic(null);
+  }
+}
+
 function wireProfiles() {
   $("profile-select").addEventListener("change", (change) => {
     change.target.dataset.touched = "1";
@@ -409,6 +420,7 @@ function start() {
   every("log", () => LOG_EVERY_MS, pollLog);
   every("history", () => HISTORY_EVERY_MS[view.span], pollHistory);
   every("profiles", () => PROFILES_EVERY_MS, pollProfiles);
+  every("traffic", () => TRAFFIC_EVERY_MS, pollTraffic);
   // The engine's uptime and the canaries' ages tick between polls too.
   window.setInterval(() => {
     if (!view.status) return;
