@@ -4,7 +4,7 @@
 run never stopped cleanly: an alert), then starts the engine and the senders;
 ``stop()`` lets the engine derive what was recorded before the stop, gives senders a
 moment to finish the request in flight, and clears the marker. Undelivered notifications
-simply stay in the outbox for the next start. Implements ``web.alerts_api.AlertControl``.
+simply stay in the outbox for the next start. Implements ``web.routes.alerts.AlertControl``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The engine canaries as fleetd wires them: the runner, the log-signature counter, the API side.
 
 ``build_canaries`` makes both from the settings and the engine service; ``CanaryService``
-is what ``web.canary.CanaryControl`` asks for and what the status document reads.
+is what ``web.routes.canaries.CanaryControl`` asks for and what the status document reads.
 """
 
 from __future__ import annotations
