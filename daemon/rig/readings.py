@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from hwcheck.checks.readings import (
@@ -27,15 +26,22 @@ log = logging.getLogger("fleetd")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
 class ReadingSources:
     """fleetd's parts that keep a reading (``None`` where this fleetd has no such part)."""
 
-    kernel_log: Callable[[], KernelLogReading] | None = None
-    store: Callable[[], StoreReading] | None = None
-    canaries: Callable[[], CanaryReading] | None = None
-    memtest: Callable[[], MemtestReading] | None = None
-    _logged: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    def __init__(
+        self,
+        *,
+        kernel_log: Callable[[], KernelLogReading] | None = None,
+        store: Callable[[], StoreReading] | None = None,
+        canaries: Callable[[], CanaryReading] | None = None,
+        memtest: Callable[[], MemtestReading] | None = None,
+    ) -> None:
+        self.kernel_log = kernel_log
+        self.store = store
+        self.canaries = canaries
+        self.memtest = memtest
+        self._logged: dict[str, str] = {}  # the last error logged, per reading
 
     def read(self) -> Readings:
         """Every reading now; one a part fails to give is left out (its check says nothing)."""
