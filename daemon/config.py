@@ -26,7 +26,7 @@ from pydantic import (
 
 from daemon import defaults
 from daemon.config_bounds import first_problem
-from hwcheck.checks import CHECK_IDS
+from hwcheck.checks import KNOWN_CHECK_IDS
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
@@ -49,12 +49,6 @@ class ConfigError(Exception):
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-# Check ids fleetd itself adds to the hardware checks (``kernel_log``, ``store``, the
-# canaries' ``engine_output``, the memory test's ``memtest``): with the registry's, what
-# ``[recovery] gate_checks`` may name (its default names only these: a test holds it).
-DAEMON_CHECK_IDS = ("kernel_log", "store", "engine_output", "memtest")
-KNOWN_CHECK_IDS = frozenset((*CHECK_IDS, *DAEMON_CHECK_IDS))
 
 # Below this a poll cannot finish before the next is due (NVML reads, checks, a store
 # write): 0.0001 s only spins the CPU and floods the store.

@@ -42,6 +42,7 @@ from daemon.rig.judge import RigJudge
 from daemon.rig.metrics_source import DaemonMetrics
 from daemon.rig.monitor import RigMonitor
 from daemon.rig.poller import RigPoller
+from daemon.rig.readings import ReadingSources
 from daemon.rig.status_document import view_verdict
 from daemon.rig.xidpath import FollowerThread, XidPath
 from daemon.sdnotify import Notifier
@@ -51,10 +52,12 @@ from daemon.store import Store, StoreError
 from daemon.store.keyvalue import CARD_FAULT_HISTORY
 from daemon.store.writer import StoreWriter, store_remedy
 from daemon.token import ensure_token
+from hwcheck.checks import kernel_log as kernel_log_check
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
-from hwcheck.model import CheckResult, EventKind, Severity
+from hwcheck.model import EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
+from hwcheck.threads import CrashBoard
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
 from serving.guard.supervisor import EngineView
@@ -100,26 +103,62 @@ class Daemon:
         api: ApiServer | None = None,
         guard_sockets: tuple[socket.socket, socket.socket] | None = None,
     ) -> None:
+        """Build every part, in the order each needs the ones before it; nothing runs yet.
+
+        The store first (everything records into it), then the rig's picture and the Xid
+        path, the process around them (API, watchdog loop, alerts), recovery, the engine
+        it drives, the parts beside the engine (bring-up, canaries, host watch, memory
+        test), what the API serves, and last the poll that feeds them all.
+        """
         self.settings = settings
         self.state_dir = state_dir
         self.host = host
         self.sim = sim
         self.notifier = notifier
         self.catalogue = xid_catalogue(settings)
-        url = settings.store.url or _private_sqlite_url(StateDir(state_dir))
-        self.store = Store.open(url)
+        self._stop = threading.Event()
+        # Every background thread reports a crash here; the watchdog then asks for a restart.
+        self.crashes = CrashBoard()
+        store_url = settings.store.url or _private_sqlite_url(StateDir(state_dir))
+        self.store = Store.open(store_url)
         self.token = ensure_token(state_dir)
-        poll = settings.poll
+        self._build_rig(store_url)
+        self._build_process(api or ApiServer(settings.web.listen))  # build_daemon binds it first
+        self._build_recovery()
+        self.engine: EngineService | None = None  # the judge reads its state: none until built
+        self.engine = self._build_engine(
+            profiles or (None if recipe is None else ProfileSet.single(recipe))
+        )
+        self._build_beside_engine()
+        self.guard = self._build_guard(guard_sockets)
+        self.services = self._build_services()
+        self.poller = self._build_poller()
+        self.poll_durations = DurationHistogram()
+        self.metrics = DaemonMetrics(
+            self.monitor,
+            lambda: None if self.engine is None else self.engine.supervisor.status(),
+            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
+            self.judge.latch,
+            self.poll_durations,
+            canaries=None if self.canaries is None else self.canaries.metrics,
+            pcie_aer=self.host_watch.aer_counters,
+            guard=None if self.guard is None else self.guard.metrics,
+        )
+
+    # -- building (in __init__'s order) -------------------------------------------------
+    def _build_rig(self, store_url: str) -> None:
+        """The rig's live picture, the store writer, the power caps and the Xid path."""
+        settings, host, poll = self.settings, self.host, self.settings.poll
         self.monitor = RigMonitor(
             host.boot_id(),
             settings.rig.brake_sustained_samples,
             stale_after_s=STALE_AFTER_POLLS * poll.interval_s + poll.nvml_timeout_s,
         )
         self.writer = StoreWriter(
-            store_remedy(url),
+            store_remedy(store_url),
             stuck_after_s=max(STORE_STUCK_MIN_S, STALE_AFTER_POLLS * poll.interval_s),
+            on_crash=self.crashes.report,
         )
-        self._stop = threading.Event()
         self.caps = CapKeeper(
             host.gpu,
             self.store,
@@ -136,21 +175,36 @@ class Daemon:
             self.store,
             self.xid_path,
             on_health_change=self._kernel_log_changed,
+            on_crash=self.crashes.report,
         )
+
+    def _build_process(self, api: ApiServer) -> None:
+        """The scheduler, the API server, the watchdog loop and the alerts."""
         self.scheduler = BackgroundScheduler(timezone=UTC)
-        self.api = api or ApiServer(settings.web.listen)  # build_daemon binds it first
+        self.api = api
         self._loop = ServiceLoop(
-            self.monitor, self.api, self.follower, settings.poll, notifier, self._stop
+            self.monitor,
+            self.api,
+            self.follower,
+            self.settings.poll,
+            self.notifier,
+            self._stop,
+            self.crashes,
         )
         # A stored event or latch change re-renders the status at once, not at the next poll.
         self.store.add_news_listener(self.api.state_changed)
         self.alerts = AlertService(
-            settings.alerts,
+            self.settings.alerts,
             self.store,
-            rig=settings.rig.display_name(),
+            rig=self.settings.rig.display_name(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
             latch=lambda: self.judge.latch.latch,  # the latch in force: never waits on the store
+            on_crash=self.crashes.report,
         )
+
+    def _build_recovery(self) -> None:
+        """The rig's verdict, the latch in force and the recovery controller with its ports."""
+        settings, host = self.settings, self.host
         self.judge = RigJudge(
             self.monitor,
             lambda: None if self.engine is None else self.engine.state()[0].value,
@@ -158,14 +212,14 @@ class Daemon:
         )
         self.recovery_memory = RecoveryMemory(self.store)
         self.latch_state = LatchState(
-            LatchFile(StateDir(state_dir).latch), self.store, self.judge.latch
+            LatchFile(StateDir(self.state_dir).latch), self.store, self.judge.latch
         )
-        rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
+        self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
         self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
-            rig=rig_view,
+            rig=self.rig_view,
             latch=StoreLatch(
                 self.latch_state,
                 self.recovery_memory,
@@ -175,29 +229,39 @@ class Daemon:
             ),
             audit=self.audit,
             prober=host.cuda_prober or SubprocessCudaProber(),
-            host=host_commands(settings, sim is not None, self.simulate_reboot),
+            host=host_commands(settings, self.sim is not None, self.simulate_reboot),
             history=StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit),
             catch_up=self.follower.catch_up,
+            on_crash=self.crashes.report,
         )
         self.xid_path.add_listener(self.recovery.on_xid)
-        profiles = profiles or (None if recipe is None else ProfileSet.single(recipe))
-        self.engine: EngineService | None = None
-        if profiles is not None:
-            # Masked in every engine log line fleetd serves (each launch adds its own).
-            secrets = KnownSecrets({self.token, *config_secret_values(settings, self.alerts.sinks)})
-            self.engine = wire_engine(
-                profiles,
-                settings,
-                state_dir,
-                self.store,
-                self.monitor,
-                host,
-                self.recovery,
-                rig_cards=rig_view.cards,
-                containers=None if sim is None else SimulatedContainers(sim),
-                known_secrets=secrets,
-                defer=self.writer.submit,
-            )
+
+    def _build_engine(self, profiles: ProfileSet | None) -> EngineService | None:
+        """The engine recovery drives (None on a rig without a recipe)."""
+        if profiles is None:
+            return None
+        # Masked in every engine log line fleetd serves (each launch adds its own).
+        secrets = KnownSecrets(
+            {self.token, *config_secret_values(self.settings, self.alerts.sinks)}
+        )
+        return wire_engine(
+            profiles,
+            self.settings,
+            self.state_dir,
+            self.store,
+            self.monitor,
+            self.host,
+            self.recovery,
+            rig_cards=self.rig_view.cards,
+            containers=None if self.sim is None else SimulatedContainers(self.sim),
+            known_secrets=secrets,
+            defer=self.writer.submit,
+            on_crash=self.crashes.report,
+        )
+
+    def _build_beside_engine(self) -> None:
+        """The bring-up after a boot, the canaries, the host watch and the memory test."""
+        settings, host = self.settings, self.host
         self.bring_up = BringUp(
             self.recovery,
             lambda: self.monitor.view().results,
@@ -206,23 +270,15 @@ class Daemon:
             apply_caps=settings.rig.apply_power_caps,
             judge=self._judge_now,
         )
-        self.guard: GuardService | None = None
-        if guard_sockets is not None:
-            self.guard = GuardService(
-                settings.guard,
-                guard_sockets,
-                self.store,
-                self.writer.submit,
-                self._guard_engine_view,
-                tick_s=settings.poll.interval_s,
-            )
         self.canaries: CanaryService | None = None
         if self.engine is not None:
-            self.canaries = build_canaries(settings, self.store, self.engine, self.monitor)
+            self.canaries = build_canaries(
+                settings, self.store, self.engine, self.monitor, self.crashes.report
+            )
         self.host_watch = build_host_watch(
             host,
             settings,
-            state_dir,
+            self.state_dir,
             self.writer,
             self.store,
             lambda: None if self.engine is None else self.engine.recipe,
@@ -231,12 +287,32 @@ class Daemon:
         self.diag = build_diag(
             self.store, self.monitor, host, self.engine, held, self._rejudge_checks
         )
-        self.services = DaemonServices(
+
+    def _build_guard(
+        self, sockets: tuple[socket.socket, socket.socket] | None
+    ) -> GuardService | None:
+        """The traffic guard's keeper, when ``[guard]`` is configured (its sockets bound)."""
+        if sockets is None:
+            return None
+        return GuardService(
+            self.settings.guard,
+            sockets,
+            self.store,
+            self.writer.submit,
+            self._guard_engine_view,
+            tick_s=self.settings.poll.interval_s,
+            on_crash=self.crashes.report,
+        )
+
+    def _build_services(self) -> DaemonServices:
+        """What the API and fleetctl read and ask of fleetd."""
+        sim = self.sim
+        return DaemonServices(
             self.store,
             self.monitor,
             self.engine,
             caps=self.caps,
-            gpu=host.gpu,
+            gpu=self.host.gpu,
             follower=self.follower,
             token=self.token,
             loopback_only=is_loopback(self.api.host),
@@ -248,9 +324,18 @@ class Daemon:
             latch_in_force=self.judge.latch.get,
             audit_rows=self.audit.last,
         )
-        self.poller = RigPoller(
-            settings,
-            host,
+
+    def _build_poller(self) -> RigPoller:
+        """The poll, fed by every part above; fleetd's own checks get their parts' readings."""
+        readings = ReadingSources(
+            kernel_log=self.follower.health.reading,
+            store=self.writer.reading,
+            canaries=None if self.canaries is None else self.canaries.reading,
+            memtest=self.diag.reading,
+        )
+        poller = RigPoller(
+            self.settings,
+            self.host,
             self.monitor,
             self.store,
             self.writer,
@@ -260,23 +345,13 @@ class Daemon:
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
-            extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
+            readings=readings,
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
             rig_now=self.judge.rig_now,
         )
-        self.poller.add_snapshot_listener(self.recovery.on_snapshot)
-        self.poll_durations = DurationHistogram()
-        self.metrics = DaemonMetrics(
-            self.monitor,
-            lambda: None if self.engine is None else self.engine.supervisor.status(),
-            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
-            self.judge.latch,
-            self.poll_durations,
-            canaries=None if self.canaries is None else self.canaries.metrics,
-            pcie_aer=self.host_watch.aer_counters,
-            guard=None if self.guard is None else self.guard.metrics,
-        )
+        poller.add_snapshot_listener(self.recovery.on_snapshot)
+        return poller
 
     # -- helpers ----------------------------------------------------------------------
     def _guard_engine_view(self) -> EngineView:
@@ -307,13 +382,9 @@ class Daemon:
             return None  # every request needs the token there: no rebinding to fear
         return [socket.gethostname(), *self.settings.web.allowed_hosts]
 
-    def _canary_checks(self) -> list[CheckResult]:
-        """Each poll's ``engine_output`` check (only built with an engine)."""
-        return [] if self.canaries is None else [self.canaries.check_result()]
-
     def _kernel_log_changed(self) -> None:
         """The follower went down or came back: status says so now, not at the next poll."""
-        self.monitor.put_result(self.follower.health.result())
+        self.monitor.put_result(kernel_log_check.judge(self.follower.health.reading()))
         self.api.state_changed()
 
     # -- jobs -------------------------------------------------------------------------
@@ -393,8 +464,9 @@ class Daemon:
                 canary=self.canaries,
                 allowed_hosts=self._allowed_hosts(),
                 diag=self.diag,
-                guard=self.guard,
-            )
+                traffic=self.guard,
+            ),
+            on_crash=self.crashes.report,
         )
         boot_id = self.monitor.view().boot_id
         rebooted = track_boot(self.store, boot_id)

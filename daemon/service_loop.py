@@ -1,8 +1,9 @@
 """fleetd's main loop: watchdog pings only while healthy, one log line per change.
 
 systemd restarts a ``Type=notify`` service whose ``WATCHDOG=1`` stops coming, so the ping
-is withheld exactly when a restart would help: polls stopped, the API thread gone, or the
-kernel-log follower down for longer than ``[poll] kernel_log_down_watchdog_s``.
+is withheld exactly when a restart would help: polls stopped, the API thread gone, a
+background thread crashed (``hwcheck.threads.CrashBoard``), or the kernel-log follower
+down for longer than ``[poll] kernel_log_down_watchdog_s``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from daemon.config import PollSettings
 from daemon.rig.monitor import RigMonitor
 from daemon.rig.xidpath import FollowerThread
 from daemon.sdnotify import Notifier
+from hwcheck.threads import CrashBoard
 
 log = logging.getLogger("fleetd")
 
@@ -32,6 +34,7 @@ class ServiceLoop:
         poll: PollSettings,
         notifier: Notifier,
         stop: threading.Event,
+        crashes: CrashBoard | None = None,
     ) -> None:
         self._monitor = monitor
         self._api = api
@@ -39,6 +42,7 @@ class ServiceLoop:
         self._poll = poll
         self._notifier = notifier
         self._stop = stop
+        self._crashes = crashes or CrashBoard()
 
     def unhealthy_reason(self) -> str | None:
         """Why WATCHDOG=1 is withheld (so systemd restarts fleetd), or None when healthy.
@@ -50,6 +54,9 @@ class ServiceLoop:
         limit_s = max(30.0, 5 * self._poll.interval_s + self._poll.nvml_timeout_s)
         if not self._api.alive():
             return "the API thread is not running"
+        crash = self._crashes.first()
+        if crash is not None:
+            return f"the {crash.name} thread crashed ({crash.error})"
         if age_s is None or age_s >= limit_s:
             return "polls stopped"
         down_for_s = self._follower.health.down_for_s()

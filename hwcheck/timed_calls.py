@@ -8,7 +8,7 @@ queued behind the stuck one.
 
 Why not ``concurrent.futures.ThreadPoolExecutor``: its threads are joined at interpreter
 exit, so one thread stuck in the driver would hang the daemon's shutdown forever. The
-worker here is a daemon thread instead, and the number of abandoned workers still stuck is
+worker here is a daemon thread instead (``hwcheck.threads``), and the number of abandoned workers still stuck is
 capped so a wedged driver cannot make the process leak a thread per poll.
 """
 
@@ -21,6 +21,8 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from hwcheck.threads import ServiceThread, Wake
 
 T = TypeVar("T")
 
@@ -50,10 +52,10 @@ class _Worker:
 
     name: str
     jobs: queue.SimpleQueue[_Job | None] = field(default_factory=queue.SimpleQueue)
-    thread: threading.Thread | None = None
+    thread: ServiceThread | None = None
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self.thread = ServiceThread(self.name, self._run)
         self.thread.start()
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
@@ -66,9 +68,9 @@ class _Worker:
         self.jobs.put(None)
 
     def alive(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        return self.thread is not None and self.thread.alive()
 
-    def _run(self) -> None:
+    def _run(self, _wake: Wake) -> None:
         while True:
             job = self.jobs.get()
             if job is None:

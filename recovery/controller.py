@@ -27,6 +27,7 @@ from typing import Any
 
 from hwcheck.cuda_results import CudaProber
 from hwcheck.model import ClassifiedXid, GpuSnapshot, LatchWaiver, LostKind, RigSnapshot, xid_key
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 from recovery.decisions import Decision, NoAction, Reason, StopAndLatch
 from recovery.executors import Context, Executors
 from recovery.facts import CardFault, EngineCondition, EngineExit, Facts, Trigger, XidFact
@@ -77,7 +78,9 @@ class RecoveryController:
         history: DocumentStore,
         catch_up: Callable[[float], bool],
         clock: Callable[[], float] = time.monotonic,
+        on_crash: CrashReport | None = None,
     ) -> None:
+        """``on_crash``: told if the worker's loop itself dies (a job's error is only logged)."""
         self.settings = policy_settings(recovery, autostart=autostart)
         self.dry_run = recovery.dry_run
         self._rig = rig
@@ -96,7 +99,7 @@ class RecoveryController:
         self.last_bring_up: dict[str, Any] | None = None
         self.starts = StartPath(self, rig, prober, clock, recovery.probe_min_interval_s)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
-        self._worker = threading.Thread(target=self._work, name="recovery", daemon=True)
+        self._worker = ServiceThread("recovery", self._work, on_crash=on_crash, log=LOG)
         self._worker.start()
 
     # -- wiring -----------------------------------------------------------------------
@@ -114,7 +117,7 @@ class RecoveryController:
         """Run ``job`` on the worker (carry-outs that may block)."""
         self._jobs.put(job)
 
-    def _work(self) -> None:
+    def _work(self, _wake: Wake) -> None:
         while (job := self._jobs.get()) is not None:
             try:
                 job()

@@ -1,4 +1,4 @@
-"""``GET /metrics``: the rig in Prometheus' text format, from the daemon's memory.
+"""The rig in Prometheus' text format, from the daemon's memory (``GET /metrics``).
 
 Names follow Prometheus' conventions (``cmpfleet_`` prefix, base units: watts, bytes,
 hertz, seconds; counters end in ``_total``). Per-card series carry ``gpu`` (the NVML
@@ -6,31 +6,28 @@ index), ``uuid`` and ``pci_bus_id``. A reading that is not known (a lost card's 
 an engine that reports no throughput yet) is left out rather than exported as 0, so a
 graph shows a gap instead of a false value.
 
-Each app gets its own ``CollectorRegistry`` holding one collector that reads
-``MetricsSource.metrics_state()`` at scrape time: nothing is registered globally (two
-apps in one test process never share series) and nothing goes stale between scrapes.
+The route is ``web.routes.metrics``. Each app gets its own ``CollectorRegistry`` holding
+one collector that reads ``MetricsSource.metrics_state()`` at scrape time: nothing is
+registered globally (two apps in one test process never share series) and nothing goes
+stale between scrapes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fastapi import FastAPI
-from fastapi.responses import Response
-from prometheus_client import generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from serving.runtime.states import ServingState
 from web.metrics_guard import guard_metrics
 from web.metrics_host import host_metrics
 from web.metrics_model import CardMetrics, MetricsSource, RigMetrics
-from web.rendered import rendered_documents
 from web.version import build_info
 
 CARD_LABELS = ("gpu", "uuid", "pci_bus_id")
@@ -259,24 +256,3 @@ class RigCollector(Collector):
         yield _build_info()
         yield from host_metrics(state)
         yield from guard_metrics(state.guard)
-
-
-def install_metrics(app: FastAPI, source: MetricsSource) -> None:
-    """The ``/metrics`` route over its own registry (no process-wide registry)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(RigCollector(source))
-    exposition = rendered_documents(app).add("metrics", lambda: generate_latest(registry))
-    router = app.router
-
-    @router.get(
-        "/metrics",
-        response_class=Response,
-        responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}},
-        tags=["metrics"],
-    )
-    async def metrics() -> Response:
-        """The rig in Prometheus text format (from memory: a scrape never touches NVML).
-
-        One render serves every scraper within 0.2 s, and none from before the last poll.
-        """
-        return Response(await exposition.get(), media_type=CONTENT_TYPE)

@@ -1,5 +1,6 @@
-"""Server-sent event streams: the live status (``GET /api/v1/stream``) and their shutdown.
+"""Server-sent event streams: their frames and their shutdown.
 
+The live status (``web.routes.status``) and the engine log (``web.routes.logs``) stream.
 A stream is a long response: uvicorn waits for it before it exits, so every stream
 watches the app's ``StreamGate`` and ends when fleetd shuts down (``close_streams``),
 and a client that left is noticed within a tick. Frames are plain SSE
@@ -10,15 +11,11 @@ browser's ``EventSource`` reconnects two seconds after a daemon restart, then on
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Annotated, Any
+from collections.abc import Iterator
+from typing import Any
 
-from fastapi import FastAPI, Query, Request
-from fastapi.responses import StreamingResponse
-
-from web.rendered import RenderedDocument
+from fastapi import FastAPI
 
 RETRY_MS = 2000
 SSE_MEDIA_TYPE = "text/event-stream"
@@ -71,41 +68,3 @@ def line_frames(lines: Iterator[str | None], gate: StreamGate) -> Iterator[str]:
         if gate.closing:
             return
         yield ": quiet\n\n" if line is None else sse_frame("line", line.replace("\r", ""))
-
-
-def install_status_stream(
-    app: FastAPI, status_for: Callable[[Request], RenderedDocument], gate: StreamGate
-) -> None:
-    """``GET /api/v1/stream``: the status document, pushed every ``interval_s``.
-
-    Frames carry the same shared render as ``GET /api/v1/status`` (``web.rendered``), in
-    the view the request may read (``status_for``: the engine's log text with the token).
-    """
-    router = app.router
-
-    async def status_frames(request: Request, interval_s: float) -> AsyncIterator[str]:
-        yield f"retry: {RETRY_MS}\n\n"
-        status = status_for(request)
-        frame_id = 0
-        while not gate.closing and not await request.is_disconnected():
-            body = await status.get()
-            frame_id += 1
-            yield sse_frame("status", body.decode(), frame_id)
-            await asyncio.sleep(interval_s)
-
-    @router.get(
-        "/api/v1/stream",
-        response_class=StreamingResponse,
-        responses=sse_responses(
-            "Server-sent events: `retry: 2000`, then every `interval_s` one frame "
-            "`id: N`, `event: status`, `data: <the /api/v1/status document as one JSON line>`."
-        ),
-    )
-    async def status_stream(
-        request: Request,
-        interval_s: Annotated[float, Query(ge=0.2, le=60)] = 1.0,
-    ) -> StreamingResponse:
-        """The live status for the dashboard: the status document every ``interval_s``."""
-        return StreamingResponse(
-            status_frames(request, interval_s), media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS
-        )

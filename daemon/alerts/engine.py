@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from daemon.alerts.rules import event_signals, latch_signal
 from daemon.store import Latch, Store, StoreError
 from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 
 log = logging.getLogger("fleetd.alerts")
 
@@ -40,6 +41,7 @@ class AlertEngine:
         policy: AlertPolicy,
         on_queued: Callable[[], None],
         latch: Callable[[], Latch | None] | None = None,
+        on_crash: CrashReport | None = None,
     ) -> None:
         """``latch`` is the latch in force (default: the store's, for a store-only engine)."""
         self._store = store
@@ -47,9 +49,7 @@ class AlertEngine:
         self._routes = routes
         self._policy = policy
         self._on_queued = on_queued
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="alerts-engine", daemon=True)
+        self._thread = ServiceThread("alerts-engine", self._run, on_crash=on_crash, log=log)
         self._latched: bool | None = None
         self._error: str | None = None
         self._pending: list[AlertSignal] = []
@@ -62,26 +62,22 @@ class AlertEngine:
 
     def wake(self) -> None:
         """Look for new events now."""
-        self._wake.set()
+        self._thread.wake()
 
     def add(self, signal: AlertSignal) -> None:
         """A signal from outside the events (an unclean stop found at start)."""
         with self._lock:
             self._pending.append(signal)
-        self._wake.set()
+        self._thread.wake()
 
     def stop(self, timeout_s: float) -> None:
         """Stop after one last pass (what was recorded before the stop is derived)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+        self._thread.stop(timeout_s)
 
-    def _run(self) -> None:
+    def _run(self, wake: Wake) -> None:
         wait_s: float | None = None
         while True:
-            stopping = self._stop.is_set()
-            self._wake.clear()
+            stopping = wake.stopping
             try:
                 wait_s = self._seconds_to_due(self.step())
                 if self._error is not None:
@@ -94,7 +90,7 @@ class AlertEngine:
                     self._error = str(exc)
             if stopping:
                 return
-            self._wake.wait(wait_s)
+            wake.wait(wait_s)
 
     @staticmethod
     def _seconds_to_due(due: datetime | None) -> float | None:
@@ -137,5 +133,5 @@ class AlertEngine:
         if queued:
             self._on_queued()
         if len(events) == EVENT_BATCH:
-            self._wake.set()  # more to read: no pause
+            self._thread.wake()  # more to read: no pause
         return self._store.next_alert_due_at(self._policy)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from daemon.alerts.signing import SIGNATURE_HEADER, sign
 from daemon.alerts.sinks import Sink, display_url
 from daemon.store import Store, StoreError
 from daemon.store.alerts import NotificationRow
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 from web.version import __version__
 
 log = logging.getLogger("fleetd.alerts")
@@ -81,16 +81,19 @@ class SinkSender:
     """Delivers one sink's queue on its own thread."""
 
     def __init__(
-        self, sink: Sink, store: Store, context: RenderContext, timing: DeliveryTiming
+        self,
+        sink: Sink,
+        store: Store,
+        context: RenderContext,
+        timing: DeliveryTiming,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self.sink = sink
         self._store = store
         self._context = context
         self._timing = timing
         self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"alerts-{sink.name}", daemon=True)
+        self._thread = ServiceThread(f"alerts-{sink.name}", self._run, on_crash=on_crash, log=log)
         # When this sink began failing (monotonic: a wall-clock step must not bend the
         # "delivering again after N s" figure).
         self._failing_since_s: float | None = None
@@ -101,36 +104,32 @@ class SinkSender:
 
     def wake(self) -> None:
         """Something was queued: look at the outbox now."""
-        self._wake.set()
+        self._thread.wake()
 
     def stop(self, timeout_s: float) -> None:
         """Stop after the request in flight (its timeout bounds the wait)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+        self._thread.stop(timeout_s)
 
-    def _run(self) -> None:
+    def _run(self, wake: Wake) -> None:
         with httpx.Client(
             timeout=self.sink.timeout_s, verify=True, follow_redirects=False, trust_env=False
         ) as client:
             failures, head = 0, -1
-            while not self._stop.is_set():
-                self._wake.clear()
+            while not wake.stopping:
                 try:
                     note = self._store.next_notification(self.sink.name)
                 except StoreError as exc:
                     log.warning("alerts %s: cannot read the outbox: %s", self.sink.name, exc)
-                    self._stop.wait(STORE_RETRY_S)
+                    wake.rest(STORE_RETRY_S)
                     continue
                 if note is None:
-                    self._wake.wait(IDLE_RECHECK_S)
+                    wake.wait(IDLE_RECHECK_S)
                     continue
                 if note.id != head:
                     failures, head = 0, note.id
                 if not self._step(client, note, failures):
                     failures += 1
-                    self._stop.wait(backoff_s(failures, self._timing, self._rng))
+                    wake.rest(backoff_s(failures, self._timing, self._rng))
 
     def _step(self, client: httpx.Client, note: NotificationRow, failures: int) -> bool:
         """Try ``note`` once (or give it up when too old); False when it must be retried."""

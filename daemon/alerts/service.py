@@ -4,7 +4,7 @@
 run never stopped cleanly: an alert), then starts the engine and the senders;
 ``stop()`` lets the engine derive what was recorded before the stop, gives senders a
 moment to finish the request in flight, and clears the marker. Undelivered notifications
-simply stay in the outbox for the next start. Implements ``web.alerts_api.AlertControl``.
+simply stay in the outbox for the next start. Implements ``web.routes.alerts.AlertControl``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from daemon.config import AlertSettings
 from daemon.store import Latch, Store
 from daemon.store.alert_batch import GROUP_REACH
 from daemon.store.alerts import AlertPolicy, AlertRow, NotificationRow
+from hwcheck.threads import CrashReport
 from serving.errors import Conflict, NotFound
 
 SENDER_STOP_S = 2.0
@@ -76,8 +77,12 @@ class AlertService:
         rig: str,
         external_url: str,
         latch: Callable[[], Latch | None] | None = None,
+        on_crash: CrashReport | None = None,
     ) -> None:
-        """``latch``: the latch in force, from memory (else the store's)."""
+        """``latch``: the latch in force, from memory (else the store's).
+
+        ``on_crash``: told if the engine's or a sender's thread dies.
+        """
         self._store = store
         self.sinks: list[Sink] = build_sinks(settings)
         policy = AlertPolicy(settings.group_window_s, settings.repeat_interval_s)
@@ -89,11 +94,12 @@ class AlertService:
                 store,
                 RenderContext(sink.name, rig, external_url, context_hold_s),
                 timing,
+                on_crash,
             )
             for sink in self.sinks
         }
         self.engine = AlertEngine(
-            store, [s.route for s in self.sinks], policy, self.wake_senders, latch
+            store, [s.route for s in self.sinks], policy, self.wake_senders, latch, on_crash
         )
 
     def wake_senders(self) -> None:

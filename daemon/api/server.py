@@ -17,6 +17,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from daemon.api.http_limits import HEAD_TIMEOUT_S, uvicorn_limits
+from hwcheck.threads import CrashReport, ServiceThread, run_in_thread
 from web.rendered import invalidate_rendered
 from web.streams import close_streams
 
@@ -55,7 +56,7 @@ class ApiServer:
         self._head_timeout_s = head_timeout_s
         self.host, self.port = split_listen(listen)
         self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: ServiceThread | None = None
         self._app: FastAPI | None = None
         self._socket: socket.socket | None = None
 
@@ -89,8 +90,11 @@ class ApiServer:
             self._socket.close()
             self._socket = None
 
-    def start(self, app: FastAPI) -> None:
-        """Listen on the bound address (binding now if not yet), then serve on a thread."""
+    def start(self, app: FastAPI, on_crash: CrashReport | None = None) -> None:
+        """Listen on the bound address (binding now if not yet), then serve on a thread.
+
+        ``on_crash``: told if the server's thread dies with an error (``alive`` says so too).
+        """
         self._app = app
         sock = self.bind()
         try:
@@ -107,10 +111,7 @@ class ApiServer:
             **uvicorn_limits(self._head_timeout_s),
         )
         server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=lambda: server.run(sockets=[sock]), name="api", daemon=True
-        )
-        self._thread.start()
+        self._thread = run_in_thread("api", lambda: server.run(sockets=[sock]), on_crash=on_crash)
 
     def state_changed(self) -> None:
         """The daemon's picture changed (a poll ended): the status and /metrics are re-rendered."""
@@ -119,7 +120,7 @@ class ApiServer:
 
     def alive(self) -> bool:
         """True while the server thread runs."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and self._thread.alive()
 
     def wait_ready(self, stop: threading.Event, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Return once ``/healthz`` answers 200; ``RuntimeError`` when it never does."""
@@ -130,7 +131,7 @@ class ApiServer:
         # context (loading the CA bundle cost 20 ms of CPU a try).
         with httpx.Client(timeout=1.0, trust_env=False, verify=False) as client:  # noqa: S501
             while time.monotonic() < deadline:
-                if self._thread is not None and not self._thread.is_alive():
+                if self._thread is not None and not self._thread.alive():
                     raise RuntimeError(f"the API could not listen on {self.listen} (port in use?)")
                 try:
                     if client.get(url).status_code == 200:

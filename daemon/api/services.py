@@ -32,7 +32,6 @@ from recovery.gate import WAY_OUT
 from recovery.starts import StartAnswer
 from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
-from web.canary import CanaryControl
 from web.models import (
     BringUpDocument,
     EventDocument,
@@ -41,6 +40,7 @@ from web.models import (
     RecoveryDocument,
     StatusDocument,
 )
+from web.routes.canaries import CanaryControl
 from web.services import EventQuery, SimulationControl
 
 

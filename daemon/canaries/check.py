@@ -1,15 +1,9 @@
-"""The ``engine_output`` check: the canaries' verdict on the engine serving now, as a check.
+"""The canaries' reading for the ``engine_output`` check, and when a verdict is stale.
 
-On these rigs the worst failures are silent: an engine that mangles identifiers or leaks
-tool calls as raw markup answers ``/health`` with 200. The canaries catch it; as a check
-their verdict reaches ``overall`` (the banner, ``fleetctl status``'s exit code, Nagios),
-the failed-checks list with its remedy, and the check history.
-
-Only verdicts on the engine run serving now count (judged since it reached ready): a
-restarted engine is not blamed for its predecessor, and a stopped one is judged by the
-serving state instead. Canary alerts come from the canary events (``canary:<name>``), so
-alerting leaves this check's transitions out, and the start gate ignores it: a person must
-be able to restart the engine to test a fix.
+The check itself is pure and lives with the others (``hwcheck.checks.engine_output``);
+this turns the runner's judged rows and the engine's serving status into its reading:
+each verdict with the severity its result maps to, and since when the engine serves.
+A verdict from before the current run (or with the engine not ready) is ``stale``.
 """
 
 from __future__ import annotations
@@ -19,11 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from daemon.store import CanaryRow
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.readings import CanaryReading, CanaryVerdict
 from serving.canary.model import Outcome
-
-CHECK_ID = "engine_output"
-
 
 STALE = "stale"
 
@@ -47,32 +38,21 @@ def is_stale(ts: datetime, serving: dict[str, Any]) -> bool:
     return since is None or ts < since
 
 
-def _figure(row: CanaryRow) -> str:
-    if row.figure is None:
-        return ""
-    unit = f" {row.unit}" if row.unit and row.unit != "ratio" else ""
-    shown = f"{row.figure:.0%}" if row.unit == "ratio" else f"{row.figure:g}{unit}"
-    return f" ({shown})"
-
-
-def engine_output_check(judged: Sequence[CanaryRow], serving: dict[str, Any]) -> CheckResult:
-    """The worst canary verdict on the engine run serving now (``ok`` when none failed)."""
-    since = _ready_since(serving)
-    if since is None:
-        return CheckResult(
-            CHECK_ID, None, Severity.OK, "the engine is not serving: canaries judge it once ready"
-        )
-    current = [row for row in judged if row.ts >= since]
-    if not current:
-        return CheckResult(
-            CHECK_ID, None, Severity.OK, "no canary round has judged this engine run yet"
-        )
-    bad = [row for row in current if row.result in (Outcome.WARN, Outcome.FAIL)]
-    if not bad:
-        return CheckResult(
-            CHECK_ID, None, Severity.OK, f"{len(current)} canaries pass on the serving engine"
-        )
-    bad.sort(key=lambda row: Outcome(row.result).severity.rank, reverse=True)
-    worst = Outcome(bad[0].result).severity
-    message = "; ".join(f"{row.name} {row.result}{_figure(row)}: {row.message}" for row in bad)
-    return CheckResult(CHECK_ID, None, worst, message, bad[0].advice)
+def canary_reading(judged: Sequence[CanaryRow], serving: dict[str, Any]) -> CanaryReading:
+    """The ``engine_output`` check's reading: the judged rows and the serving engine's start."""
+    return CanaryReading(
+        ready_since=_ready_since(serving),
+        verdicts=tuple(
+            CanaryVerdict(
+                name=row.name,
+                result=row.result,
+                severity=Outcome(row.result).severity,
+                figure=row.figure,
+                unit=row.unit,
+                message=row.message,
+                advice=row.advice,
+                ts=row.ts,
+            )
+            for row in judged
+        ),
+    )

@@ -5,9 +5,10 @@ for a start or CUDA probe under way, then refuses every start, as ``cards_busy``
 no probe until the test ends), and it is refused while the engine runs or is about to
 (its state: anything but stopped, failed or held). Each run is stored as an event with every card's result, and each
 card's verdict is kept until the next run that tests it: a failure stays CRITICAL for
-that card (the ``memtest`` check) until a passing run, across restarts and reboots.
-Every card runs at once (a child each); while they run, ``GET /api/v1/diag/memtest``
-carries each card's progress (pattern, pass, sweep), which fleetctl shows on a terminal.
+that card (the ``memtest`` check judges ``reading()``) until a passing run, across
+restarts and reboots. Every card runs at once (a child each); while they run,
+``GET /api/v1/diag/memtest`` carries each card's progress (pattern, pass, sweep), which
+fleetctl shows on a terminal.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from daemon.engine.service import EngineService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
-from hwcheck.checks import memtest as memtest_check
+from hwcheck.checks.readings import MemtestReading
 from hwcheck.host import HostSources
 from hwcheck.memtest import SubprocessMemtester
 from hwcheck.memtest_results import (
@@ -34,7 +35,6 @@ from hwcheck.memtest_results import (
     MemtestProgress,
     run_on_cards,
 )
-from hwcheck.model import CheckResult
 from serving.errors import Busy, Conflict, NotFound, Refused
 from serving.runtime.states import ServingState
 
@@ -172,14 +172,11 @@ class DiagService:
 
     # -- what the daemon shows -------------------------------------------------------
 
-    def check_results(self) -> list[CheckResult]:
-        """Each poll's ``memtest`` check from the stored verdicts."""
-        latest = self._monitor.view().latest
-        if latest is None:
-            return []
+    def reading(self) -> MemtestReading:
+        """The ``memtest`` check's reading (``hwcheck.checks.memtest``): the stored verdicts."""
         with self._lock:
             verdicts = dict(self._verdicts)
-        return memtest_check.check(latest.cards, verdicts)
+        return MemtestReading.from_stored(verdicts)
 
     def memtest_document(self) -> dict[str, Any]:
         """``GET /api/v1/diag/memtest``: whether one runs, and each card's last verdict."""

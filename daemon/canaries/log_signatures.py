@@ -20,8 +20,9 @@ from typing import Any
 
 from daemon.store import Store, StoreError
 from hwcheck.model import EventKind, Severity
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 from serving.canary.signatures import INFO, SignatureTable, hour_of
-from serving.runtime.logcapture import LAUNCH_MARKER_PREFIX, LogCapture
+from serving.runtime.logcapture import LAUNCH_MARKER_PREFIX, LogCapture, LogSubscription
 
 log = logging.getLogger("fleetd.canary")
 
@@ -40,6 +41,7 @@ class LogSignatureCounter:
         capture: LogCapture,
         flush_s: float = FLUSH_S,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_crash: CrashReport | None = None,
     ) -> None:
         self._table = table
         self._store = store
@@ -52,8 +54,8 @@ class LogSignatureCounter:
         self._totals: Counter[str] = Counter()  # since fleetd started (a Prometheus counter)
         self._dirty = False
         self._announced: set[str] = set()  # this hour's sightings already recorded as events
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = ServiceThread("log-signatures", self._follow, on_crash=on_crash, log=log)
+        self._subscription: LogSubscription | None = None
 
     def start(self) -> None:
         """Reload this hour's counts and start following new lines."""
@@ -63,23 +65,22 @@ class LogSignatureCounter:
                     self._counts[name] = count
         except StoreError as exc:
             log.warning("log-signature counts not read: %s", exc)
-        subscription = self._capture.subscribe()
-        self._thread = threading.Thread(
-            target=self._run, args=(subscription,), name="log-signatures", daemon=True
-        )
+        self._subscription = self._capture.subscribe()
         self._thread.start()
 
     def stop(self) -> None:
         """Stop following and write the last counts."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
+        self._thread.stop(5.0)
         self._flush()
 
-    def _run(self, subscription: Any) -> None:
+    def _follow(self, wake: Wake) -> None:
+        """Count each new line (a quiet spell waits ``WAKE_S`` at a time); flush on schedule."""
         last_flush_s = time.monotonic()
+        subscription = self._subscription
+        if subscription is None:
+            return
         with subscription:
-            while not self._stop.is_set():
+            while not wake.stopping:
                 line = subscription.get(timeout_s=WAKE_S)
                 if line is not None:
                     self.add_line(line)

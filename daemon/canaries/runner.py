@@ -15,9 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from daemon.canaries.check import STALE, engine_output_check, is_stale
+from daemon.canaries.check import STALE, canary_reading, is_stale
 from daemon.store import CanaryRow, Store, StoreError
-from hwcheck.model import CheckResult, EventKind, Severity
+from hwcheck.checks.readings import CanaryReading
+from hwcheck.model import EventKind, Severity
+from hwcheck.threads import CrashReport, ServiceThread
 from serving.canary.client import EngineApi, HttpEngineApi
 from serving.canary.model import CANARY_NAMES, CanaryResult, Outcome, worst_exit_code
 from serving.canary.settings import CanarySettings
@@ -45,6 +47,7 @@ class CanaryRunner:
         power_brake_active: Callable[[], bool],
         api_factory: Callable[[str, str], EngineApi] = HttpEngineApi,
         tick_s: float = TICK_S,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -53,10 +56,10 @@ class CanaryRunner:
         self._expectations = expectations
         self._power_brake_active = power_brake_active
         self._api_factory = api_factory
-        self._tick_s = tick_s
         self._round_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = ServiceThread.every(
+            "canary", tick_s, self._tick_logged, on_crash=on_crash, log=log
+        )
         self._judged: dict[str, CanaryRow] = {}
         self._ready_seen: str | None = None
         self._next_due_s = float("inf")
@@ -70,21 +73,17 @@ class CanaryRunner:
             log.warning("canary history not read: %s", exc)
         if not self._settings.enabled:
             return
-        self._thread = threading.Thread(target=self._loop, name="canary", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop scheduling; a round in flight ends at its own timeouts (the thread is a daemon)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(JOIN_S)
+        self._thread.stop(JOIN_S)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self._tick_s):
-            try:
-                self._tick()
-            except Exception:  # the schedule must survive anything one round does
-                log.exception("canary round failed; the next one is still scheduled")
+    def _tick_logged(self) -> None:
+        try:
+            self._tick()
+        except Exception:  # the schedule must survive anything one round does
+            log.exception("canary round failed; the next one is still scheduled")
 
     def _tick(self) -> None:
         serving = self._serving_status()
@@ -206,9 +205,9 @@ class CanaryRunner:
             entries.append(entry)
         return entries
 
-    def check_result(self) -> CheckResult:
-        """The ``engine_output`` check: the verdicts on the engine run serving now."""
-        return engine_output_check(list(self._judged.values()), self._serving_status())
+    def reading(self) -> CanaryReading:
+        """The ``engine_output`` check's reading: the verdicts and the engine run serving now."""
+        return canary_reading(list(self._judged.values()), self._serving_status())
 
     def judged(self) -> list[CanaryRow]:
         """Each canary's last judged result, from memory (for ``/metrics``)."""

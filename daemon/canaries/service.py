@@ -1,7 +1,7 @@
 """The engine canaries as fleetd wires them: the runner, the log-signature counter, the API side.
 
 ``build_canaries`` makes both from the settings and the engine service; ``CanaryService``
-is what ``web.canary.CanaryControl`` asks for and what the status document reads.
+is what ``web.routes.canaries.CanaryControl`` asks for and what the status document reads.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from daemon.config import Settings
 from daemon.engine.service import EngineService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.readings import CanaryReading
+from hwcheck.model import Severity
+from hwcheck.threads import CrashReport
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
 from web.metrics_model import CanaryMetrics
@@ -43,9 +45,9 @@ class CanaryService:
         """The status document's ``canaries`` list."""
         return self.runner.status_entries()
 
-    def check_result(self) -> CheckResult:
-        """The ``engine_output`` check (``daemon.canaries.check``) for each poll."""
-        return self.runner.check_result()
+    def reading(self) -> CanaryReading:
+        """The ``engine_output`` check's reading (``hwcheck.checks.engine_output``) for each poll."""
+        return self.runner.reading()
 
     def log_signature_entries(self) -> list[dict[str, Any]]:
         """The status document's ``log_signatures`` list."""
@@ -73,7 +75,11 @@ class CanaryService:
 
 
 def build_canaries(
-    config: Settings, store: Store, engine: EngineService, monitor: RigMonitor
+    config: Settings,
+    store: Store,
+    engine: EngineService,
+    monitor: RigMonitor,
+    on_crash: CrashReport | None = None,
 ) -> CanaryService:
     """The canary service for this engine (the schedule runs only when enabled).
 
@@ -102,8 +108,9 @@ def build_canaries(
         lambda: engine.recipe.engine_name,
         expectations,
         power_brake_active,
+        on_crash=on_crash,
     )
     rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
     table = SignatureTable.build(settings.log_signatures, rules)
-    counter = LogSignatureCounter(table, store, engine.supervisor.log_capture)
+    counter = LogSignatureCounter(table, store, engine.supervisor.log_capture, on_crash=on_crash)
     return CanaryService(runner, counter)

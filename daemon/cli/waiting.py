@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 from daemon.cli.client import ClientError
 from daemon.cli.output import EXIT_INTERRUPTED, Output
+from hwcheck.threads import run_in_thread
 
 TICK_S = 1.0
 Answer = TypeVar("Answer")
@@ -40,11 +41,10 @@ def show_elapsed(out: Output, started_s: float, text: str) -> None:
     out.err.file.flush()
 
 
-class _Call(threading.Thread, Generic[Answer]):
+class _Call(Generic[Answer]):
     """One request in the background; ``done`` is set when it answered or failed."""
 
     def __init__(self, call: Callable[[], Answer]) -> None:
-        super().__init__(name="fleetctl-request", daemon=True)  # Ctrl-C must not wait for it
         self._call = call
         self.done = threading.Event()
         self.answer: Answer | None = None
@@ -72,7 +72,7 @@ def answer_while_waiting(
     """
     request: _Call[Answer] = _Call(call)
     started_s = time.monotonic()
-    request.start()
+    run_in_thread("fleetctl-request", request.run)  # a daemon thread: Ctrl-C never waits
     try:
         while not request.done.wait(TICK_S):
             tick(started_s)

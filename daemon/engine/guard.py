@@ -23,6 +23,7 @@ from typing import Any
 
 from daemon.store import Store, StoreError
 from hwcheck.model import EventKind, Severity
+from hwcheck.threads import CrashReport
 from serving.guard.settings import GuardSettings
 from serving.guard.supervisor import EngineView, GuardChange, GuardSupervisor
 from web.metrics_model import GuardMetrics
@@ -105,6 +106,7 @@ class GuardService:
         defer: Defer,
         engine: Callable[[], EngineView],
         tick_s: float,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self._store = store
         self._defer = defer
@@ -118,7 +120,7 @@ class GuardService:
         self._saved_s = 0.0
         self._load_usage()
         self.supervisor = GuardSupervisor(
-            settings, *sockets, engine, self.take_report, self.take_change, tick_s
+            settings, *sockets, engine, self.take_report, self.take_change, tick_s, on_crash
         )
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -42,6 +42,7 @@ from daemon.store import Store, StoreError
 from hwcheck.atomic import atomic_write
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
+from hwcheck.threads import CrashReport
 from recovery.decisions import Reason
 from serving.errors import Busy, Refused, Unavailable
 from serving.profiles import ProfileSet
@@ -103,6 +104,7 @@ class EngineService:
         containers: ContainerProbe | None = None,
         known_secrets: KnownSecrets | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self.profiles = profiles
         self._active_file = ActiveProfile(state_dir)
@@ -136,6 +138,7 @@ class EngineService:
             on_event=self._on_event,
             reports=reports,
             known_secrets=self._with_recipe_secrets(known_secrets),
+            on_crash=on_crash,
         )
 
     def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:

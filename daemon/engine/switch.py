@@ -25,6 +25,7 @@ from daemon.engine.actions import refusal_document
 from daemon.engine.preflight import rig_cards
 from daemon.rig.monitor import RigMonitor
 from hwcheck.model import RigProfile
+from hwcheck.threads import run_in_thread
 from recovery.decisions import Reason
 from recovery.facts import Trigger
 from recovery.starts import StartAnswer
@@ -121,9 +122,7 @@ class ProfileSwitcher:
                 "started_at": _now(),
                 "ended_at": None,
             }
-        threading.Thread(
-            target=self._run, args=(name, actor, stop_foreign), name="engine-switch", daemon=True
-        ).start()
+        run_in_thread("engine-switch", lambda: self._run(name, actor, stop_foreign), log=log)
         return {
             "profile": name,
             "accepted": True,

@@ -16,6 +16,7 @@ from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.host import HostSources
 from hwcheck.model import GpuSnapshot
+from hwcheck.threads import CrashReport
 from recovery.controller import RecoveryController
 from serving.profiles import ProfileSet
 from serving.recipe.masking import KnownSecrets
@@ -35,6 +36,7 @@ def wire_engine(
     containers: ContainerProbe | None,
     known_secrets: KnownSecrets,
     defer: Callable[[Callable[[], None]], None],
+    on_crash: CrashReport | None = None,
 ) -> EngineService:
     """The engine service for ``profiles``, reporting to ``recovery`` and driven by it."""
     reports = ReportsToRecovery()
@@ -50,6 +52,7 @@ def wire_engine(
         containers=containers,
         known_secrets=known_secrets,
         defer=defer,
+        on_crash=on_crash,
     )
     reports.attach(recovery)
     recovery.attach_engine(SupervisedEngine.for_service(engine, rig_cards))

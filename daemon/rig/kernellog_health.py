@@ -1,9 +1,10 @@
-"""Is fleetd reading the kernel log? The ``kernel_log`` check and the record of blind spells.
+"""Is fleetd reading the kernel log? The ``kernel_log`` reading and the record of blind spells.
 
 While the follower thread is down no Xid is seen: the rig is blind. That must show in
-status (the ``kernel_log`` check: warning with the error, and when records were lost to a
-ring-buffer overrun), in the event history (one event when it goes down, one when it is
-back with how long it was blind), and to systemd (``down_for_s`` gates the watchdog).
+status (the ``kernel_log`` check, ``hwcheck.checks.kernel_log``, judges this module's
+reading: warning with the error, and when records were lost to a ring-buffer overrun),
+in the event history (one event when it goes down, one when it is back with how long it
+was blind), and to systemd (``down_for_s`` gates the watchdog).
 The events are queued here and written by whoever next reaches a working store, because
 the store itself may be why the follower is down.
 """
@@ -17,21 +18,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hwcheck.model import CheckResult, EventKind, Severity
+from hwcheck.checks.kernel_log import CHECK_ID
+from hwcheck.checks.readings import BlindSpellReading, KernelLogReading
+from hwcheck.model import EventKind, Severity
 
-CHECK_ID = "kernel_log"
 EVENT_KIND = EventKind.DAEMON
 # Events waiting for the store: a follower flapping while the store is down must not grow
 # memory without bound; the oldest are dropped first (the check still says what is wrong).
 MAX_PENDING_EVENTS = 100
-REMEDY_DOWN = (
-    "fleetd retries on its own from where it stopped; if it stays down, fix the error "
-    "(disk full, database locked, journalctl missing) or restart fleetd"
-)
-REMEDY_LOST = (
-    "records were overwritten before fleetd read them: check `dmesg | grep -i xid` by hand; "
-    "a larger ring buffer (log_buf_len=4M on the kernel command line) avoids it"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +144,8 @@ class FollowerHealth:
         with self._lock:
             return None if self._down is None else self._clock() - self._down.since_monotonic_s
 
-    def result(self) -> CheckResult:
-        """The ``kernel_log`` check (rig-wide)."""
+    def reading(self) -> KernelLogReading:
+        """What the ``kernel_log`` check judges: the source, a spell now, lost records, the last spell."""
         with self._lock:
             down, lost, last, source = (
                 self._down,
@@ -160,28 +154,16 @@ class FollowerHealth:
                 self._source,
             )
             now_s = self._clock()
-        if down is not None:
-            return CheckResult(
-                CHECK_ID,
-                None,
-                Severity.WARNING,
-                f"kernel-log follower down since {down.clock()} ({now_s - down.since_monotonic_s:.0f} s,"
-                f" retrying): {down.error}; Xids are not seen meanwhile",
-                REMEDY_DOWN,
-            )
-        if lost:
-            return CheckResult(
-                CHECK_ID,
-                None,
-                Severity.WARNING,
-                f"{lost} kernel-log record(s) lost to a ring-buffer overrun this boot "
-                "(an Xid among them was missed)",
-                REMEDY_LOST,
-            )
-        message = f"following the kernel log ({source})"
-        if last is not None:
-            message += f"; blind for {last.blind_s:.0f} s from {last.clock()} ({last.error})"
-        return CheckResult(CHECK_ID, None, Severity.OK, message)
+        return KernelLogReading(
+            source=source,
+            down=None
+            if down is None
+            else BlindSpellReading(down.since, down.error, now_s - down.since_monotonic_s),
+            lost_records=lost,
+            last_spell=None
+            if last is None
+            else BlindSpellReading(last.since, last.error, last.blind_s or 0.0),
+        )
 
     # -- events -------------------------------------------------------------------------
     def flush_events(self, record: Callable[[PendingEvent], object]) -> None:

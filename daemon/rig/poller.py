@@ -18,6 +18,7 @@ from daemon.config import Settings
 from daemon.rig.caps import CapKeeper
 from daemon.rig.host_watch import HostInputs, HostWatch
 from daemon.rig.monitor import RigMonitor
+from daemon.rig.readings import ReadingSources
 from daemon.rig.xidpath import FollowerThread
 from daemon.store import Store, StoreError
 from daemon.store.writer import StoreWriter
@@ -25,6 +26,7 @@ from hwcheck.advice import RigNow
 from hwcheck.backend import BackendUnavailable
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.checks import nvml as nvml_check
+from hwcheck.checks import store as store_check
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.host import HostSources
 from hwcheck.model import (
@@ -65,7 +67,7 @@ class RigPoller:
         on_new_boot: Callable[[str], None],
         on_polled: Callable[[], None],
         record_metrics: Callable[[], None] | None = None,
-        extra_checks: Callable[[], Sequence[CheckResult]] | None = None,
+        readings: ReadingSources | None = None,
         host_watch: HostWatch | None = None,
         recovery_inputs: RecoveryInputs | None = None,
         rig_now: RigNowSource = RigNow,
@@ -81,7 +83,10 @@ class RigPoller:
         self._on_new_boot = on_new_boot
         self._on_polled = on_polled
         self._record_metrics = record_metrics
-        self._extra_checks = extra_checks
+        # fleetd's own readings (kernel log, store, canaries, memtest) for its own checks.
+        self._readings = readings or ReadingSources(
+            kernel_log=follower.health.reading, store=writer.reading
+        )
         self._host_watch = host_watch
         self._host_inputs: HostInputs | None = None  # the last poll's, for a rejudge
         self._recovery_inputs = recovery_inputs or (lambda: (None, None))
@@ -169,12 +174,13 @@ class RigPoller:
                 probes=probes,
                 waiver=waiver,
                 rig_now=self._rig_now(),
+                readings=self._readings.read(),
                 **({} if host is None else host.check_fields()),
             )
         )
-        results.append(self._follower.health.result())  # the daemon's own kernel_log check
-        results.append(self._store_check())
-        results.extend(self._extra_results())
+        for result in results:
+            if result.id == store_check.CHECK_ID:
+                self._store_changed(result)
         return results
 
     def rejudge(self) -> None:
@@ -192,16 +198,6 @@ class RigPoller:
             self._writer.submit(partial(self._store.record_check_transitions, results), writes=True)
         self._on_polled()
 
-    def _extra_results(self) -> list[CheckResult]:
-        """The daemon's own checks beside the hardware's (the canaries' ``engine_output``)."""
-        if self._extra_checks is None:
-            return []
-        try:
-            return list(self._extra_checks())
-        except Exception:  # one broken extra check must not cost the hardware picture
-            log.exception("an extra check failed; the poll goes on without it")
-            return []
-
     def _store_poll(self, snapshot: RigSnapshot, results: list[CheckResult]) -> None:
         """One poll's writes, on the store writer's thread."""
         self._store.record_samples(snapshot)  # also keeps the cards table current
@@ -218,15 +214,14 @@ class RigPoller:
         self._follower.persist_cursor()
         self._follower.flush_events()  # the store answers again: the blind spell's events
 
-    def _store_check(self) -> CheckResult:
-        """The ``store`` check; one log line (and, once writable, one event) per change."""
-        result = self._writer.health()
+    def _store_changed(self, result: CheckResult) -> None:
+        """One log line (and, once writable, one event) per change of the ``store`` check."""
         if result.severity is self._store_severity:
-            return result
+            return
         self._store_severity = result.severity
         if result.severity is Severity.CRITICAL:
             log.error("store: %s. Remedy: %s", result.message, result.remedy)
-            return result
+            return
         dropped = self._writer.recovered()
         log.warning("store: writes work again (%d poll(s) were not stored)", dropped)
         message = f"the store could not write for a while: {dropped} poll(s) were not stored"
@@ -234,7 +229,6 @@ class RigPoller:
             partial(self._store.record_event, EventKind.DAEMON, Severity.WARNING, message),
             writes=True,
         )
-        return result
 
     def _on_nvml_down(self, exc: BackendUnavailable) -> None:
         """One log line when NVML goes away (not one traceback per poll); the ``nvml`` check."""

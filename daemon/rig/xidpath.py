@@ -29,6 +29,7 @@ from hwcheck.kernellog.follower import XidFollower
 from hwcheck.kernellog.kernel_time import kernel_clock
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.model import ClassifiedXid
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 
 log = logging.getLogger("fleetd.xid")
 
@@ -141,6 +142,7 @@ class FollowerThread:
         on_health_change: Callable[[], None] | None = None,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
+        on_crash: CrashReport | None = None,
     ):
         self._host = host
         self._catalogue = catalogue
@@ -150,8 +152,8 @@ class FollowerThread:
         self._on_health_change = on_health_change or (lambda: None)
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = ServiceThread("kernel-log", self._run, on_crash=on_crash, log=log)
+        self._first: XidFollower | None = None  # opened by start(), handed to the thread
         self._follower: XidFollower | None = None
         self._lost_before = 0  # records lost by sources already closed (this boot)
         self._kept_cursor: KernelLogCursor | None = None  # of the last source closed
@@ -162,7 +164,8 @@ class FollowerThread:
         Returns how many Xids the synchronous first read found. A failure here does not stop
         fleetd: the thread keeps retrying and the ``kernel_log`` check says why.
         """
-        stop = self._stop = threading.Event()
+        wake = Wake()
+        stop = wake.stop_event
         self._lost_before = 0
         self._kept_cursor = None
         self.health.new_boot()
@@ -176,10 +179,8 @@ class FollowerThread:
             self._went_down(exc)
             self._close(follower)
             follower = None
-        self._thread = threading.Thread(
-            target=self._run, args=(stop, follower), name="kernel-log", daemon=True
-        )
-        self._thread.start()
+        self._first = follower
+        self._thread.start(wake)
         return found
 
     def _open(self, cursor: KernelLogCursor | None, stop: threading.Event) -> XidFollower:
@@ -219,13 +220,15 @@ class FollowerThread:
             self._on_health_change()
             self.flush_events()
 
-    def _run(self, stop: threading.Event, follower: XidFollower | None) -> None:
-        """Follow until ``stop``; after an error, reopen with a doubling, capped backoff."""
+    def _run(self, wake: Wake) -> None:
+        """Follow until stopped; after an error, reopen with a doubling, capped backoff."""
+        stop = wake.stop_event
+        follower, self._first = self._first, None
         delay_s = self._backoff_base_s
-        while not stop.is_set():
+        while not wake.stopping:
             try:
                 if follower is None:
-                    if stop.wait(delay_s):
+                    if not wake.rest(delay_s):
                         break
                     delay_s = min(delay_s * 2, self._backoff_max_s)
                     follower = self._open(self._resume_cursor(), stop)
@@ -280,11 +283,9 @@ class FollowerThread:
 
     def alive(self) -> bool:
         """True while the follower thread runs (reading, or retrying after an error)."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread.alive()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop following and save the cursor."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        self._thread.stop(timeout_s)
         self.persist_cursor()

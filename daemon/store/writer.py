@@ -4,8 +4,8 @@ Why: with the disk full every write fails at once, and while another process hol
 SQLite write lock every write waits out the 30 s busy timeout. Done on the poll thread,
 the first stopped the polls from reaching memory (status kept the old picture as "OK")
 and the second froze the poller. Here the poll hands its writes over as one job; the
-in-memory picture and the API stay current, and ``health()`` is the ``store`` check:
-critical while writes fail or one has been waiting too long.
+in-memory picture and the API stay current, and ``reading()`` is what the ``store`` check
+(``hwcheck.checks.store``) judges: critical while writes fail or one has waited too long.
 
 Bounded: while the store is down, at most ``max_pending`` jobs wait; older ones are
 dropped (and counted), newest kept, so memory stays flat however long the outage.
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.store import StoreError, mask_url
-from hwcheck.model import CheckResult, Severity
+from hwcheck.checks.readings import StoreFailure, StoreReading
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 
 log = logging.getLogger("fleetd.store")
 
-CHECK_ID = "store"
 DEFAULT_MAX_PENDING = 300
 
 
@@ -65,6 +65,7 @@ class StoreWriter:
         stuck_after_s: float,
         max_pending: int = DEFAULT_MAX_PENDING,
         clock: Callable[[], float] = time.monotonic,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self._remedy = remedy
         self._stuck_after_s = stuck_after_s
@@ -76,7 +77,7 @@ class StoreWriter:
         self._failure: _Failure | None = None
         self._dropped = 0
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
+        self._thread = ServiceThread("store-writer", self._run, on_crash=on_crash, log=log)
         self._thread.start()
 
     # -- producers -----------------------------------------------------------------------
@@ -115,32 +116,21 @@ class StoreWriter:
             self._cond.notify_all()
         self._thread.join(1.0)
 
-    # -- the store check -----------------------------------------------------------------
-    def health(self) -> CheckResult:
-        """``store``: critical while writes fail or one has waited past ``stuck_after_s``."""
+    # -- the store check's reading ---------------------------------------------------------
+    def reading(self) -> StoreReading:
+        """What the ``store`` check judges: failing writes, the write in flight, jobs dropped."""
         now_s = self._clock()
         with self._cond:
             failure, busy_since_s, dropped = self._failure, self._busy_since_s, self._dropped
-        lost = f"; {dropped} poll(s) not stored" if dropped else ""
-        if failure is not None:
-            return CheckResult(
-                CHECK_ID,
-                None,
-                Severity.CRITICAL,
-                f"the store cannot write for {now_s - failure.since_s:.0f} s: "
-                f"{failure.error}{lost} (status is served from memory)",
-                self._remedy,
-            )
-        if busy_since_s is not None and now_s - busy_since_s > self._stuck_after_s:
-            return CheckResult(
-                CHECK_ID,
-                None,
-                Severity.CRITICAL,
-                f"a store write has waited {now_s - busy_since_s:.0f} s "
-                f"(database locked or disk stalled){lost} (status is served from memory)",
-                self._remedy,
-            )
-        return CheckResult(CHECK_ID, None, Severity.OK, "the store writes")
+        return StoreReading(
+            remedy=self._remedy,
+            stuck_after_s=self._stuck_after_s,
+            failure=None
+            if failure is None
+            else StoreFailure(failure.error, now_s - failure.since_s),
+            waiting_s=None if busy_since_s is None else now_s - busy_since_s,
+            dropped=dropped,
+        )
 
     def record_failure(self, exc: BaseException) -> None:
         """A write done elsewhere (not through the queue) failed: the store is down."""
@@ -149,7 +139,8 @@ class StoreWriter:
                 self._failure = _Failure(_one_line(exc), self._clock())
 
     # -- the thread ----------------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, _wake: Wake) -> None:
+        """Drain the queue (waiting on its condition) until closed and empty."""
         while True:
             with self._cond:
                 while not self._jobs and not self._closed:

@@ -1,13 +1,18 @@
-"""Pure hardware checks: ``CheckInput -> list[CheckResult]``, one module per check id.
+"""Pure checks: ``CheckInput -> list[CheckResult]``, one module per check id.
 
-``run_checks`` runs them all (ok results included, so a report lists what passed);
-``overall`` and ``card_states`` summarise the results for the status document.
+The hardware checks judge the rig's samples and host facts; fleetd's own judge its
+readings (``hwcheck.checks.readings``) the same way. ``run_checks`` runs them all (ok
+results included, so a report lists what passed); ``overall`` and ``card_states``
+summarise the results for the status document.
 """
 
 from hwcheck.checks.base import Check, CheckInput
+from hwcheck.checks.readings import Readings
 from hwcheck.checks.registry import (
     CHECK_IDS,
     CHECKS,
+    FLEETD_CHECK_IDS,
+    KNOWN_CHECK_IDS,
     RegisteredCheck,
     card_states,
     overall,
@@ -17,8 +22,11 @@ from hwcheck.checks.registry import (
 __all__ = [
     "CHECKS",
     "CHECK_IDS",
+    "FLEETD_CHECK_IDS",
+    "KNOWN_CHECK_IDS",
     "Check",
     "CheckInput",
+    "Readings",
     "RegisteredCheck",
     "card_states",
     "overall",

@@ -2,7 +2,8 @@
 
 Checks are pure functions ``CheckInput -> list[CheckResult]``: no I/O, no clock, so the
 same code judges a live poll, a one-shot ``fleetctl check`` and a simulated rig, and a
-test can put any rig in front of them.
+test can put any rig in front of them. fleetd's own checks (the kernel log, the store,
+the canaries, the memory test) read ``CheckInput.readings`` the same way.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hwcheck.advice import RigNow
+from hwcheck.checks.readings import Readings
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.model import HostFacts, PcieCounterSample
@@ -47,6 +49,8 @@ class CheckInput:
     - ``rig_now``: whether the engine runs and the latch is set: a remedy's words depend
       on it (``hwcheck.model.Step``); fleetd gives the live state, ``fleetctl check`` the
       cautious default.
+    - ``readings``: fleetd's own readings (``hwcheck.checks.readings``); none in
+      ``fleetctl check``, whose fleetd checks then report nothing.
     """
 
     samples: Sequence[RigSnapshot]
@@ -62,6 +66,7 @@ class CheckInput:
     probes: ProbeRound | None = None
     waiver: LatchWaiver | None = None
     rig_now: RigNow = field(default_factory=RigNow)
+    readings: Readings = field(default_factory=Readings)
 
     def __post_init__(self) -> None:
         if not self.samples:

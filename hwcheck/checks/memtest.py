@@ -3,17 +3,18 @@
 The cards have no ECC: a flipped bit in HBM shows up as an engine crash that looks like a
 software bug. Once ``fleetctl diag memtest`` found errors on a card (or the card hung the
 driver during the test), the card is critical, across fleetd restarts and reboots, until
-a later run passes on it. It is fleetd's check (the verdicts live in its store), judged
-each poll from the stored verdicts, never by running the test.
+a later run passes on it. It is fleetd's check (the verdicts live in its store, and reach
+the check as ``readings.memtest``), judged each poll from the stored verdicts, never by
+running the test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from hwcheck.checks.base import card_label
-from hwcheck.memtest_results import CardMemtest, MemtestOutcome
+from hwcheck.checks.base import CheckInput, card_label
+from hwcheck.checks.readings import MemtestReading
+from hwcheck.memtest_results import MemtestOutcome
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "memtest"
@@ -28,21 +29,25 @@ REMEDY_HUNG = (
 )
 
 
-def check(
-    cards: Sequence[GpuSnapshot], verdicts: Mapping[str, Mapping[str, Any]]
-) -> list[CheckResult]:
+def check(inp: CheckInput) -> list[CheckResult]:
+    """The registry's entry: the latest sample's cards against ``readings.memtest``."""
+    reading = inp.readings.memtest
+    return [] if reading is None else judge(inp.now.cards, reading)
+
+
+def judge(cards: Sequence[GpuSnapshot], reading: MemtestReading) -> list[CheckResult]:
     """One result per card that answers, from its last verdict (by PCI address)."""
     results: list[CheckResult] = []
     for card in sorted((c for c in cards if not c.lost), key=lambda c: c.index):
         label = card_label(card)
-        stored = verdicts.get(card.pci_bus_id)
+        stored = reading.verdicts.get(card.pci_bus_id)
         if stored is None:
             results.append(
                 CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: no memory test run yet")
             )
             continue
-        verdict = CardMemtest.from_dict(dict(stored))
-        when = str(stored.get("ts", ""))[:19].replace("T", " ")
+        verdict = stored.result
+        when = stored.tested_at[:19].replace("T", " ")
         summary = verdict.summary().split(": ", 1)[-1]
         if verdict.outcome.failure:
             remedy = REMEDY_HUNG if verdict.outcome is MemtestOutcome.TIMED_OUT else REMEDY

@@ -1,6 +1,9 @@
 """The ordered list of checks, running them, and the summaries built from their results.
 
-The order is the order a report lists them in; ids are fixed (docs/reference.md "Checks").
+The order is the order a report lists them in; ids are fixed (docs/reference.md "Checks"). A new
+check is one module here and one line below: in ``HARDWARE_CHECKS`` when it judges the
+rig's samples and host facts, in ``FLEETD_CHECKS`` when it judges one of fleetd's own
+readings (``hwcheck.checks.readings``: add the reading there and have fleetd supply it).
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from hwcheck.checks import (
     clocks,
     cuda_probe,
     driver,
+    engine_output,
     foreign,
     host_kernel,
     kernel_cmdline,
+    kernel_log,
+    memtest,
     nvidia_module,
     nvml,
     p2p,
@@ -26,6 +32,7 @@ from hwcheck.checks import (
     persistence,
     power_brake,
     power_cap,
+    store,
     temperature,
     vbios,
     vram,
@@ -42,7 +49,8 @@ class RegisteredCheck(NamedTuple):
     run: Check
 
 
-CHECKS: tuple[RegisteredCheck, ...] = (
+# Checks of the rig itself: every poll and ``fleetctl check`` run them.
+HARDWARE_CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(nvml.CHECK_ID, nvml.check),
     RegisteredCheck(card_count.CHECK_ID, card_count.check),
     RegisteredCheck(card_lost.CHECK_ID, card_lost.check),
@@ -66,7 +74,19 @@ CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(clocks.CHECK_ID, clocks.check),
     RegisteredCheck(pcie_errors.CHECK_ID, pcie_errors.check),
 )
-CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
+# Checks of fleetd's own readings (``CheckInput.readings``): none where the reading is not
+# given (``fleetctl check``; ``engine_output`` on a rig without an engine).
+FLEETD_CHECKS: tuple[RegisteredCheck, ...] = (
+    RegisteredCheck(kernel_log.CHECK_ID, kernel_log.check),
+    RegisteredCheck(store.CHECK_ID, store.check),
+    RegisteredCheck(engine_output.CHECK_ID, engine_output.check),
+    RegisteredCheck(memtest.CHECK_ID, memtest.check),
+)
+CHECKS: tuple[RegisteredCheck, ...] = HARDWARE_CHECKS + FLEETD_CHECKS
+# The hardware checks' ids (every report has them) and fleetd's own beside them.
+CHECK_IDS: tuple[str, ...] = tuple(c.id for c in HARDWARE_CHECKS)
+FLEETD_CHECK_IDS: tuple[str, ...] = tuple(c.id for c in FLEETD_CHECKS)
+KNOWN_CHECK_IDS: frozenset[str] = frozenset(c.id for c in CHECKS)
 
 CARD_STATE_LOST = "lost"
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from hwcheck.threads import run_in_thread
 from serving.guard.app import GuardApp
 from serving.guard.settings import GuardSettings
 
@@ -103,9 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server = uvicorn.Server(config)
     if args.watch_parent:
-        threading.Thread(
-            target=_watch_parent, args=(server, os.getppid()), name="parent", daemon=True
-        ).start()
+        parent_pid = os.getppid()
+        run_in_thread("parent", lambda: _watch_parent(server, parent_pid), log=log)
     host, port = public.getsockname()[:2]
     log.info(
         "guard %d listening on %s:%s (control %s:%s)", os.getpid(), host, port, *control_address

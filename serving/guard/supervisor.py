@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 from serving.guard.control import SYNC_PATH
 from serving.guard.main import SETTINGS_ENV, TOKEN_ENV
 from serving.guard.settings import GuardSettings
@@ -71,6 +71,7 @@ class GuardSupervisor:
         on_report: Callable[[dict[str, Any]], None],
         on_change: Callable[[GuardChange], None],
         tick_s: float,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self._settings = settings
         self._public = public
@@ -82,8 +83,7 @@ class GuardSupervisor:
         self._token = os.urandom(24).hex()
         host, port = control.getsockname()[:2]
         self._sync_url = f"http://{host}:{port}{SYNC_PATH}"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = ServiceThread("guard", self._run, on_crash=on_crash, log=log)
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_s = 0.0
         self._last_answer_s = 0.0
@@ -100,38 +100,35 @@ class GuardSupervisor:
 
     def start(self) -> None:
         """Start the guard and the thread that keeps it."""
-        self._thread = threading.Thread(target=self._run, name="guard", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop the thread, then the guard (SIGTERM: streams in flight get their grace)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(SYNC_TIMEOUT_S + 1.0)
+        self._thread.stop(SYNC_TIMEOUT_S + 1.0)
         self._end_process()
         self._public.close()
         self._control.close()
 
     # -- the thread ---------------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, wake: Wake) -> None:
         client = httpx.Client(timeout=SYNC_TIMEOUT_S, trust_env=False)
         try:
-            self._launch()
-            while not self._stop.wait(self._tick_s):
+            self._launch(wake)
+            while wake.rest(self._tick_s):
                 try:
-                    self._tick(client)
+                    self._tick(client, wake)
                 except Exception:  # the guard's keeper must never die (3 a.m. rule)
                     log.exception("guard: tick failed (the next one still runs)")
         finally:
             client.close()
 
-    def _tick(self, client: httpx.Client) -> None:
+    def _tick(self, client: httpx.Client, wake: Wake) -> None:
         proc = self._proc
         if proc is None:
             return
         code = proc.poll()
         if code is not None:
-            self._exited(code)
+            self._exited(code, wake)
             return
         self._sync(client)
         now_s = time.monotonic()
@@ -144,7 +141,7 @@ class GuardSupervisor:
                 )
             )
             self._end_process()
-            self._exited(None)
+            self._exited(None, wake)
         elif now_s - self._started_s > STABLE_S:
             self._backoff_s = BACKOFF_MIN_S
 
@@ -175,7 +172,7 @@ class GuardSupervisor:
             self._since_seq = max(int(item.get("seq", 0)) for item in news)
         self._on_report(report)
 
-    def _exited(self, code: int | None) -> None:
+    def _exited(self, code: int | None, wake: Wake) -> None:
         """The guard ended: report it, wait the backoff, start a new one."""
         self.up = False
         self._proc = None
@@ -189,13 +186,13 @@ class GuardSupervisor:
                     exit_code=code,
                 )
             )
-        if self._stop.wait(self._backoff_s):
+        if not wake.rest(self._backoff_s):
             return
         self._backoff_s = min(self._backoff_s * 2, BACKOFF_MAX_S)
         self.restarts += 1
-        self._launch()
+        self._launch(wake)
 
-    def _launch(self) -> None:
+    def _launch(self, wake: Wake) -> None:
         env = {**os.environ, SETTINGS_ENV: self._settings.model_dump_json(), TOKEN_ENV: self._token}
         view = self._engine()
         argv = [sys.executable, "-m", "serving.guard", "--watch-parent"]
@@ -209,7 +206,7 @@ class GuardSupervisor:
             )
         except OSError as exc:
             self._on_change(GuardChange("exited", f"guard could not start: {exc}"))
-            self._exited(None)
+            self._exited(None, wake)
             return
         self._proc = proc
         self._started_s = self._last_answer_s = time.monotonic()

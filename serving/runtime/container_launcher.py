@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from hwcheck.threads import ServiceThread, run_in_thread
 from serving.recipe.build import RECIPE_HASH_LABEL
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.engine_record import (
@@ -78,7 +79,7 @@ class _ContainerWatch:
     """The helper processes that follow one container: ``logs -f`` and ``wait``."""
 
     logs: subprocess.Popen[bytes] | None
-    pump: threading.Thread | None
+    pump: ServiceThread | None
     waiter: subprocess.Popen[bytes] | None
     exit_code: int | None = None
 
@@ -239,10 +240,8 @@ class ContainerLauncher:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        pump = threading.Thread(
-            target=self._pump, args=(logs.stdout,), name=f"container-logs:{name}", daemon=True
-        )
-        pump.start()
+        stdout = logs.stdout
+        pump = run_in_thread(f"container-logs:{name}", lambda: self._pump(stdout), log=_LOG)
         waiter = subprocess.Popen(
             [self._binary, "wait", name],
             stdin=subprocess.DEVNULL,
@@ -437,7 +436,7 @@ class ContainerLauncher:
                     with contextlib.suppress(OSError, ValueError):
                         stream.close()
         if watch.pump is not None:
-            watch.pump.join(timeout=5)
+            watch.pump.join(5)
 
     def release(self, handle: EngineHandle) -> None:
         """Stop following the ended container and remove its record.

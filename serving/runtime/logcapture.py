@@ -36,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
+from hwcheck.threads import CrashReport, ServiceThread
 from serving.recipe.masking import KnownSecrets, mask_argv
 
 _LOG = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class LogCapture:
         poll_interval_s: float = 0.25,
         history_bytes: int = 256 * 1024,
         secrets: KnownSecrets | None = None,
+        on_crash: CrashReport | None = None,
     ) -> None:
         if max_bytes <= 0 or backups < 0 or tail_lines <= 0 or poll_interval_s <= 0:
             raise ValueError(
@@ -136,8 +138,13 @@ class LogCapture:
         self._inode: int | None = None
         self._partial = b""
         self._subscribers: list[LogSubscription] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._reader = ServiceThread.every(
+            f"logcapture:{path.name}",
+            poll_interval_s,
+            self._poll_logged,
+            on_crash=on_crash,
+            log=_LOG,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -145,26 +152,19 @@ class LogCapture:
         """Load recent history from the file and start following it."""
         with self._lock:
             self._load_history()
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name=f"logcapture:{self.path.name}", daemon=True
-            )
-            self._thread.start()
+        if not self._reader.started or self._reader.stopping:
+            self._reader.start()
 
     def close(self) -> None:
         """Stop the reader thread (the file and the engine are left alone)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._reader.stop(5)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._poll_interval_s):
-            try:
-                self.poll()
-            except OSError:
-                _LOG.exception("reading the engine log %s failed", self.path)
+    def _poll_logged(self) -> None:
+        """The reader thread's tick: a read that fails is logged, the next one tried."""
+        try:
+            self.poll()
+        except OSError:
+            _LOG.exception("reading the engine log %s failed", self.path)
 
     # -- reading ---------------------------------------------------------------------
 

@@ -12,13 +12,13 @@ run ends is ``run_end``'s; the state and its announcements are ``machine_core``'
 from __future__ import annotations
 
 import shlex
-import threading
 import uuid
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
 from hwcheck.model import Severity
+from hwcheck.threads import run_in_thread
 from serving.recipe.masking import mask_argv
 from serving.recipe.spec import LaunchSpec
 from serving.runtime import adoption
@@ -326,10 +326,12 @@ class ServingMachine(RunEnding):
         self._handle = handle
         self._url = handle.record.base_url
         self._health.attach(handle, self._clock())
-        watcher = threading.Thread(
-            target=self._watch, args=(handle,), name=f"engine-watch:{handle.pid}", daemon=True
+        run_in_thread(
+            f"engine-watch:{handle.pid}",
+            lambda: self._watch(handle),
+            on_crash=self._on_crash,
+            log=LOG,
         )
-        watcher.start()
 
     def _watch(self, handle: EngineHandle) -> None:
         """Wait for the engine to end and tell the loop (a thread per engine)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from hwcheck.model import Severity
+from hwcheck.threads import CrashReport
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.classify import CrashClass
 from serving.runtime.commands import Request
@@ -77,6 +78,7 @@ class MachineCore:
         enqueue: Callable[[Request], None],
         closed: threading.Event,
         clock: Callable[[], float] = time.monotonic,
+        on_crash: CrashReport | None = None,
     ) -> None:
         self._spec_factory = spec_factory
         self._launcher = launcher
@@ -88,6 +90,7 @@ class MachineCore:
         self._enqueue = enqueue
         self._closed = closed
         self._clock = clock
+        self._on_crash = on_crash  # told if an engine watcher thread dies
         self._gate = StartGate(preflight)
         self._health = HealthWatch(client, serving, tuning, clock)
         self.restarts = 0  # automatic restarts, a running total (never reset)

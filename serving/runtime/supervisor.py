@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hwcheck.threads import CrashReport, ServiceThread, Wake
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.spec import LaunchSpec
 from serving.runtime.commands import (
@@ -82,6 +83,7 @@ class Supervisor:
         reports: EngineReports | None = None,
         clock: Callable[[], float] = time.monotonic,
         known_secrets: KnownSecrets | None = None,
+        on_crash: CrashReport | None = None,
     ) -> None:
         tuning = tuning or SupervisorTuning()
         self._clock = clock
@@ -92,10 +94,11 @@ class Supervisor:
             tail_lines=tuning.log_tail_lines,
             poll_interval_s=tuning.log_poll_interval_s,
             secrets=known_secrets,
+            on_crash=on_crash,
         )
         self._client = new_probe_client()
         self._requests: queue.Queue[Request] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._thread = ServiceThread("serving-supervisor", self._run, on_crash=on_crash, log=LOG)
         self._closed = threading.Event()
         self._submit_lock = threading.Lock()
         self._machine = ServingMachine(
@@ -112,17 +115,17 @@ class Supervisor:
             enqueue=self._requests.put,
             closed=self._closed,
             clock=clock,
+            on_crash=on_crash,
         )
 
     # -- public API (any thread) ----------------------------------------------------------
 
     def open(self, adopt: bool = True, timeout_s: float | None = 30.0) -> bool:
         """Start the loop and adopt a running engine if one is recorded; True if adopted."""
-        if self._thread is not None:
+        if self._thread.started:
             raise RuntimeError("supervisor is already open")
         self._machine.restore()
         self._capture.open()
-        self._thread = threading.Thread(target=self._run, name="serving-supervisor", daemon=True)
         self._thread.start()
         if not adopt:
             self._machine.publish()
@@ -207,7 +210,7 @@ class Supervisor:
 
     def close(self, stop_engine: bool = False, timeout_s: float | None = None) -> None:
         """Stop supervising. The engine keeps running unless ``stop_engine`` (stop_on_exit)."""
-        if self._thread is None:
+        if not self._thread.started:
             self._capture.close()
             self._client.close()
             return
@@ -216,7 +219,7 @@ class Supervisor:
         if not self._closed.is_set():
             with contextlib.suppress(SupervisorClosed):
                 self._submit(Close(), wait=True, timeout_s=timeout_s)
-        self._thread.join(timeout=timeout_s)
+        self._thread.join(timeout_s)
         self._capture.close()
         self._client.close()
 
@@ -231,16 +234,17 @@ class Supervisor:
         # Checked and enqueued under the lock that close takes, so no command slips in
         # after the loop drained the queue (it would wait forever).
         with self._submit_lock:
-            if self._closed.is_set() or self._thread is None:
+            if self._closed.is_set() or not self._thread.started:
                 raise SupervisorClosed(f"the supervisor is closed; cannot {_verb(command)}")
             self._requests.put(request)
-        if not wait or threading.current_thread() is self._thread:
+        if not wait or self._thread.is_current():
             return None
         return request.result.result(timeout=timeout_s)
 
     # -- the loop -------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, _wake: Wake) -> None:
+        """The loop: one command or the machine's next due time (a queue wait), then a tick."""
         while True:
             try:
                 request: Request | None = self._requests.get(timeout=self._machine.wait_s())

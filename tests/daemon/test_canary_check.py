@@ -1,13 +1,17 @@
-"""The ``engine_output`` check from canary verdicts: worst wins, only the serving run counts."""
+"""The ``engine_output`` check from canary verdicts: worst wins, only the serving run counts.
+
+The canaries' reading (``daemon.canaries.check``) judged by the registry's pure check.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from daemon.canaries.check import engine_output_check
+from daemon.canaries.check import canary_reading
 from daemon.store import CanaryRow
-from hwcheck.model import Severity
+from hwcheck.checks import engine_output
+from hwcheck.model import CheckResult, Severity
 
 READY = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 SERVING = {"state": "ready", "since": READY.isoformat(), "pid": 7, "url": "http://127.0.0.1:1"}
@@ -27,6 +31,10 @@ def row(name: str, result: str, *, after_s: float = 60, **more: Any) -> CanaryRo
     }
     fields.update(more)
     return CanaryRow(**fields)
+
+
+def engine_output_check(judged: list[CanaryRow], serving: dict[str, Any]) -> CheckResult:
+    return engine_output.judge(canary_reading(judged, serving))
 
 
 def test_all_passing_is_ok() -> None:

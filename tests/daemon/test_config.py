@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import KNOWN_CHECK_IDS, ConfigError, Settings, WebhookSettings, load_settings
+from daemon.config import ConfigError, Settings, WebhookSettings, load_settings
+from hwcheck.checks import KNOWN_CHECK_IDS
 from hwcheck.kernellog.catalogue import XidOverride
 from recovery.settings import DEFAULT_GATE_CHECKS
 from tests.support.cli import run_fleetctl

@@ -1,4 +1,4 @@
-"""StoreWriter: bounded while the store is down, and its health is the ``store`` check."""
+"""StoreWriter: bounded while the store is down, and its reading feeds the ``store`` check."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import threading
 
 from daemon.store import StoreError
 from daemon.store.writer import StoreWriter, store_remedy
-from hwcheck.model import Severity
+from hwcheck.checks import store as store_check
+from hwcheck.model import CheckResult, Severity
+
+
+def health(writer: StoreWriter) -> CheckResult:
+    """The ``store`` check on the writer's reading now (what each poll judges)."""
+    return store_check.judge(writer.reading())
 
 
 def test_a_stuck_write_is_critical_and_the_queue_stays_bounded() -> None:
@@ -24,9 +30,9 @@ def test_a_stuck_write_is_critical_and_the_queue_stays_bounded() -> None:
     assert started.wait(5)
     for number in range(10):
         writer.submit(lambda number=number: ran.append(number))
-    assert writer.health().severity is Severity.OK, "a write is not stuck before 5 s"
+    assert health(writer).severity is Severity.OK, "a write is not stuck before 5 s"
     now_s[0] += 6.0
-    stuck = writer.health()
+    stuck = health(writer)
     assert stuck.severity is Severity.CRITICAL
     assert stuck.message.startswith("a store write has waited 6 s")
     assert "7 poll(s) not stored" in stuck.message
@@ -34,7 +40,7 @@ def test_a_stuck_write_is_critical_and_the_queue_stays_bounded() -> None:
     gate.set()
     assert writer.flush(5)
     assert ran == [7, 8, 9], "the newest jobs are kept"
-    assert writer.health().severity is Severity.OK
+    assert health(writer).severity is Severity.OK
     assert writer.recovered() == 7
     writer.close(1)
 
@@ -47,15 +53,15 @@ def test_a_failing_write_is_critical_until_one_succeeds() -> None:
 
     writer.submit(full)
     assert writer.flush(5)
-    failing = writer.health()
+    failing = health(writer)
     assert failing.severity is Severity.CRITICAL
     assert "database or disk is full" in failing.message
     writer.submit(lambda: None)  # a read (the default): it works on a full disk too
     assert writer.flush(5)
-    assert writer.health().severity is Severity.CRITICAL, "a read proves nothing"
+    assert health(writer).severity is Severity.CRITICAL, "a read proves nothing"
     writer.submit(lambda: None, writes=True)
     assert writer.flush(5)
-    assert writer.health().severity is Severity.OK
+    assert health(writer).severity is Severity.OK
     writer.close(1)
 
 

@@ -11,6 +11,7 @@ from daemon.rig.kernellog_health import MAX_PENDING_EVENTS, FollowerHealth, Pend
 from daemon.rig.monitor import RigMonitor
 from daemon.rig.xidpath import FollowerThread, XidPath, journal_key
 from daemon.store import Store
+from hwcheck.checks import kernel_log as kernel_log_check
 from hwcheck.host import HostSources
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.follower import XidFollower
@@ -123,7 +124,9 @@ def test_the_follower_restarts_from_its_cursor_and_records_the_blind_spell(
         XidCatalogue(),
         store,
         XidPath(store, monitor, lambda _pci: 1),
-        on_health_change=lambda: changes.append(follower.health.result().severity.value),
+        on_health_change=lambda: changes.append(
+            kernel_log_check.judge(follower.health.reading()).severity.value
+        ),
         backoff_base_s=0.05,
     )
     try:
@@ -134,7 +137,7 @@ def test_the_follower_restarts_from_its_cursor_and_records_the_blind_spell(
         assert cursors[0] is None
         assert cursors[1] == KernelLogCursor(BOOT, 2), "reopened after the last record handled"
         assert follower.alive()
-        result = follower.health.result()
+        result = kernel_log_check.judge(follower.health.reading())
         assert (result.id, result.severity.value) == ("kernel_log", "ok")
         assert "blind for" in result.message and "Input/output error" in result.message
     finally:
@@ -156,7 +159,7 @@ def test_records_lost_to_an_overrun_make_the_check_a_warning(tmp_path: Path) -> 
     )
     try:
         assert follower.start() == 1
-        result = follower.health.result()
+        result = kernel_log_check.judge(follower.health.reading())
         assert (result.severity.value, follower.lost_records) == ("warning", 3)
         assert result.message.startswith("3 kernel-log record(s) lost to a ring-buffer overrun")
         assert result.remedy is not None and "dmesg" in result.remedy

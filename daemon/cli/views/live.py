@@ -28,6 +28,7 @@ from rich.text import Text
 
 from daemon.cli.views.rigview import Screen
 from daemon.cli.views.screen import Line, plain, to_rich
+from hwcheck.threads import ServiceThread
 
 QUIT_KEYS = frozenset({"q", "Q"})
 KEY_POLL_S = 0.1
@@ -68,17 +69,13 @@ def _keys_quit(quit_event: threading.Event) -> Iterator[None]:
         yield
         return
     saved = termios.tcgetattr(fd)
-    stop = threading.Event()
-    reader = threading.Thread(
-        target=_read_keys, args=(fd, quit_event, stop), name="live-keys", daemon=True
-    )
+    reader = ServiceThread("live-keys", lambda wake: _read_keys(fd, quit_event, wake.stop_event))
     tty.setcbreak(fd)
     try:
         reader.start()
         yield
     finally:
-        stop.set()
-        reader.join(timeout=1)
+        reader.stop(1)
         # TCSANOW, not TCSADRAIN: draining waits until the terminal took every byte, and a
         # terminal that takes none (output paused with Ctrl-S, a stalled ssh session) would
         # hang the way out, Ctrl-C included. The mode bits restored here do not touch output.

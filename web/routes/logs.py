@@ -7,12 +7,13 @@ worker thread per reader; the engine service caps how many (429 beyond that) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
+from web.auth import TokenGuard
 from web.errors import error_responses
 from web.models import LogsDocument
 from web.services import WebServices
@@ -29,21 +30,17 @@ def text_chunks(lines: Iterator[str | None], gate: StreamGate) -> Iterator[str]:
         yield "" if line is None else line + "\n"
 
 
-def install_log_routes(
-    app: FastAPI, services: WebServices, gate: StreamGate, require_token: Callable[..., None]
-) -> None:
-    """``/api/v1/serving/logs`` and its text, follow and stream forms (token needed)."""
-    router = app.router
-    token = [Depends(require_token)]
+def router(services: WebServices, gate: StreamGate, guard: TokenGuard) -> APIRouter:
+    """``/api/v1/serving/logs`` and its text, follow and stream forms (every one: the token)."""
+    routes = APIRouter(dependencies=[Depends(guard)])
 
-    @router.get("/api/v1/serving/logs", dependencies=token, response_model=LogsDocument)
+    @routes.get("/api/v1/serving/logs", response_model=LogsDocument)
     def serving_logs(lines: Lines = 200) -> dict[str, Any]:
         """The engine log's last lines (JSON)."""
         return {"lines": services.serving_logs(lines)}
 
-    @router.get(
+    @routes.get(
         "/api/v1/serving/logs/text",
-        dependencies=token,
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
     )
@@ -52,9 +49,8 @@ def install_log_routes(
         tail = services.serving_logs(lines)
         return PlainTextResponse("".join(line + "\n" for line in tail))
 
-    @router.get(
+    @routes.get(
         "/api/v1/serving/logs/follow",
-        dependencies=token,
         response_class=StreamingResponse,
         responses={
             200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
@@ -66,9 +62,8 @@ def install_log_routes(
         stream = services.serving_follow(lines)
         return StreamingResponse(text_chunks(stream, gate), media_type="text/plain")
 
-    @router.get(
+    @routes.get(
         "/api/v1/serving/logs/stream",
-        dependencies=token,
         response_class=StreamingResponse,
         responses={
             **sse_responses(
@@ -85,3 +80,5 @@ def install_log_routes(
         return StreamingResponse(
             line_frames(stream, gate), media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS
         )
+
+    return routes

@@ -8,12 +8,12 @@ is a POST and so needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal, Protocol
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from web.auth import TokenGuard
 from web.models import Document, ErrorDocument, IsoTime
 from web.params import RowId
 
@@ -90,12 +90,13 @@ class AlertsDocument(Document):
     alerts: list[AlertDocument]
 
 
-def alerts_router(alerts: AlertControl, require_token: Callable[[Request], None]) -> APIRouter:
-    """The alert routes around ``alerts`` (POSTs guarded by ``require_token``)."""
-    router = APIRouter()
+def router(alerts: AlertControl, guard: TokenGuard) -> APIRouter:
+    """The alert routes around ``alerts`` (the POST guarded by the token)."""
+    routes = APIRouter()
+    token = [Depends(guard)]
     not_found: dict[int | str, dict[str, Any]] = {404: {"model": ErrorDocument}}
 
-    @router.get("/api/v1/alerts", response_model=AlertsDocument, response_model_exclude_unset=True)
+    @routes.get("/api/v1/alerts", response_model=AlertsDocument, response_model_exclude_unset=True)
     def list_alerts(
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
         status: Literal["firing", "resolved"] | None = None,
@@ -103,7 +104,7 @@ def alerts_router(alerts: AlertControl, require_token: Callable[[Request], None]
         """Recent alerts, newest first, with their delivery state per sink."""
         return alerts.list_alerts(limit, status)
 
-    @router.get(
+    @routes.get(
         "/api/v1/alerts/{alert_id}",
         response_model=AlertDocument,
         response_model_exclude_unset=True,
@@ -113,9 +114,9 @@ def alerts_router(alerts: AlertControl, require_token: Callable[[Request], None]
         """One alert and its deliveries."""
         return alerts.get_alert(alert_id)
 
-    @router.post(
+    @routes.post(
         "/api/v1/alerts/test",
-        dependencies=[Depends(require_token)],
+        dependencies=token,
         response_model=AlertDocument,
         response_model_exclude_unset=True,
         responses={404: {"model": ErrorDocument}, 409: {"model": ErrorDocument}},
@@ -124,4 +125,4 @@ def alerts_router(alerts: AlertControl, require_token: Callable[[Request], None]
         """Queue a test alert for one sink (``sink``) or all of them."""
         return alerts.send_test(None if body is None else body.sink)
 
-    return router
+    return routes

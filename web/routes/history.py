@@ -83,12 +83,12 @@ class _Rendered:
         return body
 
 
-def history_router(services: WebServices) -> APIRouter:
+def router(services: WebServices) -> APIRouter:
     """The history route, reading through ``services``."""
-    router = APIRouter()
+    routes = APIRouter()
     rendered = _Rendered()
 
-    @router.get(
+    @routes.get(
         "/api/v1/history",
         response_model=HistoryDocument,
         responses={503: {"model": ErrorDocument}},
@@ -101,4 +101,4 @@ def history_router(services: WebServices) -> APIRouter:
         body = rendered.json(span, services.history(span))
         return Response(body, media_type="application/json")
 
-    return router
+    return routes

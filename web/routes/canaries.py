@@ -1,18 +1,19 @@
 """The canary routes: ``GET /api/v1/canary`` and ``POST /api/v1/canary/run``.
 
 The daemon hands ``create_app`` an object satisfying ``CanaryControl`` (web never imports
-daemon); without one (no engine configured) the routes answer 409 with a reason.
+daemon); without one (no engine configured) the routes answer 409 with a reason. Running
+a round is a POST: it needs the token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
 from serving.errors import Conflict
+from web.auth import TokenGuard
 from web.models import CanaryOverviewDocument, CanaryRunDocument, ErrorDocument
 
 
@@ -43,9 +44,10 @@ class CanaryRunRequest(BaseModel):
     force: bool = False
 
 
-def canary_router(canary: CanaryControl | None, require_token: Callable[..., None]) -> APIRouter:
+def router(canary: CanaryControl | None, guard: TokenGuard) -> APIRouter:
     """The routes around ``canary`` (``None``: no engine, every route answers 409)."""
-    router = APIRouter()
+    routes = APIRouter()
+    token = [Depends(guard)]
     errors: dict[int | str, dict[str, Any]] = {409: {"model": ErrorDocument}}
 
     def control() -> CanaryControl:
@@ -53,7 +55,7 @@ def canary_router(canary: CanaryControl | None, require_token: Callable[..., Non
             raise Conflict("no engine is configured on this rig: no canaries", "no_engine")
         return canary
 
-    @router.get(
+    @routes.get(
         "/api/v1/canary",
         response_model=CanaryOverviewDocument,
         response_model_exclude_unset=True,
@@ -65,9 +67,9 @@ def canary_router(canary: CanaryControl | None, require_token: Callable[..., Non
         """The canaries' last results, log-signature counts and recent history."""
         return control().canary_document(limit)
 
-    @router.post(
+    @routes.post(
         "/api/v1/canary/run",
-        dependencies=[Depends(require_token)],
+        dependencies=token,
         response_model=CanaryRunDocument,
         response_model_exclude_unset=True,
         responses=errors,
@@ -76,4 +78,4 @@ def canary_router(canary: CanaryControl | None, require_token: Callable[..., Non
         """Run every canary now (skipped while the engine is busy unless ``force``)."""
         return control().run_canaries(bool(body and body.force))
 
-    return router
+    return routes

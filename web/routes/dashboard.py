@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from fastapi import FastAPI, HTTPException
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import Response
 
 ASSETS = {
@@ -53,15 +53,18 @@ def _asset(name: str) -> Response:
     return Response(body, media_type=media_type, headers=HEADERS)
 
 
-def install_dashboard(app: FastAPI) -> None:
-    """Serve the dashboard at ``/`` and its files under ``/dashboard/``."""
+def router() -> APIRouter:
+    """The dashboard at ``/`` and its files under ``/dashboard/`` (no token on loopback)."""
+    routes = APIRouter(include_in_schema=False)
 
-    @app.get("/", include_in_schema=False)
+    @routes.get("/")
     def dashboard() -> Response:
         """The dashboard page."""
         return _asset("index.html")
 
-    @app.get("/dashboard/{name}", include_in_schema=False)
+    @routes.get("/dashboard/{name}")
     def dashboard_file(name: str) -> Response:
         """One of the dashboard's files."""
         return _asset(name)
+
+    return routes

@@ -1,21 +1,30 @@
-"""The launch-profile routes: ``GET /api/v1/serving/profiles``, ``POST /api/v1/serving/switch``.
+"""The engine's routes: start/stop/restart, the recipe, the launch profiles and a switch.
 
-A switch stops the engine cleanly and starts another profile; it answers at once (the
-stop can take minutes) with ``in_progress`` and the switch's id, and its progress is the
-status document's ``serving.switch``. An unknown profile is a 404 naming the known ones;
-a refusal that needs no stop (the reboot latch, the profile's lint errors) a 409.
+``POST /api/v1/serving/{start,stop,restart}`` answers 409 with the reason and its code
+when refused. A switch (``POST /api/v1/serving/switch``) stops the engine cleanly and
+starts another profile; it answers at once (the stop can take minutes) with
+``in_progress`` and the switch's id, and its progress is the status document's
+``serving.switch``. An unknown profile is a 404 naming the known ones; a refusal that
+needs no stop (the reboot latch, the profile's lint errors) a 409. The engine's log has
+its own router (``web.routes.logs``: every route there needs the token).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
+from web.auth import TokenGuard
 from web.errors import error_responses
-from web.models import Document, ServingDocument, SwitchProgressDocument
+from web.models import (
+    Document,
+    RecipeDocument,
+    ServingActionDocument,
+    ServingDocument,
+    SwitchProgressDocument,
+)
 from web.services import WebServices
 
 
@@ -93,12 +102,12 @@ class SwitchRequest(BaseModel):
     stop_foreign: bool = False
 
 
-def install_profile_routes(
-    app: FastAPI, services: WebServices, require_token: Callable[..., None]
-) -> None:
-    """Add the profile routes to ``app``."""
+def router(services: WebServices, guard: TokenGuard) -> APIRouter:
+    """The engine's routes, reading and acting through ``services`` (POSTs: the token)."""
+    routes = APIRouter()
+    token = [Depends(guard)]
 
-    @app.get(
+    @routes.get(
         "/api/v1/serving/profiles",
         response_model=ProfilesDocument,
         response_model_exclude_unset=True,
@@ -108,9 +117,10 @@ def install_profile_routes(
         """The launch profiles (the one in force marked) and each one's lint verdict."""
         return services.serving_profiles()
 
-    @app.post(
+    # Before the templated /serving/{action}: "switch" is not one of its actions.
+    @routes.post(
         "/api/v1/serving/switch",
-        dependencies=[Depends(require_token)],
+        dependencies=token,
         response_model=SwitchAnswerDocument,
         response_model_exclude_unset=True,
         responses=error_responses(404, 409, 503),
@@ -118,3 +128,34 @@ def install_profile_routes(
     def serving_switch(body: SwitchRequest) -> dict[str, Any]:
         """Stop the engine cleanly and start profile ``profile`` (progress: ``serving.switch``)."""
         return services.serving_switch(body.profile, stop_foreign=body.stop_foreign)
+
+    @routes.post(
+        "/api/v1/serving/{action}",
+        dependencies=token,
+        response_model=ServingActionDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(409, 503),
+    )
+    def serving(
+        action: Literal["start", "stop", "restart"], body: ServingActionRequest | None = None
+    ) -> dict[str, Any]:
+        """Start, stop or restart the engine (409 with the reason and its code when refused).
+
+        ``{"stop_foreign": true}`` with ``start``: first stop foreign containers that hold
+        the port or the profile's cards (``docker|podman stop``; recorded).
+        """
+        if body is not None and body.stop_foreign:
+            return services.serving_action(action, stop_foreign=True)
+        return services.serving_action(action)
+
+    @routes.get(
+        "/api/v1/serving/recipe",
+        response_model=RecipeDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(409),
+    )
+    def serving_recipe() -> RecipeDocument:
+        """The argv and environment the daemon would launch; diff to the last ready launch."""
+        return services.serving_recipe()
+
+    return routes

@@ -70,7 +70,7 @@ class GuardUsageDocument(_Doc):
     completion_tokens: int
 
 
-def guard_router(guard: GuardControl | None) -> APIRouter:
+def router(guard: GuardControl | None) -> APIRouter:
     """The routes around ``guard`` (``None``: not configured, both answer 409)."""
     router = APIRouter()
     errors: dict[int | str, dict[str, Any]] = {409: {"model": ErrorDocument}}

@@ -9,7 +9,6 @@ is refused with 409 ``engine_running`` (fleetctl exit 4), one while another runs
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends
@@ -17,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hwcheck.memtest_patterns import PATTERNS, UnknownPattern, parse_patterns
 from hwcheck.memtest_results import MemtestPlan
+from serving.errors import Unavailable
+from web.auth import TokenGuard
 from web.errors import error_responses
 from web.models import Document, IsoTime, Number
 
@@ -181,20 +182,19 @@ class MemtestOverviewDocument(Document):
     )
 
 
-def diag_router(diag: DiagControl | None, require_token: Callable[..., None]) -> APIRouter:
+def router(diag: DiagControl | None, guard: TokenGuard) -> APIRouter:
     """The routes around ``diag`` (``None``: a stand-in without diagnostics, every route 503)."""
-    router = APIRouter()
+    routes = APIRouter()
+    token = [Depends(guard)]
 
     def control() -> DiagControl:
         if diag is None:
-            from serving.errors import Unavailable
-
             raise Unavailable("no diagnostics in this daemon", "no_diag")
         return diag
 
-    @router.post(
+    @routes.post(
         "/api/v1/diag/memtest",
-        dependencies=[Depends(require_token)],
+        dependencies=token,
         response_model=MemtestRunDocument,
         response_model_exclude_unset=True,
         responses=error_responses(404, 409, 429, 503),
@@ -204,7 +204,7 @@ def diag_router(diag: DiagControl | None, require_token: Callable[..., None]) ->
         request = body or MemtestRequest()
         return control().memtest(request.card, request.plan(), "api", request.seed)
 
-    @router.get(
+    @routes.get(
         "/api/v1/diag/memtest",
         response_model=MemtestOverviewDocument,
         response_model_exclude_unset=True,
@@ -214,4 +214,4 @@ def diag_router(diag: DiagControl | None, require_token: Callable[..., None]) ->
         """Whether a memory test runs now, and each card's last verdict."""
         return control().memtest_document()
 
-    return router
+    return routes
