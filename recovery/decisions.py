@@ -23,6 +23,7 @@ __all__ = [
     "Refuse",
     "RestartAfter",
     "Start",
+    "Stop",
     "StopAndLatch",
 ]
 
@@ -51,6 +52,16 @@ class Start:
 
     reason: str
     warnings: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop the engine cleanly, as asked (a person, a profile switch, the host, fleetd's exit).
+
+    Never refused and never a dry run: a stop is the safe side, and no repair.
+    """
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,4 +120,4 @@ class NoAction:
     reason: str
 
 
-Decision = Start | RestartAfter | Hold | Refuse | StopAndLatch | AdviseInspection | NoAction
+Decision = Start | Stop | RestartAfter | Hold | Refuse | StopAndLatch | AdviseInspection | NoAction

@@ -9,7 +9,8 @@ faults again within ``escalate_within_boots`` boots after a warm reboot is advis
 power cycle (the warm reboot did not help). Otherwise an engine exit on a healthy rig
 restarts with capped exponential backoff, and too many restarts in the window hold the
 engine. Starts (a person's, autostart's, the bring-up's, the end of a backoff) pass one
-gate (``recovery.gate``). There are no moves here that reload ``nvidia_uvm``, reset a GPU
+gate (``recovery.gate``); a stop asked for (a person's, a profile switch's, the host's
+reboot, fleetd's exit) is carried out, never refused. There are no moves here that reload ``nvidia_uvm``, reset a GPU
 or kill workers: the decisions cannot express them.
 """
 
@@ -26,9 +27,12 @@ from recovery.decisions import (
     Refuse,
     RestartAfter,
     Start,
+    Stop,
     StopAndLatch,
 )
 from recovery.facts import (
+    STARTS,
+    STOPS,
     CardFault,
     EngineCondition,
     Facts,
@@ -192,8 +196,35 @@ def _automatic_start(facts: Facts, reason: str) -> Decision:
     return _start(facts, reason)
 
 
+_STOP_WORDS = {
+    Trigger.STOP_REQUEST: "stopped by operator",
+    Trigger.SWITCH: "switching profiles",
+    Trigger.HOST_REBOOT: "the host reboots",
+    Trigger.SHUTDOWN: "fleetd is shutting down (stop_on_exit)",
+}
+
+
+def reads_recipe(facts: Facts) -> bool:
+    """Whether ``decide`` reads the recipe (its cards, its lint errors) for these facts.
+
+    A start's gate does, and so does an exit's restart on a healthy rig (the gate again).
+    An Xid, a card fault, a probe, a stop, or an exit that latches do not: they decide,
+    and latch, without touching the model's disk (a slow or sick disk must not delay
+    the latch after an Xid). The controller gathers the recipe's facts only when True.
+    """
+    if facts.trigger in STARTS:
+        return True
+    if facts.trigger is not Trigger.ENGINE_EXIT:
+        return False
+    if facts.host_rebooting or not facts.settings.restart_on_failure:
+        return False
+    return next(_hardware_faults(facts), None) is None
+
+
 def decide(facts: Facts, now_s: float) -> Decision:
     """The one decision for ``facts`` at monotonic time ``now_s``."""
+    if facts.trigger in STOPS:
+        return Stop(facts.stop_reason or _STOP_WORDS[facts.trigger])
     faults = [escalate(fault, facts) for fault in _hardware_faults(facts)]
     if faults:
         return _worst(faults)

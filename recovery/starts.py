@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -154,7 +154,10 @@ class StartPath:
                 controller.streak.clear()  # a person acted: backoff and breaker start over
             facts = controller.facts(trigger)
             if self._probe_needed(facts):
-                facts = replace(facts, probes=self._probe_for_start(facts))
+                probes = self._probe_for_start(facts)
+                # Read again after the probe (seconds): a fault latched meanwhile counts.
+                recipe = (facts.recipe_cards, facts.recipe_errors)
+                facts = controller.facts(trigger, recipe, probes=probes)
             decision = decide(facts, self._clock())
             if isinstance(decision, StopAndLatch):
                 controller.executors.latch_now(decision)

@@ -30,6 +30,7 @@ from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
 from recovery.starts import StartAnswer
+from recovery.stops import StopAnswer
 from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.canary import CanaryControl
@@ -49,10 +50,6 @@ class EngineControl(Protocol):
 
     def status_document(self) -> dict[str, Any]:
         """CONTRACT's ``serving`` block."""
-        ...
-
-    def stop_by_person(self) -> dict[str, Any]:
-        """A person's stop (it finishes in the background)."""
         ...
 
     def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
@@ -85,8 +82,8 @@ class EngineControl(Protocol):
         """The engine's process tree (its GPU workers, or a container's processes)."""
         ...
 
-    def close(self, stop_engine: bool) -> None:
-        """Stop supervising; stop the engine only when asked."""
+    def close(self) -> None:
+        """Stop supervising (the engine keeps running)."""
         ...
 
 
@@ -94,10 +91,18 @@ class RecoveryControl(Protocol):
     """Recovery's controller (``recovery.controller``) as the API sees it."""
 
     dry_run: bool
-    last_bring_up: dict[str, Any] | None
+
+    @property
+    def last_bring_up(self) -> dict[str, Any] | None:
+        """What the last bring-up did, or None."""
+        ...
 
     def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
         """The one start path: one decision, carried out, the answer."""
+        ...
+
+    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
+        """The one stop path: one decision, carried out, the answer."""
         ...
 
     def reboot(self, confirm: bool, actor: str, cold: bool) -> dict[str, Any]:
@@ -200,17 +205,18 @@ class DaemonServices:
         return str(self.serving_document()["state"])
 
     def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
-        """A person's stop (the engine service), start or restart (recovery's start path).
+        """A person's stop (recovery's stop path), start or restart (its start path).
 
         ``stop_foreign`` (start only) first stops the foreign containers holding the port
         or the profile's cards, unless the start gate refuses the start anyway.
         """
         engine = self._require_engine()
-        if action == "stop":
-            return engine.stop_by_person()
-        if action not in ("start", "restart"):
+        if action not in ("start", "restart", "stop"):
             raise NotFound(f"unknown action {action!r}")
         recovery = self._require_recovery()
+        if action == "stop":
+            stop = recovery.request_stop(Trigger.STOP_REQUEST, "api")
+            return {"action": "stop", "accepted": stop.stopped, "serving": engine.status_document()}
         wanted = stop_foreign and action == "start"
         stopped = engine.stop_foreign_before_start("api") if wanted else None
         answer = recovery.request_start(Trigger.START_REQUEST, "api", action == "restart")
@@ -237,10 +243,10 @@ class DaemonServices:
         """``recipe show`` through the daemon."""
         return self._require_engine().recipe_document()
 
-    def close_serving(self, stop_engine: bool) -> None:
-        """Detach from the engine (stopping it only with ``stop_on_exit``)."""
+    def close_serving(self) -> None:
+        """Detach from the engine (it keeps running; ``stop_on_exit`` stopped it before)."""
         if self._engine is not None:
-            self._engine.close(stop_engine=stop_engine)
+            self._engine.close()
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> RecoveryDocument:

@@ -18,7 +18,7 @@ from hwcheck.model import Advice, CheckResult, GpuSnapshot, LostKind, RigSnapsho
 from recovery.controller import RecoveryController
 from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
-from recovery.ports import Launched, StartKind
+from recovery.ports import Launched, StartKind, StopKind
 from recovery.settings import RecoverySettings
 from serving.errors import Busy, Conflict
 from tests.hwcheck.cards import BOOT_AT, make_card
@@ -80,8 +80,10 @@ class Engine:
     def restart(self, reason: str) -> None:
         self.calls.append("restart")
 
-    def stop_cleanly(self, reason: str) -> bool:
-        self.calls.append(f"stop: {reason}")
+    def stop(self, reason: str, kind: StopKind) -> bool:
+        self.calls.append(
+            f"stop: {reason}" if kind is StopKind.FLEETD else f"stop {kind}: {reason}"
+        )
         self.running = False
         return True
 

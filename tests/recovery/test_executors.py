@@ -25,7 +25,7 @@ from recovery.decisions import (
 from recovery.executors import Context, Executors
 from recovery.facts import EngineCondition, LatchFact, Trigger
 from recovery.history import FaultHistory
-from recovery.ports import Launched, StartKind
+from recovery.ports import Launched, StartKind, StopKind
 from serving.errors import Refused
 from tests.support.recovery_ports import MemoryPorts
 
@@ -61,8 +61,10 @@ class Rig(MemoryPorts):
     def restart(self, reason: str) -> None:
         self.calls.append(f"restart: {reason}")
 
-    def stop_cleanly(self, reason: str) -> bool:
-        self.calls.append(f"stop: {reason}")
+    def stop(self, reason: str, kind: StopKind) -> bool:
+        self.calls.append(
+            f"stop: {reason}" if kind is StopKind.FLEETD else f"stop {kind}: {reason}"
+        )
         return self.stops
 
     def restart_after(self, delay_s: float, reason: str) -> None:
