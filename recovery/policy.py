@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hwcheck.model import Advice, LostKind, XidClass
+from hwcheck.recovery_actions import recovery_action_info, recovery_action_words
 from recovery.decisions import (
     AdviseInspection,
     Decision,
@@ -44,14 +45,6 @@ from recovery.gate import start_gate
 
 DRIVER_POISONED = "driver_poisoned"
 
-# NVML field 230 codes that ask for a reset or a reboot (3, drain P2P, does not).
-_RECOVERY_ACTION_ADVICE = {
-    1: (Advice.WARM_REBOOT, "GPU reset required (a reboot: nvidia-smi -r is not supported)"),
-    2: (Advice.WARM_REBOOT, "node reboot required"),
-    4: (Advice.WARM_REBOOT, "drain and reset required"),
-    6: (Advice.WARM_REBOOT, "PCIe bus reset required"),
-    7: (Advice.COLD_POWER_CYCLE, "system reboot required (GSP/PMU class: power cycle)"),
-}
 _LOST_WORDS = {
     LostKind.RESET_REQUIRED: "needs a reset (NVML: reset required; a reboot on these cards)",
     LostKind.GPU_IS_LOST: "is lost (NVML: GPU is lost)",
@@ -82,12 +75,15 @@ def _card_fault(fault: CardFault) -> StopAndLatch | None:
         return StopAndLatch(
             f"card {fault.card} {_LOST_WORDS[fault.lost_kind]}", Advice.WARM_REBOOT, fault.card
         )
-    known = _RECOVERY_ACTION_ADVICE.get(fault.recovery_action or 0)
-    if known is None:
+    code = fault.recovery_action
+    if not code:
         return None
-    advice, why = known
+    # NVML field 230 is judged by the table Xid 154's code is (hwcheck.recovery_actions).
+    advice = recovery_action_info(code).advice
+    if advice is None:
+        return None
     return StopAndLatch(
-        f"card {fault.card}: NVML recovery action {fault.recovery_action}: {why}",
+        f"card {fault.card}: NVML recovery action {code}: {recovery_action_words(code)}",
         advice,
         fault.card,
     )

@@ -118,7 +118,7 @@ def test_after_an_xid_stop_no_canary_reads_pass(rig: Fleetd) -> None:
     clear(rig)
 
 
-# The catalogue's code table (hwcheck.kernellog.catalogue.RECOVERY_ACTIONS) as advice.
+# The one recovery-action table (hwcheck.recovery_actions.RECOVERY_ACTIONS) as advice.
 XID_154_ADVICE = {0x0: None, 0x1: WARM, 0x2: WARM, 0x3: WARM, 0x4: WARM, 0x6: WARM, 0x7: COLD}
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hwcheck.kernellog.catalogue import DEFAULT_ENTRIES, RECOVERY_ACTIONS, XidCatalogue, XidOverride
+from hwcheck.kernellog.catalogue import DEFAULT_ENTRIES, XidCatalogue, XidOverride
 from hwcheck.model import CheckResult, LostKind, Severity, XidAction, XidClass
+from hwcheck.recovery_actions import RECOVERY_ACTIONS
 from recovery.decisions import (
     Advice,
     AdviseInspection,
@@ -159,8 +160,10 @@ def test_an_unknown_xid_is_recorded_and_advised_for_inspection() -> None:
         (CardFault(2, recovery_action=1), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=2), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=4), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=3), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=6), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=7), Advice.COLD_POWER_CYCLE),
+        (CardFault(2, recovery_action=5), Advice.WARM_REBOOT),  # unknown here: to inspect
     ],
 )
 def test_nvml_card_faults_stop_and_latch(fault: CardFault, advice: Advice) -> None:
@@ -172,7 +175,7 @@ def test_nvml_card_faults_stop_and_latch(fault: CardFault, advice: Advice) -> No
     assert decision.card == 2
 
 
-@pytest.mark.parametrize("action", [None, 0, 3])
+@pytest.mark.parametrize("action", [None, 0])
 def test_recovery_actions_that_ask_for_no_reset_do_not_latch(action: int | None) -> None:
     facts = Facts(
         Trigger.CARD_FAULT,
@@ -180,6 +183,19 @@ def test_recovery_actions_that_ask_for_no_reset_do_not_latch(action: int | None)
         card_faults=(CardFault(0, recovery_action=action),),
     )
     assert isinstance(decide(facts, NOW_S), NoAction)
+
+
+@pytest.mark.parametrize("code", [*sorted(RECOVERY_ACTIONS), 0x5, 0x1F])
+def test_nvml_field_230_and_xid_154_judge_a_code_alike(code: int) -> None:
+    """One table: the latch and its advice do not depend on how the code arrived."""
+    by_field = decide(
+        Facts(Trigger.CARD_FAULT, card_faults=(CardFault(2, recovery_action=code),)), NOW_S
+    )
+    message = f"GPU recovery action changed from 0x0 (None) to 0x{code:x} (label ignored)"
+    by_xid = decide(on_xid(xid_fact(154, message, card=2)), NOW_S)
+    assert isinstance(by_field, StopAndLatch) is isinstance(by_xid, StopAndLatch)
+    if isinstance(by_field, StopAndLatch) and isinstance(by_xid, StopAndLatch):
+        assert by_field.advice is by_xid.advice
 
 
 @pytest.mark.parametrize(
