@@ -54,7 +54,7 @@ from recovery.ports import (
     RigView,
 )
 from recovery.settings import RecoverySettings, policy_settings
-from recovery.starts import StartAnswer, StartPath
+from recovery.starts import RefusedStart, StartAnswer, StartPath
 from recovery.stops import StopAnswer
 from recovery.streak import RestartStreak
 from serving.errors import Conflict, InvalidInput, Refused
@@ -109,6 +109,7 @@ class RecoveryController:
         self._reboot_lock = threading.Lock()
         self._reboot_by = ""
         self._last_bring_up: dict[str, Any] | None = None
+        self._last_refused_start: RefusedStart | None = None
         self.starts = StartPath(self, rig, prober, clock, recovery.probe_min_interval_s)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker = threading.Thread(target=self._work, name="recovery", daemon=True)
@@ -278,7 +279,18 @@ class RecoveryController:
         self, trigger: Trigger, actor: str = "recovery", restart: bool = False
     ) -> StartAnswer:
         """Every start: one ``decide``, carried out, the answer back to the caller."""
-        return self.starts.request(trigger, actor, restart)
+        answer = self.starts.request(trigger, actor, restart)
+        if answer.started:
+            self._last_refused_start = None
+        elif answer.refusals:
+            now = datetime.now(UTC)
+            self._last_refused_start = RefusedStart(now, trigger, actor, answer.refusals)
+        return answer
+
+    @property
+    def last_refused_start(self) -> RefusedStart | None:
+        """The last start refused (every reason, with its code), until one is made."""
+        return self._last_refused_start
 
     def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
         """Every stop asked for: one ``decide``, carried out on this thread, the answer.
@@ -373,6 +385,10 @@ class RecoveryController:
             "boot_id": boot_id,
             "engine_started": answer.started,
             "summary": summary,
+            "refusals": [
+                {"code": reason.code, "message": reason.line, "blocking": True}
+                for reason in answer.refusals
+            ],
         }
         self._last_bring_up = document
         self._audit.record("fleetd", "bring_up", "the host rebooted", summary)

@@ -94,11 +94,17 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class StopAndLatch:
-    """Stop the engine cleanly and set the reboot-required latch."""
+    """Stop the engine cleanly and set the reboot-required latch.
+
+    ``what`` is the fault's short name, without the card ("Xid 79 (GPU has fallen off
+    the bus)", "NVML: GPU is lost", "CUDA probe failed"): the card's fault history keeps
+    it, so it is carried from where the fault was found, never parsed back from ``reason``.
+    """
 
     reason: str
     advice: Advice
     card: int | None = None
+    what: str = ""
 
     def advice_text(self, engine_running: bool) -> str:
         """The exact next step for a person, once the latch is set."""

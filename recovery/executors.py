@@ -128,8 +128,7 @@ class Executors:
             LOG.exception("the reboot latch could not be written; the engine is stopped anyway")
             return False
         if decision.card is not None:
-            what = decision.reason.split(": ", 1)[0]
-            self._history.record(decision.card, what, _now())
+            self._history.record(decision.card, decision.what or decision.reason, _now())
         return True
 
     def carry_out(self, decision: Decision, context: Context) -> Outcome:
@@ -197,9 +196,11 @@ class Executors:
             else:
                 launched = engine.start(decision.reason, _START_KINDS[context.trigger])
         except Refused as exc:
-            refusal = Reason(exc.code, exc.message)
+            refusals = tuple(
+                r if isinstance(r, Reason) else Reason(r.code, r.line) for r in exc.reasons
+            ) or (Reason(exc.code, exc.message),)
             self._audit.record(context.actor, action, reason, f"refused: {exc.message}")
-            return Outcome(False, exc.message, refusals=(refusal,))
+            return Outcome(False, exc.message, refusals=refusals)
         warned = tuple(w.line for w in (*decision.warnings, *launched.warnings))
         result = "done" if not warned else "done, with warnings: " + "; ".join(warned)
         self._audit.record(context.actor, action, reason, result, warnings=warned)

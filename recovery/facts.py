@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import Advice, CheckResult, LostKind, XidInfo
 from recovery.settings import PolicySettings
+from serving.runtime.classify import CrashClass
 
 __all__ = [
     "CardFault",
@@ -94,12 +95,15 @@ class CardFault:
 class EngineExit:
     """How the engine ended: the crash class from its log (``None``: not classified).
 
+    The class stays the classifier's enum from the supervisor's report to the policy:
+    nothing matches it as a string.
+
     ``description`` is the supervisor's account in words, used in the decision's reason;
     ``ready_for_s`` is how long that run had been ready (``None``: it never was), which
     forgives the backoff streak once it reaches ``backoff_reset_after_s``.
     """
 
-    crash_class: str | None = None
+    crash_class: CrashClass | None = None
     exit_code: int | None = None
     signal: int | None = None
     description: str | None = None

@@ -42,9 +42,14 @@ from recovery.facts import (
     Trigger,
 )
 from recovery.gate import start_gate
+from serving.runtime.classify import CrashClass
 
-DRIVER_POISONED = "driver_poisoned"
-
+_LOST_WHAT = {
+    LostKind.RESET_REQUIRED: "NVML: reset required",
+    LostKind.GPU_IS_LOST: "NVML: GPU is lost",
+    LostKind.NOT_ANSWERING: "NVML: calls do not return",
+    LostKind.UNKNOWN: "NVML: unknown error",
+}
 _LOST_WORDS = {
     LostKind.RESET_REQUIRED: "needs a reset (NVML: reset required; a reboot on these cards)",
     LostKind.GPU_IS_LOST: "is lost (NVML: GPU is lost)",
@@ -73,7 +78,10 @@ def restarts_in_window(
 def _card_fault(fault: CardFault) -> StopAndLatch | None:
     if fault.lost_kind is not None:
         return StopAndLatch(
-            f"card {fault.card} {_LOST_WORDS[fault.lost_kind]}", Advice.WARM_REBOOT, fault.card
+            f"card {fault.card} {_LOST_WORDS[fault.lost_kind]}",
+            Advice.WARM_REBOOT,
+            fault.card,
+            _LOST_WHAT[fault.lost_kind],
         )
     code = fault.recovery_action
     if not code:
@@ -82,10 +90,12 @@ def _card_fault(fault: CardFault) -> StopAndLatch | None:
     advice = recovery_action_info(code).advice
     if advice is None:
         return None
+    words = recovery_action_words(code)
     return StopAndLatch(
-        f"card {fault.card}: NVML recovery action {code}: {recovery_action_words(code)}",
+        f"card {fault.card}: NVML recovery action {code}: {words}",
         advice,
         fault.card,
+        f"NVML recovery action {code} ({words})",
     )
 
 
@@ -94,7 +104,9 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
         advice = fact.info.advice
         if advice is not None:
             where = f"card {fact.card}" if fact.card is not None else None
-            yield StopAndLatch(fact.info.headline(where), advice, fact.card)
+            yield StopAndLatch(
+                fact.info.headline(where), advice, fact.card, fact.info.headline(None)
+            )
     for fault in facts.card_faults:
         found = _card_fault(fault)
         if found is not None:
@@ -106,12 +118,14 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
                 f"CUDA probe {probe.outcome} on card {probe.card}{detail} (the card is wedged)",
                 Advice.WARM_REBOOT,
                 probe.card,
+                f"CUDA probe {probe.outcome}",
             )
     exit_ = facts.engine_exit
-    if exit_ is not None and exit_.crash_class == DRIVER_POISONED:
+    if exit_ is not None and exit_.crash_class is CrashClass.DRIVER_POISONED:
         yield StopAndLatch(
             "the engine crashed with a poisoned driver (CUDA driver initialization failed)",
             Advice.WARM_REBOOT,
+            what="a poisoned CUDA driver",
         )
 
 
@@ -134,7 +148,9 @@ def escalate(fault: StopAndLatch, facts: Facts) -> StopAndLatch:
         f"card {fault.card} had a hardware fault {boots} ({last.what}, at {last.at}) and "
         f"{reboot} after it did not help: it needs a cold power cycle"
     )
-    return StopAndLatch(f"{fault.reason}; {history}", Advice.COLD_POWER_CYCLE, fault.card)
+    return StopAndLatch(
+        f"{fault.reason}; {history}", Advice.COLD_POWER_CYCLE, fault.card, fault.what
+    )
 
 
 def _worst(faults: list[StopAndLatch]) -> StopAndLatch:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
 from daemon.canaries.runner import not_run_entry
-from daemon.engine.actions import start_document
+from daemon.engine.actions import refusal_document, start_document
 from daemon.ports.parts import RECOVERY_ACTIONS
 from daemon.rig.caps import CapKeeper
 from daemon.rig.history_cache import HistoryCache
@@ -29,7 +29,7 @@ from hwcheck.model import EventKind, RigProfile, Severity
 from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
-from recovery.starts import StartAnswer
+from recovery.starts import RefusedStart, StartAnswer
 from recovery.stops import StopAnswer
 from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
@@ -40,6 +40,8 @@ from web.models import (
     RecipeDocument,
     RecoveryDecisionDocument,
     RecoveryDocument,
+    RefusalDocument,
+    RefusedStartDocument,
     StatusDocument,
 )
 from web.services import EventQuery, SimulationControl
@@ -95,6 +97,11 @@ class RecoveryControl(Protocol):
     @property
     def last_bring_up(self) -> dict[str, Any] | None:
         """What the last bring-up did, or None."""
+        ...
+
+    @property
+    def last_refused_start(self) -> RefusedStart | None:
+        """The last start refused (every reason, with its code), until one is made."""
         ...
 
     def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
@@ -268,6 +275,17 @@ class DaemonServices:
             doc.dry_run = self._recovery.dry_run
             doc.decisions = self.last_decisions()
             doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
+            refused = self._recovery.last_refused_start
+            if refused is not None:
+                doc.last_refused_start = RefusedStartDocument(
+                    ts=iso(refused.at),
+                    trigger=str(refused.trigger),
+                    actor=refused.actor,
+                    reasons=[
+                        RefusalDocument.model_validate(refusal_document(reason))
+                        for reason in refused.reasons
+                    ],
+                )
         return doc
 
     def _require_recovery(self) -> RecoveryControl:

@@ -119,14 +119,15 @@ class SupervisedEngine:
             self._persons_stop.person_starts()
 
     def start(self, reason: str, kind: StartKind) -> Launched:
-        """Launch; the mechanics' refusal as ``Refused`` (its first code)."""
+        """Launch; the mechanics' refusal as ``Refused``, every reason with its code."""
         if kind is StartKind.PERSON:
             self._person_starts()
         try:
             result = self._supervisor.start(reason, _KINDS[kind])
         except StartRefused as exc:
-            first = exc.refusals[0].code if exc.refusals else "refused"
-            raise Refused("; ".join(r.message for r in exc.refusals), first) from None
+            reasons = tuple(Reason(r.code, r.message) for r in exc.refusals)
+            first = reasons[0].code if reasons else "refused"
+            raise Refused("; ".join(r.message for r in reasons), first, reasons) from None
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:

@@ -103,8 +103,8 @@ class EngineService:
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
         containers: ContainerProbe | None = None,
         known_secrets: KnownSecrets | None = None,
+        move_guard: Callable[[str], None],
         defer: Callable[[Callable[[], None]], None] | None = None,
-        move_guard: Callable[[str], None] | None = None,
     ) -> None:
         self.profiles = profiles
         self._active_file = ActiveProfile(state_dir)
@@ -421,7 +421,7 @@ class EngineService:
         """A refusal given before anything moved, audited, as the API's 409 (fleetctl's 4)."""
         message = "; ".join(reason.line for reason in refusals) or f"{action} refused"
         self._store.audit(actor, f"engine_{action}", "refused", reason=message)
-        return Refused(message, refusals[0].code if refusals else "refused")
+        return Refused(message, refusals[0].code if refusals else "refused", refusals)
 
     def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
         """``start --stop-foreign``: what the start gate refuses is refused first, at once.

@@ -322,8 +322,9 @@ def test_a_card_that_faults_again_after_the_warm_reboot_needs_a_cold_power_cycle
     block = recovery(rebooter)
     assert block["advice_kind"] == "cold_power_cycle"
     assert block["advice"].startswith(COLD)
+    # The fault's short name as the policy named it (no card: the sentence names it).
     assert (
-        "card 1 had a hardware fault the boot before this one (Xid 31 (MMU page fault) on card 1"
+        "card 1 had a hardware fault the boot before this one (Xid 31 (MMU page fault), at "
         in block["reason"]
     )
     assert "the warm reboot at" in block["reason"] and "did not help" in block["reason"]

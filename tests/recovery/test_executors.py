@@ -36,6 +36,7 @@ class Rig(MemoryPorts):
 
     stops: bool = True
     refuse_start: str | None = None
+    refuse_reasons: tuple[Reason, ...] = ()
     calls: list[str] = field(default_factory=list)
     power_cycle: str | None = None
 
@@ -54,7 +55,7 @@ class Rig(MemoryPorts):
 
     def start(self, reason: str, kind: StartKind) -> Launched:
         if self.refuse_start is not None:
-            raise Refused(self.refuse_start, "port_in_use")
+            raise Refused(self.refuse_start, "port_in_use", self.refuse_reasons)
         self.calls.append(f"start {kind}: {reason}")
         return Launched(1234)
 
@@ -107,7 +108,9 @@ def executors(rig: Rig, dry_run: bool = False) -> Executors:
     return runner
 
 
-LATCH = StopAndLatch("Xid 119 on card 2: GSP RPC timeout", Advice.COLD_POWER_CYCLE, 2)
+LATCH = StopAndLatch(
+    "Xid 119 on card 2: GSP RPC timeout", Advice.COLD_POWER_CYCLE, 2, "Xid 119 (GSP RPC timeout)"
+)
 ON_XID = Context(Trigger.XID)
 
 
@@ -120,7 +123,9 @@ def test_stop_and_latch_latches_first_then_stops_and_notes_the_cards_fault() -> 
     assert "30 s" in outcome.message
     assert rig.audit == [("recovery", "stop_and_latch", LATCH.reason, "latch set, engine stopped")]
     assert rig.document is not None
-    assert [(f["card"], f["what"]) for f in rig.document["faults"]] == [(2, "Xid 119 on card 2")]
+    # The fault's short name as the policy named it, not parsed back from the reason.
+    faults = [(f["card"], f["what"]) for f in rig.document["faults"]]
+    assert faults == [(2, "Xid 119 (GSP RPC timeout)")]
 
 
 def test_an_engine_that_will_not_stop_still_latches_and_says_so() -> None:
@@ -188,6 +193,16 @@ def test_a_refusal_of_the_mechanics_comes_back_with_its_code() -> None:
     outcome = executors(rig).carry_out(Start("why"), Context(Trigger.START_REQUEST))
     assert not outcome.done
     assert outcome.refusals == (Reason("port_in_use", "port 8000 on 127.0.0.1 is taken"),)
+
+
+def test_every_reason_of_the_mechanics_comes_back_with_its_own_code() -> None:
+    reasons = (
+        Reason("port_in_use", "port 8000 on 127.0.0.1 is taken by pid 77"),
+        Reason("engine_survivors", "pid 78 of the last engine still runs"),
+    )
+    rig = Rig(refuse_start="; ".join(r.message for r in reasons), refuse_reasons=reasons)
+    outcome = executors(rig).carry_out(Start("why"), Context(Trigger.START_REQUEST))
+    assert outcome.refusals == reasons
 
 
 def test_answers_to_an_exit_or_a_backoff_reach_the_engine() -> None:

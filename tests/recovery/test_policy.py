@@ -31,6 +31,7 @@ from recovery.facts import (
     XidFact,
 )
 from recovery.policy import backoff_delay_s, decide
+from serving.runtime.classify import CrashClass
 
 NOW_S = 10_000.0
 CATALOGUE = XidCatalogue()
@@ -175,6 +176,35 @@ def test_nvml_card_faults_stop_and_latch(fault: CardFault, advice: Advice) -> No
     assert decision.card == 2
 
 
+@pytest.mark.parametrize(
+    ("facts", "what"),
+    [
+        (on_xid(xid_fact(79, card=3)), "Xid 79 (GPU has fallen off the bus)"),
+        (
+            Facts(Trigger.CARD_FAULT, card_faults=(CardFault(3, LostKind.GPU_IS_LOST),)),
+            "NVML: GPU is lost",
+        ),
+        (
+            Facts(Trigger.CARD_FAULT, card_faults=(CardFault(3, recovery_action=7),)),
+            "NVML recovery action 7 (system reboot required)",
+        ),
+        (
+            Facts(Trigger.PROBE, probes=(CardProbe(3, ProbeOutcome.FAILED, "E_DEVICES"),)),
+            "CUDA probe failed",
+        ),
+        (
+            Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(CrashClass.DRIVER_POISONED)),
+            "a poisoned CUDA driver",
+        ),
+    ],
+)
+def test_each_fault_carries_its_short_name_without_the_card(facts: Facts, what: str) -> None:
+    """The card's fault history keeps ``what``: it is set here, never parsed from the reason."""
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, StopAndLatch)
+    assert decision.what == what
+
+
 @pytest.mark.parametrize("action", [None, 0])
 def test_recovery_actions_that_ask_for_no_reset_do_not_latch(action: int | None) -> None:
     facts = Facts(
@@ -219,7 +249,7 @@ def test_a_failed_or_timed_out_cuda_probe_latches_and_no_driver_library_does_not
 
 
 def test_a_poisoned_driver_crash_latches_instead_of_restarting() -> None:
-    facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit("driver_poisoned", 1))
+    facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(CrashClass.DRIVER_POISONED, 1))
     decision = decide(facts, NOW_S)
     assert isinstance(decision, StopAndLatch)
     assert decision.advice is Advice.WARM_REBOOT
@@ -228,16 +258,18 @@ def test_a_poisoned_driver_crash_latches_instead_of_restarting() -> None:
 def test_an_xid_31_read_right_after_the_engine_died_latches_instead_of_restarting() -> None:
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("cuda_fault", None, 11),
+        engine_exit=EngineExit(CrashClass.CUDA_FAULT, None, 11),
         new_xids=(xid_fact(31),),
     )
     assert isinstance(decide(facts, NOW_S), StopAndLatch)
 
 
 @pytest.mark.parametrize(
-    "crash", ["cuda_fault", "engine_dead", "kv_oom", "rpc_timeout", "oom_killed", "unknown", None]
+    "crash", [*(c for c in CrashClass if c is not CrashClass.DRIVER_POISONED), None]
 )
-def test_an_application_crash_on_a_healthy_rig_restarts_with_backoff(crash: str | None) -> None:
+def test_an_application_crash_on_a_healthy_rig_restarts_with_backoff(
+    crash: CrashClass | None,
+) -> None:
     facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(crash, None, 9), failures_in_a_row=2)
     decision = decide(facts, NOW_S)
     assert isinstance(decision, RestartAfter)
@@ -258,7 +290,7 @@ def test_too_many_restarts_in_the_window_hold_the_engine() -> None:
     recent = (NOW_S - 500, NOW_S - 300, NOW_S - 10)
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("unknown"),
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
         restart_times_s=recent,
         settings=settings,
     )
@@ -272,7 +304,7 @@ def test_restarts_older_than_the_window_do_not_count() -> None:
     old = (NOW_S - 5000, NOW_S - 4000, NOW_S - 10)
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("unknown"),
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
         restart_times_s=old,
         settings=settings,
     )
@@ -282,7 +314,7 @@ def test_restarts_older_than_the_window_do_not_count() -> None:
 def test_no_restart_when_automatic_restarts_are_off() -> None:
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("unknown"),
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
         settings=PolicySettings(restart_on_failure=False),
     )
     assert isinstance(decide(facts, NOW_S), NoAction)
@@ -290,7 +322,9 @@ def test_no_restart_when_automatic_restarts_are_off() -> None:
 
 def test_an_exit_while_the_latch_is_set_is_not_restarted() -> None:
     facts = Facts(
-        Trigger.ENGINE_EXIT, engine_exit=EngineExit("unknown"), latch=LatchFact("Xid 31 on card 1")
+        Trigger.ENGINE_EXIT,
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
+        latch=LatchFact("Xid 31 on card 1"),
     )
     decision = decide(facts, NOW_S)
     assert isinstance(decision, Refuse)
@@ -467,7 +501,7 @@ def test_lost_cards_and_failed_probes_escalate_too() -> None:
 def test_a_run_ready_long_enough_starts_a_new_streak() -> None:
     settings = PolicySettings(backoff_reset_after_s=600.0)
     for ready_s, failure in ((None, 4), (599.0, 4), (600.0, 1), (3600.0, 1)):
-        exit_ = EngineExit("unknown", ready_for_s=ready_s)
+        exit_ = EngineExit(CrashClass.UNKNOWN, ready_for_s=ready_s)
         facts = Facts(
             Trigger.ENGINE_EXIT, engine_exit=exit_, failures_in_a_row=3, settings=settings
         )
