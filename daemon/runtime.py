@@ -138,7 +138,7 @@ class Daemon:
             self.monitor,
             lambda: None if self.engine is None else self.engine.supervisor.status(),
             lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
-            self.judge.latch,
+            self.latch_state.in_force,
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
             pcie_aer=self.host_watch.aer_counters,
@@ -193,12 +193,14 @@ class Daemon:
         )
         # A stored event or latch change re-renders the status at once, not at the next poll.
         self.store.add_news_listener(self.api.state_changed)
+        # The latch in force: its one holder, in memory (status, verdict, alerts, /metrics).
+        self.latch_state = LatchState(LatchFile(StateDir(self.state_dir).latch), self.store)
         self.alerts = AlertService(
             self.settings.alerts,
             self.store,
             rig=self.settings.rig.display_name(),
             external_url=f"http://{url_host(self.api.host)}:{self.api.port}",
-            latch=lambda: self.judge.latch.latch,  # the latch in force: never waits on the store
+            latch=self.latch_state.in_force,  # the latch in force: never waits on the store
             on_crash=self.crashes.report,
         )
 
@@ -207,13 +209,11 @@ class Daemon:
         settings, host = self.settings, self.host
         self.judge = RigJudge(
             self.monitor,
+            self.latch_state.in_force,
             lambda: None if self.engine is None else self.engine.state()[0].value,
             self.api.state_changed,
         )
         self.recovery_memory = RecoveryMemory(self.store)
-        self.latch_state = LatchState(
-            LatchFile(StateDir(self.state_dir).latch), self.store, self.judge.latch
-        )
         self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
         self.recovery = RecoveryController(
@@ -321,7 +321,7 @@ class Daemon:
             canaries=self.canaries,
             rig=self.settings.rig,
             host_watch=self.host_watch,
-            latch_in_force=self.judge.latch.get,
+            latch_in_force=self.latch_state.in_force,
             audit_rows=self.audit.last,
         )
 
@@ -538,6 +538,16 @@ class Daemon:
             self.monitor, self.poll, self.settings.rig.brake_sustained_samples, self._stop
         )
 
+    def _stop_engine_on_exit(self) -> None:
+        """``[serving] stop_on_exit``: recovery stops the engine cleanly before fleetd exits."""
+        try:
+            answer = self.recovery.request_stop(Trigger.SHUTDOWN, "fleetd")
+        except Exception as exc:  # the exit goes on; the engine is left as it is, said so
+            log.error("the engine could not be stopped on exit: %s", exc)
+            return
+        if not answer.stopped:
+            log.warning("the engine did not stop on exit: %s", answer.why_not)
+
     def _job_failed(self, event: JobExecutionEvent) -> None:
         # APScheduler has already logged the traceback; the next run still happens.
         log.error("job %s failed: %s (next run still scheduled)", event.job_id, event.exception)
@@ -570,8 +580,10 @@ class Daemon:
             self.guard.stop()  # its last usage is stored before the writer closes
         self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
         self.follower.stop()
+        if self.settings.serving.stop_on_exit and self.engine is not None:
+            self._stop_engine_on_exit()
         self.recovery.close()
-        self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
+        self.services.close_serving()
         self.api.stop()
         self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
         try:

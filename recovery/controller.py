@@ -2,10 +2,13 @@
 
 A new Xid (the follower's listener), a card NVML calls lost or asking for a reset (the
 poller's snapshot listener), a CUDA probe, an engine run that ended on its own and the
-end of a backoff (the supervisor's reports), and every start (``starts.StartPath``: a
-person's start or restart, autostart, the bring-up) ask ``decide`` once and hand the
-decision to the executors, which record it in the audit trail. The controller reads
-fleetd's state only through its ports (``recovery.ports``), which ``daemon/`` implements.
+end of a backoff (the supervisor's reports), every start (``starts.StartPath``: a
+person's start or restart, autostart, the bring-up) and every stop (``request_stop``: a
+person's, a profile switch's, the host's reboot, fleetd's exit) ask ``decide`` once and
+hand the decision to the executors, which record it in the audit trail; no engine moves
+any other way (``recovery.moves``). The controller reads fleetd's state only through its
+ports (``recovery.ports``), which ``daemon/`` implements, and only it writes its own
+state (the host's reboot under way, the last bring-up, the streak, the faulty cards).
 
 Threads: listeners run on the follower's, the poller's and the supervisor's threads and
 must not block, so a stop-and-latch sets the latch at once (it blocks restarts and shows
@@ -30,10 +33,19 @@ from hwcheck.model import ClassifiedXid, GpuSnapshot, LatchWaiver, LostKind, Rig
 from hwcheck.threads import CrashReport, ServiceThread, Wake
 from recovery.decisions import Decision, NoAction, Reason, StopAndLatch
 from recovery.executors import Context, Executors
-from recovery.facts import CardFault, EngineCondition, EngineExit, Facts, Trigger, XidFact
+from recovery.facts import (
+    STOPS,
+    CardFault,
+    EngineCondition,
+    EngineExit,
+    Facts,
+    Trigger,
+    XidFact,
+)
 from recovery.gate import start_gate
 from recovery.history import FaultHistory
-from recovery.policy import decide
+from recovery.moves import EngineMoves
+from recovery.policy import decide, reads_recipe
 from recovery.ports import (
     AuditTrail,
     DocumentStore,
@@ -43,7 +55,8 @@ from recovery.ports import (
     RigView,
 )
 from recovery.settings import RecoverySettings, policy_settings
-from recovery.starts import StartAnswer, StartPath
+from recovery.starts import RefusedStart, StartAnswer, StartPath
+from recovery.stops import StopAnswer
 from recovery.streak import RestartStreak
 from serving.errors import Conflict, InvalidInput, Refused
 
@@ -51,6 +64,8 @@ LOG = logging.getLogger("fleetd.recovery")
 
 # Reading the kernel log up to the present before an exit decision waits at most this.
 CATCH_UP_S = 1.5
+# The recipe's facts: the cards it uses (``None``: every card) and its lint errors.
+RecipeFacts = tuple[frozenset[int] | None, tuple[str, ...]]
 
 
 def card_fault_of(card: GpuSnapshot) -> CardFault | None:
@@ -93,10 +108,11 @@ class RecoveryController:
         self.streak = RestartStreak()
         self._engine: EnginePort | None = None
         self._faulty_cards: dict[int, CardFault] = {}
-        self.rebooting = threading.Event()
+        self._rebooting = threading.Event()
         self._reboot_lock = threading.Lock()
         self._reboot_by = ""
-        self.last_bring_up: dict[str, Any] | None = None
+        self._last_bring_up: dict[str, Any] | None = None
+        self._last_refused_start: RefusedStart | None = None
         self.starts = StartPath(self, rig, prober, clock, recovery.probe_min_interval_s)
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker = ServiceThread("recovery", self._work, on_crash=on_crash, log=LOG)
@@ -112,6 +128,14 @@ class RecoveryController:
     def engine(self) -> EnginePort | None:
         """The engine, when the rig has one."""
         return self._engine
+
+    @property
+    def engine_moves(self) -> EngineMoves:
+        """The token the executors hold while they move the engine.
+
+        fleetd's supervisor checks it before every move asked of it (``recovery.moves``).
+        """
+        return self.executors.moves
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run ``job`` on the worker (carry-outs that may block)."""
@@ -135,8 +159,32 @@ class RecoveryController:
         engine = self._engine
         return EngineCondition.STOPPED if engine is None else engine.condition()
 
-    def facts(self, trigger: Trigger, **more: Any) -> Facts:
-        """The facts every decision shares (through the ports), plus ``more``."""
+    def facts(self, trigger: Trigger, recipe: RecipeFacts | None = None, **more: Any) -> Facts:
+        """The facts a decision on ``trigger`` reads (through the ports), plus ``more``.
+
+        The recipe's facts (its cards, its lint errors: the model directory's config, a
+        listing, a stat per weight file) are gathered only when the decision reads them
+        (``policy.reads_recipe``: a start, an exit's restart), unless ``recipe`` gives
+        them; and first: the facts held in memory (the latch above all) are read after
+        them, so a latch set while the model's disk was slow is not missed.
+        """
+        facts = self._memory_facts(trigger, **more)
+        if recipe is None:
+            if not reads_recipe(facts):
+                return facts
+            recipe = self.recipe_facts()
+            facts = self._memory_facts(trigger, **more)  # read again, after the disk
+        cards, errors = recipe
+        return replace(facts, recipe_cards=cards, recipe_errors=errors)
+
+    def recipe_facts(self) -> RecipeFacts:
+        """The recipe's cards and lint errors now (may read the model's disk)."""
+        engine = self._engine
+        if engine is None:
+            return None, ()
+        return engine.recipe_cards(), engine.recipe_errors()
+
+    def _memory_facts(self, trigger: Trigger, **more: Any) -> Facts:
         engine = self._engine
         now_s = self._clock()
         base = Facts(
@@ -144,13 +192,11 @@ class RecoveryController:
             engine=self.engine_condition(),
             checks=self._rig.results(),
             latch=self._latch.latch(),
-            recipe_cards=None if engine is None else engine.recipe_cards(),
-            recipe_errors=() if engine is None else engine.recipe_errors(),
             past_faults=self.history.past_faults(),
             restart_times_s=self.streak.recent(now_s, self.settings.breaker_window_s),
             failures_in_a_row=self.streak.failures_in_a_row,
             operator_hold=False if engine is None else engine.held_by_a_person(),
-            host_rebooting=self.rebooting.is_set(),
+            host_rebooting=self._rebooting.is_set(),
             cards_held_by=self.starts.cards_held_by,
             settings=self.settings,
         )
@@ -236,7 +282,32 @@ class RecoveryController:
         self, trigger: Trigger, actor: str = "recovery", restart: bool = False
     ) -> StartAnswer:
         """Every start: one ``decide``, carried out, the answer back to the caller."""
-        return self.starts.request(trigger, actor, restart)
+        answer = self.starts.request(trigger, actor, restart)
+        if answer.started:
+            self._last_refused_start = None
+        elif answer.refusals:
+            now = datetime.now(UTC)
+            self._last_refused_start = RefusedStart(now, trigger, actor, answer.refusals)
+        return answer
+
+    @property
+    def last_refused_start(self) -> RefusedStart | None:
+        """The last start refused (every reason, with its code), until one is made."""
+        return self._last_refused_start
+
+    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
+        """Every stop asked for: one ``decide``, carried out on this thread, the answer.
+
+        ``trigger`` says whose (``facts.STOPS``: a person's, a profile switch's, the
+        host's reboot, fleetd's exit); ``reason`` is shown in the status afterwards (the
+        policy's words when empty). It never waits for a start under way (``recovery.stops``).
+        """
+        if trigger not in STOPS:
+            raise ValueError(f"{trigger} is not a stop")
+        if self._engine is None:
+            return StopAnswer(NoAction("no engine is configured on this rig"))
+        decision = decide(self.facts(trigger, stop_reason=reason), self._clock())
+        return StopAnswer(decision, self.executors.carry_out(decision, Context(trigger, actor)))
 
     def reconcile(self, waived: frozenset[str]) -> Decision | None:
         """At start: decide now what recovery owes for this boot's stored faults.
@@ -278,10 +349,8 @@ class RecoveryController:
         stops anyone's container; the start itself is still ``request_start``'s decision.
         Without a recipe's cards and errors, the engine's (the profile in force).
         """
-        facts = self.facts(Trigger.START_REQUEST)
-        if recipe_errors is not None:
-            facts = replace(facts, recipe_cards=recipe_cards, recipe_errors=recipe_errors)
-        return start_gate(facts)[0]
+        recipe = None if recipe_errors is None else (recipe_cards, recipe_errors)
+        return start_gate(self.facts(Trigger.START_REQUEST, recipe))[0]
 
     def new_boot(self, boot_id: str) -> None:
         """A new boot (or fleetd's start in one): card faults are judged afresh."""
@@ -293,9 +362,40 @@ class RecoveryController:
         """Run the CUDA probe (engine stopped) and decide on it; the failure, or None."""
         return self.starts.probe(why, cards)
 
-    def record(self, action: str, reason: str, result: str) -> None:
-        """One audit row and event by fleetd itself (the bring-up)."""
-        self._audit.record("fleetd", action, reason, result)
+    # -- the host's reboot and the bring-up after it -----------------------------------
+    @property
+    def host_rebooting(self) -> bool:
+        """True while the host reboots: an engine that ends then is no crash to restart."""
+        return self._rebooting.is_set()
+
+    def begin_host_reboot(self) -> None:
+        """The (simulated) host is going down: every process ends, none is restarted."""
+        self._rebooting.set()
+
+    def end_host_reboot(self) -> None:
+        """The reboot is over (its bring-up ran), or it failed before the host went down."""
+        self._rebooting.clear()
+
+    @property
+    def last_bring_up(self) -> dict[str, Any] | None:
+        """What the last bring-up did (the status's ``recovery.bring_up``), or None."""
+        return self._last_bring_up
+
+    def record_bring_up(self, boot_id: str, summary: str, answer: StartAnswer) -> dict[str, Any]:
+        """The bring-up's end: kept for the status and recorded (audit row and event)."""
+        document: dict[str, Any] = {
+            "ts": datetime.now(UTC).isoformat(),
+            "boot_id": boot_id,
+            "engine_started": answer.started,
+            "summary": summary,
+            "refusals": [
+                {"code": reason.code, "message": reason.line, "blocking": True}
+                for reason in answer.refusals
+            ],
+        }
+        self._last_bring_up = document
+        self._audit.record("fleetd", "bring_up", "the host rebooted", summary)
+        return document
 
     def record_probe(self, why: str, summary: str) -> None:
         """A probe round in the audit trail (recovery's own)."""

@@ -23,6 +23,7 @@ __all__ = [
     "Refuse",
     "RestartAfter",
     "Start",
+    "Stop",
     "StopAndLatch",
 ]
 
@@ -51,6 +52,16 @@ class Start:
 
     reason: str
     warnings: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop the engine cleanly, as asked (a person, a profile switch, the host, fleetd's exit).
+
+    Never refused and never a dry run: a stop is the safe side, and no repair.
+    """
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +94,17 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class StopAndLatch:
-    """Stop the engine cleanly and set the reboot-required latch."""
+    """Stop the engine cleanly and set the reboot-required latch.
+
+    ``what`` is the fault's short name, without the card ("Xid 79 (GPU has fallen off
+    the bus)", "NVML: GPU is lost", "CUDA probe failed"): the card's fault history keeps
+    it, so it is carried from where the fault was found, never parsed back from ``reason``.
+    """
 
     reason: str
     advice: Advice
     card: int | None = None
+    what: str = ""
 
     def advice_text(self, engine_running: bool) -> str:
         """The exact next step for a person, once the latch is set."""
@@ -109,4 +126,4 @@ class NoAction:
     reason: str
 
 
-Decision = Start | RestartAfter | Hold | Refuse | StopAndLatch | AdviseInspection | NoAction
+Decision = Start | Stop | RestartAfter | Hold | Refuse | StopAndLatch | AdviseInspection | NoAction

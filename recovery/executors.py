@@ -3,8 +3,10 @@
 The only writers of the reboot-required latch and the only place ``[recovery] dry_run``
 is honoured: a decision that would repair (stop and latch, restart after a backoff, the
 breaker's hold) is then recorded as "not carried out" and touches nothing. Starts are
-no repair: a person's start, autostart and the bring-up's start still happen in dry run.
-The ports they drive (``recovery.ports``) cannot reload ``nvidia_uvm``, reset a GPU or
+no repair: a person's start, autostart and the bring-up's start still happen in dry run,
+and so does every stop asked for (a person's, a switch's, the host's reboot, fleetd's
+exit). They hold ``moves``, recovery's token, while they drive the engine: fleetd's
+supervisor refuses a move asked for without it (``recovery.moves``). The ports they drive (``recovery.ports``) cannot reload ``nvidia_uvm``, reset a GPU or
 kill a worker: such moves are not expressible here.
 """
 
@@ -24,12 +26,22 @@ from recovery.decisions import (
     Refuse,
     RestartAfter,
     Start,
+    Stop,
     StopAndLatch,
 )
 from recovery.facts import Trigger
 from recovery.history import FaultHistory
-from recovery.ports import AuditTrail, EnginePort, HostCommands, LatchPort, Launched, StartKind
-from serving.errors import Refused
+from recovery.moves import EngineMoves
+from recovery.ports import (
+    AuditTrail,
+    EnginePort,
+    HostCommands,
+    LatchPort,
+    Launched,
+    StartKind,
+    StopKind,
+)
+from serving.errors import Refused, Unavailable
 
 LOG = logging.getLogger("fleetd.recovery")
 ACTOR = "recovery"
@@ -40,6 +52,12 @@ _START_KINDS = {
     Trigger.AUTOSTART: StartKind.AUTOMATIC,
     Trigger.BRING_UP: StartKind.AUTOMATIC,
     Trigger.BACKOFF_DUE: StartKind.RESTART,
+}
+_STOP_KINDS = {
+    Trigger.STOP_REQUEST: StopKind.PERSON,
+    Trigger.SWITCH: StopKind.FLEETD,
+    Trigger.HOST_REBOOT: StopKind.FLEETD,
+    Trigger.SHUTDOWN: StopKind.FLEETD,
 }
 MANUAL_POWER_CYCLE = (
     "no [recovery] power_cycle_command is configured, so fleetd cannot power-cycle the rig: "
@@ -88,6 +106,7 @@ class Executors:
         self._host = host
         self._history = history
         self.dry_run = dry_run
+        self.moves = EngineMoves()
 
     def attach_engine(self, engine: EnginePort) -> None:
         """The engine they drive (a rig without one has nothing to start or stop)."""
@@ -109,12 +128,15 @@ class Executors:
             LOG.exception("the reboot latch could not be written; the engine is stopped anyway")
             return False
         if decision.card is not None:
-            what = decision.reason.split(": ", 1)[0]
-            self._history.record(decision.card, what, _now())
+            self._history.record(decision.card, decision.what or decision.reason, _now())
         return True
 
     def carry_out(self, decision: Decision, context: Context) -> Outcome:
         """Act on one decision (or, in dry run, only record a repair)."""
+        with self.moves.held():
+            return self._carry_out(decision, context)
+
+    def _carry_out(self, decision: Decision, context: Context) -> Outcome:
         action, reason = describe(decision)
         answers = context.trigger in _ANSWERS_ENGINE
         if isinstance(decision, NoAction):
@@ -131,6 +153,8 @@ class Executors:
                 return self._stop_and_latch(decision, action)
             case Start():
                 return self._start(decision, context)
+            case Stop():
+                return self._stop(decision, context)
             case RestartAfter():
                 if self._engine is not None:
                     self._engine.restart_after(decision.delay_s, decision.reason)
@@ -151,8 +175,7 @@ class Executors:
         # The latch first: it blocks every restart at once and shows in the status, while a
         # graceful stop may take minutes.
         self.latch_now(decision)
-        engine = self._engine
-        stopped = True if engine is None else engine.stop_cleanly(decision.reason)
+        stopped = self._stop_engine(decision.reason, StopKind.FLEETD)
         result = (
             "latch set, engine stopped"
             if stopped
@@ -173,13 +196,42 @@ class Executors:
             else:
                 launched = engine.start(decision.reason, _START_KINDS[context.trigger])
         except Refused as exc:
-            refusal = Reason(exc.code, exc.message)
+            refusals = tuple(
+                r if isinstance(r, Reason) else Reason(r.code, r.line) for r in exc.reasons
+            ) or (Reason(exc.code, exc.message),)
             self._audit.record(context.actor, action, reason, f"refused: {exc.message}")
-            return Outcome(False, exc.message, refusals=(refusal,))
+            return Outcome(False, exc.message, refusals=refusals)
         warned = tuple(w.line for w in (*decision.warnings, *launched.warnings))
         result = "done" if not warned else "done, with warnings: " + "; ".join(warned)
         self._audit.record(context.actor, action, reason, result, warnings=warned)
         return Outcome(True, reason, launched=launched)
+
+    def _stop(self, decision: Stop, context: Context) -> Outcome:
+        action, reason = describe(decision)
+        if self._engine is None:
+            return Outcome(False, "no engine is configured on this rig")
+        kind = _STOP_KINDS.get(context.trigger, StopKind.FLEETD)
+        try:
+            stopped = self._engine.stop(decision.reason, kind)
+        except Unavailable as exc:
+            self._audit.record(context.actor, action, reason, f"not stopped: {exc.message}")
+            raise
+        if kind is StopKind.PERSON:
+            result = "accepted (the engine stops in the background)"
+        else:
+            result = "engine stopped" if stopped else "the engine would not stop"
+        self._audit.record(context.actor, action, reason, result)
+        return Outcome(stopped, result if stopped else f"{reason}: {result}")
+
+    def _stop_engine(self, reason: str, kind: StopKind) -> bool:
+        """Stop the engine for fleetd's own reason; False when it would not (or cannot)."""
+        engine = self._engine
+        if engine is None:
+            return True
+        try:
+            return engine.stop(reason, kind)
+        except Unavailable:
+            return False
 
     def _stay_stopped(self, why: str) -> None:
         engine = self._engine
@@ -210,8 +262,9 @@ class Executors:
         if self.dry_run:
             self._audit.record(actor, action, why, "dry run: not carried out")
             return Outcome(False, f"dry run: the {action.replace('_', ' ')} was not carried out")
-        engine = self._engine
-        if engine is not None and not engine.stop_cleanly(f"{action.replace('_', ' ')} {why}"):
+        with self.moves.held():
+            stopped = self._stop_engine(f"{action.replace('_', ' ')} {why}", StopKind.FLEETD)
+        if not stopped:
             message = "the engine would not stop: not rebooting (stop it, or power-cycle by hand)"
             self._audit.record(actor, action, why, message)
             return Outcome(False, message)
@@ -253,6 +306,8 @@ def describe(decision: Decision) -> tuple[str, str]:
             return "restart_after", decision.reason
         case Start():
             return "start", decision.reason
+        case Stop():
+            return "stop", decision.reason
         case Hold():
             return "hold", decision.reason
         case Refuse():

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import Advice, CheckResult, LostKind, XidInfo
 from recovery.settings import PolicySettings
+from serving.runtime.classify import CrashClass
 
 __all__ = [
     "CardFault",
@@ -42,11 +43,16 @@ class Trigger(enum.StrEnum):
     AUTOSTART = "autostart"  # fleetd started with autostart on
     BRING_UP = "bring_up"  # the end of the bring-up after a reboot (autostart's rules)
     BACKOFF_DUE = "backoff_due"  # the wait before an automatic restart is over
+    STOP_REQUEST = "stop_request"  # a person asked for a stop
+    SWITCH = "switch"  # ``serve NAME`` stops the engine to start another profile
+    HOST_REBOOT = "host_reboot"  # the (simulated) host reboots: every process ends
+    SHUTDOWN = "shutdown"  # fleetd exits with ``[serving] stop_on_exit``
 
 
 STARTS = frozenset(
     {Trigger.START_REQUEST, Trigger.AUTOSTART, Trigger.BRING_UP, Trigger.BACKOFF_DUE}
 )
+STOPS = frozenset({Trigger.STOP_REQUEST, Trigger.SWITCH, Trigger.HOST_REBOOT, Trigger.SHUTDOWN})
 
 
 class EngineCondition(enum.StrEnum):
@@ -89,12 +95,15 @@ class CardFault:
 class EngineExit:
     """How the engine ended: the crash class from its log (``None``: not classified).
 
+    The class stays the classifier's enum from the supervisor's report to the policy:
+    nothing matches it as a string.
+
     ``description`` is the supervisor's account in words, used in the decision's reason;
     ``ready_for_s`` is how long that run had been ready (``None``: it never was), which
     forgives the backoff streak once it reaches ``backoff_reset_after_s``.
     """
 
-    crash_class: str | None = None
+    crash_class: CrashClass | None = None
     exit_code: int | None = None
     signal: int | None = None
     description: str | None = None
@@ -138,6 +147,10 @@ class Facts:
     breaker hold) that automatic starts must respect; ``host_rebooting`` is true while a
     confirmed (or simulated) reboot ends every process; ``cards_held_by`` names a
     diagnostic that has the cards to itself (the memory test), during which nothing starts.
+    The recipe's cards and errors are gathered only when the decision reads them (a start,
+    an exit's restart: ``policy.reads_recipe``), never for an Xid, a card fault, a probe
+    or a stop: those decide without touching the model's disk. ``stop_reason`` is what a
+    stop was asked for, in words (the status shows it afterwards).
     """
 
     trigger: Trigger
@@ -156,4 +169,5 @@ class Facts:
     operator_hold: bool = False
     host_rebooting: bool = False
     cards_held_by: str | None = None
+    stop_reason: str = ""
     settings: PolicySettings = field(default_factory=PolicySettings)

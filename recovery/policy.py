@@ -9,8 +9,9 @@ crash. A card that faults again within ``escalate_within_boots`` boots after a w
 is advised a cold power cycle (the warm reboot did not help). Otherwise an engine exit on a
 healthy rig restarts with capped exponential backoff, and too many restarts in the window
 hold the engine. Starts (a person's, autostart's, the bring-up's, the end of a backoff)
-pass one gate (``recovery.gate``). There are no moves here that reload ``nvidia_uvm``,
-reset a GPU or kill workers: the decisions cannot express them.
+pass one gate (``recovery.gate``); a stop asked for (a person's, a profile switch's, the
+host's reboot, fleetd's exit) is carried out, never refused. There are no moves here that
+reload ``nvidia_uvm``, reset a GPU or kill workers: the decisions cannot express them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hwcheck.model import Advice, LostKind, XidClass
+from hwcheck.recovery_actions import recovery_action_info, recovery_action_words
 from recovery.decisions import (
     AdviseInspection,
     Decision,
@@ -26,9 +28,12 @@ from recovery.decisions import (
     Refuse,
     RestartAfter,
     Start,
+    Stop,
     StopAndLatch,
 )
 from recovery.facts import (
+    STARTS,
+    STOPS,
     CardFault,
     EngineCondition,
     Facts,
@@ -37,16 +42,13 @@ from recovery.facts import (
     Trigger,
 )
 from recovery.gate import start_gate
+from serving.runtime.classify import CrashClass
 
-DRIVER_POISONED = "driver_poisoned"
-
-# NVML field 230 codes that ask for a reset or a reboot (3, drain P2P, does not).
-_RECOVERY_ACTION_ADVICE = {
-    1: (Advice.WARM_REBOOT, "GPU reset required (a reboot: nvidia-smi -r is not supported)"),
-    2: (Advice.WARM_REBOOT, "node reboot required"),
-    4: (Advice.WARM_REBOOT, "drain and reset required"),
-    6: (Advice.WARM_REBOOT, "PCIe bus reset required"),
-    7: (Advice.COLD_POWER_CYCLE, "system reboot required (GSP/PMU class: power cycle)"),
+_LOST_WHAT = {
+    LostKind.RESET_REQUIRED: "NVML: reset required",
+    LostKind.GPU_IS_LOST: "NVML: GPU is lost",
+    LostKind.NOT_ANSWERING: "NVML: calls do not return",
+    LostKind.UNKNOWN: "NVML: unknown error",
 }
 _LOST_WORDS = {
     LostKind.RESET_REQUIRED: "needs a reset (NVML: reset required; a reboot on these cards)",
@@ -76,16 +78,24 @@ def restarts_in_window(
 def _card_fault(fault: CardFault) -> StopAndLatch | None:
     if fault.lost_kind is not None:
         return StopAndLatch(
-            f"card {fault.card} {_LOST_WORDS[fault.lost_kind]}", Advice.WARM_REBOOT, fault.card
+            f"card {fault.card} {_LOST_WORDS[fault.lost_kind]}",
+            Advice.WARM_REBOOT,
+            fault.card,
+            _LOST_WHAT[fault.lost_kind],
         )
-    known = _RECOVERY_ACTION_ADVICE.get(fault.recovery_action or 0)
-    if known is None:
+    code = fault.recovery_action
+    if not code:
         return None
-    advice, why = known
+    # NVML field 230 is judged by the table Xid 154's code is (hwcheck.recovery_actions).
+    advice = recovery_action_info(code).advice
+    if advice is None:
+        return None
+    words = recovery_action_words(code)
     return StopAndLatch(
-        f"card {fault.card}: NVML recovery action {fault.recovery_action}: {why}",
+        f"card {fault.card}: NVML recovery action {code}: {words}",
         advice,
         fault.card,
+        f"NVML recovery action {code} ({words})",
     )
 
 
@@ -94,7 +104,9 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
         advice = fact.info.advice
         if advice is not None:
             where = f"card {fact.card}" if fact.card is not None else None
-            yield StopAndLatch(fact.info.headline(where), advice, fact.card)
+            yield StopAndLatch(
+                fact.info.headline(where), advice, fact.card, fact.info.headline(None)
+            )
     for fault in facts.card_faults:
         found = _card_fault(fault)
         if found is not None:
@@ -106,12 +118,14 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
                 f"CUDA probe {probe.outcome} on card {probe.card}{detail} (the card is wedged)",
                 Advice.WARM_REBOOT,
                 probe.card,
+                f"CUDA probe {probe.outcome}",
             )
     exit_ = facts.engine_exit
-    if exit_ is not None and exit_.crash_class == DRIVER_POISONED:
+    if exit_ is not None and exit_.crash_class is CrashClass.DRIVER_POISONED:
         yield StopAndLatch(
             "the engine crashed with a poisoned driver (CUDA driver initialization failed)",
             Advice.WARM_REBOOT,
+            what="a poisoned CUDA driver",
         )
 
 
@@ -134,7 +148,9 @@ def escalate(fault: StopAndLatch, facts: Facts) -> StopAndLatch:
         f"card {fault.card} had a hardware fault {boots} ({last.what}, at {last.at}) and "
         f"{reboot} after it did not help: it needs a cold power cycle"
     )
-    return StopAndLatch(f"{fault.reason}; {history}", Advice.COLD_POWER_CYCLE, fault.card)
+    return StopAndLatch(
+        f"{fault.reason}; {history}", Advice.COLD_POWER_CYCLE, fault.card, fault.what
+    )
 
 
 def _worst(faults: list[StopAndLatch]) -> StopAndLatch:
@@ -192,8 +208,35 @@ def _automatic_start(facts: Facts, reason: str) -> Decision:
     return _start(facts, reason)
 
 
+_STOP_WORDS = {
+    Trigger.STOP_REQUEST: "stopped by operator",
+    Trigger.SWITCH: "switching profiles",
+    Trigger.HOST_REBOOT: "the host reboots",
+    Trigger.SHUTDOWN: "fleetd is shutting down (stop_on_exit)",
+}
+
+
+def reads_recipe(facts: Facts) -> bool:
+    """Whether ``decide`` reads the recipe (its cards, its lint errors) for these facts.
+
+    A start's gate does, and so does an exit's restart on a healthy rig (the gate again).
+    An Xid, a card fault, a probe, a stop, or an exit that latches do not: they decide,
+    and latch, without touching the model's disk (a slow or sick disk must not delay
+    the latch after an Xid). The controller gathers the recipe's facts only when True.
+    """
+    if facts.trigger in STARTS:
+        return True
+    if facts.trigger is not Trigger.ENGINE_EXIT:
+        return False
+    if facts.host_rebooting or not facts.settings.restart_on_failure:
+        return False
+    return next(_hardware_faults(facts), None) is None
+
+
 def decide(facts: Facts, now_s: float) -> Decision:
     """The one decision for ``facts`` at monotonic time ``now_s``."""
+    if facts.trigger in STOPS:
+        return Stop(facts.stop_reason or _STOP_WORDS[facts.trigger])
     faults = [escalate(fault, facts) for fault in _hardware_faults(facts)]
     if faults:
         return _worst(faults)

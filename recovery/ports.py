@@ -27,6 +27,13 @@ class StartKind(enum.StrEnum):
     RESTART = "restart"  # the end of a backoff: counted in the running restart total
 
 
+class StopKind(enum.StrEnum):
+    """Who a stop is for: a person (answered at once), or fleetd's own (waited for)."""
+
+    PERSON = "person"  # automatic starts then leave the engine down, across fleetd restarts
+    FLEETD = "fleetd"  # a fault's latch, a profile switch, the host's reboot, fleetd's exit
+
+
 @dataclass(frozen=True, slots=True)
 class Launched:
     """What a start did: the engine's pid, or that one already ran.
@@ -44,7 +51,9 @@ class EnginePort(Protocol):
     """The engine as recovery drives it (the supervisor's mechanics behind it).
 
     ``start`` raises ``serving.errors.Refused`` when the mechanics refuse (the port is
-    taken, processes of the last engine survive, the launcher fails). ``restart_after``,
+    taken, processes of the last engine survive, the launcher fails); ``start``, ``restart``
+    and ``stop`` raise ``serving.errors.Unavailable`` once fleetd is shutting down.
+    Only recovery's executors call these moves (``recovery.moves``). ``restart_after``,
     ``hold`` and ``stay_stopped`` answer an exit or a backoff's end: the supervisor
     ignores them when a person moved the engine in the meantime.
     """
@@ -73,8 +82,12 @@ class EnginePort(Protocol):
         """A person's restart: stop cleanly, then launch (finishes in the background)."""
         ...
 
-    def stop_cleanly(self, reason: str) -> bool:
-        """Graceful signals (SIGKILL only with ``[serving] allow_kill``); True when stopped."""
+    def stop(self, reason: str, kind: StopKind) -> bool:
+        """Graceful signals (SIGKILL only with ``[serving] allow_kill``), ``reason`` shown.
+
+        True when stopped; a person's stop (``StopKind.PERSON``) is answered at once, True
+        once accepted, and finishes in the background.
+        """
         ...
 
     def restart_after(self, delay_s: float, reason: str) -> None:

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,20 @@ PROBE_FRESH_S = 30.0
 HOLD_WAIT_S = 60.0
 LOG = logging.getLogger("fleetd.recovery")
 _AUTOMATIC = frozenset({Trigger.AUTOSTART, Trigger.BRING_UP})
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedStart:
+    """The last start recovery did not make: when, why asked, and every reason with its code.
+
+    Kept by the controller for the status (``recovery.last_refused_start``) until a start
+    is made: a refusal shown in one joined line would keep only its first code.
+    """
+
+    at: datetime
+    trigger: Trigger
+    actor: str
+    reasons: tuple[Reason, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +168,10 @@ class StartPath:
                 controller.streak.clear()  # a person acted: backoff and breaker start over
             facts = controller.facts(trigger)
             if self._probe_needed(facts):
-                facts = replace(facts, probes=self._probe_for_start(facts))
+                probes = self._probe_for_start(facts)
+                # Read again after the probe (seconds): a fault latched meanwhile counts.
+                recipe = (facts.recipe_cards, facts.recipe_errors)
+                facts = controller.facts(trigger, recipe, probes=probes)
             decision = decide(facts, self._clock())
             if isinstance(decision, StopAndLatch):
                 controller.executors.latch_now(decision)

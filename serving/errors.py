@@ -6,10 +6,29 @@ live this low (``serving`` sits above only ``hwcheck``) so every layer that refu
 something can raise them without importing the web layer.
 
 ``code`` is a stable machine word for callers (``reboot_latch``, ``not_found``, ...);
-``message`` is the one line a person reads.
+``message`` is the one line a person reads. A refusal with several reasons (a start the
+gate refuses for the latch and a lint error) also keeps each one, with its own code, in
+``reasons``: ``message`` and ``code`` stay the one line and the first code.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class CodedReason(Protocol):
+    """One reason with its stable code (``recovery.decisions.Reason`` is one)."""
+
+    @property
+    def code(self) -> str:
+        """The stable machine word."""
+        ...
+
+    @property
+    def line(self) -> str:
+        """The reason in one line, with what to do when known."""
+        ...
 
 
 class DomainError(Exception):
@@ -17,10 +36,13 @@ class DomainError(Exception):
 
     default_code = "error"
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, reasons: Sequence[CodedReason] = ()
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code or self.default_code
+        self.reasons = tuple(reasons)
 
 
 class Refused(DomainError):

@@ -3,7 +3,9 @@
 Domain code raises ``serving.errors`` classes and knows nothing of status codes; this
 module maps each class to its status and installs a single FastAPI exception handler.
 The body is ``{"detail": message, "code": code}`` (fleetctl prints ``detail`` and maps
-some ``code`` values, e.g. ``reboot_latch``, to its exit codes).
+some ``code`` values, e.g. ``reboot_latch``, to its exit codes), plus ``reasons`` when the
+refusal has them: every reason with its own code (``detail`` joins them, ``code`` is the
+first's).
 
 Request validation errors (422) keep FastAPI's ``detail`` list of ``{loc, msg, type}``
 but never echo the input back: a huge or hostile body is not returned to its sender,
@@ -81,7 +83,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def domain_error(_: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, DomainError):  # registered for DomainError only
             raise exc
-        return JSONResponse({"detail": exc.message, "code": exc.code}, status_of(exc))
+        body: dict[str, Any] = {"detail": exc.message, "code": exc.code}
+        if exc.reasons:
+            body["reasons"] = [
+                {"code": reason.code, "message": reason.line, "blocking": True}
+                for reason in exc.reasons
+            ]
+        return JSONResponse(body, status_of(exc))
 
     async def invalid_request(_: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):  # registered for it only

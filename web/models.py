@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from hwcheck.model import Advice, EventKind, Severity
+from serving.runtime.classify import CrashClass
 from serving.runtime.states import ServingState
 from web.models_host import AerDocument, HostDocument
 
@@ -41,11 +42,22 @@ class HealthDocument(Document):
     version: str | None = Field(None, description="cmpfleet's version (fleetd --version)")
 
 
+class RefusalDocument(Document):
+    """A reason not to start the engine, or a warning shown with a start."""
+
+    code: str
+    message: str
+    blocking: bool
+
+
 class ErrorDocument(Document):
     """A refusal (4xx/5xx from a domain error): the reason and a stable code."""
 
     detail: str = Field(description="one line a person reads")
     code: str = Field(description="stable machine word, e.g. reboot_latch, not_found")
+    reasons: list[RefusalDocument] | None = Field(
+        default=None, description="every reason with its own code (a refused start)"
+    )
 
 
 class CardDocument(Document):
@@ -101,14 +113,6 @@ class CheckDocument(Document):
     remedy: str
 
 
-class RefusalDocument(Document):
-    """A reason not to start the engine, or a warning shown with a start."""
-
-    code: str
-    message: str
-    blocking: bool
-
-
 class EngineMetricsDocument(Document):
     """The engine's load from its ``/metrics``; ``null`` means not known yet."""
 
@@ -156,7 +160,7 @@ class ServingDocument(Document):
     last_log_line: Annotated[
         str | None, Field(description="the engine's newest log line; only with the token")
     ] = None
-    crash_class: str | None = None
+    crash_class: CrashClass | None = None
     metrics: EngineMetricsDocument | None = None
     adopted: bool | None = None
     backoff_remaining_s: Number | None = None
@@ -172,8 +176,8 @@ class RecoveryDecisionDocument(Document):
     ts: IsoTime
     actor: str = Field(description="recovery, fleetd, or the person (api, cli)")
     action: str = Field(
-        description="stop_and_latch, restart_after, hold, start, refuse, advise_inspection, "
-        "probe, reboot, power_cycle, clear_latch or bring_up"
+        description="stop_and_latch, restart_after, hold, start, stop, refuse, "
+        "advise_inspection, probe, reboot, power_cycle, clear_latch or bring_up"
     )
     reason: str | None
     outcome: str
@@ -187,6 +191,18 @@ class BringUpDocument(Document):
     boot_id: str
     engine_started: bool
     summary: str = Field(description="each step, and exactly why the engine did not start")
+    refusals: list[RefusalDocument] | None = Field(
+        default=None, description="why the engine was not started: every reason with its code"
+    )
+
+
+class RefusedStartDocument(Document):
+    """The last start recovery refused, until one is made: every reason with its code."""
+
+    ts: IsoTime
+    trigger: str = Field(description="start_request, autostart, bring_up or backoff_due")
+    actor: str
+    reasons: list[RefusalDocument]
 
 
 class RecoveryDocument(Document):
@@ -205,6 +221,7 @@ class RecoveryDocument(Document):
     dry_run: bool | None = None
     decisions: list[RecoveryDecisionDocument] | None = None
     bring_up: BringUpDocument | None = None
+    last_refused_start: RefusedStartDocument | None = None
 
 
 class RebootRequest(BaseModel):

@@ -1,6 +1,7 @@
 """Which events and states are alerts: pure functions from facts to fire/resolve signals.
 
-Every alert has a stable fingerprint (the same trouble on the same card is the same
+Every rule reads an event's typed facts (``event_facts``: the enums its writer stored),
+never a word matched in its message. Every alert has a stable fingerprint (the same trouble on the same card is the same
 alert, so repeats fold), a severity, a summary meant for a phone's lock screen, and the
 advice: the next step. Sources:
 
@@ -28,12 +29,14 @@ import re
 from datetime import datetime
 from typing import Any
 
+from daemon.alerts.event_facts import CheckFacts, RecoveryFacts, ServingFacts, XidFacts
 from daemon.alerts.guard_rules import guard_signals
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
 from hwcheck.advice import ACTION_STEPS, ADVICE_STEPS, RigNow
-from hwcheck.model import EventKind, Severity, XidAction
+from hwcheck.model import EventKind, Severity
+from serving.runtime.states import ServingChange, ServingState
 
 ADVICE_UNCLEAN = (
     "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
@@ -91,10 +94,6 @@ def _sentence(text: str) -> str:
 _AFTER_RECOVERY = {True: RigNow(engine_running=False, latched=True), False: RigNow()}
 
 
-def _action(word: str) -> XidAction:
-    return XidAction(word) if word in set(XidAction) else XidAction.INSPECT
-
-
 def _where(event: EventRow) -> str:
     """The card an event is about, for a fingerprint: PCI address, else index, else rig."""
     if event.pci_bus_id:
@@ -130,11 +129,10 @@ def _card_words(event: EventRow) -> str:
 
 def xid_signals(event: EventRow) -> list[AlertSignal]:
     """An Xid: one alert per card and class (more of the same fold into it)."""
-    details = event.details or {}
-    xid_class = str(details.get("class", "unknown"))
-    action = _action(str(details.get("action", "inspect")))
+    facts = XidFacts.of(event)
+    info = facts.info
+    xid_class = info.xid_class.value
     severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
-    latches = event.severity is Severity.CRITICAL  # the xid check's rule: it latches
     return [
         AlertSignal(
             fingerprint=f"xid:{xid_class}:{_where(event)}",
@@ -142,9 +140,8 @@ def xid_signals(event: EventRow) -> list[AlertSignal]:
             rule="xid",
             severity=severity,
             # The headline (the event's message) and one step: never the explanation.
-            summary=f"Xid {event.xid} ({details.get('title') or xid_class}) on "
-            f"{_card_words(event)}",
-            advice=_sentence(ACTION_STEPS[action].text(_AFTER_RECOVERY[latches])),
+            summary=f"Xid {event.xid} ({facts.title or xid_class}) on {_card_words(event)}",
+            advice=_sentence(ACTION_STEPS[info.action].text(_AFTER_RECOVERY[info.latches])),
             labels={
                 "alertname": f"Xid{_camel(xid_class)}",
                 "xid": event.xid,
@@ -157,14 +154,14 @@ def xid_signals(event: EventRow) -> list[AlertSignal]:
 
 def check_signals(event: EventRow) -> list[AlertSignal]:
     """A check changed severity: warning/critical fires its alert, ok resolves it."""
-    details = event.details or {}
-    check = str(details.get("check", ""))
-    if not check or check in SKIPPED_CHECKS:
+    facts = CheckFacts.of(event)
+    check = facts.check
+    if check is None or check in SKIPPED_CHECKS:
         return []
     fingerprint = f"check:{check}:{'rig' if event.card is None else event.card}"
     if event.severity not in _PROBLEM:
         return [AlertSignal(fingerprint, fire=False)]
-    if details.get("confirmed") is False:
+    if not facts.confirmed:
         return []  # seen too briefly to call: the confirmed result (often critical) alerts
     name, title = CHECK_TITLES.get(check, (f"Check{_camel(check)}", check.replace("_", " ")))
     message = event.message.split(": ", 1)[-1]  # past "<id> <before> -> <after>: "
@@ -177,44 +174,54 @@ def check_signals(event: EventRow) -> list[AlertSignal]:
             rule="check",
             severity=event.severity,
             summary=f"{title}{where}: {message}",
-            advice=str(details.get("remedy") or "See `fleetctl status`."),
+            advice=facts.remedy or "See `fleetctl status`.",
             labels={"alertname": name, "check": check, **_card_labels(event)},
         )
     ]
 
 
-def _engine(kind: str, name: str, title: str, event: EventRow, severity: Severity) -> AlertSignal:
-    details = event.details or {}
+def _engine(
+    kind: str, name: str, title: str, event: EventRow, facts: ServingFacts, severity: Severity
+) -> AlertSignal:
     return AlertSignal(
         fingerprint=f"engine:{kind}",
         fire=True,
         rule="engine",
         severity=severity,
         summary=f"{title}: {event.message}",
-        advice=str(details.get("advice") or ENGINE_ADVICE[kind]),
-        labels={"alertname": name, "state": str(details.get("state", ""))},
+        advice=facts.advice or ENGINE_ADVICE[kind],
+        labels={"alertname": name, "state": "" if facts.state is None else facts.state.value},
     )
 
 
 def serving_signals(event: EventRow) -> list[AlertSignal]:
     """Engine crashed, held, stop stuck (fire); ready again or stopped (resolve)."""
-    details = event.details or {}
-    change, state = str(details.get("kind", "")), str(details.get("state", ""))
-    if change == "stop_stuck":
+    facts = ServingFacts.of(event)
+    change, state = facts.change, facts.state
+    if change is ServingChange.STOP_STUCK:
         return [
-            _engine("stop_stuck", "EngineStopStuck", "Engine stop stuck", event, Severity.CRITICAL)
+            _engine(
+                "stop_stuck",
+                "EngineStopStuck",
+                "Engine stop stuck",
+                event,
+                facts,
+                Severity.CRITICAL,
+            )
         ]
-    if change == "breaker" or (change == "state" and state == "held"):
-        return [_engine("held", "EngineHeld", "Engine held", event, Severity.CRITICAL)]
-    if change == "crash":
+    if change is ServingChange.BREAKER or (
+        change is ServingChange.STATE and state is ServingState.HELD
+    ):
+        return [_engine("held", "EngineHeld", "Engine held", event, facts, Severity.CRITICAL)]
+    if change is ServingChange.CRASH:
         severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
-        return [_engine("crash", "EngineCrashed", "Engine crashed", event, severity)]
-    if change == "state" and state == "ready":
+        return [_engine("crash", "EngineCrashed", "Engine crashed", event, facts, severity)]
+    if change is ServingChange.STATE and state is ServingState.READY:
         return [
             AlertSignal("engine:", fire=False, prefix=True),
             AlertSignal("xid:application:", fire=False, prefix=True),
         ]
-    if change == "state" and state == "stopped":
+    if change is ServingChange.STATE and state is ServingState.STOPPED:
         return [AlertSignal("engine:stop_stuck", fire=False)]
     return []
 
@@ -226,10 +233,10 @@ def recovery_signals(event: EventRow) -> list[AlertSignal]:
     is ``RebootRequired`` (from the latch), a hold is ``EngineHeld``, a restart after a
     crash is ``EngineCrashed``; in dry run nothing happened, so the decision is the news.
     """
-    details = event.details or {}
+    facts = RecoveryFacts.of(event)
     if event.severity not in _PROBLEM:
         return []
-    if details.get("action") in COVERED_RECOVERY_ACTIONS and not details.get("dry_run"):
+    if facts.action in COVERED_RECOVERY_ACTIONS and not facts.dry_run:
         return []
     return [
         AlertSignal(
@@ -238,7 +245,7 @@ def recovery_signals(event: EventRow) -> list[AlertSignal]:
             rule="recovery",
             severity=event.severity,
             summary=f"Recovery on {_card_words(event)}: {event.message}",
-            advice=str(details.get("advice") or details.get("remedy") or "See `fleetctl events`."),
+            advice=facts.advice or "See `fleetctl events`.",
             labels={"alertname": "Recovery", **_card_labels(event)},
             one_shot=True,
         )
@@ -281,7 +288,7 @@ def event_signals(event: EventRow) -> list[AlertSignal]:
         return canary_signals(event)
     if event.kind is EventKind.GUARD:
         return guard_signals(event)
-    if event.kind is EventKind.REBOOT and event.message.startswith("host rebooted"):
+    if event.is_new_boot:
         return [
             AlertSignal("xid:", fire=False, prefix=True),
             AlertSignal("engine:stop_stuck", fire=False),

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
 from daemon.canaries.runner import not_run_entry
-from daemon.engine.actions import start_document
+from daemon.engine.actions import refusal_document, start_document
 from daemon.ports.parts import RECOVERY_ACTIONS
 from daemon.rig.caps import CapKeeper
 from daemon.rig.history_cache import HistoryCache
@@ -29,7 +29,8 @@ from hwcheck.model import EventKind, RigProfile, Severity
 from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
-from recovery.starts import StartAnswer
+from recovery.starts import RefusedStart, StartAnswer
+from recovery.stops import StopAnswer
 from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.models import (
@@ -38,6 +39,8 @@ from web.models import (
     RecipeDocument,
     RecoveryDecisionDocument,
     RecoveryDocument,
+    RefusalDocument,
+    RefusedStartDocument,
     StatusDocument,
 )
 from web.routes.canaries import CanaryControl
@@ -49,10 +52,6 @@ class EngineControl(Protocol):
 
     def status_document(self) -> dict[str, Any]:
         """The status's ``serving`` block (docs/reference.md "JSON documents")."""
-        ...
-
-    def stop_by_person(self) -> dict[str, Any]:
-        """A person's stop (it finishes in the background)."""
         ...
 
     def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
@@ -85,8 +84,8 @@ class EngineControl(Protocol):
         """The engine's process tree (its GPU workers, or a container's processes)."""
         ...
 
-    def close(self, stop_engine: bool) -> None:
-        """Stop supervising; stop the engine only when asked."""
+    def close(self) -> None:
+        """Stop supervising (the engine keeps running)."""
         ...
 
 
@@ -94,10 +93,23 @@ class RecoveryControl(Protocol):
     """Recovery's controller (``recovery.controller``) as the API sees it."""
 
     dry_run: bool
-    last_bring_up: dict[str, Any] | None
+
+    @property
+    def last_bring_up(self) -> dict[str, Any] | None:
+        """What the last bring-up did, or None."""
+        ...
+
+    @property
+    def last_refused_start(self) -> RefusedStart | None:
+        """The last start refused (every reason, with its code), until one is made."""
+        ...
 
     def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
         """The one start path: one decision, carried out, the answer."""
+        ...
+
+    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
+        """The one stop path: one decision, carried out, the answer."""
         ...
 
     def reboot(self, confirm: bool, actor: str, cold: bool) -> dict[str, Any]:
@@ -200,17 +212,18 @@ class DaemonServices:
         return str(self.serving_document()["state"])
 
     def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
-        """A person's stop (the engine service), start or restart (recovery's start path).
+        """A person's stop (recovery's stop path), start or restart (its start path).
 
         ``stop_foreign`` (start only) first stops the foreign containers holding the port
         or the profile's cards, unless the start gate refuses the start anyway.
         """
         engine = self._require_engine()
-        if action == "stop":
-            return engine.stop_by_person()
-        if action not in ("start", "restart"):
+        if action not in ("start", "restart", "stop"):
             raise NotFound(f"unknown action {action!r}")
         recovery = self._require_recovery()
+        if action == "stop":
+            stop = recovery.request_stop(Trigger.STOP_REQUEST, "api")
+            return {"action": "stop", "accepted": stop.stopped, "serving": engine.status_document()}
         wanted = stop_foreign and action == "start"
         stopped = engine.stop_foreign_before_start("api") if wanted else None
         answer = recovery.request_start(Trigger.START_REQUEST, "api", action == "restart")
@@ -237,10 +250,10 @@ class DaemonServices:
         """``recipe show`` through the daemon."""
         return self._require_engine().recipe_document()
 
-    def close_serving(self, stop_engine: bool) -> None:
-        """Detach from the engine (stopping it only with ``stop_on_exit``)."""
+    def close_serving(self) -> None:
+        """Detach from the engine (it keeps running; ``stop_on_exit`` stopped it before)."""
         if self._engine is not None:
-            self._engine.close(stop_engine=stop_engine)
+            self._engine.close()
 
     # -- reads ------------------------------------------------------------------------
     def recovery_document(self) -> RecoveryDocument:
@@ -262,6 +275,17 @@ class DaemonServices:
             doc.dry_run = self._recovery.dry_run
             doc.decisions = self.last_decisions()
             doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
+            refused = self._recovery.last_refused_start
+            if refused is not None:
+                doc.last_refused_start = RefusedStartDocument(
+                    ts=iso(refused.at),
+                    trigger=str(refused.trigger),
+                    actor=refused.actor,
+                    reasons=[
+                        RefusalDocument.model_validate(refusal_document(reason))
+                        for reason in refused.reasons
+                    ],
+                )
         return doc
 
     def _require_recovery(self) -> RecoveryControl:

@@ -13,16 +13,14 @@ import os
 import signal
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.sim.scenario import ScenarioError
 from hwcheck.sim.state import SimStateError
+from recovery.facts import Trigger
+from recovery.stops import StopAnswer
 from serving.errors import InvalidInput, NotFound, Unavailable
-from serving.runtime.states import ServingState
-
-if TYPE_CHECKING:
-    from recovery.controller import RecoveryController
 
 log = logging.getLogger("fleetd.sim")
 
@@ -83,30 +81,42 @@ class RebootedEngine(Protocol):
         """The engine's process tree."""
         ...
 
-    def stop_for_recovery(self, reason: str) -> ServingState:
-        """A graceful stop (the engine's own signals); the state it ended in."""
+
+class HostRecovery(Protocol):
+    """Recovery's controller as the simulated host's reboot tells it (``RecoveryController``)."""
+
+    def begin_host_reboot(self) -> None:
+        """The host is going down: an engine that ends now is no crash to restart."""
+        ...
+
+    def end_host_reboot(self) -> None:
+        """The reboot failed before the host went down."""
+        ...
+
+    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
+        """Recovery's one stop path."""
         ...
 
 
 REAL_ENGINE_STOP_REASON = "the simulated host reboots: a real engine is stopped cleanly"
 
 
-def end_as_a_reboot_does(engine: RebootedEngine) -> None:
+def end_as_a_reboot_does(engine: RebootedEngine, recovery: HostRecovery) -> None:
     """End the engine the way a host reboot ends every process, where that is safe.
 
     The simulated engine is SIGKILLed: that stands for the power going away, not for a
     move fleetd makes on a real engine. A real engine (a config naming its own recipe
     under ``--simulate``) holds real CUDA contexts, which a SIGKILL strands until the real
-    host reboots (recovery rule 2): it gets the clean stop instead, and one that will not
-    stop is left running and said so.
+    host reboots (recovery rule 2): recovery stops it cleanly instead (its stop path,
+    recorded like any stop), and one that will not stop is left running and said so.
     """
     if not engine.runs_simulated_engine:
-        state = engine.stop_for_recovery(REAL_ENGINE_STOP_REASON)
-        if state is not ServingState.STOPPED:
+        answer = recovery.request_stop(Trigger.HOST_REBOOT, "sim", REAL_ENGINE_STOP_REASON)
+        if not answer.stopped:
             log.warning(
                 "the engine is not the simulated one and did not stop (%s): it keeps "
                 "running through the simulated reboot, never killed",
-                state.value,
+                answer.why_not,
             )
         return
     for pid in engine.engine_pids():
@@ -121,7 +131,7 @@ class _Follower(Protocol):
 
 def reboot_simulated_host(
     sim: SimulatedRig,
-    recovery: RecoveryController,
+    recovery: HostRecovery,
     engine: RebootedEngine | None,
     poll_lock: AbstractContextManager[Any],
     follower: _Follower,
@@ -135,15 +145,15 @@ def reboot_simulated_host(
     new boot is then begun at once (``begin_boot``), not at the next poll.
     """
     sim.check_can_reboot()  # a read-only state dir: refused, nothing ended
-    recovery.rebooting.set()
+    recovery.begin_host_reboot()
     if engine is not None:
-        end_as_a_reboot_does(engine)
+        end_as_a_reboot_does(engine, recovery)
     with poll_lock:
         follower.stop()
         try:
             boot_id = sim.reboot()
         except (SimStateError, OSError) as exc:  # the disk failed mid-way: the old boot stays
-            recovery.rebooting.clear()
+            recovery.end_host_reboot()
             follower.start()
             raise SimulationError(f"the simulated reboot failed: {exc}") from None
         begin_boot(boot_id)

@@ -3,7 +3,8 @@
 A person's start and restart (and ``serve``'s start, after its switch) go through recovery
 (``request_start``: one decision, the gate, a probe), never straight to the supervisor: a
 refusal raises ``Refused`` at once, before anything is stopped, with every reason and what
-to do on one line (the API's 409, fleetctl's exit 4); a start answers with the warnings it
+to do on one line and each reason with its own code (the API's 409 ``reasons``, fleetctl's
+exit 4); a start answers with the warnings it
 was made with (the gate's, and the mechanics' such as foreign processes on other cards).
 """
 
@@ -24,8 +25,9 @@ def refusal_document(reason: Reason, blocking: bool = True) -> dict[str, Any]:
 def start_document(action: str, answer: StartAnswer, serving: dict[str, Any]) -> dict[str, Any]:
     """The answer to a person's ``start``/``restart``; ``Refused`` when it did not start."""
     if not answer.started:
-        codes = [reason.code for reason in answer.refusals]
-        raise Refused(answer.why_not or f"{action} refused", codes[0] if codes else "refused")
+        reasons = answer.refusals
+        first = reasons[0].code if reasons else "refused"
+        raise Refused(answer.why_not or f"{action} refused", first, reasons)
     launched = None if answer.outcome is None else answer.outcome.launched
     return {
         "action": action,

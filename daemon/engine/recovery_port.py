@@ -3,7 +3,8 @@
 ``SupervisedEngine`` implements ``recovery.ports.EnginePort`` over a supervisor: its
 mechanics (start, stop, restart, the backoff, the hold) plus what the start gate reads of
 the recipe (the cards it uses, its lint errors) and a person's stop (the engine service
-keeps it). ``for_service`` builds it over fleetd's engine service. ``ReportsToRecovery``
+keeps it). Only recovery's executors call its moves: fleetd's supervisor refuses a move
+asked for without recovery's token (``recovery.moves``). ``for_service`` builds it over fleetd's engine service. ``ReportsToRecovery``
 is the supervisor's ``EngineReports`` listener: an ended run and a backoff's end go to the
 controller, which answers through the port. Neither decides anything.
 """
@@ -17,7 +18,7 @@ from daemon.engine.service import EngineService
 from hwcheck.model import GpuSnapshot
 from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit
-from recovery.ports import Launched, StartKind
+from recovery.ports import Launched, StartKind, StopKind
 from serving.errors import Refused, Unavailable
 from serving.recipe.cards import gate_cards
 from serving.runtime.commands import StartFor
@@ -55,6 +56,10 @@ class PersonsStop(Protocol):
 
     def person_starts(self) -> None:
         """A person started it: their earlier stop no longer holds autostart back."""
+        ...
+
+    def person_stops(self) -> None:
+        """A person stopped it: automatic starts leave it down (across fleetd restarts)."""
         ...
 
 
@@ -114,14 +119,15 @@ class SupervisedEngine:
             self._persons_stop.person_starts()
 
     def start(self, reason: str, kind: StartKind) -> Launched:
-        """Launch; the mechanics' refusal as ``Refused`` (its first code)."""
+        """Launch; the mechanics' refusal as ``Refused``, every reason with its code."""
         if kind is StartKind.PERSON:
             self._person_starts()
         try:
             result = self._supervisor.start(reason, _KINDS[kind])
         except StartRefused as exc:
-            first = exc.refusals[0].code if exc.refusals else "refused"
-            raise Refused("; ".join(r.message for r in exc.refusals), first) from None
+            reasons = tuple(Reason(r.code, r.message) for r in exc.refusals)
+            first = reasons[0].code if reasons else "refused"
+            raise Refused("; ".join(r.message for r in reasons), first, reasons) from None
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
         except TimeoutError:
@@ -137,13 +143,20 @@ class SupervisedEngine:
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
 
-    def stop_cleanly(self, reason: str) -> bool:
-        """Graceful stop, no restart, the reason shown; True when it stopped."""
+    def stop(self, reason: str, kind: StopKind) -> bool:
+        """Graceful stop, no restart, the reason shown; True when stopped.
+
+        A person's stop is noted first (automatic starts then leave the engine down) and
+        answered at once: True once accepted, the stop finishing in the background.
+        """
+        person = kind is StopKind.PERSON
+        if person and self._persons_stop is not None:
+            self._persons_stop.person_stops()
         try:
-            state = self._supervisor.stop(reason, hold_reason=reason).state
+            state = self._supervisor.stop(reason, hold_reason=reason, wait=not person).state
         except SupervisorClosed:
-            return False
-        return state is ServingState.STOPPED
+            raise Unavailable("fleetd is shutting down", "closed") from None
+        return person or state is ServingState.STOPPED
 
     def restart_after(self, delay_s: float, reason: str) -> None:
         """``backoff`` for ``delay_s``."""

@@ -5,10 +5,12 @@ the latch; this module hands it a spec factory (the active profile's recipe), a 
 of this host's mechanics (``engine_preflight``: who holds the port or the profile's cards,
 an engine of another recipe left running), the listener of its reports (recovery's
 controller) and an event sink that records every state change and launch. Whether the
-engine starts is recovery's decision (``daemon.engine.recovery_port`` is the engine as recovery
-drives it; it reads the active profile's cards and lint errors here); a person's stop is
-audited here. Switching profiles is ``engine_switch``'s: it stops the engine, makes another
-profile active here (``activate``), then asks recovery's one start path.
+engine starts or stops is recovery's decision (``daemon.engine.recovery_port`` is the
+engine as recovery drives it; it reads the active profile's cards and lint errors and keeps
+a person's stop here), and the supervisor is built with recovery's guard (``move_guard``):
+a start or stop asked of it outside recovery raises. Switching profiles is
+``engine_switch``'s: it asks recovery to stop the engine, makes another profile active here
+(``activate``), then asks recovery's one start path.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from daemon.engine.preflight import (
 )
 from daemon.engine.profiles import ActiveProfile
 from daemon.engine.recipe_view import recipe_document
-from daemon.engine.switch import ProfileSwitcher, StartRequests
+from daemon.engine.switch import ProfileSwitcher, RecoveryRequests
 from daemon.rig.monitor import RigMonitor
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
@@ -72,7 +74,6 @@ from web.models import RecipeDocument
 log = logging.getLogger("fleetd.engine")
 
 SIM_ENGINE_MODULE = "serving.sim.engine"
-OPERATOR_STOP_REASON = "stopped by operator"
 MAX_FOLLOWERS = 8
 
 
@@ -99,10 +100,11 @@ class EngineService:
         host: HostSources,
         *,
         reports: EngineReports,
-        starts: StartRequests,
+        starts: RecoveryRequests,
         launcher_factory: Callable[[Recipe, Path], Launcher] = make_launcher,
         containers: ContainerProbe | None = None,
         known_secrets: KnownSecrets | None = None,
+        move_guard: Callable[[str], None],
         defer: Callable[[Callable[[], None]], None] | None = None,
         on_crash: CrashReport | None = None,
     ) -> None:
@@ -139,6 +141,7 @@ class EngineService:
             reports=reports,
             known_secrets=self._with_recipe_secrets(known_secrets),
             on_crash=on_crash,
+            guard=move_guard,
         )
 
     def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:
@@ -365,6 +368,14 @@ class EngineService:
         """A person's start: their earlier stop no longer holds autostart back."""
         self._operator_stop = False
 
+    def person_stops(self) -> None:
+        """A person's stop: autostart (a fleetd restart) then leaves the engine down.
+
+        Stored with the serving state at the stop's state change, so no reason text is
+        ever parsed back.
+        """
+        self._operator_stop = True
+
     # -- EngineControl -----------------------------------------------------------------
     def status_document(self) -> dict[str, Any]:
         """The status's ``serving`` block plus extras (the active ``profile`` among them)."""
@@ -413,7 +424,7 @@ class EngineService:
         """A refusal given before anything moved, audited, as the API's 409 (fleetctl's 4)."""
         message = "; ".join(reason.line for reason in refusals) or f"{action} refused"
         self._store.audit(actor, f"engine_{action}", "refused", reason=message)
-        return Refused(message, refusals[0].code if refusals else "refused")
+        return Refused(message, refusals[0].code if refusals else "refused", refusals)
 
     def stop_foreign_before_start(self, actor: str) -> list[dict[str, Any]]:
         """``start --stop-foreign``: what the start gate refuses is refused first, at once.
@@ -426,16 +437,6 @@ class EngineService:
         if refusals:
             raise self.refused("start", refusals, actor)
         return self.stop_foreign(actor)
-
-    def stop_by_person(self) -> dict[str, Any]:
-        """A person's stop (finishes in the background): autostart then leaves it down."""
-        self._operator_stop = True
-        try:
-            self.supervisor.stop(OPERATOR_STOP_REASON, wait=False)
-        except SupervisorClosed:
-            raise Unavailable("fleetd is shutting down", "closed") from None
-        self._store.audit("operator", "engine_stop", "accepted")
-        return {"action": "stop", "accepted": True, "serving": self.status_document()}
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
@@ -468,10 +469,9 @@ class EngineService:
             capture.unsubscribe(subscription)
             self._followers.release()
 
-    def stop_for_recovery(self, reason: str) -> ServingState:
-        """A recovery stop: graceful, no restart, the reason shown in the status."""
-        return self.supervisor.stop(reason, hold_reason=reason).state
+    def close(self) -> None:
+        """Stop supervising; the engine keeps running.
 
-    def close(self, stop_engine: bool) -> None:
-        """Stop supervising (the engine keeps running unless ``stop_engine``)."""
-        self.supervisor.close(stop_engine=stop_engine)
+        fleetd's exit with ``stop_on_exit`` asks recovery to stop it first.
+        """
+        self.supervisor.close()

@@ -5,8 +5,8 @@ Before anything stops, what would refuse NAME whatever the engine does is refuse
 an unknown name (``NotFound``, naming the known ones), and what recovery's start gate
 refuses for NAME's recipe now (the reboot latch, NAME's lint errors, a gating check on
 NAME's cards): a person's restart is refused the same way before its stop. Then, on a
-thread of its own (a clean stop takes up to twice ``stop_timeout_s``), the engine is
-stopped with its own graceful signals, NAME becomes the profile in force (an event and an
+thread of its own (a clean stop takes up to twice ``stop_timeout_s``), recovery stops the
+engine with its own graceful signals (``request_stop``, recorded like a start), NAME becomes the profile in force (an event and an
 audit row; kept across fleetd restarts), ``--stop-foreign`` stops the foreign containers,
 and recovery's one start path (``request_start``, the start a person's ``fleetctl start``
 asks for) decides and starts it, the CUDA probe and the mechanics' preflight included. The
@@ -29,6 +29,7 @@ from hwcheck.threads import run_in_thread
 from recovery.decisions import Reason
 from recovery.facts import Trigger
 from recovery.starts import StartAnswer
+from recovery.stops import StopAnswer
 from serving.errors import Conflict, Refused, Unavailable
 from serving.recipe.build import recipe_hash
 from serving.recipe.findings import exit_code
@@ -44,8 +45,8 @@ RUNNING_STATES = frozenset({ServingState.STARTING, ServingState.READY, ServingSt
 VERDICTS = {0: "clean", 1: "warnings", 2: "errors"}
 
 
-class StartRequests(Protocol):
-    """Recovery's start path as a switch (and ``start --stop-foreign``) asks it."""
+class RecoveryRequests(Protocol):
+    """Recovery's start and stop paths as a switch (and ``start --stop-foreign``) asks them."""
 
     def start_refusals(
         self,
@@ -59,6 +60,10 @@ class StartRequests(Protocol):
         """The one start path: one decision, carried out, the answer."""
         ...
 
+    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
+        """The one stop path: one decision, carried out, the answer."""
+        ...
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
@@ -68,7 +73,11 @@ class ProfileSwitcher:
     """Switches the engine between profiles, one switch at a time."""
 
     def __init__(
-        self, engine: EngineService, monitor: RigMonitor, rig: RigProfile, starts: StartRequests
+        self,
+        engine: EngineService,
+        monitor: RigMonitor,
+        rig: RigProfile,
+        starts: RecoveryRequests,
     ) -> None:
         self._engine = engine
         self._monitor = monitor
@@ -134,9 +143,10 @@ class ProfileSwitcher:
     def _run(self, name: str, actor: str, stop_foreign: bool) -> None:
         engine = self._engine
         try:
-            status = engine.supervisor.stop(f"switching to profile {name}", wait=True)
-            if status.state is not ServingState.STOPPED:
-                reason = status.reason or "the engine would not stop"
+            stop = self._starts.request_stop(Trigger.SWITCH, actor, f"switching to profile {name}")
+            if not stop.stopped:
+                reason = engine.supervisor.status().reason or stop.why_not
+                reason = reason or "the engine would not stop"
                 self._set(phase="failed", message=reason, ended_at=_now())
                 log.warning("switch to %s abandoned: %s", name, reason)
                 return

@@ -1,7 +1,8 @@
 """The engine as fleetd runs it: the engine service, its reports to recovery, recovery's hold.
 
 One place joins the two directions: the supervisor reports each run's end to recovery
-(``ReportsToRecovery``), and recovery drives the engine through ``SupervisedEngine``.
+(``ReportsToRecovery``), and recovery drives the engine through ``SupervisedEngine``; the
+supervisor checks recovery's token before every move asked of it (``recovery.moves``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def wire_engine(
         known_secrets=known_secrets,
         defer=defer,
         on_crash=on_crash,
+        move_guard=recovery.engine_moves.check,
     )
     reports.attach(recovery)
     recovery.attach_engine(SupervisedEngine.for_service(engine, rig_cards))

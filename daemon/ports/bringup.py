@@ -5,7 +5,8 @@ the latch cleared with an event (``daemon.rig.boot``), the power caps the reboot
 re-applied, the checks run on fresh samples, the CUDA probe runs with no engine beside it,
 and only then the start path is asked for autostart's decision (``Trigger.BRING_UP``). What
 happened, and if the engine was not started exactly why, is recorded (audit row and event)
-and shown in the status (``recovery.bring_up``).
+and shown in the status (``recovery.bring_up``): the controller keeps both
+(``record_bring_up``), as it keeps the host's reboot under way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from daemon.rig.caps import CapKeeper
@@ -63,19 +63,10 @@ class BringUp:
             failed = recovery.probe("after the reboot")
             steps.append(f"CUDA probe failed: {failed}" if failed else "CUDA probe passed")
         finally:
-            recovery.rebooting.clear()
+            recovery.end_host_reboot()
         answer = recovery.request_start(Trigger.BRING_UP, actor="fleetd")
-        outcome = _engine_outcome(answer)
-        steps.append(outcome)
-        summary = "; ".join(steps)
-        recovery.last_bring_up = {
-            "ts": datetime.now(UTC).isoformat(),
-            "boot_id": boot_id,
-            "engine_started": outcome == "engine started",
-            "summary": summary,
-        }
-        recovery.record("bring_up", "the host rebooted", summary)
-        return recovery.last_bring_up
+        steps.append(_engine_outcome(answer))
+        return recovery.record_bring_up(boot_id, "; ".join(steps), answer)
 
     def _wait_engine_gone(self) -> None:
         deadline = time.monotonic() + ENGINE_GONE_WITHIN_S

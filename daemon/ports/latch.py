@@ -2,9 +2,10 @@
 
 A hardware fault must latch and stop the engine whatever the store's health: a database
 locked by a backup for 45 s, a full disk or a corrupt ``fleet.db`` once delayed or lost
-the latch (issue 22). So the latch in force lives in memory (``LatchMirror``: status,
-``/metrics`` and the verdict read it), is written at once to ``latch.json`` beside the
-store (atomically and fsync'd, so a crash leaves the old or the new latch, whole), and
+the latch (issue 22). So the latch in force lives in memory, in ``LatchState``, its one
+holder (the status, ``/metrics``, the verdict and the alerts read it through
+``in_force``; recovery reads and writes it through its latch port, ``StoreLatch``), is
+written at once to ``latch.json`` beside the store (atomically and fsync'd, so a crash leaves the old or the new latch, whole), and
 the store (its history, the alerts that read it) catches up on the store writer's
 thread, again after every poll until it has it. A latch another process put in the store
 still counts (it is adopted); a person's clear goes to the store first, so a clear that
@@ -20,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.rig.metrics_source import LatchMirror
 from daemon.statedir import LATCH_FILE
 from daemon.store import Latch, Store, StoreError
 from daemon.store.keyvalue import ClearHow
@@ -70,13 +70,18 @@ class LatchFile:
 class LatchState:
     """The latch in force (thread-safe; no store call is made under its lock)."""
 
-    def __init__(self, file: LatchFile, store: Store, mirror: LatchMirror) -> None:
+    def __init__(self, file: LatchFile, store: Store) -> None:
         self._file = file
         self._store = store
-        self.mirror = mirror
         self._lock = threading.Lock()
+        self._latch: Latch | None = None
         self._generation = 0  # moves on every set, clear and new boot: a stale read loses
         self._boot_id = ""
+
+    def in_force(self) -> Latch | None:
+        """The latch in force, from memory (never waits on the store)."""
+        with self._lock:
+            return self._latch
 
     def load(self, boot_id: str) -> Latch | None:
         """At start: this boot's latch from the file, else the store's (then the file has it)."""
@@ -88,7 +93,8 @@ class LatchState:
         if live is None and stored is not None:
             live = stored
             self._write_file(live)
-        self.mirror.set(live)
+        with self._lock:
+            self._latch = live
         return live
 
     def new_boot(self, boot_id: str) -> None:
@@ -96,16 +102,15 @@ class LatchState:
         with self._lock:
             self._boot_id = boot_id
             self._generation += 1
-            self.mirror.set(None)
+            self._latch = None
         self._file.remove()
 
     def latch(self) -> Latch | None:
         """The latch in force: this process's, else one another process stored."""
-        live = self.mirror.latch
+        with self._lock:
+            live, generation = self._latch, self._generation
         if live is not None:
             return live
-        with self._lock:
-            generation = self._generation
         stored = self._read_store()
         if stored is not None:
             self._adopt(stored, generation)
@@ -114,11 +119,10 @@ class LatchState:
     def set(self, reason: str, source: str, advice: Advice) -> Latch:
         """Set it now, in memory and in the file (a second fault keeps the first)."""
         with self._lock:
-            current = self.mirror.latch
-            if current is not None:
-                return current
+            if self._latch is not None:
+                return self._latch
             latch = Latch(reason, source, datetime.now(UTC), advice)
-            self.mirror.set(latch)
+            self._latch = latch
             self._generation += 1
         self._write_file(latch)
         return latch
@@ -127,8 +131,8 @@ class LatchState:
         """A person's clear: the store records it first (``StoreError`` leaves it set)."""
         cleared = self._store.clear_latch(reason, by, how) is not None
         with self._lock:
-            was_live = self.mirror.latch is not None
-            self.mirror.set(None)
+            was_live = self._latch is not None
+            self._latch = None
             self._generation += 1
         self._file.remove()
         return cleared or was_live
@@ -139,8 +143,7 @@ class LatchState:
         Never raises: a store that still cannot write is tried again after the next poll.
         """
         with self._lock:
-            generation = self._generation
-            live = self.mirror.latch
+            generation, live = self._generation, self._latch
         try:
             if live is None:
                 stored = self._store.get_latch()
@@ -148,7 +151,7 @@ class LatchState:
                     self._adopt(stored, generation)
                 return
             self._store.set_latch(live.reason, live.source, live.advice, now=live.since)
-            if self.mirror.latch is None:  # a person cleared it meanwhile: so does the store
+            if self.in_force() is None:  # a person cleared it meanwhile: so does the store
                 self._store.clear_latch("cleared while the store caught up", "fleetd", "operator")
         except StoreError as exc:
             log.warning("the store does not have the latch yet (%s): retried after a poll", exc)
@@ -156,9 +159,9 @@ class LatchState:
     def _adopt(self, stored: Latch, generation: int) -> None:
         """A latch another process stored, unless ours moved since it was read."""
         with self._lock:
-            if generation != self._generation or self.mirror.latch is not None:
+            if generation != self._generation or self._latch is not None:
                 return
-            self.mirror.set(stored)
+            self._latch = stored
             self._generation += 1
         self._write_file(stored)
 

@@ -40,6 +40,7 @@ RECOVERY_ACTIONS = frozenset(
         "stop_and_latch",
         "restart_after",
         "start",
+        "stop",
         "hold",
         "refuse",
         "advise_inspection",

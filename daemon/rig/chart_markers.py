@@ -37,7 +37,7 @@ def _latch(row: EventRow) -> dict[str, Any] | None:
 
 def _reboot(row: EventRow) -> dict[str, Any] | None:
     """The new boot itself, not the latch clearing recorded beside it."""
-    if (row.details or {}).get("how"):
+    if not row.is_new_boot:
         return None
     return {"kind": "reboot", "label": "reboot", "title": row.message}
 

@@ -1,18 +1,18 @@
 """The rig's one verdict, kept current: after each poll and each latch or engine change.
 
 ``hwcheck.verdict.judge`` says what the verdict is; this keeps its inputs the daemon
-holds in memory (the check results in the monitor, the latch as last read, the engine's
+holds in memory (the check results in the monitor, the latch in force, the engine's
 state) and stores each verdict in the monitor, where the status, ``STATUS=`` and
-``/metrics`` read it. The latch mirror is the latch in force (``daemon.ports.latch``
-keeps it): no reader waits on the store.
+``/metrics`` read it. The latch is read from its one holder (``daemon.ports.latch``), in
+memory: no reader waits on the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from daemon.rig.metrics_source import LatchMirror
 from daemon.rig.monitor import RigMonitor
+from daemon.store import Latch
 from hwcheck.advice import RigNow
 from hwcheck.verdict import judge, rig_now
 
@@ -23,10 +23,11 @@ class RigJudge:
     def __init__(
         self,
         monitor: RigMonitor,
+        latch: Callable[[], Latch | None],
         engine_state: Callable[[], str | None],
         changed: Callable[[], None],
     ) -> None:
-        self.latch = LatchMirror()
+        self._latch = latch
         self._monitor = monitor
         self._engine_state = engine_state
         self._changed = changed
@@ -34,14 +35,19 @@ class RigJudge:
     def rejudge(self) -> None:
         """The verdict on the last results, the latch and the engine, into the monitor."""
         results = self._monitor.view().results
-        verdict = judge(results, latch_reason=self.latch.reason, engine_state=self._engine_state())
+        latch = self._latch()
+        verdict = judge(
+            results,
+            latch_reason=None if latch is None else latch.reason,
+            engine_state=self._engine_state(),
+        )
         self._monitor.set_verdict(verdict)
 
     def rig_now(self) -> RigNow:
         """Whether the engine runs and the latch is set: the words of each fault's step."""
-        return rig_now(self._engine_state(), self.latch.required)
+        return rig_now(self._engine_state(), self._latch() is not None)
 
     def latch_changed(self, required: bool) -> None:
-        """Recovery set or cleared the latch (the mirror has it): the picture says so now."""
+        """Recovery set or cleared the latch (its holder has it): the picture says so now."""
         self.rejudge()
         self._changed()

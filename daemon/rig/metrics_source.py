@@ -2,7 +2,7 @@
 
 Everything comes from what the daemon already holds: the monitor's latest snapshot and
 check results, the engine supervisor's status, the follower's health, the poll timer.
-The reboot-required latch in force is ``LatchMirror`` (``daemon.ports.latch`` keeps it:
+The reboot-required latch in force is read from its one holder (``daemon.ports.latch``:
 memory first, its state file, the store after): a scrape never queries the database.
 The rig's verdict is the one fleetd judged (``hwcheck.verdict``), and the engine's
 state its typed status: nothing here parses the status document back.
@@ -10,7 +10,6 @@ state its typed status: nothing here parses the status document back.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
@@ -28,41 +27,6 @@ from web.metrics_model import (
     GuardMetrics,
     RigMetrics,
 )
-
-
-class LatchMirror:
-    """The reboot-required latch as last read from the store (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._latch: Latch | None = None
-
-    def set(self, latch: Latch | None) -> None:
-        """Remember what the store said."""
-        with self._lock:
-            self._latch = latch
-
-    @property
-    def required(self) -> bool:
-        """True while the latch was set when last read."""
-        with self._lock:
-            return self._latch is not None
-
-    @property
-    def reason(self) -> str | None:
-        """Why, while it is set."""
-        with self._lock:
-            return None if self._latch is None else self._latch.reason
-
-    @property
-    def latch(self) -> Latch | None:
-        """The latch as last read."""
-        with self._lock:
-            return self._latch
-
-    def get(self) -> Latch | None:
-        """The latch in force (``latch`` as a callable, for the status)."""
-        return self.latch
 
 
 def worst_by_check(results: Sequence[CheckResult]) -> dict[str, Severity]:
@@ -140,7 +104,7 @@ class DaemonMetrics:
         monitor: RigMonitor,
         serving_status: Callable[[], ServingStatus | None],
         follower_up: Callable[[], bool],
-        latch: LatchMirror,
+        latch: Callable[[], Latch | None],
         poll_durations: DurationHistogram,
         canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
         pcie_aer: Callable[[], tuple[DeviceAer, ...]] | None = None,
@@ -167,7 +131,7 @@ class DaemonMetrics:
             cards=card_metrics(view),
             check_severities=worst_by_check(view.results),
             rig_status=view_verdict(view).rank,
-            reboot_required=self._latch.required,
+            reboot_required=self._latch() is not None,
             serving_state=ServingState.STOPPED if serving is None else serving.state,
             serving_restarts=0 if serving is None else serving.restarts,
             generation_tokens_per_s=None if tokens is None else float(tokens),

@@ -54,6 +54,15 @@ class EventRow(StoredRow):
     acked_by: str | None = None
 
     @property
+    def is_new_boot(self) -> bool:
+        """A ``reboot`` event of the new boot itself, not the latch clearing beside it.
+
+        The clearing carries how the latch was cleared (``details.how``); the new boot
+        does not. Charts and alerts tell the two apart by this field, never by the message.
+        """
+        return self.kind is EventKind.REBOOT and not (self.details or {}).get("how")
+
+    @property
     def acked(self) -> bool:
         """Whether someone acknowledged it."""
         return self.acked_at is not None

@@ -3,10 +3,11 @@
 The defaults follow NVIDIA's Xid catalogue (Ampere and later) adjusted for CMP 170HX rigs
 (docs/domain.md "Xid catalogue"): ``nvidia-smi -r`` is not supported on these cards, so
 "reset the GPU" becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a
-full power-off; Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA
-calls it an application error. Each explanation is written "short name: why": the name
-before the first ": " is the fault's title in headlines (``XidInfo.title``). The table is
-data; a rig owner overrides entries per Xid in the config
+full power-off; Xid 154 is judged by its recovery action code, in the table NVML's field
+230 shares; Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA calls
+it an application error. Each explanation is written "short name: why": the name before
+the first ": " is the fault's title in headlines (``XidInfo.title``). The table is data; a
+rig owner overrides entries per Xid in the config
 (``[xid.31] class = "application"``): ``XidOverride`` is that table's one declaration and
 validation, and ``overrides_by_xid`` keys the tables by Xid number.
 """
@@ -20,13 +21,14 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hwcheck.model import XidAction, XidClass, XidEvent, XidInfo
+from hwcheck.recovery_actions import RECOVERY_ACTION_XID, recovery_action_info
 
 _APP = XidClass.APPLICATION
 _HW = XidClass.HARDWARE
 _DRV = XidClass.DRIVER
 
-# Xid 154 carries the driver's new recovery action as "... to 0x1 (GPU Reset Required)".
-RECOVERY_ACTION_XID = 154
+# Xid 154 carries the driver's new recovery action as "... to 0x1 (GPU Reset Required)";
+# its code is judged by the one recovery-action table (``hwcheck.recovery_actions``).
 _RECOVERY_CODE_RE = re.compile(r"\bto\s+0x(?P<code>[0-9a-fA-F]{1,8})\b")
 
 
@@ -104,27 +106,6 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
     ),
 )  # fmt: skip
 
-# Xid 154: the recovery action code (NVML's nvmlDeviceGpuRecoveryAction_t) -> class, action, why.
-# 0x0 (none) is the driver reporting that nothing is pending: driver class, no action.
-# 0x1 (GPU reset) is a reboot here because nvidia-smi -r is not supported on these cards.
-# 0x7 (system reboot) is a cold power cycle: it is the driver's most severe verdict, and on
-# these rigs the GSP/PMU faults behind Xid 154 have needed a full power-off, a warm reboot
-# was not enough. 0x2 (node reboot) says the OS may be inconsistent, not the GPU's
-# firmware, so a warm reboot is advised first.
-RECOVERY_ACTIONS: Mapping[int, tuple[XidClass, XidAction, str]] = {
-    0x0: (_DRV, XidAction.NONE, "none pending: no action needed"),
-    0x1: (_HW, XidAction.REBOOT,
-          "GPU reset required: nvidia-smi -r is not supported on these cards, so reboot"),
-    0x2: (_HW, XidAction.REBOOT, "node reboot required: the OS may be inconsistent; reboot"),
-    0x3: (_HW, XidAction.INSPECT, "drain peer-to-peer traffic: inspect the rig"),
-    0x4: (_HW, XidAction.REBOOT,
-          "drain and reset required: nvidia-smi -r is not supported on these cards, so reboot"),
-    0x6: (_HW, XidAction.REBOOT, "PCIe bus reset required: reboot"),
-    0x7: (_HW, XidAction.COLD_POWER_CYCLE,
-          "system reboot required: on these rigs GSP/PMU faults behind Xid 154 have needed a full "
-          "power-off (about 30 s); a warm reboot was not enough"),
-}  # fmt: skip
-
 
 class XidOverride(BaseModel):
     """A rig owner's change to one Xid's entry (``[xid.N]``); ``None`` keeps the default field.
@@ -154,46 +135,12 @@ class XidOverride(BaseModel):
         return self
 
 
-def is_hardware(info: XidInfo) -> bool:
-    """True for hardware-class Xids: they stop the engine and set the reboot latch."""
-    return info.xid_class is XidClass.HARDWARE
-
-
-def needs_reboot(info: XidInfo) -> bool:
-    """True when the advised action is a reboot or a cold power cycle."""
-    return info.action in (XidAction.REBOOT, XidAction.COLD_POWER_CYCLE)
-
-
 def recovery_action_code(message: str) -> int | None:
     """The hex code after ``to`` in an Xid 154 message (not the label); ``None`` if absent."""
     match = _RECOVERY_CODE_RE.search(message)
     if match is None:
         return None
     return int(match.group("code"), 16)
-
-
-def _recovery_info(message: str) -> XidInfo:
-    """The catalogue's verdict on an Xid 154 from its recovery action code."""
-    code = recovery_action_code(message)
-    if code is None:
-        return XidInfo(
-            RECOVERY_ACTION_XID,
-            _HW,
-            XidAction.INSPECT,
-            "recovery action without a code: no 'to 0xN' was found in the message; inspect",
-        )
-    known = RECOVERY_ACTIONS.get(code)
-    if known is None:
-        return XidInfo(
-            RECOVERY_ACTION_XID,
-            _HW,
-            XidAction.INSPECT,
-            f"recovery action 0x{code:x}, an unknown code: inspect",
-        )
-    xid_class, action, explanation = known
-    return XidInfo(
-        RECOVERY_ACTION_XID, xid_class, action, f"recovery action 0x{code:x}, {explanation}"
-    )
 
 
 class XidCatalogue:
@@ -206,7 +153,7 @@ class XidCatalogue:
     def info(self, xid: int, message: str = "") -> XidInfo:
         """The class, action and explanation for ``xid`` (``message`` matters for 154)."""
         if xid == RECOVERY_ACTION_XID:
-            base = _recovery_info(message)
+            base = recovery_action_info(recovery_action_code(message))
         else:
             entry = self._entries.get(xid)
             if entry is None:

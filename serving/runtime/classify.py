@@ -133,11 +133,6 @@ def advice_for(crash_class: CrashClass) -> str:
     return _ADVICE[crash_class]
 
 
-def is_hardware_suspect(crash_class: CrashClass) -> bool:
-    """True when the crash may come from a sick card or driver rather than the application."""
-    return crash_class in (CrashClass.CUDA_FAULT, CrashClass.DRIVER_POISONED)
-
-
 def explain_exit(
     log_tail: Sequence[str], exit_code: int | None, signal: int | None
 ) -> CrashVerdict:

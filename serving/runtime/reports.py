@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from serving.runtime.classify import CrashClass
+
 
 @dataclass(frozen=True, slots=True)
 class RunEnded:
@@ -23,7 +25,7 @@ class RunEnded:
     """
 
     description: str
-    crash_class: str | None = None
+    crash_class: CrashClass | None = None
     exit_code: int | None = None
     signal: int | None = None
     ready_for_s: float | None = None

@@ -137,7 +137,7 @@ class RunEnding(MachineCore):
         )
         ended = RunEnded(
             message,
-            crash_class=str(verdict.crash_class),
+            crash_class=verdict.crash_class,
             exit_code=exit_code,
             signal=signal,
             ready_for_s=ready_for_s,

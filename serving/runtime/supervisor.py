@@ -67,7 +67,10 @@ class Supervisor:
     command (``restart_after``, ``hold``, ``stay_stopped``, ``start(kind=restart)``): the
     supervisor never decides that itself. ``known_secrets`` are masked in every line of
     the engine's log the supervisor hands out (give the current recipe's before ``open``
-    loads the log's history; each launch adds its own as it starts).
+    loads the log's history; each launch adds its own as it starts). ``guard`` is called
+    with the move's name before each move a caller asks for (start, stop, restart, the
+    answers to a report, clearing a hold) and raises to forbid it: fleetd passes recovery's
+    (``recovery.moves``), so no engine moves outside recovery's controller.
     """
 
     def __init__(
@@ -84,9 +87,11 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
         known_secrets: KnownSecrets | None = None,
         on_crash: CrashReport | None = None,
+        guard: Callable[[str], None] | None = None,
     ) -> None:
         tuning = tuning or SupervisorTuning()
         self._clock = clock
+        self._guard = guard
         self._capture = LogCapture(
             launcher.log_path,
             max_bytes=tuning.log_max_bytes,
@@ -143,6 +148,7 @@ class Supervisor:
         A person's start clears a breaker hold; a no-op when already running. Called from
         the loop thread (an event handler) it is queued and returns an empty result.
         """
+        self._check("start")
         result = self._submit(Start(reason, kind), wait=True, timeout_s=timeout_s)
         return result if isinstance(result, StartResult) else StartResult(None, False)
 
@@ -160,6 +166,7 @@ class Supervisor:
         recovery policy passes its latch reason. With ``wait`` it returns once the stop
         has finished (bounded by the stop timeouts, or ``timeout_s``).
         """
+        self._check("stop")
         self._submit(Stop(reason, hold_reason), wait=wait, timeout_s=timeout_s)
         return self.status()
 
@@ -167,19 +174,23 @@ class Supervisor:
         self, reason: str = "restart requested", wait: bool = True, timeout_s: float | None = None
     ) -> StartResult:
         """Stop then start (a person's restart, decided by the caller)."""
+        self._check("restart")
         result = self._submit(Restart(reason), wait=wait, timeout_s=timeout_s)
         return result if isinstance(result, StartResult) else StartResult(None, False)
 
     def restart_after(self, delay_s: float, reason: str) -> None:
         """Answer an ended run: ``backoff`` for ``delay_s``, then report the backoff due."""
+        self._check("restart_after")
         self._submit(RestartAfter(delay_s, reason), wait=False, timeout_s=None)
 
     def hold(self, reason: str) -> None:
         """Answer an ended run: the breaker holds the engine (``held``)."""
+        self._check("hold")
         self._submit(Hold(reason), wait=False, timeout_s=None)
 
     def stay_stopped(self, reason: str) -> None:
         """Answer an ended run or a backoff's end: ``stopped`` with ``reason``."""
+        self._check("stay_stopped")
         self._submit(StayStopped(reason), wait=False, timeout_s=None)
 
     def adopt(self, timeout_s: float | None = 30.0) -> bool:
@@ -188,6 +199,7 @@ class Supervisor:
 
     def clear_hold(self, timeout_s: float | None = 10.0) -> ServingStatus:
         """A person acknowledges the breaker: ``held`` becomes ``stopped`` (no start)."""
+        self._check("clear_hold")
         self._submit(ClearHold(), wait=True, timeout_s=timeout_s)
         return self.status()
 
@@ -228,6 +240,11 @@ class Supervisor:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _check(self, move: str) -> None:
+        """The guard's word on a move asked for (raises to forbid it)."""
+        if self._guard is not None:
+            self._guard(move)
 
     def _submit(self, command: Command, *, wait: bool, timeout_s: float | None) -> Any:
         request = Request(command)

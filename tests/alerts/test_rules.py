@@ -169,3 +169,27 @@ def test_an_unconfirmed_result_waits_for_the_confirmed_one() -> None:
     (fired,) = event_signals(confirmed)
     assert fired.severity is Severity.CRITICAL
     assert fired.summary == "Power brake on card 0: HW power brake in 3 of 3"
+
+
+def test_rules_judge_by_the_stored_fields_never_the_messages_words() -> None:
+    """A message worded otherwise changes no verdict; the stored fields decide."""
+    # The new boot is told from the latch clearing beside it by ``details.how``.
+    boot = event(EventKind.REBOOT, Severity.INFO, "the machine came back up")
+    assert ("xid:", False, True) in [(s.fingerprint, s.fire, s.prefix) for s in event_signals(boot)]
+    cleared = event(
+        EventKind.REBOOT, Severity.INFO, "host rebooted, latch cleared", details={"how": "reboot"}
+    )
+    assert event_signals(cleared) == []
+    # An Xid's step follows XidInfo's one latch rule on its stored class and action, not the
+    # event's severity: a reboot advised latches (the engine is stopped by then).
+    reboot = event(
+        EventKind.XID,
+        Severity.WARNING,
+        xid=79,
+        card=0,
+        details={"class": "hardware", "action": "reboot", "title": "fallen off the bus"},
+    )
+    (signal,) = event_signals(reboot)
+    assert signal.advice.endswith("(the engine is already stopped).")
+    # An unknown change or state is no alert (a newer fleetd's word, read by an older rule).
+    assert event_signals(serving("rebalanced", "held")) == []

@@ -118,7 +118,7 @@ def test_after_an_xid_stop_no_canary_reads_pass(rig: Fleetd) -> None:
     clear(rig)
 
 
-# The catalogue's code table (hwcheck.kernellog.catalogue.RECOVERY_ACTIONS) as advice.
+# The one recovery-action table (hwcheck.recovery_actions.RECOVERY_ACTIONS) as advice.
 XID_154_ADVICE = {0x0: None, 0x1: WARM, 0x2: WARM, 0x3: WARM, 0x4: WARM, 0x6: WARM, 0x7: COLD}
 
 
@@ -322,8 +322,9 @@ def test_a_card_that_faults_again_after_the_warm_reboot_needs_a_cold_power_cycle
     block = recovery(rebooter)
     assert block["advice_kind"] == "cold_power_cycle"
     assert block["advice"].startswith(COLD)
+    # The fault's short name as the policy named it (no card: the sentence names it).
     assert (
-        "card 1 had a hardware fault the boot before this one (Xid 31 (MMU page fault) on card 1"
+        "card 1 had a hardware fault the boot before this one (Xid 31 (MMU page fault), at "
         in block["reason"]
     )
     assert "the warm reboot at" in block["reason"] and "did not help" in block["reason"]

@@ -56,6 +56,23 @@ def test_a_locked_card_outside_the_recipes_cards_does_not_refuse_its_start(
         refused = fleetctl(on_all, "start")
         assert refused.returncode == 4, refused.stderr
         assert "vram_unlocked (card 7)" in refused.stderr
+        # The status keeps the refused start typed: every reason with its own code.
+        kept = on_all.get("/api/v1/status").json()["recovery"]["last_refused_start"]
+        assert kept["trigger"] == "start_request"
+        assert [r["code"] for r in kept["reasons"]] == ["critical_check"]
+        # Latched too: the refusal carries both reasons, each with its code, not the first.
+        assert on_all.post("/api/v1/sim/xid", {"card": 6, "xid": 79}).status_code == 200
+        wait_until(
+            lambda: on_all.get("/api/v1/status").json()["recovery"]["reboot_required"],
+            30,
+            "the latch",
+        )
+        answer = on_all.post("/api/v1/serving/start")
+        assert answer.status_code == 409
+        body = answer.json()
+        codes = [reason["code"] for reason in body["reasons"]]
+        assert body["code"] == codes[0] == "reboot_latch" and "critical_check" in codes
+        assert all(reason["message"] in body["detail"] for reason in body["reasons"])
     finally:
         stop_all(daemons)
 

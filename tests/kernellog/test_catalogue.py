@@ -8,13 +8,11 @@ from pydantic import ValidationError
 from hwcheck.kernellog.catalogue import (
     XidCatalogue,
     XidOverride,
-    is_hardware,
-    needs_reboot,
     overrides_by_xid,
     recovery_action_code,
 )
 from hwcheck.kernellog.parser import parse_xid
-from hwcheck.model import XidAction, XidClass
+from hwcheck.model import Advice, XidAction, XidClass
 
 APP, HW, DRV, UNK = XidClass.APPLICATION, XidClass.HARDWARE, XidClass.DRIVER, XidClass.UNKNOWN
 A = XidAction
@@ -54,7 +52,7 @@ def test_defaults(xid: int, xid_class: XidClass, action: XidAction) -> None:
 
 def test_xid_31_says_why_it_is_hardware_here() -> None:
     info = XidCatalogue().info(31)
-    assert is_hardware(info)
+    assert info.xid_class is HW and info.latches
     assert "wedge" in info.explanation
     assert "CMP 170HX" in info.explanation
 
@@ -70,7 +68,7 @@ def test_unknown_xid() -> None:
     assert (info.xid, info.xid_class, info.action) == (999, UNK, A.INSPECT)
     assert "not in cmpfleet's catalogue" in info.explanation
     assert info.headline("card 0") == "Xid 999 (not in cmpfleet's catalogue) on card 0"
-    assert not is_hardware(info)
+    assert not info.latches
 
 
 def _line_154(code: str, label: str) -> str:
@@ -119,12 +117,14 @@ def test_xid_154_without_a_code() -> None:
     assert recovery_action_code("from 0x1 (GPU Reset Required)") is None
 
 
-def test_needs_reboot() -> None:
+def test_what_latches_follows_the_one_rule_of_xid_info() -> None:
+    """A host step advised, or a hardware fault to inspect, latches; nothing else does."""
     catalogue = XidCatalogue()
-    assert needs_reboot(catalogue.info(79))
-    assert needs_reboot(catalogue.info(119))
-    assert not needs_reboot(catalogue.info(13))
-    assert not needs_reboot(catalogue.info(32))
+    assert catalogue.info(79).advice is Advice.WARM_REBOOT
+    assert catalogue.info(119).advice is Advice.COLD_POWER_CYCLE
+    assert catalogue.info(32).advice is Advice.WARM_REBOOT  # hardware, to inspect
+    assert catalogue.info(13).advice is None
+    assert catalogue.info(45).advice is None
 
 
 def test_overrides_replace_only_the_fields_given() -> None:

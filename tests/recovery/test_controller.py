@@ -18,9 +18,10 @@ from hwcheck.model import Advice, CheckResult, GpuSnapshot, LostKind, RigSnapsho
 from recovery.controller import RecoveryController
 from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
-from recovery.ports import Launched, StartKind
+from recovery.ports import Launched, StartKind, StopKind
 from recovery.settings import RecoverySettings
 from serving.errors import Busy, Conflict
+from serving.runtime.classify import CrashClass
 from tests.hwcheck.cards import BOOT_AT, make_card
 from tests.support.recovery_ports import MemoryPorts, standalone_recovery
 
@@ -80,8 +81,10 @@ class Engine:
     def restart(self, reason: str) -> None:
         self.calls.append("restart")
 
-    def stop_cleanly(self, reason: str) -> bool:
-        self.calls.append(f"stop: {reason}")
+    def stop(self, reason: str, kind: StopKind) -> bool:
+        self.calls.append(
+            f"stop: {reason}" if kind is StopKind.FLEETD else f"stop {kind}: {reason}"
+        )
         self.running = False
         return True
 
@@ -219,7 +222,9 @@ def test_a_lost_card_latches_once_however_many_polls_see_it(rig: Rig) -> None:
 
 def test_an_exit_is_answered_with_a_backoff_and_its_end_with_a_restart(rig: Rig) -> None:
     controller, engine = rig.controller, rig.engine
-    controller.on_engine_exit(EngineExit("unknown", None, 9, "engine was killed by signal 9"))
+    controller.on_engine_exit(
+        EngineExit(CrashClass.UNKNOWN, None, 9, "engine was killed by signal 9")
+    )
     drain(controller)
     assert engine.calls == ["restart_after 5"]
     assert controller.streak.failures_in_a_row == 1
@@ -315,3 +320,18 @@ def test_concurrent_confirmed_reboots_run_one_and_refuse_the_others_naming_it() 
         controller.close()
     assert ports.runs == 1
     assert answers and answers[0]["done"] is True  # type: ignore[index]
+
+
+def test_a_refused_start_is_kept_with_every_code_until_a_start_is_made(rig: Rig) -> None:
+    controller, ports = rig.controller, rig.ports
+    ports.latched = LatchFact("Xid 79 on card 0")
+    ports.rig_results = (CheckResult("vram_unlocked", 7, Severity.CRITICAL, "locked", "reload"),)
+    answer = controller.request_start(Trigger.BRING_UP, "fleetd")
+    kept = controller.last_refused_start
+    assert kept is not None and kept.trigger is Trigger.BRING_UP and kept.actor == "fleetd"
+    assert [r.code for r in kept.reasons] == ["reboot_latch", "critical_check"]
+    bring_up = controller.record_bring_up("boot-2", "engine not started", answer)
+    assert [r["code"] for r in bring_up["refusals"]] == ["reboot_latch", "critical_check"]
+    ports.latched, ports.rig_results = None, ()
+    assert controller.request_start(Trigger.START_REQUEST, "alice").started
+    assert controller.last_refused_start is None

@@ -25,7 +25,7 @@ from recovery.decisions import (
 from recovery.executors import Context, Executors
 from recovery.facts import EngineCondition, LatchFact, Trigger
 from recovery.history import FaultHistory
-from recovery.ports import Launched, StartKind
+from recovery.ports import Launched, StartKind, StopKind
 from serving.errors import Refused
 from tests.support.recovery_ports import MemoryPorts
 
@@ -36,6 +36,7 @@ class Rig(MemoryPorts):
 
     stops: bool = True
     refuse_start: str | None = None
+    refuse_reasons: tuple[Reason, ...] = ()
     calls: list[str] = field(default_factory=list)
     power_cycle: str | None = None
 
@@ -54,15 +55,17 @@ class Rig(MemoryPorts):
 
     def start(self, reason: str, kind: StartKind) -> Launched:
         if self.refuse_start is not None:
-            raise Refused(self.refuse_start, "port_in_use")
+            raise Refused(self.refuse_start, "port_in_use", self.refuse_reasons)
         self.calls.append(f"start {kind}: {reason}")
         return Launched(1234)
 
     def restart(self, reason: str) -> None:
         self.calls.append(f"restart: {reason}")
 
-    def stop_cleanly(self, reason: str) -> bool:
-        self.calls.append(f"stop: {reason}")
+    def stop(self, reason: str, kind: StopKind) -> bool:
+        self.calls.append(
+            f"stop: {reason}" if kind is StopKind.FLEETD else f"stop {kind}: {reason}"
+        )
         return self.stops
 
     def restart_after(self, delay_s: float, reason: str) -> None:
@@ -105,7 +108,9 @@ def executors(rig: Rig, dry_run: bool = False) -> Executors:
     return runner
 
 
-LATCH = StopAndLatch("Xid 119 on card 2: GSP RPC timeout", Advice.COLD_POWER_CYCLE, 2)
+LATCH = StopAndLatch(
+    "Xid 119 on card 2: GSP RPC timeout", Advice.COLD_POWER_CYCLE, 2, "Xid 119 (GSP RPC timeout)"
+)
 ON_XID = Context(Trigger.XID)
 
 
@@ -118,7 +123,9 @@ def test_stop_and_latch_latches_first_then_stops_and_notes_the_cards_fault() -> 
     assert "30 s" in outcome.message
     assert rig.audit == [("recovery", "stop_and_latch", LATCH.reason, "latch set, engine stopped")]
     assert rig.document is not None
-    assert [(f["card"], f["what"]) for f in rig.document["faults"]] == [(2, "Xid 119 on card 2")]
+    # The fault's short name as the policy named it, not parsed back from the reason.
+    faults = [(f["card"], f["what"]) for f in rig.document["faults"]]
+    assert faults == [(2, "Xid 119 (GSP RPC timeout)")]
 
 
 def test_an_engine_that_will_not_stop_still_latches_and_says_so() -> None:
@@ -186,6 +193,16 @@ def test_a_refusal_of_the_mechanics_comes_back_with_its_code() -> None:
     outcome = executors(rig).carry_out(Start("why"), Context(Trigger.START_REQUEST))
     assert not outcome.done
     assert outcome.refusals == (Reason("port_in_use", "port 8000 on 127.0.0.1 is taken"),)
+
+
+def test_every_reason_of_the_mechanics_comes_back_with_its_own_code() -> None:
+    reasons = (
+        Reason("port_in_use", "port 8000 on 127.0.0.1 is taken by pid 77"),
+        Reason("engine_survivors", "pid 78 of the last engine still runs"),
+    )
+    rig = Rig(refuse_start="; ".join(r.message for r in reasons), refuse_reasons=reasons)
+    outcome = executors(rig).carry_out(Start("why"), Context(Trigger.START_REQUEST))
+    assert outcome.refusals == reasons
 
 
 def test_answers_to_an_exit_or_a_backoff_reach_the_engine() -> None:

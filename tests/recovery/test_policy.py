@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hwcheck.kernellog.catalogue import DEFAULT_ENTRIES, RECOVERY_ACTIONS, XidCatalogue, XidOverride
+from hwcheck.kernellog.catalogue import DEFAULT_ENTRIES, XidCatalogue, XidOverride
 from hwcheck.model import CheckResult, LostKind, Severity, XidAction, XidClass
+from hwcheck.recovery_actions import RECOVERY_ACTIONS
 from recovery.decisions import (
     Advice,
     AdviseInspection,
@@ -30,6 +31,7 @@ from recovery.facts import (
     XidFact,
 )
 from recovery.policy import backoff_delay_s, decide
+from serving.runtime.classify import CrashClass
 
 NOW_S = 10_000.0
 CATALOGUE = XidCatalogue()
@@ -160,8 +162,10 @@ def test_an_unknown_xid_is_recorded_and_advised_for_inspection() -> None:
         (CardFault(2, recovery_action=1), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=2), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=4), Advice.WARM_REBOOT),
+        (CardFault(2, recovery_action=3), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=6), Advice.WARM_REBOOT),
         (CardFault(2, recovery_action=7), Advice.COLD_POWER_CYCLE),
+        (CardFault(2, recovery_action=5), Advice.WARM_REBOOT),  # unknown here: to inspect
     ],
 )
 def test_nvml_card_faults_stop_and_latch(fault: CardFault, advice: Advice) -> None:
@@ -173,7 +177,36 @@ def test_nvml_card_faults_stop_and_latch(fault: CardFault, advice: Advice) -> No
     assert decision.card == 2
 
 
-@pytest.mark.parametrize("action", [None, 0, 3])
+@pytest.mark.parametrize(
+    ("facts", "what"),
+    [
+        (on_xid(xid_fact(79, card=3)), "Xid 79 (GPU has fallen off the bus)"),
+        (
+            Facts(Trigger.CARD_FAULT, card_faults=(CardFault(3, LostKind.GPU_IS_LOST),)),
+            "NVML: GPU is lost",
+        ),
+        (
+            Facts(Trigger.CARD_FAULT, card_faults=(CardFault(3, recovery_action=7),)),
+            "NVML recovery action 7 (system reboot required)",
+        ),
+        (
+            Facts(Trigger.PROBE, probes=(CardProbe(3, ProbeOutcome.FAILED, "E_DEVICES"),)),
+            "CUDA probe failed",
+        ),
+        (
+            Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(CrashClass.DRIVER_POISONED)),
+            "a poisoned CUDA driver",
+        ),
+    ],
+)
+def test_each_fault_carries_its_short_name_without_the_card(facts: Facts, what: str) -> None:
+    """The card's fault history keeps ``what``: it is set here, never parsed from the reason."""
+    decision = decide(facts, NOW_S)
+    assert isinstance(decision, StopAndLatch)
+    assert decision.what == what
+
+
+@pytest.mark.parametrize("action", [None, 0])
 def test_recovery_actions_that_ask_for_no_reset_do_not_latch(action: int | None) -> None:
     facts = Facts(
         Trigger.CARD_FAULT,
@@ -181,6 +214,19 @@ def test_recovery_actions_that_ask_for_no_reset_do_not_latch(action: int | None)
         card_faults=(CardFault(0, recovery_action=action),),
     )
     assert isinstance(decide(facts, NOW_S), NoAction)
+
+
+@pytest.mark.parametrize("code", [*sorted(RECOVERY_ACTIONS), 0x5, 0x1F])
+def test_nvml_field_230_and_xid_154_judge_a_code_alike(code: int) -> None:
+    """One table: the latch and its advice do not depend on how the code arrived."""
+    by_field = decide(
+        Facts(Trigger.CARD_FAULT, card_faults=(CardFault(2, recovery_action=code),)), NOW_S
+    )
+    message = f"GPU recovery action changed from 0x0 (None) to 0x{code:x} (label ignored)"
+    by_xid = decide(on_xid(xid_fact(154, message, card=2)), NOW_S)
+    assert isinstance(by_field, StopAndLatch) is isinstance(by_xid, StopAndLatch)
+    if isinstance(by_field, StopAndLatch) and isinstance(by_xid, StopAndLatch):
+        assert by_field.advice is by_xid.advice
 
 
 @pytest.mark.parametrize(
@@ -204,7 +250,7 @@ def test_a_failed_or_timed_out_cuda_probe_latches_and_no_driver_library_does_not
 
 
 def test_a_poisoned_driver_crash_latches_instead_of_restarting() -> None:
-    facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit("driver_poisoned", 1))
+    facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(CrashClass.DRIVER_POISONED, 1))
     decision = decide(facts, NOW_S)
     assert isinstance(decision, StopAndLatch)
     assert decision.advice is Advice.WARM_REBOOT
@@ -213,16 +259,18 @@ def test_a_poisoned_driver_crash_latches_instead_of_restarting() -> None:
 def test_an_xid_31_read_right_after_the_engine_died_latches_instead_of_restarting() -> None:
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("cuda_fault", None, 11),
+        engine_exit=EngineExit(CrashClass.CUDA_FAULT, None, 11),
         new_xids=(xid_fact(31),),
     )
     assert isinstance(decide(facts, NOW_S), StopAndLatch)
 
 
 @pytest.mark.parametrize(
-    "crash", ["cuda_fault", "engine_dead", "kv_oom", "rpc_timeout", "oom_killed", "unknown", None]
+    "crash", [*(c for c in CrashClass if c is not CrashClass.DRIVER_POISONED), None]
 )
-def test_an_application_crash_on_a_healthy_rig_restarts_with_backoff(crash: str | None) -> None:
+def test_an_application_crash_on_a_healthy_rig_restarts_with_backoff(
+    crash: CrashClass | None,
+) -> None:
     facts = Facts(Trigger.ENGINE_EXIT, engine_exit=EngineExit(crash, None, 9), failures_in_a_row=2)
     decision = decide(facts, NOW_S)
     assert isinstance(decision, RestartAfter)
@@ -243,7 +291,7 @@ def test_too_many_restarts_in_the_window_hold_the_engine() -> None:
     recent = (NOW_S - 500, NOW_S - 300, NOW_S - 10)
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("unknown"),
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
         restart_times_s=recent,
         settings=settings,
     )
@@ -257,7 +305,7 @@ def test_restarts_older_than_the_window_do_not_count() -> None:
     old = (NOW_S - 5000, NOW_S - 4000, NOW_S - 10)
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("unknown"),
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
         restart_times_s=old,
         settings=settings,
     )
@@ -267,7 +315,7 @@ def test_restarts_older_than_the_window_do_not_count() -> None:
 def test_no_restart_when_automatic_restarts_are_off() -> None:
     facts = Facts(
         Trigger.ENGINE_EXIT,
-        engine_exit=EngineExit("unknown"),
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
         settings=PolicySettings(restart_on_failure=False),
     )
     assert isinstance(decide(facts, NOW_S), NoAction)
@@ -275,7 +323,9 @@ def test_no_restart_when_automatic_restarts_are_off() -> None:
 
 def test_an_exit_while_the_latch_is_set_is_not_restarted() -> None:
     facts = Facts(
-        Trigger.ENGINE_EXIT, engine_exit=EngineExit("unknown"), latch=LatchFact("Xid 31 on card 1")
+        Trigger.ENGINE_EXIT,
+        engine_exit=EngineExit(CrashClass.UNKNOWN),
+        latch=LatchFact("Xid 31 on card 1"),
     )
     decision = decide(facts, NOW_S)
     assert isinstance(decision, Refuse)
@@ -452,7 +502,7 @@ def test_lost_cards_and_failed_probes_escalate_too() -> None:
 def test_a_run_ready_long_enough_starts_a_new_streak() -> None:
     settings = PolicySettings(backoff_reset_after_s=600.0)
     for ready_s, failure in ((None, 4), (599.0, 4), (600.0, 1), (3600.0, 1)):
-        exit_ = EngineExit("unknown", ready_for_s=ready_s)
+        exit_ = EngineExit(CrashClass.UNKNOWN, ready_for_s=ready_s)
         facts = Facts(
             Trigger.ENGINE_EXIT, engine_exit=exit_, failures_in_a_row=3, settings=settings
         )

@@ -11,7 +11,6 @@ from serving.runtime.classify import (
     advice_for,
     classify_exit,
     explain_exit,
-    is_hardware_suspect,
     is_harmless,
     split_returncode,
 )
@@ -140,11 +139,6 @@ def test_clean_exit_with_no_signature_is_unknown() -> None:
 @pytest.mark.parametrize("kind", CRASH_KINDS)
 def test_the_simulated_engines_traces_classify_as_their_kind(kind: str) -> None:
     assert classify_exit(crash_trace(kind), exit_code=1, signal=None) == CrashClass(kind)
-
-
-def test_hardware_suspects_are_cuda_faults_and_poisoned_drivers() -> None:
-    suspects = {c for c in CrashClass if is_hardware_suspect(c)}
-    assert suspects == {CrashClass.CUDA_FAULT, CrashClass.DRIVER_POISONED}
 
 
 def test_every_class_has_advice() -> None:

@@ -15,8 +15,8 @@ from daemon.cli.output import EXIT_BAD_INPUT, Output
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
 from hwcheck.advice import ACTION_STEPS, RigNow
 from hwcheck.explain import Explanation, of_advice, of_xid
-from hwcheck.kernellog.catalogue import RECOVERY_ACTION_XID, RECOVERY_ACTIONS
 from hwcheck.model import Advice, XidInfo
+from hwcheck.recovery_actions import RECOVERY_ACTION_XID, RECOVERY_ACTIONS
 
 KINDS = ("xid", "advice")
 WRAP_CHARS = 88
