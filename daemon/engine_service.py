@@ -33,7 +33,7 @@ from daemon.engine_preflight import (
     scan_foreign,
 )
 from daemon.engine_switch import ProfileSwitcher, StartRequests
-from daemon.foreign_stop import stop_foreign_containers
+from daemon.foreign_stop import stop_foreign_containers, unstopped_refusal
 from daemon.monitor import RigMonitor
 from daemon.profiles import ActiveProfile
 from daemon.recipe_view import recipe_document
@@ -417,12 +417,16 @@ class EngineService:
 
         Only then are the foreign containers stopped (the start itself is recovery's
         ``request_start``, asked by the caller next): nobody's container is stopped for a
-        start that cannot happen.
+        start that cannot happen. One that would not stop refuses the start, named.
         """
         refusals = self._starts.start_refusals()
         if refusals:
             raise self.refused("start", refusals, actor)
-        return self.stop_foreign(actor)
+        stopped = self.stop_foreign(actor)
+        left = unstopped_refusal(stopped)
+        if left is not None:
+            raise self.refused("start", (left,), actor)
+        return stopped
 
     def stop_by_person(self) -> dict[str, Any]:
         """A person's stop (finishes in the background): autostart then leaves it down."""

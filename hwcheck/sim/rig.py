@@ -425,16 +425,21 @@ class SimulatedRig:
             stopped = set(self._stopped_containers)
         return [h for h in self.scenario.host.foreign_processes if h.container not in stopped]
 
-    def stop_container(self, name: str) -> bool:
-        """A foreign container of the scenario stops (``--stop-foreign``); False if unknown.
+    def signal_container(self, name: str, signal_name: str) -> bool | None:
+        """A signal to a foreign container of the scenario (``--stop-foreign``).
 
-        Its processes stop holding the cards. Kept in memory only: a restarted fleetd
-        sees the scenario's containers again, as it would see a restarted container.
+        True: it stopped (its processes stop holding the cards); False: it ignores the
+        signal (``ignores_signals`` in the scenario) and keeps running; None: no such
+        running container. Kept in memory only: a restarted fleetd sees the scenario's
+        containers again, as it would see a restarted container.
         """
-        known = {h.container for h in self.scenario.host.foreign_processes if h.container}
-        if name not in known:
-            return False
+        host = self.scenario.host
+        known = {h.container for h in host.foreign_processes if h.container}
         with self._lock:
+            if name not in known or name in self._stopped_containers:
+                return None
+            if name in host.containers_ignoring_signals:
+                return False
             self._stopped_containers.add(name)
         return True
 

@@ -28,16 +28,22 @@ SEED: dict[str, Any] = {
     "kv_cache_dtype": "fp8",
     "gpu_memory_utilization": 0.85,
     "extra_args": [
-        "--block-size", "256",
-        "--max-num-batched-tokens", "2048",
-        "--max-num-seqs", "8",
+        "--block-size",
+        "256",
+        "--max-num-batched-tokens",
+        "2048",
+        "--max-num-seqs",
+        "8",
         "--trust-remote-code",
         "--no-enable-flashinfer-autotune",
-        "--tokenizer-mode", "deepseek_v4",
+        "--tokenizer-mode",
+        "deepseek_v4",
         "--enable-auto-tool-choice",
-        "--tool-call-parser", "deepseek_v4",
-        "--reasoning-parser", "deepseek_v4",
-    ],  # fmt: skip
+        "--tool-call-parser",
+        "deepseek_v4",
+        "--reasoning-parser",
+        "deepseek_v4",
+    ],
     "speculative": {"method": "dspark", "num_speculative_tokens": 5},
     "env": {"VLLM_WORKER_MULTIPROC_METHOD": "spawn", "DSV4_LOGITS_ROW_CHUNK": "64"},
 }
@@ -48,11 +54,14 @@ V41: dict[str, Any] = {
     "model": "/models/dsv41-flash",
     "layer_partition": [11, 11, 11, 7],
     "extra_args": [
-        "--tokenizer-mode", "deepseek_v4",
+        "--tokenizer-mode",
+        "deepseek_v4",
         "--enable-auto-tool-choice",
-        "--tool-call-parser", "deepseek_v41",
-        "--reasoning-parser", "deepseek_v41",
-    ],  # fmt: skip
+        "--tool-call-parser",
+        "deepseek_v41",
+        "--reasoning-parser",
+        "deepseek_v41",
+    ],
 }
 
 
