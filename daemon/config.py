@@ -50,9 +50,10 @@ class _Section(BaseModel):
 
 
 # Check ids fleetd itself adds to the hardware checks (``kernel_log``, ``store``, the
-# canaries' ``engine_output``, the memory test's ``memtest``): with the registry's, what
+# canaries' ``engine_output``, the memory test's ``memtest``, a missing reboot program's
+# ``reboot_command``): with the registry's, what
 # ``[recovery] gate_checks`` may name (its default names only these: a test holds it).
-DAEMON_CHECK_IDS = ("kernel_log", "store", "engine_output", "memtest")
+DAEMON_CHECK_IDS = ("kernel_log", "store", "engine_output", "memtest", "reboot_command")
 KNOWN_CHECK_IDS = frozenset((*CHECK_IDS, *DAEMON_CHECK_IDS))
 
 # Below this a poll cannot finish before the next is due (NVML reads, checks, a store

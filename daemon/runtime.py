@@ -159,6 +159,12 @@ class Daemon:
         )
         rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
+        self.host_commands = host_commands(
+            settings,
+            sim is not None,
+            self.simulate_reboot,
+            self._wrong_next_boot,
+        )
         self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
@@ -172,7 +178,7 @@ class Daemon:
             ),
             audit=self.audit,
             prober=host.cuda_prober or SubprocessCudaProber(),
-            host=host_commands(settings, sim is not None, self.simulate_reboot),
+            host=self.host_commands,
             history=StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit),
             catch_up=self.follower.catch_up,
         )
@@ -247,7 +253,11 @@ class Daemon:
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
             record_metrics=None if self.engine is None else self.engine.record_metrics,
-            extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
+            extra_checks=lambda: [
+                *self._canary_checks(),
+                *self.diag.check_results(),
+                *self._host_command_checks(),
+            ],
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
             rig_now=self.judge.rig_now,
@@ -265,6 +275,15 @@ class Daemon:
         )
 
     # -- helpers ----------------------------------------------------------------------
+    def _wrong_next_boot(self) -> str | None:
+        """The host watch's judgement of the default boot entry (built after recovery)."""
+        return self.host_watch.wrong_next_boot()
+
+    def _host_command_checks(self) -> list[CheckResult]:
+        """``reboot_command``: a configured program missing here (a real rig only)."""
+        result = self.host_commands.check()
+        return [] if result is None else [result]
+
     def _polled(self) -> None:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
         self.judge.rejudge()

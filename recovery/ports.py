@@ -147,6 +147,14 @@ class HostCommands(Protocol):
         """What a confirmed reboot (``cold``: power cycle) would run; None: not configured."""
         ...
 
+    def unavailable(self, cold: bool) -> str | None:
+        """Why it cannot run on this host (its program is missing); None: it can."""
+        ...
+
+    def wrong_boot(self) -> str | None:
+        """The default boot entry when the next boot would not be the baseline kernel."""
+        ...
+
     def run(self, cold: bool) -> str:
         """Run it now; returns what ran (raises with one line when it fails)."""
         ...

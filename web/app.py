@@ -285,7 +285,7 @@ def create_app(
 
         409 when the engine would not stop (then nothing is rebooted).
         """
-        return services.recovery_reboot(body.confirm, body.cold)
+        return services.recovery_reboot(body.confirm, body.cold, body.force)
 
     @app.post(
         "/api/v1/recovery/clear",

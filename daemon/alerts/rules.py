@@ -61,6 +61,7 @@ CHECK_TITLES = {
     "clocks": ("ClocksCapped", "Max clocks below baseline"),
     "pcie_errors": ("PcieErrors", "PCIe errors climbing"),
     "memtest": ("MemoryTestFailed", "Memory test failed"),
+    "reboot_command": ("RebootCommandMissing", "Reboot command missing"),
 }
 # Left to their own events: Xids alert per Xid, the canaries per canary (``canary:<name>``).
 SKIPPED_CHECKS = frozenset({"xid_since_boot", "engine_output"})

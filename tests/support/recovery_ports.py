@@ -70,6 +70,12 @@ class MemoryPorts:
     def run(self, cold: bool) -> str:
         raise RuntimeError("no host to reboot in a supervisor test")
 
+    def unavailable(self, cold: bool) -> str | None:
+        return None
+
+    def wrong_boot(self) -> str | None:
+        return None
+
     # DocumentStore
     def load(self) -> dict[str, Any] | None:
         return self.document
