@@ -133,6 +133,7 @@ class CapKeeper:
                     card.index,
                     card_uuid=card.uuid,
                     pci_bus_id=card.pci_bus_id,
+                    details={"action": "apply_power_cap", "actor": actor},
                 )
                 self._store.audit(
                     actor, "apply_power_cap", "failed", target=target, reason=str(exc)

@@ -138,7 +138,9 @@ class Executors:
                 if self._engine is not None:
                     self._engine.hold(decision.reason)
             case Refuse():
-                self._audit.record(context.actor, action, reason, "not started")
+                self._audit.record(
+                    context.actor, action, reason, "not started", reasons=decision.reasons
+                )
                 if answers:
                     self._stay_stopped(_refused_words(context.trigger) + decision.line)
                 return Outcome(False, decision.line, refusals=decision.reasons)
@@ -174,11 +176,14 @@ class Executors:
                 launched = engine.start(decision.reason, _START_KINDS[context.trigger])
         except Refused as exc:
             refusal = Reason(exc.code, exc.message)
-            self._audit.record(context.actor, action, reason, f"refused: {exc.message}")
+            self._audit.record(
+                context.actor, action, reason, f"refused: {exc.message}", reasons=(refusal,)
+            )
             return Outcome(False, exc.message, refusals=(refusal,))
-        warned = tuple(w.line for w in (*decision.warnings, *launched.warnings))
+        reasons = (*decision.warnings, *launched.warnings)
+        warned = tuple(w.line for w in reasons)
         result = "done" if not warned else "done, with warnings: " + "; ".join(warned)
-        self._audit.record(context.actor, action, reason, result, warnings=warned)
+        self._audit.record(context.actor, action, reason, result, warnings=warned, reasons=reasons)
         return Outcome(True, reason, launched=launched)
 
     def _stay_stopped(self, why: str) -> None:

@@ -134,9 +134,19 @@ class AuditTrail(Protocol):
     """Who did what, why, and how it ended."""
 
     def record(
-        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+        self,
+        actor: str,
+        action: str,
+        reason: str,
+        result: str,
+        warnings: tuple[str, ...] = (),
+        reasons: tuple[Reason, ...] = (),
     ) -> None:
-        """Append one audit row (and its event; a warning event when ``warnings``)."""
+        """Append one audit row (and its event; a warning event when ``warnings``).
+
+        ``reasons``: a refusal's reasons or a start's warnings, with their codes (the alert
+        rules tell from them what already alerts on its own).
+        """
         ...
 
 
