@@ -34,8 +34,9 @@ from serving.recipe.recipe import Recipe
 BUILD_FLAGS = ("--tokenizer-mode", "--tool-call-parser", "--reasoning-parser")
 # Names of the two checkpoints as owners write them: "DeepSeek-V4.1-Flash", "dsv41",
 # "deepseek_v4_1" / "DeepSeek-V4-Flash-0731", "dsv4f". A date code ("v4-1017") is no ".1".
-_V41_NAME = re.compile(r"(?:deepseek|ds)[-_ ]?v4(?:\.|_|-)?1(?!\d)")
-_V4_NAME = re.compile(r"(?:deepseek|ds)[-_ ]?v4(?!\d)")
+# The name starts a word ("builds-v4" is no "ds-v4").
+_V41_NAME = re.compile(r"(?<![a-z0-9])(?:deepseek|ds)[-_ ]?v4(?:\.|_|-)?1(?!\d)")
+_V4_NAME = re.compile(r"(?<![a-z0-9])(?:deepseek|ds)[-_ ]?v4(?!\d)")
 _LEVELS = ("the checkpoint's config.json", "the build's flags and environment", "the model name")
 CHECKPOINT, BUILD, NAME = range(3)
 
@@ -124,7 +125,8 @@ def _build_signs(recipe: Recipe) -> list[Sign]:
 
 
 def _name_signs(recipe: Recipe) -> list[Sign]:
-    text = recipe.model.lower()
+    """The model's own name: the last two parts of its path or hub id (not a mount root)."""
+    text = "/".join([part for part in recipe.model.lower().split("/") if part][-2:])
     if _V41_NAME.search(text):
         return [Sign(DSV41_FLASH, NAME, f"model {recipe.model}")]
     if _V4_NAME.search(text):
