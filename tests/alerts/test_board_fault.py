@@ -55,6 +55,25 @@ def braked(tmp_path_factory: pytest.TempPathFactory, receiver: WebhookReceiver) 
     stop_all([daemon])
 
 
+def drained(daemon: Fleetd) -> None:
+    """Wait until the live webhooks have nothing pending."""
+    wait_until(
+        lambda: all(
+            s["pending"] == 0
+            for s in daemon.get("/api/v1/alerts").json()["sinks"]
+            if s["name"] != "dead"
+        ),
+        10,
+        "the live webhooks drained",
+    )
+
+
+def sent_names(receiver: WebhookReceiver, path: str) -> list[str]:
+    """The alert names delivered at ``path``, in order."""
+    sent = [r.json() for r in receiver.requests if r.path == path]
+    return [str(d.get("name") or d["groupLabels"]["alertname"]) for d in sent]
+
+
 def polls(daemon: Fleetd) -> int:
     return int(daemon.get("/api/v1/status").json()["rig"]["polls"])
 
@@ -82,19 +101,10 @@ def test_four_braked_cards_are_one_critical_per_webhook(
 
     after = polls(braked)
     wait_until(lambda: polls(braked) >= after + SETTLE_POLLS, 30, "the rig polled on")
-    wait_until(
-        lambda: all(
-            s["pending"] == 0
-            for s in braked.get("/api/v1/alerts").json()["sinks"]
-            if s["name"] != "dead"
-        ),
-        10,
-        "the live webhooks drained",
-    )
+    drained(braked)
     for path in ("/json", "/am"):
-        sent = [r.json() for r in receiver.requests if r.path == path]
-        names = [d.get("name") or d["groupLabels"]["alertname"] for d in sent]
-        assert len(sent) <= 2, (path, names)  # the brake (the start's warning is the brake)
+        names = sent_names(receiver, path)
+        assert len(names) <= 2, (path, names)  # the brake (the start's warning is the brake)
     am = next(r.json() for r in receiver.requests if r.path == "/am")
     assert [a["labels"]["gpu"] for a in am["alerts"]] == ["0", "1", "2", "3"]
     assert am["commonLabels"]["alertname"] == "PowerBrake"
@@ -110,22 +120,13 @@ def test_the_slow_canary_folds_into_the_brake_and_nothing_else_is_sent(
         return next((a for a in alerts if a["labels"].get("alertname") == "CanaryThroughput"), None)
 
     wait_until(lambda: canary_alert() is not None, 90, "the throughput canary's alert")
-    wait_until(
-        lambda: all(
-            s["pending"] == 0
-            for s in braked.get("/api/v1/alerts").json()["sinks"]
-            if s["name"] != "dead"
-        ),
-        10,
-        "the live webhooks drained",
-    )
+    drained(braked)
     folded = canary_alert()
     assert folded is not None and folded["status"] == "firing"
     assert folded["deliveries"] == []  # told with the brake, never on its own
     for path in ("/json", "/am"):
-        sent = [r.json() for r in receiver.requests if r.path == path]
-        names = [d.get("name") or d["groupLabels"]["alertname"] for d in sent]
-        assert len(sent) <= 2, (path, names)
+        names = sent_names(receiver, path)
+        assert len(names) <= 2, (path, names)
         assert "CanaryThroughput" not in names and "Recovery" not in names, names
 
 

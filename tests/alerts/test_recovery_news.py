@@ -22,7 +22,9 @@ BRAKE = (
 )
 
 
-def recovery(details: dict[str, Any], message: str = "start: autostart (done)") -> EventRow:
+def recovery(
+    details: dict[str, Any], message: str = "start: autostart (done)", **fields: Any
+) -> EventRow:
     return EventRow(
         id=7,
         ts=T0,
@@ -30,6 +32,7 @@ def recovery(details: dict[str, Any], message: str = "start: autostart (done)") 
         severity=Severity.WARNING,
         message=message,
         details=details,
+        **fields,
     )
 
 
@@ -106,14 +109,10 @@ def test_a_refusal_whose_reasons_alert_on_their_own_is_no_news(codes: list[str])
 
 
 def test_a_cap_that_could_not_be_set_names_its_cause_and_its_remedy() -> None:
-    failed = EventRow(
-        id=9,
-        ts=T0,
-        kind=EventKind.RECOVERY,
-        severity=Severity.WARNING,
-        message="cannot apply the 180 W cap to card 2 (0000:41:00.0): Insufficient Permissions",
+    failed = recovery(
+        {"action": "apply_power_cap", "actor": "fleetd"},
+        "cannot apply the 180 W cap to card 2 (0000:41:00.0): Insufficient Permissions",
         card=2,
-        details={"action": "apply_power_cap", "actor": "fleetd"},
     )
     (news,) = event_signals(failed)
     assert news.summary.startswith("Recovery on card 2: cannot apply the 180 W cap")
