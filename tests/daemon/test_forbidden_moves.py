@@ -49,7 +49,8 @@ def exercise(where: Path, name: str, env: dict[str, str]) -> None:
         assert daemon.post("/api/v1/sim/card/1", {"lost": True}).status_code == 200
         wait_until(lambda: recovery(daemon)["reboot_required"], 30, f"{name}: the latch")
         boot_id = daemon.get("/api/v1/status").json()["rig"]["boot_id"]
-        done = fleetctl(daemon, "reboot", "--confirm")
+        # --force: boot-drift's default entry is not the baseline kernel (refused without it).
+        done = fleetctl(daemon, "reboot", "--confirm", "--force")
         assert done.returncode == 0, f"{name}: {done.stderr}"
         assert "a real rig would have run: systemctl reboot" in done.stdout
         wait_until(
