@@ -216,6 +216,12 @@ class Daemon:
         self.recovery_memory = RecoveryMemory(self.store)
         self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
+        self.host_commands = host_commands(
+            settings,
+            self.sim is not None,
+            self.simulate_reboot,
+            self._wrong_next_boot,
+        )
         self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
@@ -229,7 +235,7 @@ class Daemon:
             ),
             audit=self.audit,
             prober=host.cuda_prober or SubprocessCudaProber(),
-            host=host_commands(settings, self.sim is not None, self.simulate_reboot),
+            host=self.host_commands,
             history=StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit),
             catch_up=self.follower.catch_up,
             on_crash=self.crashes.report,
@@ -332,6 +338,7 @@ class Daemon:
             store=self.writer.reading,
             canaries=None if self.canaries is None else self.canaries.reading,
             memtest=self.diag.reading,
+            host_commands=self.host_commands.reading,
         )
         poller = RigPoller(
             self.settings,
@@ -360,6 +367,10 @@ class Daemon:
             return EngineView(None, None, None)
         status = self.engine.supervisor.status()
         return EngineView(status.url, status.state.value, self.engine.profile)
+
+    def _wrong_next_boot(self) -> str | None:
+        """The host watch's judgement of the default boot entry (built after recovery)."""
+        return self.host_watch.wrong_next_boot()
 
     def _polled(self) -> None:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""

@@ -402,8 +402,13 @@ class RecoveryController:
         self._audit.record("recovery", "probe", why, summary)
 
     # -- a person's requests ----------------------------------------------------------
-    def reboot(self, confirm: bool, actor: str, cold: bool = False) -> dict[str, Any]:
-        """``reboot``: explain without ``confirm``; else clean stop, then the command."""
+    def reboot(
+        self, confirm: bool, actor: str, cold: bool = False, force: bool = False
+    ) -> dict[str, Any]:
+        """``reboot``: explain without ``confirm``; else clean stop, then the command.
+
+        ``force``: boot a default entry that is not the baseline kernel anyway.
+        """
         if not confirm:
             message = self.executors.explain_reboot(cold)
             return {"confirmed": False, "done": False, "cold": cold, "message": message}
@@ -413,11 +418,12 @@ class RecoveryController:
         try:
             what = "power cycle" if cold else "reboot"
             self._reboot_by = f"{what} asked by {actor} at {datetime.now(UTC):%H:%M:%S} UTC"
-            outcome = self.executors.reboot(actor, cold)
+            outcome = self.executors.reboot(actor, cold, force)
         finally:
             self._reboot_lock.release()
         if not outcome.done:
-            raise Refused(outcome.message, "reboot_refused")
+            code = outcome.refusals[0].code if outcome.refusals else "reboot_refused"
+            raise Refused(outcome.message, code)
         return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:

@@ -34,7 +34,10 @@ from serving.runtime.foreign import (
 from serving.runtime.ports import port_in_use
 from serving.runtime.states import Drift, Refusal
 
-HINT_CONTAINER = "`--stop-foreign` stops a foreign container (docker|podman stop)"
+HINT_CONTAINER = (
+    "`--stop-foreign` stops a foreign container (SIGINT, then SIGTERM by docker|podman "
+    "kill --signal; never SIGKILL)"
+)
 HINT_PROCESS = "stop it yourself: fleetd never signals a process it did not start"
 
 
@@ -157,9 +160,13 @@ def scan_foreign(
 
 
 def _hint(holders: list[Holder]) -> str:
+    """What to do about each kind of holder among ``holders`` (containers, processes)."""
+    hints = []
     if any(holder.container is not None for holder in holders):
-        return HINT_CONTAINER
-    return HINT_PROCESS
+        hints.append(HINT_CONTAINER)
+    if any(holder.container is None for holder in holders):
+        hints.append(HINT_PROCESS)
+    return "; ".join(hints)
 
 
 def foreign_refusals(recipe: Recipe, scan: ForeignScan) -> list[Refusal]:

@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 from daemon.config import Settings
-from daemon.engine.foreign_stop import stop_foreign_containers
+from daemon.engine.foreign_stop import stop_foreign_containers, unstopped_refusal
 from daemon.engine.preflight import (
     drift_refusal,
     foreign_refusals,
@@ -431,12 +431,16 @@ class EngineService:
 
         Only then are the foreign containers stopped (the start itself is recovery's
         ``request_start``, asked by the caller next): nobody's container is stopped for a
-        start that cannot happen.
+        start that cannot happen. One that would not stop refuses the start, named.
         """
         refusals = self._starts.start_refusals()
         if refusals:
             raise self.refused("start", refusals, actor)
-        return self.stop_foreign(actor)
+        stopped = self.stop_foreign(actor)
+        left = unstopped_refusal(stopped)
+        if left is not None:
+            raise self.refused("start", (left,), actor)
+        return stopped
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from daemon.engine.actions import refusal_document
+from daemon.engine.foreign_stop import unstopped_refusal
 from daemon.engine.preflight import rig_cards
 from daemon.rig.monitor import RigMonitor
 from hwcheck.model import RigProfile
@@ -174,10 +175,15 @@ class ProfileSwitcher:
                 ended_at=_now(),
             )
             return
-        refusals = [refusal_document(reason) for reason in answer.refusals]
+        # A container that outlived SIGINT and SIGTERM still holds what the start needs:
+        # the refusal says so first, with what was sent (it was not killed).
+        left = unstopped_refusal(stopped)
+        reasons = ((left,) if left is not None else ()) + answer.refusals
+        refusals = [refusal_document(reason) for reason in reasons]
+        why = answer.why_not or "not started"
         self._set(
             phase="refused" if refusals else "failed",
-            message=answer.why_not or "not started",
+            message=why if left is None else f"{left.line}; {why}",
             refusals=refusals,
             stopped_foreign=stopped,
             ended_at=_now(),

@@ -30,6 +30,7 @@ from hwcheck.model import (
     LatchWaiver,
     Severity,
 )
+from recovery.decisions import Reason
 from recovery.facts import LatchFact
 
 log = logging.getLogger("fleetd.recovery")
@@ -195,9 +196,19 @@ class StoreAudit:
             return list(reversed(self._recent))[:limit]
 
     def record(
-        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+        self,
+        actor: str,
+        action: str,
+        reason: str,
+        result: str,
+        warnings: tuple[str, ...] = (),
+        reasons: tuple[Reason, ...] = (),
     ) -> None:
-        """Append the row and its ``recovery`` event (never raises: logged instead)."""
+        """Append the row and its ``recovery`` event (never raises: logged instead).
+
+        The event's details carry the reasons' ``codes`` and the first ``remedy``: the
+        alert rules tell from the codes what alerts on its own, and advise the remedy.
+        """
         if action == "stop_and_latch":
             fault_points.reached(fault_points.DECISION_RECORDING)
         dry_run = self._dry_run and result.startswith("dry run")
@@ -218,6 +229,12 @@ class StoreAudit:
         }
         if warnings:
             details["warnings"] = list(warnings)
+        if reasons:
+            details["codes"] = [r.code for r in reasons]
+            details["first"] = reasons[0].message
+            remedy = next((r.remedy for r in reasons if r.remedy), "")
+            if remedy:
+                details["remedy"] = remedy
         with self._lock:
             self._recent.append(
                 AuditRow(-1, datetime.now(UTC), actor, action, None, reason, dry_run, result, None)

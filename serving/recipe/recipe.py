@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from serving.recipe.families import FAMILIES, family_names
+from serving.recipe.families import FAMILIES, NO_FAMILY, family_names
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
@@ -144,9 +144,10 @@ class Recipe(BaseModel):
     expected_decode_tok_s: float | None = Field(default=None, gt=0)
     expected_prefill_tok_s: float | None = Field(default=None, gt=0)
     expected_reasoning_field: ReasoningField | None = None
-    # The model build whose rule set applies (``serving.recipe.families``); none: the
-    # generic vLLM rules only. ``num_layers``: the decoder layers, when the checkpoint's
-    # config.json cannot be read from here. Lint input only.
+    # The model build whose rule set applies (``serving.recipe.families``); ``"none"``:
+    # the generic vLLM rules only; unset: inferred from the checkpoint, the flags and the
+    # model's name (``family_evidence``). ``num_layers``: the decoder layers, when the
+    # checkpoint's config.json cannot be read from here. Lint input only.
     family: str | None = None
     num_layers: int | None = Field(default=None, ge=1)
     lint: LintTable = Field(default_factory=LintTable)
@@ -194,8 +195,9 @@ class Recipe(BaseModel):
     @field_validator("family")
     @classmethod
     def _check_family(cls, value: str | None) -> str | None:
-        if value is not None and value not in FAMILIES:
-            raise ValueError(f"unknown family {value!r} (known: {', '.join(family_names())})")
+        if value is not None and value != NO_FAMILY and value not in FAMILIES:
+            known = ", ".join([*family_names(), NO_FAMILY])
+            raise ValueError(f"unknown family {value!r} (known: {known})")
         return value
 
     @field_validator("host")

@@ -95,3 +95,31 @@ def test_init_writes_into_the_commented_config_and_shows_the_diff(tmp_path: Path
     assert again.returncode == 0, again.stderr
     assert '"changed": false' in again.stdout
     assert config.read_text() == text
+
+
+def test_init_writes_a_reboot_command_this_host_has(tmp_path: Path) -> None:
+    """A host without systemctl (seen on a real GPU host) gets one it has, or a note."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutdown = bin_dir / "shutdown"
+    shutdown.write_text("#!/bin/sh\n")
+    shutdown.chmod(0o755)
+    config = tmp_path / "with-shutdown.toml"
+    result = fleetctl(
+        "init", "--simulate", "healthy", "--output", str(config), env={"PATH": str(bin_dir)}
+    )
+    assert result.returncode == 0, result.stderr
+    assert load_settings(config, environ={}).recovery.reboot_command == ["shutdown", "-r", "now"]
+    assert "no systemctl on this host" in config.read_text()
+
+    shutdown.unlink()
+    bare = tmp_path / "bare.toml"
+    result = fleetctl(
+        "init", "--simulate", "healthy", "--output", str(bare), env={"PATH": str(bin_dir)}
+    )
+    assert result.returncode == 0, result.stderr
+    text = bare.read_text()
+    assert '\n# reboot_command = ["systemctl", "reboot"]' in text
+    assert "\nreboot_command = " not in text
+    assert "found none of systemctl, shutdown, reboot on this host" in text
+    load_settings(bare, environ={})  # still a valid config (the default applies, and warns)

@@ -1,7 +1,8 @@
 """Foreign holders on a real simulated 8-card fleetd: a profile's cards or port held by
 something not ours refuse its start and name the holder; other cards only warn;
-``--stop-foreign`` stops a foreign container (in the simulation: never the host's
-docker) on record; a bare process is named and never signalled."""
+``--stop-foreign`` stops a foreign container with SIGINT, then SIGTERM (in the simulation:
+never the host's docker) on record, and one that ignores both is refused, never killed; a
+bare process is named and never signalled."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ foreign_processes = [
     {pid = 4242, name = "python3", device = "/dev/nvidiactl", cmdline = "python3 train.py --api-key hunter2", container = "trainer", image = "pytorch/pytorch:2.6"},
     {pid = 4242, name = "python3", device = "/dev/nvidia2", cmdline = "python3 train.py --api-key hunter2", container = "trainer", image = "pytorch/pytorch:2.6"},
     {pid = 5151, name = "python3", device = "/dev/nvidia7", cmdline = "python3 bench.py"},
+    {pid = 6161, name = "vllm", device = "/dev/nvidia6", cmdline = "vllm serve glm", container = "stubborn", image = "vllm/vllm-openai:glm", ignores_signals = true},
 ]
 """
 CONFIG = """
@@ -110,8 +112,8 @@ def test_stop_foreign_stops_the_container_on_record_then_starts(rig: Rig) -> Non
     assert result.returncode == 0, result.stderr
     assert (
         "fleetctl: stopped foreign container trainer (image pytorch/pytorch:2.6): "
-        "docker stop --time 60 trainer"
-    ) in result.stderr
+        "docker kill --signal SIGINT trainer\n"
+    ) in result.stderr  # its graceful signal took: no SIGTERM, never stop --time (SIGKILL)
     # The bare process on card 7 is another profile's business: a warning, not a refusal.
     assert "pid 5151 (python3 bench.py) holds card 7" in result.stderr
     wait_until(lambda: rig.serving()["state"] == "ready", 30, "the engine ready")
@@ -132,9 +134,22 @@ def test_a_bare_process_on_the_profiles_cards_is_named_and_never_signalled(rig: 
     assert result.returncode == 4, result.stdout + result.stderr
     assert "pid 5151 (python3 bench.py) holds card 7" in result.stderr
     assert "fleetd never signals a process it did not start" in result.stderr
+    # The container on card 6 ignores SIGINT and SIGTERM: refused, named, never killed.
+    assert (
+        "foreign container not stopped: container stubborn (image vllm/vllm-openai:glm, "
+        "docker) was sent SIGINT then SIGTERM: still running after SIGINT then SIGTERM"
+    ) in result.stderr
+    assert "not killed (fleetd never sends SIGKILL)" in result.stderr
+    events = rig.daemon.get("/api/v1/events?kind=operator&limit=20").json()
+    (refused,) = [e for e in events if "could not stop foreign container stubborn" in e["message"]]
+    assert (
+        "docker kill --signal SIGINT stubborn; docker kill --signal SIGTERM stubborn"
+        in refused["message"]
+    )
     status = rig.daemon.get("/api/v1/status").json()
     (check,) = [c for c in status["checks"] if c["id"] == "foreign_gpu_processes"]
     assert "pid 5151 python3" in check["message"]  # still there: nothing killed it
+    assert "pid 6161 vllm" in check["message"]
     assert status["serving"]["profile"] == "eight"
     assert status["serving"]["switch"]["phase"] == "refused"
 

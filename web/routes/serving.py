@@ -142,7 +142,7 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
         """Start, stop or restart the engine (409 with the reason and its code when refused).
 
         ``{"stop_foreign": true}`` with ``start``: first stop foreign containers that hold
-        the port or the profile's cards (``docker|podman stop``; recorded).
+        the port or the profile's cards (SIGINT, then SIGTERM; never SIGKILL; recorded).
         """
         if body is not None and body.stop_foreign:
             return services.serving_action(action, stop_foreign=True)

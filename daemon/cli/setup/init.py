@@ -17,6 +17,7 @@ from pathlib import Path
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.cli.setup.config_edit import ConfigEditError, TableUpdate, apply_updates
 from daemon.cli.setup.host_baseline import host_baseline_updates
+from daemon.cli.setup.init_reboot import with_host_reboot_command
 from daemon.config import DEFAULT_CONFIG_PATH
 from daemon.install.installer import example_config
 from hwcheck.atomic import atomic_write
@@ -140,7 +141,12 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
         )
     exists = output.exists()
     try:
-        current = output.read_text(encoding="utf-8") if exists else example_config()
+        # A new config names a reboot program this host has (an existing one is left alone).
+        current = (
+            output.read_text(encoding="utf-8")
+            if exists
+            else with_host_reboot_command(example_config())
+        )
         # The host's baseline (boot chain, module, bus, P2P) beside the cards'.
         updates = card_baseline(snapshot, power_cap_w) + host_updates
         text = baseline_text(current, updates)
