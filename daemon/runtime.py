@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -363,6 +364,10 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
+        boot_id = self.monitor.view().boot_id
+        # The first write: a store that cannot write (a full disk) ends the start here, in
+        # one line, before any thread has begun to report the same fault its own way.
+        rebooted = track_boot(self.store, boot_id)
         self.alerts.start()
         self.api.start(
             create_app(
@@ -374,8 +379,6 @@ class Daemon:
                 diag=self.diag,
             )
         )
-        boot_id = self.monitor.view().boot_id
-        rebooted = track_boot(self.store, boot_id)
         self.latch_state.load(boot_id)
         self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
         self.recovery_memory.load(boot_id)
@@ -466,25 +469,30 @@ class Daemon:
         self.notifier.stopping()
         if announce:
             log.info("shutting down")
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=True)
-        if self.canaries is not None:
-            self.canaries.stop()
-        self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
-        self.follower.stop()
-        self.recovery.close()
-        self.services.close_serving(stop_engine=self.settings.serving.stop_on_exit)
-        self.api.stop()
-        self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
-        try:
-            self.store.record_event(
-                EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"
-            )
-        except StoreError as exc:
-            log.warning("the stop event was not stored: %s", exc)
-        self.store.close()
-        self.host.close()
-        self.notifier.close()
+        serving = self.settings.serving
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("the jobs", lambda: self.scheduler.running and self.scheduler.shutdown(wait=True)),
+            ("the canaries", self.canaries.stop if self.canaries else lambda: None),
+            ("the store writer", lambda: self.writer.close(STORE_DRAIN_S)),  # follower still on
+            ("the kernel-log follower", self.follower.stop),
+            ("recovery", self.recovery.close),
+            ("the engine", lambda: self.services.close_serving(stop_engine=serving.stop_on_exit)),
+            ("the API", self.api.stop),
+            ("the alerts", self.alerts.stop),  # after the last events; the outbox keeps the rest
+            ("the stop event", self._record_stop),
+            ("the store", self.store.close),
+            ("the host sources", self.host.close),
+            ("the notify socket", self.notifier.close),
+        ]
+        for what, step in steps:  # one line for a step that fails (a full disk), never more
+            try:
+                step()
+            except Exception as exc:  # after a failed start its one line has said it all
+                level = logging.WARNING if announce else logging.DEBUG
+                log.log(level, "shutting down %s failed: %s", what, str(exc).splitlines()[0])
+
+    def _record_stop(self) -> None:
+        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})")
 
 
 def _pid() -> int:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from hwcheck.regular_file import read_regular
 from serving.recipe.families import FAMILIES, family_names
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
@@ -469,9 +470,9 @@ def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
 def read_recipe_table(path: Path) -> dict[str, Any]:
     """The TOML table of a recipe file; ``RecipeError`` for unreadable files or bad TOML."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")  # a FIFO or a device: one line, no hang
     except OSError as exc:
-        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text: {exc.reason}") from exc
     try:
