@@ -436,7 +436,8 @@ class EngineService:
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        return recipe_document(self._spec(), self._store.last_ready_launch())
+        known = self.supervisor.log_capture.secrets
+        return recipe_document(self._spec(), self._store.last_ready_launch(), known)
 
     def logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""

@@ -27,6 +27,7 @@ from hwcheck.regular_file import read_regular
 from serving.recipe.families import FAMILIES, family_names
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
+from serving.recipe.masking import masked_findings
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
 
 RecipeMode = Literal["process", "docker", "podman"]
@@ -458,6 +459,7 @@ def parse_recipe_table(table: Mapping[str, Any]) -> tuple[Recipe | None, list[Fi
 def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
     """A valid recipe from a table, or ``RecipeError`` naming ``source``, key and problem."""
     recipe, findings = parse_recipe_table(table)
+    findings = masked_findings(findings, table)  # a bad value of a secret key is not echoed
     if findings:
         more = len(findings) - 1
         extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""

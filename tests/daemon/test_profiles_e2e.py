@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from daemon.store import Store
+from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, latch_by_xid, start_fleetd, stop_all, wait_until
 
@@ -116,7 +117,8 @@ def test_serve_b_stops_a_cleanly_and_starts_b(rig: Rig) -> None:
     assert (serving["profile"], serving["state"]) == ("b", "ready")
     assert serving["pid"] != old_pid and not psutil.pid_exists(old_pid)
     assert serving["switch"]["phase"] == "done"
-    recipe = rig.daemon.get("/api/v1/serving/recipe").json()
+    auth = {"Authorization": f"Bearer {rig.daemon.token}"}
+    recipe = loopback.get(rig.daemon.url + "/api/v1/serving/recipe", headers=auth).json()
     argv = recipe["spec"]["argv"]
     assert argv[argv.index("--served-model-name") + 1] == "model-b"
     assert argv[argv.index("--max-num-seqs") + 1] == "4"
