@@ -267,15 +267,17 @@ class RecoveryController:
         self,
         recipe_cards: frozenset[int] | None = None,
         recipe_errors: tuple[str, ...] | None = None,
+        held_elsewhere: tuple[Reason, ...] = (),
     ) -> tuple[Reason, ...]:
         """What the start gate would refuse now, before anything moves (nothing is done).
 
-        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards and lint
-        errors) before it stops the running engine, and ``start --stop-foreign`` before it
-        stops anyone's container; the start itself is still ``request_start``'s decision.
-        Without a recipe's cards and errors, the engine's (the profile in force).
+        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards, lint
+        errors, and its port or cards another process holds) before it stops the running
+        engine, and ``start --stop-foreign`` before it stops anyone's container; the start
+        itself is still ``request_start``'s decision. Without a recipe's cards and errors,
+        the engine's (the profile in force).
         """
-        facts = self.facts(Trigger.START_REQUEST)
+        facts = replace(self.facts(Trigger.START_REQUEST), held_elsewhere=held_elsewhere)
         if recipe_errors is not None:
             facts = replace(facts, recipe_cards=recipe_cards, recipe_errors=recipe_errors)
         return start_gate(facts)[0]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import Advice, CheckResult, LostKind, XidInfo
+from recovery.decisions import Reason
 from recovery.settings import PolicySettings
 
 __all__ = [
@@ -138,6 +139,9 @@ class Facts:
     breaker hold) that automatic starts must respect; ``host_rebooting`` is true while a
     confirmed (or simulated) reboot ends every process; ``cards_held_by`` names a
     diagnostic that has the cards to itself (the memory test), during which nothing starts.
+    ``held_elsewhere`` is what of this host would block the recipe's launch (its port or
+    cards held by another process, named): a switch gathers it before it stops the
+    running engine, so a start that cannot happen never costs the engine that serves.
     """
 
     trigger: Trigger
@@ -156,4 +160,5 @@ class Facts:
     operator_hold: bool = False
     host_rebooting: bool = False
     cards_held_by: str | None = None
+    held_elsewhere: tuple[Reason, ...] = ()
     settings: PolicySettings = field(default_factory=PolicySettings)
