@@ -121,6 +121,9 @@ class EngineService:
         self._starts = starts
         self._state_dir = state_dir
         self._launch_ids: dict[str, int] = {}
+        # A fleet.db started afresh lacks the running launch's row: recorded again at its
+        # next event (the dict is replaced, not cleared: the listener takes no lock).
+        store.add_fresh_listener(lambda: setattr(self, "_launch_ids", {}))
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)

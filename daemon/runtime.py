@@ -114,7 +114,7 @@ class Daemon:
             stale_after_s=STALE_AFTER_POLLS * poll.interval_s + poll.nvml_timeout_s,
         )
         self.writer = StoreWriter(
-            store_remedy(url),
+            lambda error: store_remedy(url, error),
             stuck_after_s=max(STORE_STUCK_MIN_S, STALE_AFTER_POLLS * poll.interval_s),
         )
         self._stop = threading.Event()

@@ -9,9 +9,12 @@
   (a rig's own config is never overwritten);
 - ``var/lib/cmpfleet``: the state dir, 0700 (it will hold the API token);
 
-then says the next two commands. ``fleetd uninstall`` removes the unit (and its
-enablement link) and nothing else: the config, the history and the token stay, and so
-does the engine (it outlives fleetd by design). Paths inside the unit are the target
+then says the next two commands. Every file goes through ``hwcheck.atomic`` (a link is
+written through, a device, FIFO or directory refused) and every path is checked before
+the first write, so a refusal never leaves half an install. ``fleetd uninstall`` removes
+the unit it wrote (recognised by its content: never another file of that name, a mask or
+a node) and its enablement link, and nothing else: the config, the history and the token
+stay, and so does the engine (it outlives fleetd by design). Paths inside the unit are the target
 system's (``/etc/...``), whatever ``--root`` is.
 """
 

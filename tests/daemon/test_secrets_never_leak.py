@@ -55,13 +55,14 @@ ABBREVIATED_KEY = "ABBREVKEY-A4"
 HEADER_KEY = "HEADERKEY-X5"
 BARE_TOKEN = "BARETOKEN-T6"
 CURL_PASSWORD = "CURLPASS-U7"
+NOTE = {"note": QUOTED_PEM}  # the known secret inside a dict, printed two ways
 # Each form above as the engine prints it (before the RPC line, so before the crash).
 FORM_LINES = (
     f"0.05=proxy: forwarding with x-api-key: {HEADER_KEY}",
     f"0.05=GET /v1/models token={BARE_TOKEN} 200",
     f"0.05=fetch: curl -u admin:{CURL_PASSWORD} http://mirror.local/weights",
-    f"0.05=non-default args: {repr({'note': QUOTED_PEM})}",
-    f"0.05=override config: {json.dumps({'note': QUOTED_PEM})}",
+    f"0.05=non-default args: {NOTE!r}",
+    f"0.05=override config: {json.dumps(NOTE)}",
 )
 ISSUE_33_SECRETS = (
     API_KEYS,
