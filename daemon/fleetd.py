@@ -185,7 +185,10 @@ def main(argv: list[str] | None = None) -> None:
         daemon.start()
     except Exception as exc:  # one line, not a traceback: what failed and nothing else
         sys.stderr.write(f"fleetd: start-up failed: {exc}\n")
-        daemon.shutdown(announce=False)
+        try:
+            daemon.shutdown(announce=False)
+        except Exception as again:  # a full disk fails the clean-up too: one line, no more
+            log.debug("the clean-up after the failed start failed too: %s", again)
         sys.exit(EXIT_STARTUP)
     # Everything built so far (modules, the app, the scenario) lives as long as fleetd:
     # out of the collector's sight, a full collection walks only what came after it

@@ -341,16 +341,19 @@ class RecoveryController:
         self,
         recipe_cards: frozenset[int] | None = None,
         recipe_errors: tuple[str, ...] | None = None,
+        held_elsewhere: tuple[Reason, ...] = (),
     ) -> tuple[Reason, ...]:
         """What the start gate would refuse now, before anything moves (nothing is done).
 
-        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards and lint
-        errors) before it stops the running engine, and ``start --stop-foreign`` before it
-        stops anyone's container; the start itself is still ``request_start``'s decision.
-        Without a recipe's cards and errors, the engine's (the profile in force).
+        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards, lint
+        errors, and its port or cards another process holds) before it stops the running
+        engine, and ``start --stop-foreign`` before it stops anyone's container; the start
+        itself is still ``request_start``'s decision. Without a recipe's cards and errors,
+        the engine's (the profile in force).
         """
         recipe = None if recipe_errors is None else (recipe_cards, recipe_errors)
-        return start_gate(self.facts(Trigger.START_REQUEST, recipe))[0]
+        facts = self.facts(Trigger.START_REQUEST, recipe, held_elsewhere=held_elsewhere)
+        return start_gate(facts)[0]
 
     def new_boot(self, boot_id: str) -> None:
         """A new boot (or fleetd's start in one): card faults are judged afresh."""

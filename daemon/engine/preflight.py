@@ -187,6 +187,22 @@ def foreign_refusals(recipe: Recipe, scan: ForeignScan) -> list[Refusal]:
     return refusals
 
 
+def blocking_for_switch(recipe: Recipe, scan: ForeignScan, stop_foreign: bool) -> list[Refusal]:
+    """What in ``scan`` would refuse ``recipe``'s start once the running engine has stopped.
+
+    Known before anything stops, so a switch refuses with the engine still serving (a
+    cold start costs 20 to 45 minutes). With ``stop_foreign`` the foreign containers are
+    stopped first: then only what is not a container (a bare process, a holder fleetd
+    cannot see) still blocks.
+    """
+    if stop_foreign:
+        scan = ForeignScan(
+            port=[holder for holder in scan.port if holder.container is None],
+            cards=[holder for holder in scan.cards if holder.container is None],
+        )
+    return [refusal for refusal in foreign_refusals(recipe, scan) if refusal.blocking]
+
+
 def drift_refusal(drift: Drift, profiles: ProfileSet, active: str) -> Refusal:
     """``start`` explains an engine that runs but is not the active profile's."""
     runs = drift.recipe_hash[:12] or "no cmpfleet.recipe-hash label"

@@ -75,6 +75,10 @@ class RecoveryMemory:
         self._lock = threading.Lock()
         self._probes: ProbeRound | None = None
         self._waiver: LatchWaiver | None = None
+        self._waiver_boot = ""
+        # A fleet.db started afresh has lost the waiver: without it the Xids read again
+        # into it would make the next start latch on faults a person already cleared.
+        store.add_fresh_listener(self._store_waiver_again)
 
     def load(self, boot_id: str) -> None:
         """This boot's waiver, if a person cleared the latch before fleetd restarted."""
@@ -91,6 +95,7 @@ class RecoveryMemory:
                 log.warning("the stored latch waiver is unreadable: ignored")
         with self._lock:
             self._waiver = waiver
+            self._waiver_boot = boot_id
 
     def new_boot(self) -> None:
         """A reboot: no probe of this boot yet, nothing waived."""
@@ -107,6 +112,16 @@ class RecoveryMemory:
         """A person cleared the latch: keep what it waives (memory first, then the store)."""
         with self._lock:
             self._waiver = waiver
+            self._waiver_boot = boot_id
+        self._write_waiver(waiver, boot_id)
+
+    def _store_waiver_again(self) -> None:
+        with self._lock:
+            waiver, boot_id = self._waiver, self._waiver_boot
+        if waiver is not None:
+            self._write_waiver(waiver, boot_id)
+
+    def _write_waiver(self, waiver: LatchWaiver, boot_id: str) -> None:
         document = {
             "boot_id": boot_id,
             "reason": waiver.reason,

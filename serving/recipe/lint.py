@@ -30,6 +30,7 @@ from serving.recipe.family_evidence import FamilyChoice, choose_family
 from serving.recipe.findings import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, Finding, exit_code
 from serving.recipe.fit import FIT_RULE_IDS, rule_fits_cards
 from serving.recipe.lint_context import LintContext, RigCards
+from serving.recipe.masking import masked_findings
 from serving.recipe.model_dir import ModelFacts, host_model_path, read_model_dir
 from serving.recipe.recipe import (
     PYTHON_PLACEHOLDER,
@@ -189,7 +190,7 @@ def lint_recipe(
     else:
         recipe, findings = parse_recipe_table(recipe_or_table)
     if recipe is None:
-        return findings
+        return masked_findings(findings, dict(recipe_or_table))
     facts = model_facts(recipe) if model is True else (model or None)
     choice = choose_family(recipe, facts)
     ctx = LintContext(
@@ -203,7 +204,8 @@ def lint_recipe(
     findings += _rule_findings(ctx)
     if host_checks:
         findings += _host_findings(recipe, port_in_use or ports.port_in_use, python)
-    return apply_waivers(recipe, findings)
+    launch = {"extra_args": recipe.extra_args, "env": recipe.env}
+    return masked_findings(apply_waivers(recipe, findings), launch)  # never a secret shown
 
 
 def lint_path(

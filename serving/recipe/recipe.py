@@ -23,9 +23,11 @@ from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from hwcheck.regular_file import read_regular
 from serving.recipe.families import FAMILIES, NO_FAMILY, family_names
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
+from serving.recipe.masking import masked_findings
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
 
 RecipeMode = Literal["process", "docker", "podman"]
@@ -459,6 +461,7 @@ def parse_recipe_table(table: Mapping[str, Any]) -> tuple[Recipe | None, list[Fi
 def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
     """A valid recipe from a table, or ``RecipeError`` naming ``source``, key and problem."""
     recipe, findings = parse_recipe_table(table)
+    findings = masked_findings(findings, table)  # a bad value of a secret key is not echoed
     if findings:
         more = len(findings) - 1
         extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -471,9 +474,9 @@ def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
 def read_recipe_table(path: Path) -> dict[str, Any]:
     """The TOML table of a recipe file; ``RecipeError`` for unreadable files or bad TOML."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")  # a FIFO or a device: one line, no hang
     except OSError as exc:
-        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text: {exc.reason}") from exc
     try:

@@ -40,6 +40,10 @@ stop_timeout_s = 5
 preset = "sim-engine"
 gpus = "0,1,2,3,4,5"
 
+[serving.profiles.seven]
+preset = "sim-engine"
+gpus = "0,1,2,3,4,5,6"
+
 [serving.profiles.eight]
 preset = "sim-engine"
 
@@ -130,16 +134,31 @@ def test_stop_foreign_stops_the_container_on_record_then_starts(rig: Rig) -> Non
 
 
 def test_a_bare_process_on_the_profiles_cards_is_named_and_never_signalled(rig: Rig) -> None:
+    """Refused before anything stopped (issue 33): the engine of "six" keeps serving."""
+    pid = rig.serving()["pid"]
     result = rig.fleetctl("serve", "eight", "--stop-foreign")
     assert result.returncode == 4, result.stdout + result.stderr
     assert "pid 5151 (python3 bench.py) holds card 7" in result.stderr
     assert "fleetd never signals a process it did not start" in result.stderr
-    # The container on card 6 ignores SIGINT and SIGTERM: refused, named, never killed.
+    status = rig.daemon.get("/api/v1/status").json()
+    (check,) = [c for c in status["checks"] if c["id"] == "foreign_gpu_processes"]
+    assert "pid 5151 python3" in check["message"]  # still there: nothing killed it
+    serving = status["serving"]
+    assert (serving["profile"], serving["state"], serving["pid"]) == ("six", "ready", pid)
+    assert serving.get("switch") is None  # no switch was begun
+
+
+def test_a_container_that_ignores_both_signals_is_refused_never_killed(rig: Rig) -> None:
+    """The foreign holders are stopped before the engine is (issue 33): the container on card
+    6 ignores SIGINT and SIGTERM, so the switch to "seven" ends there, named, never killed
+    (issue 27), and the engine of "six" keeps serving."""
+    pid = rig.serving()["pid"]
+    result = rig.fleetctl("serve", "seven", "--stop-foreign")
+    assert result.returncode != 0, result.stdout + result.stderr
     assert (
         "foreign container not stopped: container stubborn (image vllm/vllm-openai:glm, "
         "docker) was sent SIGINT then SIGTERM: still running after SIGINT then SIGTERM"
-    ) in result.stderr
-    assert "not killed (fleetd never sends SIGKILL)" in result.stderr
+    ) in result.stdout + result.stderr
     events = rig.daemon.get("/api/v1/events?kind=operator&limit=20").json()
     (refused,) = [e for e in events if "could not stop foreign container stubborn" in e["message"]]
     assert (
@@ -148,10 +167,9 @@ def test_a_bare_process_on_the_profiles_cards_is_named_and_never_signalled(rig: 
     )
     status = rig.daemon.get("/api/v1/status").json()
     (check,) = [c for c in status["checks"] if c["id"] == "foreign_gpu_processes"]
-    assert "pid 5151 python3" in check["message"]  # still there: nothing killed it
-    assert "pid 6161 vllm" in check["message"]
-    assert status["serving"]["profile"] == "eight"
-    assert status["serving"]["switch"]["phase"] == "refused"
+    assert "pid 6161 vllm" in check["message"]  # still there: nothing killed it
+    serving = status["serving"]
+    assert (serving["profile"], serving["state"], serving["pid"]) == ("six", "ready", pid)
 
 
 def test_the_port_holder_is_named(rig: Rig) -> None:

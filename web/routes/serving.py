@@ -152,10 +152,15 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
         "/api/v1/serving/recipe",
         response_model=RecipeDocument,
         response_model_exclude_unset=True,
-        responses=error_responses(409),
+        responses=error_responses(401, 403, 409),
+        dependencies=token,
     )
     def serving_recipe() -> RecipeDocument:
-        """The argv and environment the daemon would launch; diff to the last ready launch."""
+        """The argv and environment the daemon would launch; diff to the last ready launch.
+
+        The token is needed even on loopback, as for the engine log: masked or not, the
+        recipe's environment is the launch's (model paths, endpoints, what a rule missed).
+        """
         return services.serving_recipe()
 
     return routes
