@@ -26,10 +26,12 @@ from pydantic import (
 
 from daemon import defaults
 from daemon.config_bounds import first_problem
+from hwcheck.atomic import NotARegularFile
 from hwcheck.checks import KNOWN_CHECK_IDS
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
 from hwcheck.model import RigProfile
+from hwcheck.regular_file import read_regular
 from recovery.settings import RecoverySettings
 from serving.canary.settings import CanarySettings
 from serving.guard.settings import GuardSettings
@@ -273,13 +275,16 @@ def _one_line(source: str, exc: ValidationError) -> str:
 def read_toml(path: Path) -> dict[str, Any]:
     """Read a TOML file, turning every failure into one ``ConfigError`` line."""
     try:
-        text = path.read_text(encoding="utf-8-sig")  # editors on Windows add a BOM
+        # A regular file only, bounded: a FIFO or a device never hangs or floods fleetd.
+        text = read_regular(path).decode("utf-8-sig")  # editors on Windows add a BOM
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"{path}: is a directory, not a config file") from exc
+    except NotARegularFile as exc:
+        raise ConfigError(f"{path}: is {exc.what}, not a config file") from None
     except PermissionError as exc:
         raise ConfigError(f"{path}: cannot read: permission denied") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
@@ -349,7 +354,7 @@ def load_settings(
     """
     table: dict[str, Any] = {}
     source = str(path) if path is not None else "config"
-    if path is not None and (path.exists() or not missing_ok):
+    if path is not None and (os.path.lexists(path) or not missing_ok):
         table = read_toml(path)
     env = _env_overrides(os.environ if environ is None else environ)
     if env:

@@ -5,8 +5,9 @@ takes ``inf`` or ``1e308``: ``[alerts] repeat_interval_s = inf`` once killed the
 thread at start (an Xid 79 then raised no alert, silently) and ``[store]
 raw_retention_h = inf`` tracebacked every rollup. So, walking the raw table along the
 models' fields: every duration (a key ending in ``_s``, ``_h`` or ``_days``) must be a
-finite number no larger than its unit's maximum, a number field takes no boolean and a boolean
-field nothing but a boolean. The first problem is one line naming the key.
+finite number no larger than its unit's maximum, a number field takes no boolean and no
+string (``interval_s = "2"`` is a typo pydantic would read as 2) and a boolean field
+nothing but a boolean. The first problem is one line naming the key.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def _type_problem(annotation: Any, value: Any) -> str | None:
     plain = set(_unwrapped(annotation))
     if isinstance(value, bool) and plain & {int, float} and bool not in plain:
         return f"expected a number, not the boolean {str(value).lower()}"
+    if isinstance(value, str) and plain & {int, float} and str not in plain:
+        return f"expected a number, not the string {value!r} (write it without quotes)"
     if plain == {bool} and not isinstance(value, bool):
         return f"expected true or false (got {value!r})"
     return None

@@ -137,13 +137,15 @@ def main(argv: list[str] | None = None) -> None:
     # Imported here, not at the top: `fleetd install` needs neither (nor the store below).
     from daemon.alerts.sinks import build_sinks
     from daemon.config_secrets import exposed_secrets
-    from daemon.ports.reboot import check_host_commands
+    from daemon.ports.reboot import missing_host_programs
 
     try:
         settings, config_path = resolve_settings(args)
         check_configured_recipe(settings, config_path, args.simulate)
         if args.simulate is None:  # under --simulate no host command ever runs
-            check_host_commands(settings, str(config_path or "config"))
+            for missing in missing_host_programs(settings):
+                # Degraded, not refused: the rig is watched; the reboot_command check warns.
+                log.warning("%s: %s", config_path or "config", missing)
         build_sinks(settings.alerts)  # a webhook secret_file that cannot be read: exit 2
     except ConfigError as exc:
         sys.stderr.write(f"fleetd: {exc}\n")
@@ -183,7 +185,10 @@ def main(argv: list[str] | None = None) -> None:
         daemon.start()
     except Exception as exc:  # one line, not a traceback: what failed and nothing else
         sys.stderr.write(f"fleetd: start-up failed: {exc}\n")
-        daemon.shutdown(announce=False)
+        try:
+            daemon.shutdown(announce=False)
+        except Exception as again:  # a full disk fails the clean-up too: one line, no more
+            log.debug("the clean-up after the failed start failed too: %s", again)
         sys.exit(EXIT_STARTUP)
     # Everything built so far (modules, the app, the scenario) lives as long as fleetd:
     # out of the collector's sight, a full collection walks only what came after it

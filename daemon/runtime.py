@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -155,7 +156,7 @@ class Daemon:
             stale_after_s=STALE_AFTER_POLLS * poll.interval_s + poll.nvml_timeout_s,
         )
         self.writer = StoreWriter(
-            store_remedy(store_url),
+            lambda error: store_remedy(store_url, error),
             stuck_after_s=max(STORE_STUCK_MIN_S, STALE_AFTER_POLLS * poll.interval_s),
             on_crash=self.crashes.report,
         )
@@ -216,6 +217,12 @@ class Daemon:
         self.recovery_memory = RecoveryMemory(self.store)
         self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
+        self.host_commands = host_commands(
+            settings,
+            self.sim is not None,
+            self.simulate_reboot,
+            self._wrong_next_boot,
+        )
         self.recovery = RecoveryController(
             settings.recovery,
             autostart=settings.serving.autostart,
@@ -229,7 +236,7 @@ class Daemon:
             ),
             audit=self.audit,
             prober=host.cuda_prober or SubprocessCudaProber(),
-            host=host_commands(settings, self.sim is not None, self.simulate_reboot),
+            host=self.host_commands,
             history=StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit),
             catch_up=self.follower.catch_up,
             on_crash=self.crashes.report,
@@ -332,6 +339,7 @@ class Daemon:
             store=self.writer.reading,
             canaries=None if self.canaries is None else self.canaries.reading,
             memtest=self.diag.reading,
+            host_commands=self.host_commands.reading,
         )
         poller = RigPoller(
             self.settings,
@@ -360,6 +368,10 @@ class Daemon:
             return EngineView(None, None, None)
         status = self.engine.supervisor.status()
         return EngineView(status.url, status.state.value, self.engine.profile)
+
+    def _wrong_next_boot(self) -> str | None:
+        """The host watch's judgement of the default boot entry (built after recovery)."""
+        return self.host_watch.wrong_next_boot()
 
     def _polled(self) -> None:
         """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
@@ -455,6 +467,10 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Open everything; returns once the first poll is stored and the API answers."""
+        boot_id = self.monitor.view().boot_id
+        # The first write: a store that cannot write (a full disk) ends the start here, in
+        # one line, before any thread has begun to report the same fault its own way.
+        rebooted = track_boot(self.store, boot_id)
         self.alerts.start()
         self.api.start(
             create_app(
@@ -468,8 +484,6 @@ class Daemon:
             ),
             on_crash=self.crashes.report,
         )
-        boot_id = self.monitor.view().boot_id
-        rebooted = track_boot(self.store, boot_id)
         self.latch_state.load(boot_id)
         self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
         self.recovery_memory.load(boot_id)
@@ -540,6 +554,8 @@ class Daemon:
 
     def _stop_engine_on_exit(self) -> None:
         """``[serving] stop_on_exit``: recovery stops the engine cleanly before fleetd exits."""
+        if not self.settings.serving.stop_on_exit or self.engine is None:
+            return  # the engine outlives fleetd
         try:
             answer = self.recovery.request_stop(Trigger.SHUTDOWN, "fleetd")
         except Exception as exc:  # the exit goes on; the engine is left as it is, said so
@@ -572,29 +588,32 @@ class Daemon:
         self.notifier.stopping()
         if announce:
             log.info("shutting down")
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=True)
-        if self.canaries is not None:
-            self.canaries.stop()
-        if self.guard is not None:
-            self.guard.stop()  # its last usage is stored before the writer closes
-        self.writer.close(STORE_DRAIN_S)  # the last polls' writes, while the follower still runs
-        self.follower.stop()
-        if self.settings.serving.stop_on_exit and self.engine is not None:
-            self._stop_engine_on_exit()
-        self.recovery.close()
-        self.services.close_serving()
-        self.api.stop()
-        self.alerts.stop()  # after the last events are recorded; the outbox keeps the rest
-        try:
-            self.store.record_event(
-                EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})"
-            )
-        except StoreError as exc:
-            log.warning("the stop event was not stored: %s", exc)
-        self.store.close()
-        self.host.close()
-        self.notifier.close()
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("the jobs", lambda: self.scheduler.running and self.scheduler.shutdown(wait=True)),
+            ("the canaries", self.canaries.stop if self.canaries else lambda: None),
+            # The guard's last usage is stored before the writer closes.
+            ("the traffic guard", self.guard.stop if self.guard else lambda: None),
+            ("the store writer", lambda: self.writer.close(STORE_DRAIN_S)),  # follower still on
+            ("the kernel-log follower", self.follower.stop),
+            ("the engine", self._stop_engine_on_exit),  # only with [serving] stop_on_exit
+            ("recovery", self.recovery.close),
+            ("the engine service", self.services.close_serving),
+            ("the API", self.api.stop),
+            ("the alerts", self.alerts.stop),  # after the last events; the outbox keeps the rest
+            ("the stop event", self._record_stop),
+            ("the store", self.store.close),
+            ("the host sources", self.host.close),
+            ("the notify socket", self.notifier.close),
+        ]
+        for what, step in steps:  # one line for a step that fails (a full disk), never more
+            try:
+                step()
+            except Exception as exc:  # after a failed start its one line has said it all
+                level = logging.WARNING if announce else logging.DEBUG
+                log.log(level, "shutting down %s failed: %s", what, str(exc).splitlines()[0])
+
+    def _record_stop(self) -> None:
+        self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd stopped (pid {_pid()})")
 
 
 def _pid() -> int:

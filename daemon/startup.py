@@ -9,6 +9,7 @@ server that does not answer yet exits 1: systemd retries that one.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import math
@@ -121,8 +122,11 @@ def lock_state_dir(state_dir: Path) -> int:
         raise StartupError(
             f"state dir {state_dir} is in use by fleetd pid {holder}: one fleetd per state dir"
         ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError as exc:  # a full disk: the lock holds, the pid is only a courtesy
+        log.debug("cannot write fleetd's pid into %s: %s", path, exc.strerror or exc)
     return fd
 
 
@@ -250,6 +254,19 @@ def build_daemon(
         api.close()
         _close_all(guard_sockets)
         raise StartupError(str(exc)) from None
+    except OSError as exc:  # a state file that cannot be written (a full disk, a FIFO)
+        host.close()
+        api.close()
+        raise StartupError(f"cannot start: {file_problem(exc)}") from None
+
+
+def file_problem(exc: OSError) -> str:
+    """One line for a file that could not be written or read: which file, and why."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        why += " (free disk space there: df -h)"
+    return f"{where}{why}"
 
 
 def _close_all(sockets: tuple[socket.socket, ...] | None) -> None:

@@ -14,10 +14,12 @@ umask: the dir holds a secret and the engine log can hold users' prompts.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.defaults import TOKEN_FILE
+from hwcheck.atomic import NotARegularFile, kind_of
 from hwcheck.hostfacts.baseline import BASELINE_FILE
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
@@ -140,8 +142,13 @@ class StateDir:
         For files another library creates with its own mode (SQLite makes the database
         0644 minus the umask, and its ``-wal``/``-shm`` files copy the database's mode).
         """
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        # Non-blocking: a FIFO put there must refuse the start, not hang it.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        fd = os.open(path, flags, FILE_MODE)
         try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotARegularFile(path, kind_of(info.st_mode), "not a regular file")
             os.fchmod(fd, FILE_MODE)
         finally:
             os.close(fd)

@@ -341,16 +341,19 @@ class RecoveryController:
         self,
         recipe_cards: frozenset[int] | None = None,
         recipe_errors: tuple[str, ...] | None = None,
+        held_elsewhere: tuple[Reason, ...] = (),
     ) -> tuple[Reason, ...]:
         """What the start gate would refuse now, before anything moves (nothing is done).
 
-        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards and lint
-        errors) before it stops the running engine, and ``start --stop-foreign`` before it
-        stops anyone's container; the start itself is still ``request_start``'s decision.
-        Without a recipe's cards and errors, the engine's (the profile in force).
+        A switch (``fleetctl serve NAME``) asks it for NAME's recipe (its cards, lint
+        errors, and its port or cards another process holds) before it stops the running
+        engine, and ``start --stop-foreign`` before it stops anyone's container; the start
+        itself is still ``request_start``'s decision. Without a recipe's cards and errors,
+        the engine's (the profile in force).
         """
         recipe = None if recipe_errors is None else (recipe_cards, recipe_errors)
-        return start_gate(self.facts(Trigger.START_REQUEST, recipe))[0]
+        facts = self.facts(Trigger.START_REQUEST, recipe, held_elsewhere=held_elsewhere)
+        return start_gate(facts)[0]
 
     def new_boot(self, boot_id: str) -> None:
         """A new boot (or fleetd's start in one): card faults are judged afresh."""
@@ -402,8 +405,13 @@ class RecoveryController:
         self._audit.record("recovery", "probe", why, summary)
 
     # -- a person's requests ----------------------------------------------------------
-    def reboot(self, confirm: bool, actor: str, cold: bool = False) -> dict[str, Any]:
-        """``reboot``: explain without ``confirm``; else clean stop, then the command."""
+    def reboot(
+        self, confirm: bool, actor: str, cold: bool = False, force: bool = False
+    ) -> dict[str, Any]:
+        """``reboot``: explain without ``confirm``; else clean stop, then the command.
+
+        ``force``: boot a default entry that is not the baseline kernel anyway.
+        """
         if not confirm:
             message = self.executors.explain_reboot(cold)
             return {"confirmed": False, "done": False, "cold": cold, "message": message}
@@ -413,11 +421,12 @@ class RecoveryController:
         try:
             what = "power cycle" if cold else "reboot"
             self._reboot_by = f"{what} asked by {actor} at {datetime.now(UTC):%H:%M:%S} UTC"
-            outcome = self.executors.reboot(actor, cold)
+            outcome = self.executors.reboot(actor, cold, force)
         finally:
             self._reboot_lock.release()
         if not outcome.done:
-            raise Refused(outcome.message, "reboot_refused")
+            code = outcome.refusals[0].code if outcome.refusals else "reboot_refused"
+            raise Refused(outcome.message, code)
         return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:

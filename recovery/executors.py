@@ -162,7 +162,9 @@ class Executors:
                 if self._engine is not None:
                     self._engine.hold(decision.reason)
             case Refuse():
-                self._audit.record(context.actor, action, reason, "not started")
+                self._audit.record(
+                    context.actor, action, reason, "not started", reasons=decision.reasons
+                )
                 if answers:
                     self._stay_stopped(_refused_words(context.trigger) + decision.line)
                 return Outcome(False, decision.line, refusals=decision.reasons)
@@ -199,11 +201,14 @@ class Executors:
             refusals = tuple(
                 r if isinstance(r, Reason) else Reason(r.code, r.line) for r in exc.reasons
             ) or (Reason(exc.code, exc.message),)
-            self._audit.record(context.actor, action, reason, f"refused: {exc.message}")
+            self._audit.record(
+                context.actor, action, reason, f"refused: {exc.message}", reasons=refusals
+            )
             return Outcome(False, exc.message, refusals=refusals)
-        warned = tuple(w.line for w in (*decision.warnings, *launched.warnings))
+        reasons = (*decision.warnings, *launched.warnings)
+        warned = tuple(w.line for w in reasons)
         result = "done" if not warned else "done, with warnings: " + "; ".join(warned)
-        self._audit.record(context.actor, action, reason, result, warnings=warned)
+        self._audit.record(context.actor, action, reason, result, warnings=warned, reasons=reasons)
         return Outcome(True, reason, launched=launched)
 
     def _stop(self, decision: Stop, context: Context) -> Outcome:
@@ -246,19 +251,54 @@ class Executors:
             return MANUAL_POWER_CYCLE
         what = "power-cycles the rig with" if cold else "runs"
         flags = "--confirm --cold" if cold else "--confirm"
-        return (
+        text = (
             f"fleetctl reboot {flags} stops the engine cleanly (its graceful signals, never "
             f"SIGKILL unless [serving] allow_kill), then {what} {command}; if the engine will "
             "not stop it does not reboot"
         )
+        missing = self._host.unavailable(cold)
+        if missing is not None:
+            text += f". BUT {missing}: {flags} is refused until it is fixed"
+        wrong = self._host.wrong_boot()
+        if wrong is not None:
+            text += (
+                f". BUT {wrong}: {flags} is refused until the default entry is fixed "
+                f"({flags} --force boots it anyway)"
+            )
+        return text
 
-    def reboot(self, actor: str, cold: bool = False) -> Outcome:
-        """A person confirmed: stop cleanly, then reboot (or power-cycle) if the stop took."""
+    def _cannot_reboot(self, cold: bool, force: bool) -> Reason | None:
+        """What refuses a confirmed reboot before anything stops (None: it may go on)."""
+        missing = self._host.unavailable(cold)
+        if missing is not None:
+            return Reason("reboot_command", f"{missing}: not rebooting; nothing was stopped")
+        wrong = None if force else self._host.wrong_boot()
+        if wrong is not None:
+            flags = "--confirm --cold" if cold else "--confirm"
+            return Reason(
+                "boot_entry",
+                f"{wrong}: not rebooting into it; nothing was stopped",
+                "make the baseline kernel the default boot entry again (fleetctl status: "
+                f"host_kernel says how), or boot this entry anyway: fleetctl reboot {flags} "
+                "--force",
+            )
+        return None
+
+    def reboot(self, actor: str, cold: bool = False, force: bool = False) -> Outcome:
+        """A person confirmed: stop cleanly, then reboot (or power-cycle) if the stop took.
+
+        Refused before anything stops when the command's program is not on this host, or
+        when the default boot entry is not the baseline kernel (unless ``force``).
+        """
         action = "power_cycle" if cold else "reboot"
-        why = "confirmed by a person"
+        why = "confirmed by a person" + (" (--force)" if force else "")
         if self._host.describe(cold) is None:
             self._audit.record(actor, action, why, "not configured: explained the manual way")
             return Outcome(False, MANUAL_POWER_CYCLE)
+        refusal = self._cannot_reboot(cold, force)
+        if refusal is not None:
+            self._audit.record(actor, action, why, f"refused: {refusal.message}")
+            return Outcome(False, refusal.line, refusals=(refusal,))
         if self.dry_run:
             self._audit.record(actor, action, why, "dry run: not carried out")
             return Outcome(False, f"dry run: the {action.replace('_', ' ')} was not carried out")

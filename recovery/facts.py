@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import Advice, CheckResult, LostKind, XidInfo
+from recovery.decisions import Reason
 from recovery.settings import PolicySettings
 from serving.runtime.classify import CrashClass
 
@@ -151,6 +152,9 @@ class Facts:
     an exit's restart: ``policy.reads_recipe``), never for an Xid, a card fault, a probe
     or a stop: those decide without touching the model's disk. ``stop_reason`` is what a
     stop was asked for, in words (the status shows it afterwards).
+    ``held_elsewhere`` is what of this host would block the recipe's launch (its port or
+    cards held by another process, named): a switch gathers it before it stops the
+    running engine, so a start that cannot happen never costs the engine that serves.
     """
 
     trigger: Trigger
@@ -170,4 +174,5 @@ class Facts:
     host_rebooting: bool = False
     cards_held_by: str | None = None
     stop_reason: str = ""
+    held_elsewhere: tuple[Reason, ...] = ()
     settings: PolicySettings = field(default_factory=PolicySettings)

@@ -2,7 +2,9 @@
 
 Every start (a person's, autostart's, the bring-up's, the end of a backoff) passes it.
 It refuses on what makes a start unsafe: the reboot-required latch (always), a diagnostic
-that has the cards to itself (the memory test), the recipe's lint errors, and a critical
+that has the cards to itself (the memory test), the recipe's lint errors, the recipe's
+port or cards held by another process (when the caller gathered them: a switch, before
+it stops the engine that serves), and a critical
 result of a check listed in ``[recovery] gate_checks`` on a card the recipe uses (or on
 the whole rig, ``card=None``). Everything else that is not ok
 (the power brake, a cap off target, a warm card, foreign processes, critical results on
@@ -62,6 +64,7 @@ def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
         Reason("lint", f"recipe: {error}", "fix the recipe (fleetctl recipe lint)")
         for error in facts.recipe_errors
     )
+    refusals.extend(facts.held_elsewhere)  # the port or the cards another process holds
     for check in facts.checks:
         if check.severity is Severity.OK or check.severity is Severity.INFO:
             continue

@@ -147,9 +147,19 @@ class AuditTrail(Protocol):
     """Who did what, why, and how it ended."""
 
     def record(
-        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+        self,
+        actor: str,
+        action: str,
+        reason: str,
+        result: str,
+        warnings: tuple[str, ...] = (),
+        reasons: tuple[Reason, ...] = (),
     ) -> None:
-        """Append one audit row (and its event; a warning event when ``warnings``)."""
+        """Append one audit row (and its event; a warning event when ``warnings``).
+
+        ``reasons``: a refusal's reasons or a start's warnings, with their codes (the alert
+        rules tell from them what already alerts on its own).
+        """
         ...
 
 
@@ -158,6 +168,14 @@ class HostCommands(Protocol):
 
     def describe(self, cold: bool) -> str | None:
         """What a confirmed reboot (``cold``: power cycle) would run; None: not configured."""
+        ...
+
+    def unavailable(self, cold: bool) -> str | None:
+        """Why it cannot run on this host (its program is missing); None: it can."""
+        ...
+
+    def wrong_boot(self) -> str | None:
+        """The default boot entry when the next boot would not be the baseline kernel."""
         ...
 
     def run(self, cold: bool) -> str:

@@ -49,7 +49,7 @@ class ServingSettings(_Section):
     ``recipe`` is the profile ``default``; ``profiles`` are the others (recipe keys, or
     ``recipe = "path"``); ``profile`` the one autostarted (``default`` when ``recipe`` is
     set, else the first profile). ``stop_foreign_timeout_s`` is the grace that
-    ``--stop-foreign`` gives a foreign container (``docker|podman stop --time``).
+    ``--stop-foreign`` gives a foreign container after each signal (SIGINT, then SIGTERM).
     """
 
     recipe: str | dict[str, Any] | None = None

@@ -228,12 +228,14 @@ class RebootRequest(BaseModel):
     """``POST /api/v1/recovery/reboot`` body: without ``confirm`` it only explains.
 
     ``cold``: a power cycle (``[recovery] power_cycle_command``) instead of a reboot.
+    ``force``: reboot even when the default boot entry is not the baseline kernel.
     """
 
     model_config = ConfigDict(extra="forbid")
     # Only the JSON ``true`` confirms (``"yes"``, ``1`` or ``"on"`` answer 422): a reboot.
     confirm: StrictBool = False
     cold: StrictBool = False
+    force: StrictBool = False
 
 
 class ClearLatchRequest(BaseModel):

@@ -109,11 +109,15 @@ class WebServices(Protocol):
         """The spec the daemon would launch, and its diff to the last ready launch."""
         ...
 
-    def recovery_reboot(self, confirm: bool, cold: bool = False) -> dict[str, Any]:
+    def recovery_reboot(
+        self, confirm: bool, cold: bool = False, force: bool = False
+    ) -> dict[str, Any]:
         """Explain the reboot (no ``confirm``), or stop cleanly then reboot.
 
         ``cold``: the power cycle (``[recovery] power_cycle_command``) instead. ``Refused``
-        when the engine would not stop, the command failed or none is configured.
+        when the engine would not stop, the command failed, none is configured, its program
+        is not on this host, or (without ``force``) the default boot entry is not the
+        baseline kernel (code ``boot_entry``).
         """
         ...
 

@@ -11,6 +11,11 @@ until then or until the next resolve or repeat falls due. After a commit that qu
 
 On its very first run the cursor starts at the newest event: history from before
 alerting existed is not sent to anyone.
+
+The latch is looked at first in each pass (its alert is the cause the engine's troubles
+fold into) and by what it says, not only whether it is set: a latch whose advice changed
+(a warm reboot that did not help: a cold power cycle) fires again, and the open latching
+Xid alerts take its advice.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from daemon.alerts.rules import event_signals, latch_signal
+from daemon.alerts.rules import event_signals, latch_signal, latched_xid_advice
 from daemon.store import Latch, Store, StoreError
 from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
 from hwcheck.threads import CrashReport, ServiceThread, Wake
@@ -50,7 +55,8 @@ class AlertEngine:
         self._policy = policy
         self._on_queued = on_queued
         self._thread = ServiceThread("alerts-engine", self._run, on_crash=on_crash, log=log)
-        self._latched: bool | None = None
+        # What the latch said at the last pass: None unknown, () cleared, else its words.
+        self._latched: tuple[str, str] | tuple[()] | None = None
         self._error: str | None = None
         self._pending: list[AlertSignal] = []
         self._lock = threading.Lock()
@@ -108,12 +114,15 @@ class AlertEngine:
         with self._lock:
             outside, self._pending = self._pending, []
         signals = list(outside)
+        latch = self._latch()
+        said = () if latch is None else (latch.reason, latch.advice.value)
+        if said != self._latched:  # set, cleared, or its advice changed
+            signals.append(latch_signal(latch))
+            if latch is not None:
+                signals.append(latched_xid_advice(latch))
         events = self._store.events_after(cursor, EVENT_BATCH)
         for event in events:
-            signals.extend(event_signals(event))
-        latch = self._latch()
-        if (latch is not None) != self._latched:
-            signals.append(latch_signal(latch))
+            signals.extend(event_signals(event, latch))
         due = self._store.next_alert_due_at(self._policy)
         if not signals and not events and (due is None or due > ts):
             return due
@@ -129,7 +138,7 @@ class AlertEngine:
             with self._lock:  # the outside signals are not in any table yet: keep them
                 self._pending[:0] = outside
             raise
-        self._latched = latch is not None
+        self._latched = said
         if queued:
             self._on_queued()
         if len(events) == EVENT_BATCH:

@@ -88,18 +88,31 @@ class CheckFacts:
 
 @dataclass(frozen=True, slots=True)
 class RecoveryFacts:
-    """A recovery event: the decision or action, and whether it was only a dry run."""
+    """A recovery event: the decision or action, who asked, how it ended, and its reasons.
+
+    ``codes`` are the reasons' codes (the gate's and the supervisor's, kept typed from
+    where they were found); ``first`` the first reason's words, for a one-line summary.
+    """
 
     action: str | None
     dry_run: bool
     advice: str | None
+    actor: str | None = None
+    result: str | None = None
+    first: str | None = None
+    codes: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, event: EventRow) -> RecoveryFacts:
-        """The stored action word (the audit trail's), dry run, and advice or remedy."""
+        """The stored action word (the audit trail's), dry run, advice or remedy, and more."""
         details = event.details or {}
+        codes = details.get("codes")
         return cls(
             _text(details.get("action")),
             details.get("dry_run") is True,
             _text(details.get("advice")) or _text(details.get("remedy")),
+            _text(details.get("actor")),
+            _text(details.get("result")),
+            _text(details.get("first")),
+            tuple(c for c in codes if isinstance(c, str)) if isinstance(codes, list) else (),
         )

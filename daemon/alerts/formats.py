@@ -11,6 +11,9 @@ room for it, and always in the ``X-Cmpfleet-Id`` header).
 - ``slack`` / ``discord``: their incoming-webhook shapes, readable on a phone.
 - ``alertmanager_api``: the list ``POST /api/v2/alerts`` takes; ``endsAt`` says when the
   alert ends (resolved) or, while firing, how long Alertmanager keeps it without news.
+
+A cause's notification lists the symptoms folded into it (``also_affected``: their
+summaries), in every format that has text for it.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ def _headline(payload: dict[str, Any], rig: str) -> str:
     return f"{payload['severity'].upper()} on {rig}: {payload['summary']}{again}"
 
 
+def _affected(payload: dict[str, Any]) -> str:
+    """The symptoms folded into this alert, on one line."""
+    return "; ".join(str(summary) for summary in payload.get("also_affected") or [])
+
+
 def render_json(note: Notification, ctx: RenderContext) -> Any:
     """cmpfleet's own schema (version 1)."""
     p = note.payload
@@ -92,6 +100,7 @@ def render_json(note: Notification, ctx: RenderContext) -> Any:
         "resolved_at": p["resolved_at"],
         "queued_at": note.queued_at.isoformat(),
         **({"cards": p["cards"], "members": p["members"]} if p.get("members") else {}),
+        **({"also_affected": p["also_affected"]} if p.get("also_affected") else {}),
     }
 
 
@@ -134,6 +143,7 @@ def _am_alert(note: Notification, ctx: RenderContext) -> dict[str, Any]:
             "summary": p["summary"],
             "description": p["advice"],
             "cmpfleet_id": note.uid,
+            **({"also_affected": _affected(p)} if p.get("also_affected") else {}),
         },
         "startsAt": p["started_at"],
         "endsAt": p["resolved_at"] if p["status"] == "resolved" else AM_ZERO_TIME,
@@ -175,6 +185,8 @@ def render_slack(note: Notification, ctx: RenderContext) -> Any:
     lines = [f"{emoji} *{_headline(p, ctx.rig)}*"]
     if p["status"] != "resolved" and p["advice"]:
         lines.append(f"*Next step:* {p['advice']}")
+    if p.get("also_affected"):
+        lines.append(f"*Also affected:* {_affected(p)}")
     if p["count"] > 1:
         lines.append(f"Seen {p['count']} times since {p['started_at']}")
     lines.append(f"_cmpfleet alert {p['alert_id']} · id {note.uid}_")
@@ -190,6 +202,8 @@ def render_discord(note: Notification, ctx: RenderContext) -> Any:
         {"name": "Rig", "value": ctx.rig, "inline": True},
         {"name": "Seen", "value": f"{p['count']} time(s)", "inline": True},
     ]
+    if p.get("also_affected"):
+        fields.append({"name": "Also affected", "value": _affected(p)[:1024], "inline": False})
     embed = {
         "title": _headline(p, ctx.rig)[:DISCORD_TITLE_CHARS],
         "description": ("Resolved." if resolved else f"Next step: {p['advice']}")[

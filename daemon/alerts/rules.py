@@ -14,13 +14,17 @@ advice: the next step. Sources:
   nothing: the confirmed one does, so a warning is not followed by its critical a
   second later.
 - Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
-- Recovery events of warning or worse (a cap that could not be applied, a decision that
-  stopped the engine): one-shot news.
+- Recovery events, when they are news (``recovery_rules``): a refused automatic start,
+  a cap that could not be applied; never what alerts on its own or a person's own request.
 - Canary events: a canary's verdict turned warn or fail fires ``canary:<name>``; pass resolves.
 - Guard events (``daemon.alerts.guard_rules``): the guard process down; sessions leaking,
   looping or too deep in live traffic.
-- State: the reboot-required latch (fires while set), and a fleetd that finds its
-  previous run never stopped cleanly (one-shot).
+- State: the reboot-required latch (fires while set; its advice changing, a warm reboot
+  become a cold power cycle, fires again: news), and a fleetd that finds its previous run
+  never stopped cleanly (one-shot).
+
+Every summary fits a lock screen (``words.lock_screen``). Symptoms of a firing cause fold
+into it (``inhibit``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from daemon.alerts.event_facts import CheckFacts, RecoveryFacts, ServingFacts, XidFacts
+from daemon.alerts.event_facts import CheckFacts, ServingFacts, XidFacts
 from daemon.alerts.guard_rules import guard_signals
+from daemon.alerts.recovery_rules import recovery_signals
+from daemon.alerts.words import lock_screen
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
@@ -67,6 +73,7 @@ CHECK_TITLES = {
     "clocks": ("ClocksCapped", "Max clocks below baseline"),
     "pcie_errors": ("PcieErrors", "PCIe errors climbing"),
     "memtest": ("MemoryTestFailed", "Memory test failed"),
+    "reboot_command": ("RebootCommandMissing", "Reboot command missing"),
 }
 # Left to their own events: Xids alert per Xid, the canaries per canary (``canary:<name>``).
 SKIPPED_CHECKS = frozenset({"xid_since_boot", "engine_output"})
@@ -76,8 +83,6 @@ ENGINE_ADVICE = {
     "stop_stuck": "The engine will not stop: reboot the host. Never kill -9 its GPU workers.",
 }
 _PROBLEM = (Severity.WARNING, Severity.CRITICAL)
-# Recovery decisions (``details.action``) whose effect raises its own alert.
-COVERED_RECOVERY_ACTIONS = frozenset({"stop_and_latch", "hold", "restart_after"})
 
 
 def _camel(word: str) -> str:
@@ -127,12 +132,24 @@ def _card_words(event: EventRow) -> str:
     return "rig" if event.card is None else f"card {event.card}"
 
 
-def xid_signals(event: EventRow) -> list[AlertSignal]:
-    """An Xid: one alert per card and class (more of the same fold into it)."""
+def latch_advice(latch: Latch) -> str:
+    """The latch's step, as an alert reads it (the engine stopped, the latch set)."""
+    return _sentence(ADVICE_STEPS[latch.advice].text(_AFTER_RECOVERY[True]))
+
+
+def xid_signals(event: EventRow, latch: Latch | None = None) -> list[AlertSignal]:
+    """An Xid: one alert per card and class (more of the same fold into it).
+
+    One that latches advises what the latch in force asks (a cold power cycle once a warm
+    reboot did not help), else its catalogue entry's step.
+    """
     facts = XidFacts.of(event)
     info = facts.info
     xid_class = info.xid_class.value
     severity = event.severity if event.severity in _PROBLEM else Severity.WARNING
+    advice = _sentence(ACTION_STEPS[info.action].text(_AFTER_RECOVERY[info.latches]))
+    if info.latches and latch is not None:
+        advice = latch_advice(latch)
     return [
         AlertSignal(
             fingerprint=f"xid:{xid_class}:{_where(event)}",
@@ -140,8 +157,10 @@ def xid_signals(event: EventRow) -> list[AlertSignal]:
             rule="xid",
             severity=severity,
             # The headline (the event's message) and one step: never the explanation.
-            summary=f"Xid {event.xid} ({facts.title or xid_class}) on {_card_words(event)}",
-            advice=_sentence(ACTION_STEPS[info.action].text(_AFTER_RECOVERY[info.latches])),
+            summary=lock_screen(
+                f"Xid {event.xid} ({facts.title or xid_class}) on {_card_words(event)}"
+            ),
+            advice=advice,
             labels={
                 "alertname": f"Xid{_camel(xid_class)}",
                 "xid": event.xid,
@@ -173,7 +192,7 @@ def check_signals(event: EventRow) -> list[AlertSignal]:
             fire=True,
             rule="check",
             severity=event.severity,
-            summary=f"{title}{where}: {message}",
+            summary=lock_screen(f"{title}{where}: {message}"),
             advice=facts.remedy or "See `fleetctl status`.",
             labels={"alertname": name, "check": check, **_card_labels(event)},
         )
@@ -188,7 +207,7 @@ def _engine(
         fire=True,
         rule="engine",
         severity=severity,
-        summary=f"{title}: {event.message}",
+        summary=lock_screen(f"{title}: {event.message}"),
         advice=facts.advice or ENGINE_ADVICE[kind],
         labels={"alertname": name, "state": "" if facts.state is None else facts.state.value},
     )
@@ -226,32 +245,6 @@ def serving_signals(event: EventRow) -> list[AlertSignal]:
     return []
 
 
-def recovery_signals(event: EventRow) -> list[AlertSignal]:
-    """A recovery event of warning or worse: one-shot news.
-
-    Decisions whose outcome already has its own alert are not sent twice: a stop and latch
-    is ``RebootRequired`` (from the latch), a hold is ``EngineHeld``, a restart after a
-    crash is ``EngineCrashed``; in dry run nothing happened, so the decision is the news.
-    """
-    facts = RecoveryFacts.of(event)
-    if event.severity not in _PROBLEM:
-        return []
-    if facts.action in COVERED_RECOVERY_ACTIONS and not facts.dry_run:
-        return []
-    return [
-        AlertSignal(
-            fingerprint=f"recovery:{event.id}",
-            fire=True,
-            rule="recovery",
-            severity=event.severity,
-            summary=f"Recovery on {_card_words(event)}: {event.message}",
-            advice=facts.advice or "See `fleetctl events`.",
-            labels={"alertname": "Recovery", **_card_labels(event)},
-            one_shot=True,
-        )
-    ]
-
-
 def canary_signals(event: EventRow) -> list[AlertSignal]:
     """An engine canary's verdict changed: warn/fail fires ``canary:<name>``, pass resolves."""
     details = event.details or {}
@@ -267,17 +260,17 @@ def canary_signals(event: EventRow) -> list[AlertSignal]:
             fire=True,
             rule="canary",
             severity=event.severity,
-            summary=f"Engine {event.message}",  # "canary <name>: fail (was pass): <what>"
+            summary=lock_screen(f"Engine {event.message}"),  # "canary <name>: fail (was pass)"
             advice=str(details.get("advice") or "See `fleetctl canary status`."),
             labels={"alertname": f"Canary{_camel(name)}", "canary": name},
         )
     ]
 
 
-def event_signals(event: EventRow) -> list[AlertSignal]:
-    """Every signal one stored event gives."""
+def event_signals(event: EventRow, latch: Latch | None = None) -> list[AlertSignal]:
+    """Every signal one stored event gives (``latch``: the one in force now)."""
     if event.kind is EventKind.XID:
-        return xid_signals(event)
+        return xid_signals(event, latch)
     if event.kind is EventKind.CHECK:
         return check_signals(event)
     if event.kind is EventKind.SERVING:
@@ -297,7 +290,11 @@ def event_signals(event: EventRow) -> list[AlertSignal]:
 
 
 def latch_signal(latch: Latch | None) -> AlertSignal:
-    """The reboot-required latch: fires while set, resolves once cleared."""
+    """The reboot-required latch: fires while set, resolves once cleared.
+
+    Its advice follows the latch: a latch whose advice changed (the escalation to a cold
+    power cycle) fires again with the new advice, which the store sends as news.
+    """
     if latch is None:
         return AlertSignal("reboot_required", fire=False)
     return AlertSignal(
@@ -305,9 +302,21 @@ def latch_signal(latch: Latch | None) -> AlertSignal:
         fire=True,
         rule="reboot_required",
         severity=Severity.CRITICAL,
-        summary=f"Reboot required: {latch.reason}",
-        advice=_sentence(ADVICE_STEPS[latch.advice].text(_AFTER_RECOVERY[True])),
+        summary=lock_screen(f"Reboot required: {latch.reason}"),
+        advice=latch_advice(latch),
         labels={"alertname": "RebootRequired", "latch_source": latch.source},
+    )
+
+
+def latched_xid_advice(latch: Latch) -> AlertSignal:
+    """The open latching Xid alerts (critical) take the latch's advice, quietly."""
+    return AlertSignal(
+        "xid:",
+        fire=True,
+        prefix=True,
+        amend=True,
+        severity=Severity.CRITICAL,
+        advice=latch_advice(latch),
     )
 
 
@@ -319,8 +328,10 @@ def unclean_stop_signal(previous: dict[str, Any], now: datetime) -> AlertSignal:
         fire=True,
         rule="daemon",
         severity=Severity.WARNING,
-        summary=f"fleetd restarted after an unclean stop: pid {pid} (up since {since}) was "
-        "killed, crashed or lost power",
+        summary=lock_screen(
+            f"fleetd restarted after an unclean stop: pid {pid} (up since {since}) was "
+            "killed, crashed or lost power"
+        ),
         advice=ADVICE_UNCLEAN,
         labels={"alertname": "DaemonUncleanStop"},
         one_shot=True,

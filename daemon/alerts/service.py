@@ -16,6 +16,7 @@ from typing import Any
 
 from daemon.alerts.engine import AlertEngine
 from daemon.alerts.formats import RenderContext
+from daemon.alerts.inhibit import INHIBITS
 from daemon.alerts.rules import unclean_stop_signal
 from daemon.alerts.sender import DeliveryTiming, SinkSender
 from daemon.alerts.sinks import Sink, build_sinks, display_url
@@ -85,7 +86,7 @@ class AlertService:
         """
         self._store = store
         self.sinks: list[Sink] = build_sinks(settings)
-        policy = AlertPolicy(settings.group_window_s, settings.repeat_interval_s)
+        policy = AlertPolicy(settings.group_window_s, settings.repeat_interval_s, INHIBITS)
         context_hold_s = 2 * settings.repeat_interval_s
         timing = DeliveryTiming(settings.retry_min_s, settings.retry_max_s, settings.max_age_s)
         self._senders = {

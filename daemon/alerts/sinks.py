@@ -17,6 +17,7 @@ from daemon.alerts.formats import SinkFormat
 from daemon.config import AlertSettings, ConfigError, WebhookSettings
 from daemon.store.alerts import SinkRoute
 from hwcheck.model import Severity
+from hwcheck.regular_file import read_regular
 
 AM_API_PATH = "/api/v2/alerts"
 
@@ -90,7 +91,7 @@ def _secret(hook: WebhookSettings, name: str) -> bytes | None:
         return None
     path = Path(hook.secret_file)
     try:
-        text = path.read_text(encoding="utf-8").strip()
+        text = read_regular(path).decode("utf-8", "replace").strip()  # never a FIFO's hang
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
         raise ConfigError(f"alerts.webhooks {name}: secret_file {path}: {reason}") from None

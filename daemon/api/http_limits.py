@@ -36,6 +36,8 @@ class HeadTimeoutProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Arm the head timer with the connection."""
         super().connection_made(transport)
+        self._head_so_far = b""  # a head received in parts, up to MAX_HEAD_BYTES
+        self._head_refused = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._arm()
 
@@ -50,6 +52,39 @@ class HeadTimeoutProtocol(H11Protocol):
             self.transport.close()  # nothing (or only part of a head) in head_timeout_s
             return
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        """Refuse a request head over ``MAX_HEAD_BYTES``, however it arrives (431, closed).
+
+        h11's own bound (``h11_max_incomplete_event_size``) counts only an *incomplete*
+        head: one that arrives whole in a single segment was parsed and served whatever
+        its size. While a head is awaited, the bytes up to its blank line are counted here.
+        """
+        if self._head_refused:
+            return  # read and dropped until the client closes (or the head timer does)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            head = self._head_so_far + data
+            end = head.find(b"\r\n\r\n")
+            if (end if end >= 0 else len(head)) > MAX_HEAD_BYTES:
+                self._refuse_head()
+                return
+            self._head_so_far = b"" if end >= 0 else head
+        else:
+            self._head_so_far = b""
+        super().data_received(data)
+
+    def _refuse_head(self) -> None:
+        body = f"request head over {MAX_HEAD_BYTES // 1024} KiB\n".encode()
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+            b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        # Half-closed, not closed: closing with the rest of the head unread would reset the
+        # connection, and the client might lose the answer. The head timer ends it.
+        self._head_refused = True
+        self.transport.write_eof()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Disarm the timer, then uvicorn's own cleanup."""

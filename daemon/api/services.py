@@ -112,8 +112,8 @@ class RecoveryControl(Protocol):
         """The one stop path: one decision, carried out, the answer."""
         ...
 
-    def reboot(self, confirm: bool, actor: str, cold: bool) -> dict[str, Any]:
-        """Explain, or stop cleanly then reboot (``cold``: power-cycle)."""
+    def reboot(self, confirm: bool, actor: str, cold: bool, force: bool) -> dict[str, Any]:
+        """Explain, or stop cleanly then reboot (``cold``: power-cycle; ``force``: any entry)."""
         ...
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:
@@ -308,9 +308,11 @@ class DaemonServices:
             for row in rows[:LAST_DECISIONS]
         ]
 
-    def recovery_reboot(self, confirm: bool, cold: bool = False) -> dict[str, Any]:
+    def recovery_reboot(
+        self, confirm: bool, cold: bool = False, force: bool = False
+    ) -> dict[str, Any]:
         """``POST /api/v1/recovery/reboot``."""
-        return self._require_recovery().reboot(confirm, actor="api", cold=cold)
+        return self._require_recovery().reboot(confirm, actor="api", cold=cold, force=force)
 
     def recovery_clear(self, reason: str) -> dict[str, Any]:
         """``POST /api/v1/recovery/clear``."""

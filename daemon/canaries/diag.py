@@ -35,7 +35,7 @@ from hwcheck.memtest_results import (
     MemtestProgress,
     run_on_cards,
 )
-from serving.errors import Busy, Conflict, NotFound, Refused
+from serving.errors import Busy, Conflict, InvalidInput, NotFound, Refused
 from serving.runtime.states import ServingState
 
 log = logging.getLogger("fleetd")
@@ -97,6 +97,8 @@ class DiagService:
             with self._hold_cards(MEMTEST):
                 self._refuse_while_the_engine_runs()
                 cards = self._cards(card)
+                if plan.mib is not None:
+                    self._refuse_more_than_the_cards_have([index for index, _ in cards], plan.mib)
                 log.info(
                     "memory test of card(s) %s: %s (%s)",
                     [index for index, _ in cards],
@@ -125,6 +127,25 @@ class DiagService:
                 f"the engine is {state.value}: stop it first (fleetctl stop); the memory "
                 "test needs the cards to itself",
                 "engine_running",
+            )
+
+    def _refuse_more_than_the_cards_have(self, cards: list[int], mib: int) -> None:
+        """Refuse a size above a card's memory, in one line, before anything runs.
+
+        A run asked for 256 GiB on 64 GiB cards once reported "passed, 262,144 MiB
+        tested": a verdict about memory that does not exist. Whatever cannot be tested is
+        refused with what can be (the card's memory as the last poll read it).
+        """
+        latest = self._monitor.view().latest
+        known = {c.index: c.memory_total_mib for c in latest.cards} if latest is not None else {}
+        short = [(index, known[index]) for index in cards if (known.get(index) or mib) < mib]
+        if short:
+            index, total_mib = min(short, key=lambda item: item[1] or 0)
+            most = (total_mib or 0) // MIB_PER_GIB
+            raise InvalidInput(
+                f"--gib {mib / MIB_PER_GIB:g} is more than card {index} has ({total_mib:,} MiB): ask for at "
+                f"most {most} GiB per card",
+                "memtest_too_large",
             )
 
     def _cards(self, card: int | None) -> list[tuple[int, str]]:

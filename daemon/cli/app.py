@@ -275,8 +275,14 @@ def init(
         str | None, typer.Option("--simulate", help="Detect a simulated rig instead.")
     ] = None,
     power_cap_w: Annotated[
-        float, typer.Option("--power-cap-w", min=50, max=400, help="Cap to enforce.")
-    ] = 180.0,
+        float | None,
+        typer.Option(
+            "--power-cap-w",
+            min=50,
+            max=400,
+            help="Cap to enforce (default: the config's own, else 180).",
+        ),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option(

@@ -26,6 +26,7 @@ StopForeign = Annotated[
     typer.Option(
         "--stop-foreign",
         help="First stop foreign containers holding the port or the profile's cards "
-        "(docker|podman stop; a foreign bare process is only named).",
+        "(SIGINT, then SIGTERM by docker|podman kill --signal, never SIGKILL; a foreign bare "
+        "process is only named).",
     ),
 ]

@@ -18,6 +18,9 @@ from daemon.cli.transport import Reply, Unreachable, host_of, request
 from daemon.defaults import DEFAULT_STATE_DIR, TOKEN_FILE
 from web.loopback import is_loopback
 
+# A token is 43 characters; a token file is never near this.
+TOKEN_FILE_MAX_BYTES = 64 * 1024
+
 
 class ClientError(Exception):
     """A request failed; ``unreachable`` tells "no daemon" from "daemon said no"."""
@@ -79,8 +82,10 @@ def locate_token(
     or a rig's ``token_file`` in the fleet file).
     """
     if token_file is not None:
+        from hwcheck.regular_file import read_regular  # only here: fleetctl starts fast
+
         try:
-            raw = token_file.read_bytes()
+            raw = read_regular(token_file, TOKEN_FILE_MAX_BYTES)  # a FIFO never hangs it
         except OSError as exc:
             raise ClientError(
                 f"cannot read token file {token_file} ({file_origin}): {exc.strerror}"

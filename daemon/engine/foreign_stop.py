@@ -1,7 +1,9 @@
 """``--stop-foreign``: stop the foreign containers that hold what a start needs, on record.
 
-Each container gets its runtime's graceful ``stop --time N`` (``[serving]
-stop_foreign_timeout_s`` of grace), never ``kill -9`` or ``rm -f``; each stop is an
+Each container gets SIGINT, then SIGTERM through its runtime's ``kill --signal``, each
+with ``[serving] stop_foreign_timeout_s`` of grace; never ``stop --time`` (which ends in
+SIGKILL), ``kill -9`` or ``rm -f``. One that outlives both is left running and the start
+is refused, naming it and what was sent (``unstopped_refusal``). Each stop is an
 ``operator`` event and an audit row, whether it took or not. A drifted engine's container
 (fleetd's container name, another recipe) holds the port, so it is stopped with them.
 Foreign bare processes are not here: they are named in the refusal, never signalled.
@@ -13,6 +15,7 @@ from typing import Any
 
 from daemon.store import Store
 from hwcheck.model import EventKind, Severity
+from recovery.decisions import Reason
 from serving.runtime.foreign import ContainerProbe, ContainerRef, StopOutcome
 from serving.runtime.states import Drift
 
@@ -26,17 +29,40 @@ def outcome_dict(outcome: StopOutcome) -> dict[str, Any]:
         "runtime": ref.runtime,
         "container": ref.name,
         "image": ref.image,
-        "command": list(outcome.command),
+        "commands": [list(command) for command in outcome.commands],
         "stopped": outcome.stopped,
         "detail": outcome.detail,
     }
+
+
+def commands_text(outcome: StopOutcome) -> str:
+    """The commands sent, as a person would type them: ``docker kill --signal SIGINT x; ...``."""
+    return "; ".join(" ".join(command) for command in outcome.commands)
+
+
+def unstopped_refusal(stopped: list[dict[str, Any]]) -> Reason | None:
+    """Why a start cannot go on: a foreign container that would not stop (None: all did)."""
+    left = [entry for entry in stopped if not entry["stopped"]]
+    if not left:
+        return None
+    named = "; ".join(
+        f"container {entry['container']} (image {entry['image']}, {entry['runtime']}) "
+        f"was sent {' then '.join(c[3] for c in entry['commands'] if len(c) > 3)}: "
+        f"{entry['detail']}"
+        for entry in left
+    )
+    return Reason(
+        "foreign_not_stopped",
+        f"foreign container not stopped: {named}",
+        "stop it yourself (its own way out, or a reboot); fleetd never kills it",
+    )
 
 
 def _record(store: Store, outcome: StopOutcome, actor: str) -> None:
     ref = outcome.container
     done = "stopped" if outcome.stopped else "could not stop"
     message = (
-        f"{done} foreign container {ref.name} (image {ref.image}): {' '.join(outcome.command)}"
+        f"{done} foreign container {ref.name} (image {ref.image}): {commands_text(outcome)}"
         + (f": {outcome.detail}" if outcome.detail else "")
     )
     severity = Severity.INFO if outcome.stopped else Severity.WARNING

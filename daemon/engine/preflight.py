@@ -34,7 +34,10 @@ from serving.runtime.foreign import (
 from serving.runtime.ports import port_in_use
 from serving.runtime.states import Drift, Refusal
 
-HINT_CONTAINER = "`--stop-foreign` stops a foreign container (docker|podman stop)"
+HINT_CONTAINER = (
+    "`--stop-foreign` stops a foreign container (SIGINT, then SIGTERM by docker|podman "
+    "kill --signal; never SIGKILL)"
+)
 HINT_PROCESS = "stop it yourself: fleetd never signals a process it did not start"
 
 
@@ -157,9 +160,13 @@ def scan_foreign(
 
 
 def _hint(holders: list[Holder]) -> str:
+    """What to do about each kind of holder among ``holders`` (containers, processes)."""
+    hints = []
     if any(holder.container is not None for holder in holders):
-        return HINT_CONTAINER
-    return HINT_PROCESS
+        hints.append(HINT_CONTAINER)
+    if any(holder.container is None for holder in holders):
+        hints.append(HINT_PROCESS)
+    return "; ".join(hints)
 
 
 def foreign_refusals(recipe: Recipe, scan: ForeignScan) -> list[Refusal]:
@@ -178,6 +185,22 @@ def foreign_refusals(recipe: Recipe, scan: ForeignScan) -> list[Refusal]:
         message = f"other processes hold GPUs outside this profile's cards: {named}"
         refusals.append(Refusal("foreign_gpu_processes", message, blocking=False))
     return refusals
+
+
+def blocking_for_switch(recipe: Recipe, scan: ForeignScan, stop_foreign: bool) -> list[Refusal]:
+    """What in ``scan`` would refuse ``recipe``'s start once the running engine has stopped.
+
+    Known before anything stops, so a switch refuses with the engine still serving (a
+    cold start costs 20 to 45 minutes). With ``stop_foreign`` the foreign containers are
+    stopped first: then only what is not a container (a bare process, a holder fleetd
+    cannot see) still blocks.
+    """
+    if stop_foreign:
+        scan = ForeignScan(
+            port=[holder for holder in scan.port if holder.container is None],
+            cards=[holder for holder in scan.cards if holder.container is None],
+        )
+    return [refusal for refusal in foreign_refusals(recipe, scan) if refusal.blocking]
 
 
 def drift_refusal(drift: Drift, profiles: ProfileSet, active: str) -> Refusal:

@@ -14,6 +14,7 @@ value the switch was made under.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from daemon.config import Settings
 from daemon.statedir import StateDir
 from hwcheck.atomic import atomic_write
 from serving.profiles import DEFAULT_PROFILE, Profile, ProfileSet
+from serving.recipe.lint import waivable_rule_ids
 from serving.recipe.recipe import (
     Recipe,
     RecipeError,
@@ -73,10 +75,19 @@ def _load(item: ConfiguredRecipe) -> Recipe:
     """The recipe, or ``RecipeError`` whose line starts with the config key."""
     try:
         if item.path is not None:
-            return load_recipe(item.path)
-        return recipe_from_table(item.table or {}, f"[{item.key}]")
+            recipe = load_recipe(item.path)
+        else:
+            recipe = recipe_from_table(item.table or {}, f"[{item.key}]")
     except RecipeError as exc:
         raise RecipeError(f"{item.key}: {exc}") from None
+    # A waiver of an id no rule has is a typo that would silently waive nothing: refused
+    # at load like any bad profile, not found later as a lint error refusing autostart.
+    unknown = sorted(set(recipe.lint.waive) - waivable_rule_ids())
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], waivable_rule_ids(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else " (fleetctl recipe lint lists them)"
+        raise RecipeError(f"{item.key}: lint.waive: no lint rule has the id {unknown[0]!r}{hint}")
+    return recipe
 
 
 def resolve_profiles(

@@ -26,8 +26,9 @@ from typing import Any
 import psutil
 
 from daemon.config import Settings
-from daemon.engine.foreign_stop import stop_foreign_containers
+from daemon.engine.foreign_stop import stop_foreign_containers, unstopped_refusal
 from daemon.engine.preflight import (
+    blocking_for_switch,
     drift_refusal,
     foreign_refusals,
     lint_refusals,
@@ -124,6 +125,9 @@ class EngineService:
         self._starts = starts
         self._state_dir = state_dir
         self._launch_ids: dict[str, int] = {}
+        # A fleet.db started afresh lacks the running launch's row: recorded again at its
+        # next event (the dict is replaced, not cleared: the listener takes no lock).
+        store.add_fresh_listener(lambda: setattr(self, "_launch_ids", {}))
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
@@ -220,10 +224,10 @@ class EngineService:
         cards = rig_cards(self._monitor, self._settings.rig)
         return tuple(refusal.message for refusal in lint_refusals(recipe, cards))
 
-    def _scan_foreign(self) -> Any:
-        """Who, not ours, holds the active profile's port or cards."""
+    def _scan_foreign(self, recipe: Recipe | None = None) -> Any:
+        """Who, not ours, holds ``recipe``'s (the active profile's) port or cards."""
         status = self.supervisor.status()
-        recipe = self.recipe
+        recipe = self.recipe if recipe is None else recipe
         running_url = status.url if status.pid is not None else None
         if status.drift is not None:
             running_url = status.drift.url  # the drift refusal already explains that one
@@ -237,14 +241,24 @@ class EngineService:
             port_is_ours=running_url is not None and running_url.endswith(f":{recipe.port}"),
         )
 
-    def stop_foreign(self, actor: str) -> list[dict[str, Any]]:
+    def held_for(self, recipe: Recipe, stop_foreign: bool) -> tuple[Reason, ...]:
+        """What holds ``recipe``'s port or cards now, the running engine (ours) aside.
+
+        A switch asks before it stops the engine that serves (``engine_preflight``); with
+        ``stop_foreign`` the foreign containers would be stopped first: only the others hold.
+        """
+        held = blocking_for_switch(recipe, self._scan_foreign(recipe), stop_foreign)
+        return tuple(Reason(refusal.code, refusal.message) for refusal in held)
+
+    def stop_foreign(self, actor: str, recipe: Recipe | None = None) -> list[dict[str, Any]]:
         """``--stop-foreign``: stop the foreign containers holding the port or the cards.
 
-        A drifted engine's container is one of them (it holds the port); a foreign bare
-        process is never signalled: the start's refusal names it (``foreign_stop``).
+        Of ``recipe`` (the active profile's by default). A drifted engine's container is
+        one of them (it holds the port); a foreign bare process is never signalled: the
+        start's refusal names it (``foreign_stop``).
         """
         return stop_foreign_containers(
-            self._scan_foreign().containers(),
+            self._scan_foreign(recipe).containers(),
             self.supervisor.status().drift,
             self._containers,
             self._settings.serving.stop_foreign_timeout_s,
@@ -431,16 +445,21 @@ class EngineService:
 
         Only then are the foreign containers stopped (the start itself is recovery's
         ``request_start``, asked by the caller next): nobody's container is stopped for a
-        start that cannot happen.
+        start that cannot happen. One that would not stop refuses the start, named.
         """
         refusals = self._starts.start_refusals()
         if refusals:
             raise self.refused("start", refusals, actor)
-        return self.stop_foreign(actor)
+        stopped = self.stop_foreign(actor)
+        left = unstopped_refusal(stopped)
+        if left is not None:
+            raise self.refused("start", (left,), actor)
+        return stopped
 
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
-        return recipe_document(self._spec(), self._store.last_ready_launch())
+        known = self.supervisor.log_capture.secrets
+        return recipe_document(self._spec(), self._store.last_ready_launch(), known)
 
     def logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""

@@ -1,15 +1,23 @@
 """The container runtime under ``--simulate``: the scenario's foreign containers, no host CLI.
 
 A scenario's ``[host] foreign_processes`` entry may say it runs in a container (``container``,
-``image``); the foreign-holder search names it so, and ``--stop-foreign`` stops it in the
-simulation only. The host's ``docker``/``podman`` are never called: the outcome carries the
-command a real rig would have run.
+``image``, and ``ignores_signals`` for one that outlives SIGINT and SIGTERM); the
+foreign-holder search names it so, and ``--stop-foreign`` signals it in the simulation only,
+in the same order as on a real rig (SIGINT, then SIGTERM; never SIGKILL). The host's
+``docker``/``podman`` are never called: the outcome carries the commands a real rig would
+have run.
 """
 
 from __future__ import annotations
 
 from hwcheck.sim.rig import SimulatedRig
-from serving.runtime.foreign import ContainerRef, StopOutcome
+from serving.runtime.foreign import (
+    STOP_SIGNALS,
+    ContainerRef,
+    StopOutcome,
+    kill_command,
+    still_running,
+)
 
 SIM_RUNTIME = "docker"
 
@@ -34,10 +42,18 @@ class SimulatedContainers:
         return None
 
     def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
-        """Stop the scenario's container (the simulated host only)."""
-        command = (SIM_RUNTIME, "stop", "--time", str(max(1, round(timeout_s))), container.name)
-        if self._rig.stop_container(container.name):
-            return StopOutcome(
-                container, command, True, "simulated: the host's runtime was not run"
-            )
-        return StopOutcome(container, command, False, "no such container in the scenario")
+        """SIGINT, then SIGTERM to the scenario's container (the simulated host only)."""
+        commands: list[tuple[str, ...]] = []
+        sent: list[str] = []
+        for signal_name in STOP_SIGNALS:
+            commands.append(kill_command(SIM_RUNTIME, signal_name, container.name))
+            answer = self._rig.signal_container(container.name, signal_name)
+            if answer is None:
+                return StopOutcome(
+                    container, tuple(commands), False, "no such container in the scenario"
+                )
+            sent.append(signal_name)
+            if answer:
+                detail = "simulated: the host's runtime was not run"
+                return StopOutcome(container, tuple(commands), True, detail)
+        return StopOutcome(container, tuple(commands), False, still_running(sent, timeout_s))

@@ -4,11 +4,15 @@ Owners' scripts stop every profile before starting one; this does the same, on r
 Before anything stops, what would refuse NAME whatever the engine does is refused at once:
 an unknown name (``NotFound``, naming the known ones), and what recovery's start gate
 refuses for NAME's recipe now (the reboot latch, NAME's lint errors, a gating check on
-NAME's cards): a person's restart is refused the same way before its stop. Then, on a
-thread of its own (a clean stop takes up to twice ``stop_timeout_s``), recovery stops the
-engine with its own graceful signals (``request_stop``, recorded like a start), NAME becomes the profile in force (an event and an
-audit row; kept across fleetd restarts), ``--stop-foreign`` stops the foreign containers,
-and recovery's one start path (``request_start``, the start a person's ``fleetctl start``
+NAME's cards, and NAME's port or cards held by another process, named): a person's
+restart is refused the same way before its stop, and a refused switch leaves the engine
+serving. Then, on a thread of its own (a clean stop takes up to twice
+``stop_timeout_s``), ``--stop-foreign`` stops the foreign containers holding NAME's port
+or cards, signal by signal (one that will not stop ends the switch there, the engine still
+serving), recovery stops the engine with its own graceful signals (``request_stop``,
+recorded like a start), NAME becomes the profile in force (an event and an audit row; kept
+across fleetd restarts), and recovery's one start path (``request_start``, the start a
+person's ``fleetctl start``
 asks for) decides and starts it, the CUDA probe and the mechanics' preflight included. The
 switch's progress is the status document's ``serving.switch``; ``fleetctl serve`` follows it.
 """
@@ -22,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from daemon.engine.actions import refusal_document
+from daemon.engine.foreign_stop import unstopped_refusal
 from daemon.engine.preflight import rig_cards
 from daemon.rig.monitor import RigMonitor
 from hwcheck.model import RigProfile
@@ -52,8 +57,9 @@ class RecoveryRequests(Protocol):
         self,
         recipe_cards: frozenset[int] | None = None,
         recipe_errors: tuple[str, ...] | None = None,
+        held_elsewhere: tuple[Reason, ...] = (),
     ) -> tuple[Reason, ...]:
-        """What the start gate refuses now (for this recipe's cards and errors)."""
+        """What the start gate refuses now (for this recipe's cards, errors and holders)."""
         ...
 
     def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
@@ -114,8 +120,12 @@ class ProfileSwitcher:
                 "already_active": True,
                 "serving": engine.status_document(),
             }
+        # Everything that would refuse NAME once the engine has stopped, asked now: the
+        # gate's rules and who else holds NAME's port or cards (the running engine is
+        # ours; a drifted engine NAME would adopt is NAME's own).
+        held = () if self._adopts_drift(name) else engine.held_for(profile.recipe, stop_foreign)
         refusals = self._starts.start_refusals(
-            engine.recipe_cards(profile.recipe), engine.lint_errors(profile.recipe)
+            engine.recipe_cards(profile.recipe), engine.lint_errors(profile.recipe), held
         )
         if refusals:
             raise engine.refused("serve", refusals, actor)
@@ -140,9 +150,24 @@ class ProfileSwitcher:
             "serving": engine.status_document(),
         }
 
+    def _adopts_drift(self, name: str) -> bool:
+        """True when the engine left running (a drift) is NAME's: the switch adopts it."""
+        drift = self._engine.supervisor.status().drift
+        return drift is not None and name in self._engine.profiles.matching(drift.recipe_hash)
+
     def _run(self, name: str, actor: str, stop_foreign: bool) -> None:
         engine = self._engine
         try:
+            # The foreign holders go first, each signal by signal: one that will not stop
+            # leaves the running engine serving.
+            recipe = engine.profiles.get(name).recipe
+            stopped = engine.stop_foreign(actor, recipe) if stop_foreign else []
+            left = unstopped_refusal(stopped)
+            if left is not None:
+                reason = left.line
+                self._set(phase="failed", message=reason, stopped_foreign=stopped, ended_at=_now())
+                log.warning("switch to %s abandoned, the engine left serving: %s", name, reason)
+                return
             stop = self._starts.request_stop(Trigger.SWITCH, actor, f"switching to profile {name}")
             if not stop.stopped:
                 reason = engine.supervisor.status().reason or stop.why_not
@@ -152,7 +177,6 @@ class ProfileSwitcher:
                 return
             engine.activate(name, actor)
             self._set(phase="starting")
-            stopped = engine.stop_foreign(actor) if stop_foreign else []
             answer = self._starts.request_start(Trigger.START_REQUEST, actor, False)
             self._ended(answer, stopped)
         except (Refused, Unavailable, SupervisorClosed) as exc:
@@ -174,10 +198,15 @@ class ProfileSwitcher:
                 ended_at=_now(),
             )
             return
-        refusals = [refusal_document(reason) for reason in answer.refusals]
+        # A container that outlived SIGINT and SIGTERM still holds what the start needs:
+        # the refusal says so first, with what was sent (it was not killed).
+        left = unstopped_refusal(stopped)
+        reasons = ((left,) if left is not None else ()) + answer.refusals
+        refusals = [refusal_document(reason) for reason in reasons]
+        why = answer.why_not or "not started"
         self._set(
             phase="refused" if refusals else "failed",
-            message=answer.why_not or "not started",
+            message=why if left is None else f"{left.line}; {why}",
             refusals=refusals,
             stopped_foreign=stopped,
             ended_at=_now(),

@@ -9,9 +9,12 @@
   (a rig's own config is never overwritten);
 - ``var/lib/cmpfleet``: the state dir, 0700 (it will hold the API token);
 
-then says the next two commands. ``fleetd uninstall`` removes the unit (and its
-enablement link) and nothing else: the config, the history and the token stay, and so
-does the engine (it outlives fleetd by design). Paths inside the unit are the target
+then says the next two commands. Every file goes through ``hwcheck.atomic`` (a link is
+written through, a device, FIFO or directory refused) and every path is checked before
+the first write, so a refusal never leaves half an install. ``fleetd uninstall`` removes
+the unit it wrote (recognised by its content: never another file of that name, a mask or
+a node) and its enablement link, and nothing else: the config, the history and the token
+stay, and so does the engine (it outlives fleetd by design). Paths inside the unit are the target
 system's (``/etc/...``), whatever ``--root`` is.
 """
 
@@ -33,7 +36,8 @@ from typing import NoReturn
 
 from daemon.config import DEFAULT_CONFIG_PATH, DEFAULT_STATE_DIR
 from daemon.install.systemctl import systemctl, systemd_runs
-from hwcheck.atomic import atomic_write
+from hwcheck.atomic import atomic_write, writable_target
+from hwcheck.regular_file import read_regular
 
 UNIT_NAME = "fleetd.service"
 UNIT_DIR = Path("/etc/systemd/system")
@@ -41,6 +45,8 @@ WANTS_DIR = UNIT_DIR / "multi-user.target.wants"
 # The program the packaged unit names; an install puts its own fleetd there.
 PACKAGED_FLEETD = "/opt/cmpfleet/venv/bin/fleetd"
 UNIT_MODE, CONFIG_DIR_MODE, CONFIG_MODE, STATE_DIR_MODE = 0o644, 0o750, 0o640, 0o700
+# How ``uninstall`` knows a unit at the path as the one ``install`` wrote.
+UNIT_DESCRIPTION = "Description=cmpfleet rig supervisor"
 EXIT_FAILED, EXIT_USAGE = 1, 2
 
 
@@ -132,44 +138,121 @@ def _make_dir(path: Path, mode: int) -> bool:
     return True
 
 
-def install(root: Path, fleetd: Path, dry_run: bool) -> list[Step]:
-    """Write the unit, the config (if absent) and the state dir under ``root``."""
-    steps: list[Step] = []
-    unit = under(root, UNIT_DIR / UNIT_NAME)
-    text = unit_text(fleetd)
-    current = unit.read_text(encoding="utf-8") if unit.is_file() else None
+def _usable_dir(path: Path) -> None:
+    """Raise ``InstallError`` when ``path`` cannot be (or hold) a directory of ours.
+
+    Checked for every path before anything is written, so a refusal never leaves half an
+    install: a dangling symbolic link (``etc/cmpfleet`` pointing at a disk not mounted)
+    or a file where a directory belongs is named, with what to do.
+    """
+    if path.is_symlink() and not path.exists():
+        raise InstallError(
+            f"{path} is a symbolic link to {os.readlink(path)}, which does not exist: "
+            "create its target or remove the link, then install again"
+        )
+    if path.exists() and not path.is_dir():
+        raise InstallError(f"{path} is not a directory: move it aside, then install again")
+
+
+def _unit_step(unit: Path, text: str, fleetd: Path) -> Step:
+    """What to do with the unit file (checked, nothing written yet)."""
+    if unit.is_symlink() and os.path.realpath(unit) == os.devnull:
+        raise InstallError(
+            f"{unit} is masked (a link to {os.devnull}): run systemctl unmask {UNIT_NAME} first"
+        )
+    _target, existing = writable_target(unit)  # a device, FIFO or directory: refused
+    current = read_regular(unit).decode("utf-8", "replace") if existing is not None else None
     verb = "write" if current is None else ("keep" if current == text else "update")
-    if verb != "keep" and not dry_run:
-        unit.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(unit, text, mode=UNIT_MODE)
-    steps.append(Step(verb, unit, f"ExecStart={fleetd}"))
+    return Step(verb, unit, f"ExecStart={fleetd}")
+
+
+def _state_step(state: Path) -> Step:
+    """What to do with the state dir: create it, narrow it to 0700, or keep it."""
+    if not state.is_dir():
+        return Step("create", state, f"{STATE_DIR_MODE:04o}: it will hold the API token")
+    where = f" (a link to {os.path.realpath(state)})" if state.is_symlink() else ""
+    mode = stat.S_IMODE(state.stat().st_mode)
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        note = f"was {mode:04o}{where}: narrowed to {STATE_DIR_MODE:04o}, it holds the API token"
+        return Step("update", state, note)
+    return Step("keep", state, where.strip(" ()"))
+
+
+def install(root: Path, fleetd: Path, dry_run: bool) -> list[Step]:
+    """Write the unit, the config (if absent) and the state dir under ``root``.
+
+    Every path is checked first (a device, FIFO or directory where the unit goes, a
+    dangling symbolic link where a directory goes): a refusal changes nothing.
+    """
+    unit = under(root, UNIT_DIR / UNIT_NAME)
     config = under(root, DEFAULT_CONFIG_PATH)
-    if config.exists():
-        steps.append(Step("keep", config, "a config is never overwritten"))
-    else:
-        if not dry_run:
+    state = under(root, DEFAULT_STATE_DIR)
+    for directory in (unit.parent, config.parent, state):
+        _usable_dir(directory)
+    text = unit_text(fleetd)
+    unit_step = _unit_step(unit, text, fleetd)
+    config_kept = os.path.lexists(config)
+    state_step = _state_step(state)
+    if not dry_run:
+        if unit_step.verb != "keep":
+            unit.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(unit, text, mode=UNIT_MODE)
+        if not config_kept:
             _make_dir(config.parent, CONFIG_DIR_MODE)
             _create_new(config, example_config(), CONFIG_MODE)
-        steps.append(Step("write", config, "the documented example: every key, commented"))
-    state = under(root, DEFAULT_STATE_DIR)
-    if state.is_dir():
-        steps.append(Step("keep", state))
-    else:
-        if not dry_run:
+        if state_step.verb == "create":
             _make_dir(state, STATE_DIR_MODE)
-        steps.append(Step("create", state, "0700: it will hold the API token"))
-    return steps
+        elif state_step.verb == "update":
+            os.chmod(state, STATE_DIR_MODE)
+    config_step = (
+        Step("keep", config, "a config is never overwritten")
+        if config_kept
+        else Step("write", config, "the documented example: every key, commented")
+    )
+    return [unit_step, config_step, state_step]
+
+
+def is_our_unit(path: Path) -> bool:
+    """True when ``path`` is a unit ``fleetd install`` wrote (a regular file, by its content).
+
+    Its description line and an ``ExecStart`` running a ``fleetd``: a unit a person or a
+    package put there under the same name (or a mask, a link to /dev/null) is not ours.
+    """
+    if path.is_symlink():
+        return False
+    try:
+        text = read_regular(path).decode("utf-8", "replace")
+    except OSError:
+        return False
+    lines = text.splitlines()
+    described = any(line.startswith(UNIT_DESCRIPTION) for line in lines)
+    program = next(
+        (line[len("ExecStart=") :] for line in lines if line.startswith("ExecStart=")), ""
+    )
+    words = program.strip('"').split()
+    return described and bool(words) and Path(words[0].strip('"')).name == "fleetd"
 
 
 def uninstall(root: Path, dry_run: bool) -> list[Step]:
-    """Remove the unit and its enablement link; the config and the state dir stay."""
+    """Remove the unit ``install`` wrote and its enablement link; nothing else.
+
+    A file at the unit's path that is not ours (by content), or is not a regular file, is
+    left in place and said so; the config and the state dir always stay.
+    """
     steps: list[Step] = []
-    for path in (under(root, WANTS_DIR / UNIT_NAME), under(root, UNIT_DIR / UNIT_NAME)):
-        if path.is_symlink() or path.exists():
-            if not dry_run:
-                path.unlink()
-            steps.append(Step("remove", path))
-    if not steps:
+    unit = under(root, UNIT_DIR / UNIT_NAME)
+    wants = under(root, WANTS_DIR / UNIT_NAME)
+    if wants.is_symlink() and Path(os.readlink(wants)).name == UNIT_NAME:
+        if not dry_run:
+            wants.unlink()
+        steps.append(Step("remove", wants))
+    if is_our_unit(unit):
+        if not dry_run:
+            unit.unlink()
+        steps.append(Step("remove", unit))
+    elif os.path.lexists(unit):
+        steps.append(Step("keep", unit, "not a unit fleetd install wrote: left in place"))
+    else:
         steps.append(Step("keep", under(root, UNIT_DIR), f"no {UNIT_NAME} there"))
     steps.append(Step("keep", under(root, DEFAULT_CONFIG_PATH), "the config"))
     steps.append(Step("keep", under(root, DEFAULT_STATE_DIR), "the history and the API token"))
@@ -239,7 +322,7 @@ def main(argv: Sequence[str]) -> int:
             fleetd = this_fleetd()
             steps = install(root, fleetd, args.dry_run)
         else:
-            if live and under(root, UNIT_DIR / UNIT_NAME).exists():
+            if live and is_our_unit(under(root, UNIT_DIR / UNIT_NAME)):
                 problem = systemctl("disable", "--now", UNIT_NAME)  # the engine keeps running
                 if problem:
                     sys.stderr.write(f"fleetd uninstall: warning: {problem}\n")

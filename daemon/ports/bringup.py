@@ -85,7 +85,10 @@ class BringUp:
             return f"power caps not re-applied: {exc}"
         applied = [r for r in results if r.outcome == "applied"]
         failed = [r for r in results if r.outcome == "failed"]
+        already = [r for r in results if r.outcome == "already"]
         text = f"power cap {self._caps.target_w:g} W re-applied to {len(applied)} card(s)"
+        if already:  # the first poll of the boot may have capped them a moment before
+            text += f" ({len(already)} already at it)"
         if failed:
             text += f"; failed on card {failed[0].card}: {failed[0].detail}"
         return text

@@ -77,6 +77,22 @@ class LatchState:
         self._latch: Latch | None = None
         self._generation = 0  # moves on every set, clear and new boot: a stale read loses
         self._boot_id = ""
+        store.add_fresh_listener(self._store_afresh)
+
+    def _store_afresh(self) -> None:
+        """A fleet.db started afresh gets this boot and the latch in force written again.
+
+        Without the boot, the next start took itself for the first on this state dir (a
+        reboot in between would go unseen); the latch follows at once, not after a poll.
+        """
+        with self._lock:
+            boot_id = self._boot_id
+        if boot_id:
+            try:
+                self._store.record_boot(boot_id)
+            except StoreError as exc:
+                log.warning("this boot is not in the new store yet: %s", exc)
+        self.catch_up()
 
     def in_force(self) -> Latch | None:
         """The latch in force, from memory (never waits on the store)."""

@@ -30,6 +30,7 @@ from hwcheck.model import (
     LatchWaiver,
     Severity,
 )
+from recovery.decisions import Reason
 from recovery.facts import LatchFact
 
 log = logging.getLogger("fleetd.recovery")
@@ -74,6 +75,10 @@ class RecoveryMemory:
         self._lock = threading.Lock()
         self._probes: ProbeRound | None = None
         self._waiver: LatchWaiver | None = None
+        self._waiver_boot = ""
+        # A fleet.db started afresh has lost the waiver: without it the Xids read again
+        # into it would make the next start latch on faults a person already cleared.
+        store.add_fresh_listener(self._store_waiver_again)
 
     def load(self, boot_id: str) -> None:
         """This boot's waiver, if a person cleared the latch before fleetd restarted."""
@@ -90,6 +95,7 @@ class RecoveryMemory:
                 log.warning("the stored latch waiver is unreadable: ignored")
         with self._lock:
             self._waiver = waiver
+            self._waiver_boot = boot_id
 
     def new_boot(self) -> None:
         """A reboot: no probe of this boot yet, nothing waived."""
@@ -106,6 +112,16 @@ class RecoveryMemory:
         """A person cleared the latch: keep what it waives (memory first, then the store)."""
         with self._lock:
             self._waiver = waiver
+            self._waiver_boot = boot_id
+        self._write_waiver(waiver, boot_id)
+
+    def _store_waiver_again(self) -> None:
+        with self._lock:
+            waiver, boot_id = self._waiver, self._waiver_boot
+        if waiver is not None:
+            self._write_waiver(waiver, boot_id)
+
+    def _write_waiver(self, waiver: LatchWaiver, boot_id: str) -> None:
         document = {
             "boot_id": boot_id,
             "reason": waiver.reason,
@@ -195,9 +211,19 @@ class StoreAudit:
             return list(reversed(self._recent))[:limit]
 
     def record(
-        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+        self,
+        actor: str,
+        action: str,
+        reason: str,
+        result: str,
+        warnings: tuple[str, ...] = (),
+        reasons: tuple[Reason, ...] = (),
     ) -> None:
-        """Append the row and its ``recovery`` event (never raises: logged instead)."""
+        """Append the row and its ``recovery`` event (never raises: logged instead).
+
+        The event's details carry the reasons' ``codes`` and the first ``remedy``: the
+        alert rules tell from the codes what alerts on its own, and advise the remedy.
+        """
         if action == "stop_and_latch":
             fault_points.reached(fault_points.DECISION_RECORDING)
         dry_run = self._dry_run and result.startswith("dry run")
@@ -218,6 +244,12 @@ class StoreAudit:
         }
         if warnings:
             details["warnings"] = list(warnings)
+        if reasons:
+            details["codes"] = [r.code for r in reasons]
+            details["first"] = reasons[0].message
+            remedy = next((r.remedy for r in reasons if r.remedy), "")
+            if remedy:
+                details["remedy"] = remedy
         with self._lock:
             self._recent.append(
                 AuditRow(-1, datetime.now(UTC), actor, action, None, reason, dry_run, result, None)

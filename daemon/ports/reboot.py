@@ -6,6 +6,12 @@ Only a person's confirmation reaches here (``fleetctl reboot --confirm [--cold]`
 smart-plug call) are argv lists, never shell strings. Under ``--simulate`` no host
 command runs (a developer's laptop must not reboot): the simulated reboot does, and the
 record says which command a real rig would have run.
+
+A program that is not on this host (``systemctl`` on a host without systemd) does not
+stop fleetd: a monitoring daemon that will not start because a reboot command is missing
+watches nothing. The ``reboot_command`` check warns, naming the program and the key, and
+``reboot --confirm`` refuses with that reason before it stops anything. A malformed value
+(empty, not a list of strings) is still refused at load (``recovery.settings``).
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
-from daemon.config import ConfigError, Settings
+from daemon.config import Settings
+from hwcheck.checks.readings import HostCommandsReading
 
 REBOOT_COMMAND_TIMEOUT_S = 60.0
+KEYS = {False: "reboot_command", True: "power_cycle_command"}
 
 
 class RebootFailed(Exception):
@@ -44,12 +52,36 @@ def _run(argv: Sequence[str]) -> str:
     return shown
 
 
+def program_found(program: str) -> bool:
+    """An executable file at that path, or a program of that name on ``PATH``."""
+    if os.sep in program:
+        return os.path.isfile(program) and os.access(program, os.X_OK)
+    return shutil.which(program) is not None
+
+
+def missing_program(key: str, argv: Sequence[str]) -> str | None:
+    """Why ``argv`` cannot run here, naming the key and the program (None: it can)."""
+    if not argv or program_found(argv[0]):
+        return None
+    return (
+        f"[recovery] {key}: {argv[0]!r} is not an executable program on this host "
+        "(an argv list: the program, then each argument)"
+    )
+
+
 class HostCommandRunner:
     """``HostCommands`` that run ``[recovery] reboot_command`` / ``power_cycle_command``."""
 
-    def __init__(self, reboot: Sequence[str], power_cycle: Sequence[str] | None) -> None:
+    def __init__(
+        self,
+        reboot: Sequence[str],
+        power_cycle: Sequence[str] | None,
+        next_boot: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """``next_boot``: the default boot entry when it is not the baseline kernel."""
         self._reboot = list(reboot)
         self._power_cycle = None if power_cycle is None else list(power_cycle)
+        self._next_boot = next_boot
 
     def _argv(self, cold: bool) -> list[str] | None:
         return self._power_cycle if cold else self._reboot
@@ -58,6 +90,20 @@ class HostCommandRunner:
         """The command, shell-quoted for a person to read (None: not configured)."""
         argv = self._argv(cold)
         return None if argv is None else shlex.join(argv)
+
+    def unavailable(self, cold: bool) -> str | None:
+        """Why the command cannot run on this host (its program is missing); None: it can."""
+        argv = self._argv(cold)
+        return None if argv is None else missing_program(KEYS[cold], argv)
+
+    def wrong_boot(self) -> str | None:
+        """The default boot entry when the reboot would not boot the baseline kernel."""
+        return self._next_boot()
+
+    def reading(self) -> HostCommandsReading | None:
+        """The ``reboot_command`` check's reading: each configured program missing here."""
+        missing = tuple(why for why in (self.unavailable(False), self.unavailable(True)) if why)
+        return HostCommandsReading(shlex.join(self._reboot), missing)
 
     def run(self, cold: bool) -> str:
         """Run it; ``RebootFailed`` when it cannot start or exits non-zero."""
@@ -75,9 +121,23 @@ class SimulatedHostCommands:
         simulate_reboot: Callable[[], str],
         reboot: Sequence[str],
         power_cycle: Sequence[str] | None,
+        next_boot: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """``next_boot``: the simulated host's default entry when it is not the baseline."""
         self._simulate_reboot = simulate_reboot
-        self._commands = HostCommandRunner(reboot, power_cycle)
+        self._commands = HostCommandRunner(reboot, power_cycle, next_boot)
+
+    def unavailable(self, cold: bool) -> str | None:
+        """Nothing stands in the simulated reboot's way (the host's program is never run)."""
+        return None
+
+    def wrong_boot(self) -> str | None:
+        """The simulated default entry, judged as a real one (the simulated reboot boots it)."""
+        return self._commands.wrong_boot()
+
+    def reading(self) -> HostCommandsReading | None:
+        """No ``reboot_command`` reading: the host's command never runs under ``--simulate``."""
+        return None
 
     def describe(self, cold: bool) -> str | None:
         """What runs here, and what a real rig would run (None: not configured)."""
@@ -97,38 +157,29 @@ class SimulatedHostCommands:
 
 
 def host_commands(
-    settings: Settings, simulated: bool, simulate_reboot: Callable[[], str]
+    settings: Settings,
+    simulated: bool,
+    simulate_reboot: Callable[[], str],
+    next_boot: Callable[[], str | None] = lambda: None,
 ) -> HostCommandRunner | SimulatedHostCommands:
-    """The host's reboot and power-cycle commands, or under ``--simulate`` the simulated reboot."""
+    """The host's reboot and power-cycle commands, or under ``--simulate`` the simulated reboot.
+
+    ``next_boot`` says what the next boot would come up on when it is not the baseline
+    kernel (``HostWatch.wrong_next_boot``): a confirmed reboot refuses it without ``force``.
+    """
     recovery = settings.recovery
     if simulated:
         return SimulatedHostCommands(
-            simulate_reboot, recovery.reboot_command, recovery.power_cycle_command
+            simulate_reboot, recovery.reboot_command, recovery.power_cycle_command, next_boot
         )
-    return HostCommandRunner(recovery.reboot_command, recovery.power_cycle_command)
+    return HostCommandRunner(recovery.reboot_command, recovery.power_cycle_command, next_boot)
 
 
-def check_host_commands(settings: Settings, source: str) -> None:
-    """Each configured host command's program exists (a real rig; at load, exit 2).
-
-    Found only when a person confirms a reboot, a missing program fails after the engine
-    was already stopped (``["systemctl reboot"]`` is one program name, with a space).
-    """
+def missing_host_programs(settings: Settings) -> list[str]:
+    """Each configured host command whose program is not here, in words (fleetd warns)."""
     recovery = settings.recovery
-    for key, argv in (
-        ("reboot_command", recovery.reboot_command),
-        ("power_cycle_command", recovery.power_cycle_command),
-    ):
-        if not argv:
-            continue
-        program = argv[0]
-        found = (
-            os.path.isfile(program) and os.access(program, os.X_OK)
-            if os.sep in program
-            else shutil.which(program) is not None
-        )
-        if not found:
-            raise ConfigError(
-                f"{source}: recovery.{key}: {program!r} is not an executable program "
-                "(an argv list: the program, then each argument)"
-            )
+    found = (
+        missing_program("reboot_command", recovery.reboot_command),
+        missing_program("power_cycle_command", recovery.power_cycle_command or []),
+    )
+    return [why for why in found if why]

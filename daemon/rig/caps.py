@@ -2,13 +2,21 @@
 
 ``nvidia-smi -pl`` is lost at every boot and GPU reset, so fleetd re-applies the cap
 whenever a poll finds a card off target (``[rig] apply_power_caps``), and on request
-(``fleetctl caps apply``). Each change is audited; a failure (no root, out of range) is
-reported once per card and reason, not every poll.
+(``fleetctl caps apply``), and the post-reboot bring-up does so at once. Each change is
+audited; a failure (no root, out of range) is reported once per card and reason, not
+every poll.
+
+The poller and the bring-up run on different threads and each reads the cards before
+asking: after a reboot both saw every card at its default and both set the cap, twice per
+card. So one apply runs at a time, and a caller's reading that shows cards off target is
+read again under the lock: what another caller has just set is then seen, and each card
+gets its cap once.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 from daemon.store import Store
@@ -51,6 +59,7 @@ class CapKeeper:
         self.tolerance_w = tolerance_w
         self.dry_run = dry_run
         self._reported: set[tuple[int, str]] = set()
+        self._lock = threading.Lock()
 
     def off_target(self, card: GpuSnapshot) -> bool:
         """True when the card's limit is known and outside the tolerance."""
@@ -61,7 +70,23 @@ class CapKeeper:
     def apply(
         self, snapshot: RigSnapshot, actor: str, only_off_target: bool = True
     ) -> list[CapResult]:
-        """Set the cap where needed; returns one result per card."""
+        """Set the cap where needed; returns one result per card (one caller at a time)."""
+        with self._lock:
+            if only_off_target and any(map(self.off_target, snapshot.cards)):
+                snapshot = self._read_again(snapshot)
+            return self._apply_locked(snapshot, actor, only_off_target)
+
+    def _read_again(self, snapshot: RigSnapshot) -> RigSnapshot:
+        """A fresh reading (another caller may have set the caps since ``snapshot``)."""
+        try:
+            return self._backend.snapshot()
+        except BackendError as exc:
+            log.warning("cannot read the cards again before capping (%s): using the reading", exc)
+            return snapshot
+
+    def _apply_locked(
+        self, snapshot: RigSnapshot, actor: str, only_off_target: bool
+    ) -> list[CapResult]:
         results: list[CapResult] = []
         for card in snapshot.cards:
             if card.lost:
@@ -108,6 +133,7 @@ class CapKeeper:
                     card.index,
                     card_uuid=card.uuid,
                     pci_bus_id=card.pci_bus_id,
+                    details={"action": "apply_power_cap", "actor": actor},
                 )
                 self._store.audit(
                     actor, "apply_power_cap", "failed", target=target, reason=str(exc)

@@ -41,6 +41,7 @@ from hwcheck.hostfacts.baseline import (
 from hwcheck.hostfacts.counters import counter_sample
 from hwcheck.hostfacts.document import host_document
 from hwcheck.hostfacts.model import DeviceAer, HostFacts, PcieCounterSample
+from hwcheck.hostfacts.next_boot import wrong_next_boot
 from hwcheck.model import EventKind, RigSnapshot, Severity
 from serving.recipe.parallel import tensor_parallel_size
 from serving.recipe.recipe import Recipe
@@ -88,6 +89,7 @@ class _State:
     facts_document: dict[str, Any] | None = None  # the status form of ``facts``
     counters: deque[PcieCounterSample] = field(default_factory=deque)
     baseline_checked: bool = False
+    snapshot: RigSnapshot | None = None  # the last poll's (a fresh read of the facts needs one)
 
 
 class HostWatch:
@@ -126,6 +128,7 @@ class HostWatch:
             due = now_s - state.facts_at_s >= FACTS_EVERY_S
         facts = self._read_facts(snapshot) if due else None
         with self._lock:
+            state.snapshot = snapshot
             if due:
                 state.facts, state.facts_at_s = facts, now_s
                 state.facts_document = None
@@ -147,6 +150,18 @@ class HostWatch:
         """The baseline in force: the recorded one with the config's pins winning."""
         with self._lock:
             return self._state.baseline or self._pins
+
+    def wrong_next_boot(self) -> str | None:
+        """The default boot entry when it is not the baseline kernel, read now (None: fine).
+
+        Read afresh, not from the minute-old facts: a person who just fixed the entry and
+        confirms the reboot must not be refused on what was true a minute ago.
+        """
+        with self._lock:
+            snapshot, facts = self._state.snapshot, self._state.facts
+        if snapshot is not None:
+            facts = self._read_facts(snapshot) or facts
+        return wrong_next_boot(facts, self.baseline())
 
     def aer_counters(self) -> tuple[DeviceAer, ...]:
         """The AER counters last read (cards and the ports above them), for ``/metrics``."""

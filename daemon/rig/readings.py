@@ -1,6 +1,6 @@
 """Where fleetd's own readings come from: its parts hand them in, the checks judge them.
 
-The ``kernel_log``, ``store``, ``engine_output`` and ``memtest`` checks are pure checks
+The ``kernel_log``, ``store``, ``engine_output``, ``memtest`` and ``reboot_command`` checks are pure checks
 of the registry (``hwcheck.checks``) like the hardware ones; what fleetd adds is only
 their readings (``hwcheck.checks.readings``), taken at each judgement from the part that
 keeps each one. A part that fails to give its reading costs only its own check (logged
@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from hwcheck.checks.readings import (
     CanaryReading,
+    HostCommandsReading,
     KernelLogReading,
     MemtestReading,
     Readings,
@@ -36,11 +37,13 @@ class ReadingSources:
         store: Callable[[], StoreReading] | None = None,
         canaries: Callable[[], CanaryReading] | None = None,
         memtest: Callable[[], MemtestReading] | None = None,
+        host_commands: Callable[[], HostCommandsReading | None] | None = None,
     ) -> None:
         self.kernel_log = kernel_log
         self.store = store
         self.canaries = canaries
         self.memtest = memtest
+        self.host_commands = host_commands
         self._logged: dict[str, str] = {}  # the last error logged, per reading
 
     def read(self) -> Readings:
@@ -50,6 +53,7 @@ class ReadingSources:
             store=self._take("store", self.store),
             canaries=self._take("canaries", self.canaries),
             memtest=self._take("memtest", self.memtest),
+            host_commands=self._take("host_commands", self.host_commands),
         )
 
     def _take(self, name: str, source: Callable[[], R] | None) -> R | None:

@@ -29,7 +29,7 @@ from hwcheck.kernellog.follower import XidFollower
 from hwcheck.kernellog.kernel_time import kernel_clock
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.model import ClassifiedXid
-from hwcheck.threads import CrashReport, ServiceThread, Wake
+from hwcheck.threads import CrashReport, ServiceThread, Wake, run_in_thread
 
 log = logging.getLogger("fleetd.xid")
 
@@ -93,10 +93,10 @@ class XidPath:
         """Call ``listener(xid, card_index)`` for every new Xid."""
         self._listeners.append(listener)
 
-    def handle(self, item: ClassifiedXid, record: KernelRecord) -> None:
-        """Announce the Xid if it is new (recovery decides), then store it with its cursor."""
-        fault_points.reached(fault_points.XID_READ)
-        self._handling_since = (datetime.now(UTC), time.monotonic())
+    def _prepared(
+        self, item: ClassifiedXid, record: KernelRecord
+    ) -> tuple[ClassifiedXid, int | None, KernelLogCursor | None, str]:
+        """The Xid keyed and timed as stored, its card, its record's cursor, its headline."""
         ts_kernel = self._kernel_time(record.timestamp_usec)
         item = with_journal_key(item, record)
         if ts_kernel is not None:
@@ -107,7 +107,26 @@ class XidPath:
             cursor = KernelLogCursor(boot_id=record.boot_id, last_seq=record.seq)
         where = f"card {card}" if card is not None else (item.event.pci_bus_id or "unknown card")
         # The headline only: the explanation is shown once (fleetctl explain, status).
-        message = item.info.headline(where)
+        return item, card, cursor, item.info.headline(where)
+
+    def restore(self, item: ClassifiedXid, record: KernelRecord) -> None:
+        """Store an Xid read again into a store started afresh: nothing announced or decided.
+
+        Keyed by its kernel record, so one already stored is not stored twice; the cursor
+        is left where the live follower put it (this read may be ahead of it, and a new
+        Xid it finds must still reach recovery through ``handle``).
+        """
+        item, card, cursor, message = self._prepared(item, record)
+        if cursor is not None and (item.event.seq is None or item.event.boot_id is None):
+            event = replace(item.event, seq=cursor.last_seq, boot_id=cursor.boot_id)
+            item = replace(item, event=event)
+        self._store.record_xid_and_cursor(item, card=card, message=message)
+
+    def handle(self, item: ClassifiedXid, record: KernelRecord) -> None:
+        """Announce the Xid if it is new (recovery decides), then store it with its cursor."""
+        fault_points.reached(fault_points.XID_READ)
+        self._handling_since = (datetime.now(UTC), time.monotonic())
+        item, card, cursor, message = self._prepared(item, record)
         if self._monitor.add_xid_if_new(item):
             log.warning("%s [class=%s action=%s]", message, item.info.xid_class, item.info.action)
             for listener in self._listeners:
@@ -152,11 +171,13 @@ class FollowerThread:
         self._on_health_change = on_health_change or (lambda: None)
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
+        self._on_crash = on_crash
         self._thread = ServiceThread("kernel-log", self._run, on_crash=on_crash, log=log)
         self._first: XidFollower | None = None  # opened by start(), handed to the thread
         self._follower: XidFollower | None = None
         self._lost_before = 0  # records lost by sources already closed (this boot)
         self._kept_cursor: KernelLogCursor | None = None  # of the last source closed
+        store.add_fresh_listener(self.rebuild_boot)  # a deleted fleet.db lost this boot's Xids
 
     def start(self) -> int:
         """Open the kernel log after the stored cursor, read what is there, then follow it.
@@ -182,6 +203,30 @@ class FollowerThread:
         self._first = follower
         self._thread.start(wake)
         return found
+
+    def rebuild_boot(self) -> None:
+        """This boot's Xids read again from the kernel log into the store, on a thread.
+
+        After ``fleet.db`` was deleted (or replaced) while fleetd ran, the new file lacks
+        them: ``xid_since_boot`` after a restart said "no Xid" beside a latch naming one.
+        They are only stored (``XidPath.restore``): memory knows them and recovery has
+        decided on them. A source that follows a file from its end (``kernel_log =
+        "file"``) has nothing of the past to give.
+        """
+        run_in_thread("kernel-log-rebuild", self._rebuild, on_crash=self._on_crash, log=log)
+
+    def _rebuild(self) -> None:
+        source = None
+        try:
+            source = self._host.open_kernel_log(None)
+            stop = threading.Event()
+            count = len(XidFollower(source, self._catalogue, self._path.restore, stop).drain())
+            log.warning("this boot's kernel log read again into the new store: %d Xid(s)", count)
+        except Exception as exc:
+            log.error("this boot's Xids could not be read again into the new store: %s", exc)
+        finally:
+            if source is not None:
+                source.close()
 
     def _open(self, cursor: KernelLogCursor | None, stop: threading.Event) -> XidFollower:
         source = self._host.open_kernel_log(cursor)

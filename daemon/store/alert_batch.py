@@ -8,6 +8,10 @@ status share one notification per sink, naming the cards ("Power brake on cards 
 2, 3: ..."), with every member in its ``members``. Nothing waits for it: the pass
 commits its notifications at once, as it always did; grouping only decides how many.
 A card that turns bad in a later pass gets a notification of its own.
+
+A cause's notification also lists the symptoms folded into it (``also_affected``,
+``daemon.store.alert_inhibit``): those firing when it is queued, and one folded later in
+the same pass.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from sqlalchemy import Table, select, update
 from sqlalchemy.orm import Session
 
+from daemon.store.alert_inhibit import Inhibits, folded_into
 from daemon.store.models import Alert, AlertNotification
 
 NOTIFICATIONS: Table = AlertNotification.__table__  # type: ignore[assignment]
@@ -98,14 +103,37 @@ def sinks_told(session: Session, alert_id: int) -> list[str]:
 class NotificationBatch:
     """Queues the notifications of one pass, sharing one among a board-level group."""
 
-    def __init__(self, session: Session, now: datetime) -> None:
+    def __init__(self, session: Session, now: datetime, inhibits: Inhibits | None = None) -> None:
         self._session = session
         self.now = now
+        self.inhibits: Inhibits = inhibits or {}
         self._groups: dict[tuple[object, ...], tuple[int, dict[str, Any]]] = {}
+        self._queued: dict[int, list[int]] = {}  # alert id -> its rows queued in this pass
+
+    def fold(self, cause: Alert, symptom: Alert) -> None:
+        """``symptom`` was folded into ``cause``: its rows of this pass list it too."""
+        for row_id in self._queued.get(cause.id, []):
+            payload = self._session.execute(
+                select(NOTIFICATIONS.c.payload).where(NOTIFICATIONS.c.id == row_id)
+            ).scalar_one()
+            payload = {
+                **payload,
+                "also_affected": [*(payload.get("also_affected") or []), symptom.summary],
+            }
+            self._session.execute(
+                update(NOTIFICATIONS).where(NOTIFICATIONS.c.id == row_id).values(payload=payload)
+            )
+            for key, (grouped_row, _) in list(self._groups.items()):
+                if grouped_row == row_id:  # later members merge into what the row now says
+                    self._groups[key] = (row_id, payload)
 
     def queue(self, alert: Alert, sinks: Sequence[str], status: str, repeat: bool) -> int:
         """One notification per sink (or a place in this pass's group); how many are new."""
         payload = snapshot(alert, status, repeat)
+        if status == "firing" and self.inhibits:
+            affected = folded_into(self._session, alert, self.inhibits)
+            if affected:
+                payload["also_affected"] = affected
         key = group_key(alert)
         new = 0
         for sink in sinks:
@@ -117,6 +145,7 @@ class NotificationBatch:
                     update(NOTIFICATIONS).where(NOTIFICATIONS.c.id == row_id).values(payload=group)
                 )
                 self._groups[grouped] = (row_id, group)
+                self._queued.setdefault(alert.id, []).append(row_id)
                 continue
             row_id = self._session.execute(
                 NOTIFICATIONS.insert()
@@ -134,5 +163,6 @@ class NotificationBatch:
             ).scalar_one()
             if grouped is not None:
                 self._groups[grouped] = (int(row_id), payload)
+            self._queued.setdefault(alert.id, []).append(int(row_id))
             new += 1
         return new

@@ -10,7 +10,10 @@ Times here are wall-clock (``datetime``): repeats and grouping windows must surv
 restart, which a monotonic clock does not.
 
 One alert row per incident: while a fingerprint is firing, more firings fold into it
-(``count`` goes up, nothing is sent) unless they raise its severity. A resolve waits
+(``count`` goes up, nothing is sent) unless they raise its severity or change its advice
+(a warm reboot that became a cold power cycle is news). An alert whose cause fires
+(``AlertPolicy.inhibits``, ``daemon.store.alert_inhibit``) is stored but folded into the
+cause's notifications; it is sent on its own only if it outlives its cause. A resolve waits
 ``group_window_s`` (a flapping check that fires again within it stays one incident);
 a first firing is queued at once, never held by the window. Per-card alerts that fire
 (or resolve) together in one pass share one notification per sink
@@ -30,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from daemon.store import keyvalue
 from daemon.store.alert_batch import NotificationBatch, sinks_told
+from daemon.store.alert_inhibit import Inhibits, cause_of, released
 from daemon.store.db import Database, check_list_limit, require_aware
 from daemon.store.events import EventRow
 from daemon.store.models import Alert, AlertNotification, Event, StoredRow
@@ -47,6 +51,8 @@ class AlertSignal:
     ``prefix``: a resolve that applies to every open fingerprint starting with it (a
     reboot resolves every Xid alert of the boot). ``one_shot``: news with no later
     resolution (a daemon that stopped uncleanly, a test alert): stored resolved at once.
+    ``amend``: no firing, no notification: the open alerts it matches (``prefix`` too) of
+    the same severity take its advice (the latched Xid's advice follows the latch).
     """
 
     fingerprint: str
@@ -58,6 +64,7 @@ class AlertSignal:
     labels: dict[str, Any] = field(default_factory=dict)
     one_shot: bool = False
     prefix: bool = False
+    amend: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +88,14 @@ class SinkRoute:
 
 @dataclass(frozen=True, slots=True)
 class AlertPolicy:
-    """Timing of folding and repeats (``[alerts]``)."""
+    """Timing of folding and repeats (``[alerts]``), and which alerts fold into which.
+
+    ``inhibits``: cause alertname -> the alertnames it explains (``daemon.alerts.inhibit``).
+    """
 
     group_window_s: float = 60.0
     repeat_interval_s: float = 4 * 3600.0
+    inhibits: Inhibits = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +180,7 @@ def _fire(
         else next(iter(_open_alerts(session, signal.fingerprint, False)), None)
     )
     if current is None:
+        cause = None if signal.one_shot else cause_of(session, signal.labels, batch.inhibits)
         alert = Alert(
             fingerprint=signal.fingerprint,
             rule=signal.rule,
@@ -181,23 +193,42 @@ def _fire(
             one_shot=signal.one_shot,
             started_at=now,
             last_seen_at=now,
-            notified_at=now,
+            notified_at=None if cause is not None else now,
             resolved_at=now if signal.one_shot else None,
         )
         session.add(alert)
         session.flush()
+        if cause is not None:  # a symptom of a firing cause: told with it, not alone
+            batch.fold(cause, alert)
+            return 0
         return batch.queue(alert, wanted, FIRING, False)
     current.count += 1
     current.last_seen_at = now
     current.resolve_due_at = None  # flapping back within the window: still one incident
-    if signal.severity.rank <= current.severity.rank:
+    worse = signal.severity.rank > current.severity.rank
+    new_advice = (
+        signal.severity.rank >= current.severity.rank
+        and bool(signal.advice)
+        and signal.advice != current.advice
+    )
+    if not worse and not new_advice:
         return 0  # a duplicate: folded
-    current.severity = signal.severity  # worse than before: that is news
-    current.summary, current.advice = signal.summary, signal.advice
-    current.labels = dict(signal.labels)
-    current.notified_at = now
+    current.severity = max(signal.severity, current.severity, key=lambda s: s.rank)
+    current.summary, current.advice = signal.summary, signal.advice  # worse, or new advice:
+    current.labels = dict(signal.labels)  # that is news
     session.flush()
+    if current.notified_at is None and cause_of(session, current.labels, batch.inhibits):
+        return 0  # still a symptom of a firing cause
+    current.notified_at = now
     return batch.queue(current, wanted, FIRING, False)
+
+
+def _amend(session: Session, signal: AlertSignal) -> int:
+    """Open alerts of the signal's severity take its advice, quietly (nothing is queued)."""
+    for alert in _open_alerts(session, signal.fingerprint, signal.prefix):
+        if alert.severity is signal.severity and signal.advice:
+            alert.advice = signal.advice
+    return 0
 
 
 def _apply(
@@ -208,6 +239,8 @@ def _apply(
     batch: NotificationBatch,
 ) -> int:
     now = batch.now
+    if signal.amend:
+        return _amend(session, signal)
     if signal.fire:
         return _fire(session, signal, routes, now, batch)
     queued = 0
@@ -238,6 +271,18 @@ def _due(
         sinks = [r.name for r in routes if r.wants(alert.severity) and (critical or r.repeat_all)]
         alert.notified_at = now
         queued += batch.queue(alert, sinks, FIRING, True)
+    return queued
+
+
+def _release(session: Session, routes: Sequence[SinkRoute], batch: NotificationBatch) -> int:
+    """Folded symptoms that outlived their cause are sent now, as news of their own."""
+    if not batch.inhibits:
+        return 0
+    queued = 0
+    for alert in released(session, batch.inhibits):
+        alert.notified_at = batch.now
+        wanted = [route.name for route in routes if route.wants(alert.severity)]
+        queued += batch.queue(alert, wanted, FIRING, False)
     return queued
 
 
@@ -291,10 +336,11 @@ class AlertQueries(Database):
         ts = require_aware(now or datetime.now(UTC), "alert time")
         with self.write() as session:
             keyvalue.lock_key(session, ALERT_CURSOR)
-            batch = NotificationBatch(session, ts)
+            batch = NotificationBatch(session, ts, policy.inhibits)
             queued = sum(_apply(session, s, routes, policy, batch) for s in signals)
             session.flush()
             queued += _due(session, routes, policy, batch)
+            queued += _release(session, routes, batch)
             if cursor is not None:
                 keyvalue.set_value(session, ALERT_CURSOR, cursor, ts)
         return queued

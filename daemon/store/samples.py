@@ -314,9 +314,9 @@ class SampleQueries(Database):
 
     def upsert_cards(self, snapshot: RigSnapshot) -> list[CardMove]:
         """Record the cards of ``snapshot`` (new ones, moved slots); the moves."""
-        known = self._cards.copy()
         with self.write() as session:
-            written, moves = upsert_cards(session, snapshot, known)
+            # Copied inside the unit: a store started afresh forgot its cards just before.
+            written, moves = upsert_cards(session, snapshot, self._cards.copy())
         self._cards.committed(written)
         return moves
 
@@ -326,9 +326,9 @@ class SampleQueries(Database):
 
     def record_samples_batch(self, snapshots: Sequence[RigSnapshot]) -> list[CardMove]:
         """Store several polls in one transaction (backfills, benchmarks); the moves."""
-        known = self._cards.copy()
         try:
-            with self.write() as session:
+            with self.write() as session:  # the known cards read after the file guard ran
+                known = self._cards.copy()
                 result = record_samples(session, snapshots, known, self._sample_insert)
         except StoreError:
             self._cards.clear()  # the cache may be ahead of what is committed elsewhere

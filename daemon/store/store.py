@@ -11,6 +11,8 @@ are how store modules share one transaction; everything outside the store uses `
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -31,6 +33,8 @@ from daemon.store.rollups import RollupQueries
 from daemon.store.samples import SampleQueries
 from daemon.store.xids import XidQueries
 from hwcheck.model import EventKind, Severity
+
+log = logging.getLogger("fleetd.store")
 
 
 def sqlite_file(engine: Engine) -> Path | None:
@@ -92,14 +96,37 @@ class Store(
             store.watch_file(path)
         return store
 
+    def __init__(self, read_engine: Engine, write_engine: Engine, url: str) -> None:
+        """Use ``Store.open``; this wires already-migrated engines."""
+        super().__init__(read_engine, write_engine, url)
+        self._fresh_listeners: list[Callable[[], None]] = []
+
+    def add_fresh_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` when the file under the store was started afresh or replaced.
+
+        What fleetd keeps about its history in memory must then be written again (this
+        boot's Xids from the kernel log, the latch waiver, the running launch): the new
+        file holds none of it. Called in the thread whose write noticed it: be quick.
+        """
+        self._fresh_listeners.append(listener)
+
     def watch_file(self, path: Path) -> None:
         """Check ``path``'s inode before every write: a deleted or replaced file is noticed."""
         guard = FileGuard(path, self._read_engine.dispose, self._migrate_again)
 
         def before_write() -> None:
             guard.before_write()
-            for note in guard.take_notes():  # the reopened store's first record says why
+            notes = guard.take_notes()
+            if not notes:
+                return
+            self._cards.clear()  # rows of the old file: writing their ids fails the keys
+            for note in notes:  # the reopened store's first record says why
                 self.record_event(EventKind.DAEMON, Severity.WARNING, note)
+            for listener in self._fresh_listeners:
+                try:
+                    listener()
+                except Exception:
+                    log.exception("a listener of the fresh store failed")
 
         self._before_write = before_write
 

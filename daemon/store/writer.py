@@ -38,16 +38,37 @@ class _Failure:
     since_s: float
 
 
-def store_remedy(url: str) -> str:
-    """What to do when the store at ``url`` cannot write (names the file or the server)."""
+# What a failing write says, and what happened: each gets its own remedy.
+_FULL_WORDS = ("full", "no space left", "disk i/o error")
+_LOCK_WORDS = ("locked", "busy")
+_FILE_WORDS = ("was deleted", "was replaced", "integrity check")
+
+
+def store_remedy(url: str, error: str = "") -> str:
+    """What to do when the store at ``url`` cannot write, for the ``error`` it gave.
+
+    Names what happened (a full disk, another process's write lock, a ``fleet.db``
+    deleted or replaced under fleetd) and the file or server; a deleted file once got
+    "free disk space" for a foreign-key failure that was no disk's fault.
+    """
     prefix = "sqlite:///"
-    if url.startswith(prefix):
-        path = Path(url[len(prefix) :])
+    if not url.startswith(prefix):
+        return f"check the database server and its disk ({mask_url(url)})"
+    path = Path(url[len(prefix) :])
+    said = error.lower()
+    full = f"free disk space where {path} lives (df -h {path.parent})"
+    locked = f"stop the process that holds {path}'s write lock (fuser -v {path})"
+    if any(words in said for words in _FILE_WORDS):
         return (
-            f"free disk space where {path} lives (df -h {path.parent}); if another process "
-            f"holds its write lock, stop it (fuser -v {path})"
+            f"{path} was deleted or replaced while fleetd ran and cannot be used: move a "
+            f"damaged file aside (mv {path} {path}.bad) and check that {path.parent} is "
+            "writable with space left; fleetd then starts a fresh history"
         )
-    return f"check the database server and its disk ({mask_url(url)})"
+    if any(words in said for words in _FULL_WORDS):
+        return full
+    if any(words in said for words in _LOCK_WORDS):
+        return locked
+    return f"{full}; if another process holds its write lock, stop it (fuser -v {path})"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -60,7 +81,7 @@ class StoreWriter:
 
     def __init__(
         self,
-        remedy: str,
+        remedy: str | Callable[[str], str],
         *,
         stuck_after_s: float,
         max_pending: int = DEFAULT_MAX_PENDING,
@@ -123,7 +144,8 @@ class StoreWriter:
         with self._cond:
             failure, busy_since_s, dropped = self._failure, self._busy_since_s, self._dropped
         return StoreReading(
-            remedy=self._remedy,
+            # What to do names what happened (a full disk, a lock, a deleted fleet.db).
+            remedy=self._remedy_for("" if failure is None else failure.error),
             stuck_after_s=self._stuck_after_s,
             failure=None
             if failure is None
@@ -131,6 +153,9 @@ class StoreWriter:
             waiting_s=None if busy_since_s is None else now_s - busy_since_s,
             dropped=dropped,
         )
+
+    def _remedy_for(self, error: str) -> str:
+        return self._remedy(error) if callable(self._remedy) else self._remedy
 
     def record_failure(self, exc: BaseException) -> None:
         """A write done elsewhere (not through the queue) failed: the store is down."""

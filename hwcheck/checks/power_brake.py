@@ -4,6 +4,12 @@ Some boards assert PWRBRK# on every slot and the cards silently run at about 88 
 1,140 MHz, a quarter of their throughput. The signature is the brake bit with no
 thermal or power-cap cause, held over several samples: only that is critical (one
 sample could be a transient). A brake that has a thermal cause is a cooling problem.
+
+NVML defines the brake as asserted from outside the card, "e.g. by the system power
+supply": the advice says where the assertion comes from first. Every card braked at once
+points at what they share (the board driving PWRBRK# on its slots, or the power supply);
+one card alone at its own slot or riser. Only then the B30 fix, and only for a board that
+drives the pin: taping an undriven pin gains nothing and risks the contact (seeds).
 """
 
 from __future__ import annotations
@@ -14,9 +20,25 @@ from hwcheck.model import CheckResult, ClockEventReason, GpuSnapshot, Severity
 CHECK_ID = "power_brake"
 
 B30_REMEDY = (
-    "Kapton tape over PCIe pin B30 on this card's slot, or a riser that does not route B30 "
-    "(board asserts PWRBRK#)"
+    "Kapton tape over PCIe pin B30 on the card's edge, or a riser that does not route B30 "
+    "(only where the board drives PWRBRK#: taping an undriven pin gains nothing)"
 )
+EVERY_CARD_SOURCE = (
+    "every card is braked at once, so the assertion comes from what they share: the board "
+    "driving PWRBRK# on its slots (e.g. the ASUS Pro WS WRX80E-SAGE), or the power supply "
+    "(check its load and rating first)"
+)
+ONE_CARD_SOURCE = (
+    "only this card is braked, so the assertion comes from its own slot or riser: try "
+    "another slot or riser"
+)
+
+
+def brake_remedy(every_card: bool) -> str:
+    """Where the assertion comes from, then the B30 fix for a board that drives the pin."""
+    return f"{EVERY_CARD_SOURCE if every_card else ONE_CARD_SOURCE}; then {B30_REMEDY}"
+
+
 _THERMAL = ClockEventReason.HW_THERMAL_SLOWDOWN | ClockEventReason.SW_THERMAL_SLOWDOWN
 
 
@@ -44,8 +66,8 @@ def _explained(card: GpuSnapshot, label: str) -> CheckResult:
     )
 
 
-def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
-    """Judge one live card over the sustained-sample window."""
+def _judge(inp: CheckInput, card: GpuSnapshot, every_card: bool) -> CheckResult:
+    """Judge one live card over the sustained-sample window (``every_card``: all braked)."""
     label = card_label(card)
     needed = max(1, inp.profile.brake_sustained_samples)
     window = inp.history(card.index, needed)
@@ -57,7 +79,7 @@ def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
             Severity.CRITICAL,
             f"{label}: HW power brake active with no thermal or power cause in {braked} of "
             f"{needed} samples: {_readings(card)} (healthy: about 1,400 MHz)",
-            B30_REMEDY,
+            brake_remedy(every_card),
         )
     if braked:
         return CheckResult(
@@ -66,7 +88,7 @@ def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
             Severity.WARNING,
             f"{label}: HW power brake with no thermal or power cause seen in {braked} of "
             f"{len(window)} sample(s) ({needed} in a row confirm it); now {_readings(card)}",
-            f"watch it; if it persists: {B30_REMEDY}",
+            f"watch it; if it persists: {brake_remedy(every_card)}",
             confirmed=False,
         )
     if card.power_brake_active:
@@ -87,4 +109,7 @@ def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
 
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per live card."""
-    return [_judge(inp, card) for card in inp.live_cards()]
+    cards = inp.live_cards()
+    braked = [card for card in cards if card.power_brake_unexplained]
+    every_card = len(cards) > 1 and len(braked) == len(cards)
+    return [_judge(inp, card, every_card) for card in cards]

@@ -122,6 +122,18 @@ class MemtestReading:
 
 
 @dataclass(frozen=True, slots=True)
+class HostCommandsReading:
+    """The host's reboot and power-cycle commands as configured, and why each cannot run.
+
+    ``missing``: one line per configured command whose program this host lacks, naming
+    the config key and the program (empty: every configured program is here).
+    """
+
+    reboot: str
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Readings:
     """fleetd's own readings for one judgement; each ``None`` where it has none."""
 
@@ -129,3 +141,4 @@ class Readings:
     store: StoreReading | None = None
     canaries: CanaryReading | None = None
     memtest: MemtestReading | None = None
+    host_commands: HostCommandsReading | None = None

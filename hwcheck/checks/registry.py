@@ -32,6 +32,7 @@ from hwcheck.checks import (
     persistence,
     power_brake,
     power_cap,
+    reboot_command,
     store,
     temperature,
     vbios,
@@ -81,6 +82,7 @@ FLEETD_CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(store.CHECK_ID, store.check),
     RegisteredCheck(engine_output.CHECK_ID, engine_output.check),
     RegisteredCheck(memtest.CHECK_ID, memtest.check),
+    RegisteredCheck(reboot_command.CHECK_ID, reboot_command.check),
 )
 CHECKS: tuple[RegisteredCheck, ...] = HARDWARE_CHECKS + FLEETD_CHECKS
 # The hardware checks' ids (every report has them) and fleetd's own beside them.

@@ -1,9 +1,11 @@
-"""``vram_unlocked``: each card must report its unlocked 64 GB.
+"""``vram_unlocked``: each card must report its unlocked size.
 
-Bands follow the public unlock checkers (docs/domain.md "VRAM unlock bands"): >= 60,000 MiB,
-7,680..8,704 MiB stock (locked at 8,192 MiB), a 10de:2082 board at 40,960 MiB has been
-recorded, anything else is unexpected. A kernel upgrade without the cmpunlocker module
-silently relocks every card, which is why locked is critical.
+Bands follow the public unlock checkers (docs/domain.md "VRAM unlock bands"): >= 60,000 MiB
+unlocked, 7,680..8,704 MiB stock (locked at 8,192 MiB). The CMP 170HX also ships as a
+10de:2082 board, stock at about 10 GB (10,240 MiB) and recorded unlocked at 40,960 MiB: its stock
+band (10,240 +/- 512 MiB) is just as locked. Anything else is unexpected. A kernel
+upgrade without the cmpunlocker module silently relocks every card, which is why locked
+is critical, on both boards.
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ LOCKED_MIN_MIB = 7_680
 LOCKED_MAX_MIB = 8_704
 RECORDED_2082_MIB = 40_960
 DEVICE_ID_2082 = 0x2082
+# A 10de:2082 board's stock size (about 10 GB) and the same +/- 512 MiB band as the 20c2's.
+STOCK_2082_MIB = 10_240
+LOCKED_2082_MIN_MIB = 9_728
+LOCKED_2082_MAX_MIB = 10_752
 
 _LOCKED_REMEDY = (
     "locked at 8192 MiB: the cmpunlocker module is not loaded (a kernel upgrade relocks "
     "cards): rebuild/load it and reboot"
+)
+_LOCKED_2082_REMEDY = (
+    "locked at its stock 10,240 MiB (a 10de:2082 board; unlocked it reports 40,960 MiB): the "
+    "cmpunlocker module is not loaded (a kernel upgrade relocks cards): rebuild/load it and "
+    "reboot"
 )
 _UNEXPECTED_REMEDY = (
     "compare with nvidia-smi -q and the cmpunlocker version; record the board if it is genuine"
@@ -57,6 +68,20 @@ def check(inp: CheckInput) -> list[CheckResult]:
                     _LOCKED_REMEDY,
                 )
             )
+        elif (
+            card.pci_device_id == DEVICE_ID_2082
+            and LOCKED_2082_MIN_MIB <= total <= LOCKED_2082_MAX_MIB
+        ):
+            results.append(
+                CheckResult(
+                    CHECK_ID,
+                    card.index,
+                    Severity.CRITICAL,
+                    f"{label}: {shown}, the stock size of a 10de:2082 board: locked (unlocked "
+                    f"it reports {fmt_num(RECORDED_2082_MIB, 'MiB')})",
+                    _LOCKED_2082_REMEDY,
+                )
+            )
         elif total >= UNLOCKED_MIN_MIB and total >= baseline:
             results.append(
                 CheckResult(CHECK_ID, card.index, Severity.OK, f"{label}: {shown} (unlocked)")
@@ -88,8 +113,8 @@ def check(inp: CheckInput) -> list[CheckResult]:
                     CHECK_ID,
                     card.index,
                     Severity.WARNING,
-                    f"{label}: {shown} on a 10de:2082 board: unexpected but recorded on "
-                    "such boards",
+                    f"{label}: {shown} on a 10de:2082 board: its recorded unlocked size, "
+                    "below this rig's baseline; unexpected but recorded on such boards",
                     _UNEXPECTED_REMEDY,
                 )
             )

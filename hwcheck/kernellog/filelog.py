@@ -17,6 +17,7 @@ from pathlib import Path
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.kernellog.kmsg_format import KERN_WARNING_PRIO, format_kmsg_record, parse_kmsg_record
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
+from hwcheck.regular_file import open_regular_fd
 
 _READ_CHUNK_BYTES = 1 << 20
 _TAIL_PROBE_BYTES = 1 << 16
@@ -75,7 +76,8 @@ class FileSource:
     def _open_current(self) -> bool:
         """Open the file now at ``path`` (from its start); False when there is none yet."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            # A regular file only: a FIFO or a device named as the log would block or flood.
+            fd = open_regular_fd(self.path)
         except FileNotFoundError:
             return False
         except OSError as exc:

@@ -6,6 +6,11 @@ climb with the simulated uptime at the scenario's rates, so ``fleetctl check`` a
 see them climbing the way a bad riser's do. The simulated rig's baseline is its healthy
 self (the defaults), changed by ``[host.baseline]``: as if ``fleetctl init`` had run on
 the rig before whatever the scenario shows went wrong.
+
+A simulated reboot boots the default boot entry (``default_boot_kernel``). When that is
+not the baseline's patched kernel, the rig comes up as on a stock kernel: the running
+kernel and the command line's image are the entry's, every pair's P2P is not supported
+and (``SimulatedRig``) BAR1 is 256 MiB. That is the trap ``boot-drift`` warns about.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from hwcheck.model import GpuSnapshot, RigSnapshot
 from hwcheck.sim.scenario import CMP170HX_DEFAULTS, Scenario
 from hwcheck.sim.scenario_hostfacts import HostFactsScenario, SimCardHost, sim_module_path
 
+# BAR1 without the baseline kernel's bridge-window patch (the stock-kernel scenario's).
+STOCK_KERNEL_BAR1_MIB = 256
 # What a healthy card reads for the facts a baseline records.
 _BASELINE_CARD_FIELDS = (
     "bar1_total_mib",
@@ -53,10 +60,34 @@ def _per_uptime(rate_per_min: float, uptime_s: float) -> int:
 class SimulatedHostFacts:
     """Host facts, AER counters, replay counts and the baseline of one simulated rig."""
 
-    def __init__(self, scenario: Scenario, uptime_s: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        uptime_s: Callable[[], float],
+        booted_kernel: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """``booted_kernel``: what the last simulated reboot booted (None: no reboot yet)."""
         self._scenario = scenario
         self._facts: HostFactsScenario = scenario.host.facts
         self._uptime_s = uptime_s
+        self._booted_kernel = booted_kernel
+
+    def running_kernel(self) -> str:
+        """The kernel running now: the last reboot's, else the scenario's."""
+        return self._booted_kernel() or self._facts.kernel_release
+
+    def next_boot_kernel(self) -> str:
+        """What a reboot boots: the default entry (the running kernel when it is unknown)."""
+        return self._facts.default_boot_kernel or self.running_kernel()
+
+    def patched(self, kernel: str) -> bool:
+        """True for the baseline's kernel (the one with the BAR1 bridge-window patch)."""
+        return kernel == (self._facts.baseline.kernel_release or HostFactsScenario().kernel_release)
+
+    def _rebooted_stock(self) -> bool:
+        """A simulated reboot booted a kernel other than the baseline's."""
+        booted = self._booted_kernel()
+        return booted is not None and not self.patched(booted)
 
     def replay_count(self, index: int, base: int | None) -> int | None:
         """Card ``index``'s replay counter now: the scenario's value plus its climb."""
@@ -112,8 +143,12 @@ class SimulatedHostFacts:
 
     def _p2p(self, snapshot: RigSnapshot) -> tuple[P2pPair, ...]:
         live = [card for card in snapshot.cards if not card.lost]
+        stock = self._rebooted_stock()
         pairs = [
-            P2pPair(*pair_key(a.pci_bus_id, b.pci_bus_id), self._facts.pair(a.index, b.index))
+            P2pPair(
+                *pair_key(a.pci_bus_id, b.pci_bus_id),
+                P2pStatus.NOT_SUPPORTED if stock else self._facts.pair(a.index, b.index),
+            )
             for a, b in itertools.combinations(live, 2)
         ]
         return tuple(sorted(pairs, key=lambda pair: (pair.a, pair.b)))
@@ -121,15 +156,20 @@ class SimulatedHostFacts:
     def facts(self, snapshot: RigSnapshot) -> HostFacts:
         """Everything the real readers would read, as the scenario describes it now."""
         facts = self._facts
+        running = self.running_kernel()
+        cmdline = tuple(
+            f"BOOT_IMAGE=/vmlinuz-{running}" if arg.startswith("BOOT_IMAGE=") else arg
+            for arg in facts.cmdline
+        )
         boot_args = facts.boot_args or without_bootloader_args(facts.cmdline)
         default = facts.default_boot_kernel
         return HostFacts(
-            running_kernel=facts.kernel_release,
-            cmdline=facts.cmdline,
+            running_kernel=running,
+            cmdline=cmdline,
             default_boot=None
             if default is None
             else BootEntry(default, boot_args, f"Simulated Linux {default}", "simulated"),
-            module_path=facts.module_path or sim_module_path(facts.kernel_release),
+            module_path=facts.module_path or sim_module_path(running),
             module_srcversion=facts.module_srcversion,
             registry_dwords=facts.registry_dwords,
             cards=self._buses(),

@@ -34,7 +34,7 @@ from hwcheck.model import NVIDIA_VENDOR_ID, ClockEventReason, DeviceHolder, GpuS
 from hwcheck.sim.backend import SimulatedBackend
 from hwcheck.sim.cuda import SimulatedCudaProber
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
-from hwcheck.sim.hostfacts import SimulatedHostFacts
+from hwcheck.sim.hostfacts import STOCK_KERNEL_BAR1_MIB, SimulatedHostFacts
 from hwcheck.sim.memtest import SimulatedMemtester
 from hwcheck.sim.scenario import (
     CMP170HX_DEFAULTS,
@@ -111,7 +111,7 @@ class SimulatedRig:
         self._started_mono_s = 0.0
         self._uptime_at_start_s = 0.0
         self.rebooted = False  # a simulated reboot happened in this process (wedges cleared)
-        self.host_truth = SimulatedHostFacts(scenario, self.uptime_s)
+        self.host_truth = SimulatedHostFacts(scenario, self.uptime_s, self.booted_kernel)
         boot_id = self._files.read_boot_id()
         if boot_id is None:
             self._boot(reset_power_limits=False)
@@ -141,13 +141,17 @@ class SimulatedRig:
             self.kmsg_path.replace(self.state_dir / KMSG_ROTATED_FILE)
         self._files.write_boot_id(boot_id)
         state = HostState(boot_id=boot_id, booted_at=self._wall_clock())
-        if reset_power_limits:
+        if reset_power_limits:  # a reboot: it boots the default entry
+            state.booted_kernel = self.host_truth.next_boot_kernel()
             for card in self.scenario.cards:
+                overrides: dict[str, CardValue] = {}
                 if card.power_default_limit_w is not None:
-                    state.card_overrides[card.index] = {
-                        "power_limit_w": card.power_default_limit_w,
-                        "power_enforced_limit_w": card.power_default_limit_w,
-                    }
+                    overrides["power_limit_w"] = card.power_default_limit_w
+                    overrides["power_enforced_limit_w"] = card.power_default_limit_w
+                if not self.host_truth.patched(state.booted_kernel):
+                    overrides["bar1_total_mib"] = STOCK_KERNEL_BAR1_MIB
+                if overrides:
+                    state.card_overrides[card.index] = overrides
         self._files.write_state(state)
         self._state = state
         self._started_mono_s = self._clock()
@@ -170,7 +174,10 @@ class SimulatedRig:
 
         New boot id; power limits back at each card's default (the cap is lost, as on a
         real boot); the old kernel log rotated to ``sim-kmsg.log.1``; the timeline
-        restarts; every runtime fault (lost card, changed readings) is cleared.
+        restarts; every runtime fault (lost card, changed readings) is cleared. It boots
+        the default boot entry: when that is not the baseline's patched kernel (the
+        ``boot-drift`` scenario) the rig comes up on it with a 256 MiB BAR1 and no P2P, as
+        a real one does.
         """
         with self._lock:
             self._boot(reset_power_limits=True)
@@ -189,6 +196,11 @@ class SimulatedRig:
                 f"the simulated host cannot reboot: its disk ({self.state_dir}) is not "
                 "writable (read-only?); nothing was changed"
             )
+
+    def booted_kernel(self) -> str | None:
+        """The kernel the last simulated reboot booted (None: the scenario's, no reboot yet)."""
+        with self._lock:
+            return self._state.booted_kernel
 
     def boot_id(self) -> str:
         """The simulated ``/proc/sys/kernel/random/boot_id``."""
@@ -425,16 +437,21 @@ class SimulatedRig:
             stopped = set(self._stopped_containers)
         return [h for h in self.scenario.host.foreign_processes if h.container not in stopped]
 
-    def stop_container(self, name: str) -> bool:
-        """A foreign container of the scenario stops (``--stop-foreign``); False if unknown.
+    def signal_container(self, name: str, signal_name: str) -> bool | None:
+        """A signal to a foreign container of the scenario (``--stop-foreign``).
 
-        Its processes stop holding the cards. Kept in memory only: a restarted fleetd
-        sees the scenario's containers again, as it would see a restarted container.
+        True: it stopped (its processes stop holding the cards); False: it ignores the
+        signal (``ignores_signals`` in the scenario) and keeps running; None: no such
+        running container. Kept in memory only: a restarted fleetd sees the scenario's
+        containers again, as it would see a restarted container.
         """
-        known = {h.container for h in self.scenario.host.foreign_processes if h.container}
-        if name not in known:
-            return False
+        host = self.scenario.host
+        known = {h.container for h in host.foreign_processes if h.container}
         with self._lock:
+            if name not in known or name in self._stopped_containers:
+                return None
+            if name in host.containers_ignoring_signals:
+                return False
             self._stopped_containers.add(name)
         return True
 

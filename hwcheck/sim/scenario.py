@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import ClassVar, Final
 
 from hwcheck.model import GpuSnapshot
+from hwcheck.regular_file import read_regular
 from hwcheck.sim.fields import (
     CardValue,
     FieldError,
@@ -183,7 +184,7 @@ def load_scenario(name_or_path: str) -> Scenario:
             f"scenario {name_or_path}: {what}, and not a built-in scenario ({known})"
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")  # a FIFO or a device: one line, no hang
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"scenario {name_or_path}: cannot read it: {exc}") from None
     return parse_scenario(text, name_or_path, path.stem)

@@ -15,6 +15,7 @@ from hwcheck.sim.fields import (
     FieldError,
     card_index,
     check_card_field,
+    expect_bool,
     expect_int,
     expect_list,
     expect_seconds,
@@ -35,6 +36,9 @@ class HostScenario:
     """
 
     foreign_processes: tuple[DeviceHolder, ...] = ()
+    # Foreign containers whose processes ignore SIGINT and SIGTERM (``ignores_signals``):
+    # ``--stop-foreign`` must leave them running and refuse, never kill them.
+    containers_ignoring_signals: frozenset[str] = frozenset()
     extra_pci_devices: tuple[PciDevice, ...] = ()
     boot_log: tuple[str, ...] = ()
     # Every snapshot's NVML reads take this long (a sick GPU's slow driver); beyond the
@@ -76,17 +80,26 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
         ),
     )
     holders: list[DeviceHolder] = []
+    stubborn: set[str] = set()
     for i, entry in enumerate(
         expect_list("host.foreign_processes", table.get("foreign_processes", []))
     ):
         path = f"host.foreign_processes[{i}]"
         item = expect_table(path, entry)
         reject_unknown(
-            path, item, frozenset({"pid", "name", "device", "cmdline", "container", "image"})
+            path,
+            item,
+            frozenset(
+                {"pid", "name", "device", "cmdline", "container", "image", "ignores_signals"}
+            ),
         )
         for required in ("pid", "name", "device"):
             if required not in item:
                 raise FieldError(f"{path}.{required}", "missing")
+        if expect_bool(f"{path}.ignores_signals", item.get("ignores_signals", False)):
+            if "container" not in item:
+                raise FieldError(f"{path}.ignores_signals", "only a container's process can")
+            stubborn.add(expect_str(f"{path}.container", item["container"]))
         holders.append(
             DeviceHolder(
                 pid=expect_int(f"{path}.pid", item["pid"]),
@@ -125,6 +138,7 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
     delay_s = optional_seconds("host.nvml_delay_s", table.get("nvml_delay_s")) or 0.0
     return HostScenario(
         foreign_processes=tuple(holders),
+        containers_ignoring_signals=frozenset(stubborn),
         extra_pci_devices=tuple(devices),
         boot_log=lines,
         nvml_delay_s=delay_s,

@@ -33,12 +33,15 @@ class HostState:
 
     ``card_overrides`` maps a card index to the fields changed at runtime (fault API,
     timeline steps, power limits set through the backend); a reboot clears it.
+    ``booted_kernel``: the kernel a simulated reboot booted (the default entry then); None
+    before the first reboot, when the scenario's running kernel is it.
     """
 
     boot_id: str
     booted_at: datetime
     fired_steps: list[str] = field(default_factory=list)
     card_overrides: dict[int, dict[str, CardValue]] = field(default_factory=dict)
+    booted_kernel: str | None = None
 
     def to_json(self) -> dict[str, object]:
         """The ``sim-state.json`` document."""
@@ -50,6 +53,7 @@ class HostState:
             "card_overrides": {
                 str(index): dict(fields) for index, fields in sorted(self.card_overrides.items())
             },
+            **({} if self.booted_kernel is None else {"booted_kernel": self.booted_kernel}),
         }
 
     @classmethod
@@ -87,9 +91,12 @@ class HostState:
                     name: check_card_field(f"card_overrides.{key}", name, value)
                     for name, value in fields.items()
                 }
+            booted_kernel = document.get("booted_kernel")
+            if booted_kernel is not None and not isinstance(booted_kernel, str):
+                raise FieldError("booted_kernel", "expected a string")
         except FieldError as exc:
             raise SimStateError(f"simulated host state {where}: {exc}") from None
-        return cls(boot_id, booted_at, list(fired), overrides)
+        return cls(boot_id, booted_at, list(fired), overrides, booted_kernel)
 
 
 class StateFiles:

@@ -2,7 +2,9 @@
 
 Two kinds of rules: the generic vLLM rules every recipe gets (``rules_generic``, plus
 fits-the-cards in ``fit``) and the rule set of the model build a recipe names with
-``family`` (``rulesets``; a recipe without one gets the generic rules only). Each finding
+``family`` (``rulesets``), or, without the key, of the build the evidence points at
+(``family_evidence``: the checkpoint, the flags, the model's name; a note says which);
+``family = "none"`` gets the generic rules only. Each finding
 has a rule id, names the recipe key it is about (or the flag, for ``extra_args``), the
 offending value and the reason. Rules about the recipe itself are errors when the launch
 would crash, wedge a card or lose most of the throughput, warnings when it only degrades;
@@ -24,9 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from serving.recipe.family_evidence import FamilyChoice, choose_family
 from serving.recipe.findings import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, Finding, exit_code
 from serving.recipe.fit import FIT_RULE_IDS, rule_fits_cards
 from serving.recipe.lint_context import LintContext, RigCards
+from serving.recipe.masking import masked_findings
 from serving.recipe.model_dir import ModelFacts, host_model_path, read_model_dir
 from serving.recipe.recipe import (
     PYTHON_PLACEHOLDER,
@@ -66,9 +70,18 @@ def waivable_rule_ids() -> frozenset[str]:
     return frozenset(ids)
 
 
+def _family_note(choice: FamilyChoice) -> list[Finding]:
+    """The note naming the evidence that chose (or overruled) an inferred family."""
+    reason = choice.note()
+    if reason is None:
+        return []
+    shown = choice.family.name if choice.family is not None else "none"
+    return [Finding("family-inferred", "note", "family", shown, reason)]
+
+
 def _rule_findings(ctx: LintContext) -> list[Finding]:
     """The generic rules, then the family's; generic ids the family replaces are dropped."""
-    rule_set = None if ctx.recipe.family is None else RULE_SETS.get(ctx.recipe.family)
+    rule_set = None if ctx.family is None else RULE_SETS.get(ctx.family.name)
     replaced = rule_set.overrides if rule_set is not None else frozenset()
     findings = [
         finding
@@ -177,13 +190,22 @@ def lint_recipe(
     else:
         recipe, findings = parse_recipe_table(recipe_or_table)
     if recipe is None:
-        return findings
+        return masked_findings(findings, dict(recipe_or_table))
     facts = model_facts(recipe) if model is True else (model or None)
-    ctx = LintContext(recipe, model=facts, cards=cards or RigCards(), layers_override=model_layers)
+    choice = choose_family(recipe, facts)
+    ctx = LintContext(
+        recipe,
+        model=facts,
+        cards=cards or RigCards(),
+        family=choice.family,
+        layers_override=model_layers,
+    )
+    findings += _family_note(choice)
     findings += _rule_findings(ctx)
     if host_checks:
         findings += _host_findings(recipe, port_in_use or ports.port_in_use, python)
-    return apply_waivers(recipe, findings)
+    launch = {"extra_args": recipe.extra_args, "env": recipe.env}
+    return masked_findings(apply_waivers(recipe, findings), launch)  # never a secret shown
 
 
 def lint_path(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving.recipe.families import FAMILIES, Family
+from serving.recipe.families import Family
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagGroup, find_flag, split_flags
 from serving.recipe.model_dir import ModelFacts
@@ -63,14 +63,16 @@ class LintContext:
         *,
         model: ModelFacts | None,
         cards: RigCards,
+        family: Family | None = None,
         layers_override: int | None = None,
     ) -> None:
+        """``family``: the rule set chosen for it (``family_evidence.choose_family``)."""
         self.recipe = recipe
         self.model = model
         self.cards = cards
         self.flags: list[FlagGroup] = split_flags(recipe.extra_args)
         self.env = recipe.env
-        self.family: Family | None = None if recipe.family is None else FAMILIES[recipe.family]
+        self.family = family
         self.layers, self.layers_source = self._layers(layers_override)
 
     def _layers(self, override: int | None) -> tuple[int | None, str | None]:

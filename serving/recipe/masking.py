@@ -27,12 +27,17 @@ or a database password must reach none of them. The rules:
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import threading
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride
 from serving.recipe.spec import LaunchSpec
+from serving.recipe.vllm_flags import KNOWN_FLAGS
 
 MASK = "***"
 # A name is secret when its last word is one of these (``HF_TOKEN``, ``MYSQL_PWD``)...
@@ -40,7 +45,9 @@ _SECRET_LAST_WORDS = frozenset(
     {
         "TOKEN",
         "KEY",
+        "KEYS",
         "APIKEY",
+        "APIKEYS",
         "ACCESSKEY",
         "SECRETKEY",
         "SECRET",
@@ -59,6 +66,8 @@ _SECRET_LAST_ENDINGS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "APIKEY")
 _SECRET_ANY_WORD = re.compile(
     r"AUTH(?:N|Z|ORIZATION|ENTICATION|TOKEN|KEY)?|SECRET|PASSWORD|PASSWD|CREDENTIALS?"
 )
+# ... or when one of its words holds one of these (``SESSION_COOKIE``, ``PRIVATE_KEY_PEM``).
+_SECRET_WORD_PARTS = ("COOKIE", "PEM", "PRIVATE")
 # Alone, these are the shell's working directory and its predecessor, not passwords.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 _NAME_WORDS = re.compile(r"[^A-Za-z0-9]+")
@@ -77,8 +86,23 @@ KNOWN_SECRET_FLAGS: frozenset[str] = frozenset(
 # Other flags are judged word by word, so --tokenizer or --max-num-batched-tokens keep
 # their values while --my-secret or --s3-access-key lose theirs.
 _SECRET_FLAG_WORDS = frozenset(
-    {"token", "key", "secret", "password", "passwd", "passphrase", "pwd", "credential"}
+    {
+        "token",
+        "key",
+        "keys",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "credential",
+        "cookie",
+    }
 )
+# argparse takes any unambiguous prefix of a long flag (``--api-ke VALUE`` is
+# ``--api-key``): a prefix of a secret flag this long or longer is one, unless it is a
+# flag of its own (``--ssl-keyfile``), which argparse prefers.
+MIN_ABBREVIATION_CHARS = 4
 # Container runtime options whose value is ``NAME=VALUE`` (judged by NAME).
 _ENV_OPTIONS = frozenset({"-e", "--env"})
 # scheme://user:PASSWORD@host: the password runs to the last "@" before the first "/",
@@ -102,6 +126,25 @@ _AUTHORIZATION = re.compile(
     r"(?P<head>\bAuthorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)"
     r"(?P<secret>[^\s\"',;]+)",
     re.IGNORECASE,
+)
+# ``NAME: VALUE`` / ``NAME=VALUE`` in any quoting (a header ``x-api-key: V``, a log's
+# `` token=V``, vLLM's ``'api_key': 'V'``, JSON's ``"password": "V"``): VALUE is hidden
+# when NAME is a secret name (or ``--flag`` a secret flag). A quoted value runs to its
+# closing quote; a bare one to a space or a separator.
+_NAMED_VALUE = re.compile(
+    r"""(?<![\w.-])(?P<q>["']?)(?P<name>-{0,2}[A-Za-z_][\w.-]*)(?P=q)"""
+    r"""(?P<sep>\s*[:=]\s*)"""
+    r"""(?P<value>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|[^\s,;}\])'"&<>]+)"""
+)
+# ``--secret-flag VALUE`` in a line (an echoed command line), and a user's password given
+# to curl and friends as ``-u user:PASSWORD`` / ``--user user:PASSWORD``.
+_FLAG_VALUE = re.compile(
+    r"""(?<!\S)(?P<flag>--?[A-Za-z][\w-]*)(?P<sep>\s+)(?P<q>["']?)(?P<value>[^\s"']+)(?P=q)"""
+)
+_USER_FLAGS = frozenset({"-u", "--user", "--proxy-user"})
+# ``user:PASSWORD@host`` without a scheme (``git``, ``rsync``, a proxy setting).
+_USER_PASSWORD = re.compile(
+    r"(?<![\w/:@.%+-])(?P<head>[A-Za-z_][\w.+-]*:)(?P<secret>[^\s:@/\"']+)(?=@[A-Za-z0-9])"
 )
 # Known values shorter than this are not searched for in free text (a one-letter password
 # would garble every line); they are still masked wherever a rule above finds them.
@@ -130,16 +173,26 @@ def is_secret_name(name: str) -> bool:
         last in _SECRET_LAST_WORDS
         or last.endswith(_SECRET_LAST_ENDINGS)
         or any(_SECRET_ANY_WORD.fullmatch(word) for word in words)
+        or any(part in word for word in words for part in _SECRET_WORD_PARTS)
     )
 
 
 def is_secret_flag(flag: str) -> bool:
-    """True for a flag whose value is a secret (known, or by a word of its name)."""
+    """True for a flag whose value is a secret (known, abbreviated, or by a word of its name)."""
     normalized = "--" + flag.lstrip("-").replace("_", "-").lower()
     if normalized in KNOWN_SECRET_FLAGS:
         return True
+    if flag.startswith("--") and _abbreviates_a_secret_flag(normalized):
+        return True
     words = re.split(r"[-_]+", flag.lstrip("-").lower())
     return any(word in _SECRET_FLAG_WORDS for word in words)
+
+
+def _abbreviates_a_secret_flag(normalized: str) -> bool:
+    """``--api-ke``, ``--hf-tok``: a prefix argparse would expand to a secret flag."""
+    if len(normalized) < MIN_ABBREVIATION_CHARS or normalized in KNOWN_FLAGS:
+        return False
+    return any(known.startswith(normalized) for known in KNOWN_SECRET_FLAGS)
 
 
 def _hide(value: str, found: set[str] | None) -> str:
@@ -161,9 +214,34 @@ def _searchable(value: str) -> bool:
     return len(value) >= MIN_KNOWN_SECRET_CHARS and value.lower() not in _PLAIN_VALUES
 
 
+def secret_forms(value: str) -> set[str]:
+    r"""``value`` as it may be printed: plain, shell-quoted, JSON, Python repr, URL-encoded.
+
+    A secret holding a quote or a backslash is printed escaped (vLLM prints its arguments
+    as a Python dict, where ``QUO'TE"`` reads ``'QUO\'TE"'``), so the plain value alone
+    would not be found.
+    """
+    backslashed = value.replace("\\", "\\\\")
+    forms = {
+        value,
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+        backslashed.replace("'", "\\'"),  # repr's form inside single quotes
+        backslashed.replace('"', '\\"'),  # ... and inside double quotes
+        # Shell quoting, inside its outer quotes: 'QUO'"'"'TE' and 'QUO'\''TE'.
+        value.replace("'", "'\"'\"'"),
+        value.replace("'", "'\\''"),
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value, safe=""),
+    }
+    return {form for form in forms if _searchable(form)}
+
+
 def _known_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
-    """One pattern for the searchable ``values``, longest first (a secret holding another)."""
-    ordered = sorted({v for v in values if _searchable(v)}, key=lambda v: (-len(v), v))
+    """One pattern for every form of the searchable ``values``, longest first."""
+    forms = {form for value in values if _searchable(value) for form in secret_forms(value)}
+    ordered = sorted(forms, key=lambda v: (-len(v), v))  # a secret holding another
     return re.compile("|".join(re.escape(value) for value in ordered)) if ordered else None
 
 
@@ -184,13 +262,55 @@ def mask_url_passwords(text: str, found: set[str] | None = None) -> str:
 
 
 def mask_text(text: str, found: set[str] | None = None) -> str:
-    """``text`` with URL passwords and bearer or ``Authorization`` credentials masked."""
+    """``text`` with every secret a value rule finds masked (see the module).
+
+    URL passwords and query tokens, bearer and ``Authorization`` credentials, the value
+    of any secret-named ``NAME: VALUE``/``NAME=VALUE`` in any quoting, ``--secret-flag
+    VALUE``, ``-u user:PASSWORD`` and ``user:PASSWORD@host``.
+    """
     masked = mask_url_passwords(text, found)
     if "earer" in masked or "EARER" in masked:
         masked = _sub(_BEARER, masked, found)
     if "uthorization" in masked or "UTHORIZATION" in masked:
         masked = _sub(_AUTHORIZATION, masked, found)
+    if ":" in masked or "=" in masked:
+        masked = _NAMED_VALUE.sub(lambda match: _named_value(match, found), masked)
+    if "-" in masked:
+        masked = _FLAG_VALUE.sub(lambda match: _flag_value(match, found), masked)
+    if "@" in masked:
+        masked = _sub(_USER_PASSWORD, masked, found)
     return masked
+
+
+def _hidden_value(raw: str, found: set[str] | None) -> str:
+    """``raw`` (bare or quoted) with its content hidden, its quotes kept."""
+    quote = raw[0] if raw[:1] in ("'", '"') and len(raw) >= 2 and raw[-1] == raw[0] else ""
+    inner = raw[1:-1] if quote else raw
+    if not inner or inner == MASK or inner.lower() in _PLAIN_VALUES:
+        return raw  # nothing secret: empty, already hidden, or a setting such as None
+    return f"{quote}{_hide(inner, found)}{quote}"
+
+
+def _named_value(match: re.Match[str], found: set[str] | None) -> str:
+    name = match.group("name")
+    if name.lower().lstrip("-").endswith("authorization"):
+        return match.group(0)  # its own rule keeps the scheme word (``Bearer ***``)
+    secret = is_secret_flag(name) if name.startswith("-") else is_secret_name(name)
+    if not secret:
+        return match.group(0)
+    head = match.group(0)[: match.start("value") - match.start(0)]
+    return head + _hidden_value(match.group("value"), found)
+
+
+def _flag_value(match: re.Match[str], found: set[str] | None) -> str:
+    flag, value, quote = match.group("flag"), match.group("value"), match.group("q")
+    head = f"{flag}{match.group('sep')}{quote}"
+    if flag in _USER_FLAGS and ":" in value:
+        user, _, password = value.partition(":")
+        return f"{head}{user}:{_hidden_value(password, found)}{quote}"
+    if value.startswith("-") or not flag.startswith("--") or not is_secret_flag(flag):
+        return match.group(0)
+    return f"{head}{_hidden_value(value, found)}{quote}"
 
 
 def _mask_assignment(assignment: str, found: set[str] | None) -> str:
@@ -263,22 +383,58 @@ def mask_argv(argv: Sequence[str], found: set[str] | None = None) -> list[str]:
     return _mask_known(masked, hidden)
 
 
-def mask_spec(spec: LaunchSpec) -> LaunchSpec:
-    """``spec`` as it may be served: argv, environment and preset overrides masked."""
+def mask_spec(spec: LaunchSpec, known: KnownSecrets | None = None) -> LaunchSpec:
+    """``spec`` as it may be served: argv, environment and preset overrides masked.
+
+    ``known`` (fleetd's ``KnownSecrets``) also hides the secrets fleetd holds wherever
+    they stand in the launch, in any of their printed forms.
+    """
+    # A value hidden in the flags is hidden in the environment too, and the other way round.
+    hidden = set(secret_values(spec.argv, spec.env))
+
+    def masked_argv(words: Sequence[str]) -> tuple[str, ...]:
+        shown = _mask_known(mask_argv(words), hidden)
+        return tuple(shown if known is None else (known.mask(word) for word in shown))
+
     overrides = tuple(
-        FlagOverride(
-            item.flag,
-            tuple(mask_argv(item.preset_tokens)),
-            tuple(mask_argv(item.recipe_tokens)),
-        )
+        FlagOverride(item.flag, masked_argv(item.preset_tokens), masked_argv(item.recipe_tokens))
         for item in spec.preset_overrides
     )
+    env = dict(zip(spec.env, _mask_known(mask_env(spec.env).values(), hidden), strict=True))
+    if known is not None:
+        env = {name: known.mask(value) for name, value in env.items()}
     return dataclasses.replace(
-        spec,
-        argv=tuple(mask_argv(spec.argv)),
-        env=mask_env(spec.env),
-        preset_overrides=overrides,
+        spec, argv=masked_argv(spec.argv), env=env, preset_overrides=overrides
     )
+
+
+def masked_findings(findings: Iterable[Finding], table: Mapping[str, Any]) -> list[Finding]:
+    """Lint findings as they may be shown: no finding names a secret value.
+
+    A finding about a secret flag or variable shows ``***`` for its value; any other
+    value or reason is masked by the value rules and by every value the recipe
+    ``table`` (its ``extra_args`` and ``env``) hides: a near-miss flag's finding once
+    printed ``--api-ke``'s key in the profiles list.
+    """
+    args = table.get("extra_args")
+    env = table.get("env")
+    hidden = set(
+        secret_values(
+            [str(arg) for arg in args] if isinstance(args, list | tuple) else [],
+            {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else {},
+        )
+    )
+    shown: list[Finding] = []
+    for finding in findings:
+        key = finding.key
+        secret = (key.startswith("-") and is_secret_flag(key)) or (
+            key.startswith("env.") and is_secret_name(key[len("env.") :])
+        )
+        value, reason = _mask_known([mask_text(finding.value), mask_text(finding.reason)], hidden)
+        if secret and finding.value:
+            value = MASK
+        shown.append(dataclasses.replace(finding, value=value, reason=reason))
+    return shown
 
 
 def secret_values(argv: Sequence[str], env: Mapping[str, str]) -> frozenset[str]:

@@ -1,8 +1,9 @@
-"""What the checkpoint on this host says about itself: its layer count and its size.
+"""What the checkpoint on this host says about itself: its model, layer count and size.
 
 The partition must sum to the model's decoder layers (40, 43, 45 or 78 on the rigs the
 seeds describe, never one number for all), and the weights must fit on the cards: both
-are read from the model directory when it is readable here. A container recipe names the
+are read from the model directory when it is readable here, and so is which model it is
+(``model_type``, ``architectures``: the strongest evidence of the rule set that applies). A container recipe names the
 model by its path inside the container, so that path is mapped back through ``mounts``.
 Reading is cheap (one small JSON file and a ``stat`` per weight file): the daemon does it
 before every start.
@@ -27,7 +28,8 @@ class ModelFacts:
     """What one model directory says; ``None`` where it says nothing readable.
 
     ``layers_source`` names where the count came from (``config.json num_hidden_layers``);
-    ``weight_files`` is how many files ``weight_bytes`` sums.
+    ``weight_files`` is how many files ``weight_bytes`` sums. ``model_type`` and
+    ``architectures`` are config.json's (``text_config``'s when the top level has none).
     """
 
     path: Path
@@ -35,6 +37,8 @@ class ModelFacts:
     layers_source: str | None = None
     weight_bytes: int | None = None
     weight_files: int = 0
+    model_type: str | None = None
+    architectures: tuple[str, ...] = ()
 
 
 def host_model_path(model: str, mounts: tuple[str, ...], in_container: bool) -> Path | None:
@@ -72,6 +76,22 @@ def _layers(config: Mapping[str, Any]) -> tuple[int, str] | None:
     return None
 
 
+def _identity(config: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """``model_type`` and ``architectures``, from the top level, else ``text_config``."""
+    model_type: str | None = None
+    architectures: tuple[str, ...] = ()
+    for table in (config, config.get("text_config")):
+        if not isinstance(table, Mapping):
+            continue
+        found = table.get("model_type")
+        if model_type is None and isinstance(found, str) and found.strip():
+            model_type = found.strip()
+        names = table.get("architectures")
+        if not architectures and isinstance(names, list):
+            architectures = tuple(name for name in names if isinstance(name, str) and name)
+    return model_type, architectures
+
+
 def _weights(directory: Path) -> tuple[int, int] | None:
     total, count = 0, 0
     try:
@@ -94,12 +114,15 @@ def read_model_dir(path: Path) -> ModelFacts | None:
     if not path.is_dir():
         return None
     layers: tuple[int, str] | None = None
+    model_type: str | None = None
+    architectures: tuple[str, ...] = ()
     try:
         config = json.loads((path / CONFIG_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         config = None
     if isinstance(config, Mapping):
         layers = _layers(config)
+        model_type, architectures = _identity(config)
     weights = _weights(path)
     return ModelFacts(
         path=path,
@@ -107,4 +130,6 @@ def read_model_dir(path: Path) -> ModelFacts | None:
         layers_source=None if layers is None else layers[1],
         weight_bytes=None if weights is None else weights[0],
         weight_files=0 if weights is None else weights[1],
+        model_type=model_type,
+        architectures=architectures,
     )

@@ -23,9 +23,11 @@ from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from serving.recipe.families import FAMILIES, family_names
+from hwcheck.regular_file import read_regular
+from serving.recipe.families import FAMILIES, NO_FAMILY, family_names
 from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
+from serving.recipe.masking import masked_findings
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
 
 RecipeMode = Literal["process", "docker", "podman"]
@@ -144,9 +146,10 @@ class Recipe(BaseModel):
     expected_decode_tok_s: float | None = Field(default=None, gt=0)
     expected_prefill_tok_s: float | None = Field(default=None, gt=0)
     expected_reasoning_field: ReasoningField | None = None
-    # The model build whose rule set applies (``serving.recipe.families``); none: the
-    # generic vLLM rules only. ``num_layers``: the decoder layers, when the checkpoint's
-    # config.json cannot be read from here. Lint input only.
+    # The model build whose rule set applies (``serving.recipe.families``); ``"none"``:
+    # the generic vLLM rules only; unset: inferred from the checkpoint, the flags and the
+    # model's name (``family_evidence``). ``num_layers``: the decoder layers, when the
+    # checkpoint's config.json cannot be read from here. Lint input only.
     family: str | None = None
     num_layers: int | None = Field(default=None, ge=1)
     lint: LintTable = Field(default_factory=LintTable)
@@ -194,8 +197,9 @@ class Recipe(BaseModel):
     @field_validator("family")
     @classmethod
     def _check_family(cls, value: str | None) -> str | None:
-        if value is not None and value not in FAMILIES:
-            raise ValueError(f"unknown family {value!r} (known: {', '.join(family_names())})")
+        if value is not None and value != NO_FAMILY and value not in FAMILIES:
+            known = ", ".join([*family_names(), NO_FAMILY])
+            raise ValueError(f"unknown family {value!r} (known: {known})")
         return value
 
     @field_validator("host")
@@ -457,6 +461,7 @@ def parse_recipe_table(table: Mapping[str, Any]) -> tuple[Recipe | None, list[Fi
 def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
     """A valid recipe from a table, or ``RecipeError`` naming ``source``, key and problem."""
     recipe, findings = parse_recipe_table(table)
+    findings = masked_findings(findings, table)  # a bad value of a secret key is not echoed
     if findings:
         more = len(findings) - 1
         extra = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -469,9 +474,9 @@ def recipe_from_table(table: Mapping[str, Any], source: str) -> Recipe:
 def read_recipe_table(path: Path) -> dict[str, Any]:
     """The TOML table of a recipe file; ``RecipeError`` for unreadable files or bad TOML."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")  # a FIFO or a device: one line, no hang
     except OSError as exc:
-        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise RecipeError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text: {exc.reason}") from exc
     try:

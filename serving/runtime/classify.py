@@ -28,6 +28,8 @@ class CrashClass(enum.StrEnum):
     KV_OOM = "kv_oom"
     DRIVER_POISONED = "driver_poisoned"
     RPC_TIMEOUT = "rpc_timeout"
+    UNSUPPORTED_ARCH = "unsupported_arch"
+    ALLOCATOR_VMM = "allocator_vmm"
     OOM_KILLED = "oom_killed"
     UNKNOWN = "unknown"
 
@@ -67,6 +69,18 @@ _SIGNATURES: tuple[tuple[CrashClass, re.Pattern[str]], ...] = (
             r"|device-side assert"
         ),
     ),
+    # Stock vLLM's DeepSeek V4 kernels (DeepGEMM's hyperconnection) have no sm_80 path:
+    # "Assertion error (csrc/apis/hyperconnection.hpp:56): Unsupported architecture".
+    (
+        CrashClass.UNSUPPORTED_ARCH,
+        re.compile(r"Assertion\w*[ (:][^\n]*Unsupported architecture"),
+    ),
+    # expandable_segments (CUDA VMM) fails on the GA100 CMP at model load with memory free:
+    # "cannot map 20 MB with 28.6 GiB free".
+    (
+        CrashClass.ALLOCATOR_VMM,
+        re.compile(r"cannot map \d+(?:\.\d+)? ?[KMGT]i?B with [\d.]+ ?[KMGT]i?B free"),
+    ),
     (CrashClass.KV_OOM, re.compile(r"No available memory for the cache blocks")),
     (CrashClass.RPC_TIMEOUT, re.compile(r"RPC call to \w+ timed out")),
     (CrashClass.ENGINE_DEAD, re.compile(r"EngineDeadError|EngineCore failed to start")),
@@ -104,6 +118,15 @@ _ADVICE: Mapping[CrashClass, str] = MappingProxyType(
         CrashClass.RPC_TIMEOUT: (
             "a worker stopped answering (RPC timeout): check the layer partition for the card "
             "count and the kernel log for an Xid"
+        ),
+        CrashClass.UNSUPPORTED_ARCH: (
+            "stock vLLM has no sm_80 kernels for this model (Unsupported architecture): run the "
+            "sm_80 fork the dsv4-flash presets name (haosdent/vllm dsv4-flash-a100 with "
+            "allover326's patches), not stock vLLM"
+        ),
+        CrashClass.ALLOCATOR_VMM: (
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True cannot map memory on the GA100 CMP "
+            "(CUDA VMM): remove expandable_segments from the recipe's [env]"
         ),
         CrashClass.OOM_KILLED: (
             "the kernel or the container runtime killed the engine for memory: raise the memory "

@@ -4,8 +4,10 @@
 vllm-glm:int4, docker) holds port 8098" is. A holder is ours when it is the engine this
 fleetd supervises (its process tree, or the container it launched); anything else is
 foreign and named, a container by its name and image, a bare process by its pid and
-command line. ``--stop-foreign`` stops foreign containers with the runtime's own graceful
-``stop`` (never ``kill -9``, never ``rm -f``); a foreign bare process is named, never
+command line. ``--stop-foreign`` stops foreign containers signal by signal with the
+runtime's ``kill --signal``: SIGINT (vLLM's graceful stop), then SIGTERM, each given its
+grace; never ``stop --time`` (it ends in SIGKILL), never ``rm -f``. A container still
+running after both is refused, not killed. A foreign bare process is named, never
 signalled. The container runtime is reached through ``ContainerProbe`` (the real CLIs in
 ``foreign_containers``, the scenario under ``--simulate``).
 """
@@ -57,12 +59,29 @@ class Holder:
         return f"{self.what} is held by a process fleetd cannot see (run fleetd as root to name it)"
 
 
+# The signals ``--stop-foreign`` sends, in order, each with its grace; never SIGKILL.
+STOP_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+def kill_command(runtime: str, signal_name: str, name: str) -> tuple[str, ...]:
+    """``docker kill --signal SIGINT NAME`` as shown in an outcome."""
+    return (runtime, "kill", "--signal", signal_name, name)
+
+
+def still_running(sent: list[str], grace_s: float) -> str:
+    """The outcome's detail for a container that outlived every signal sent."""
+    return (
+        f"still running after {' then '.join(sent)} ({grace_s:g} s each): not killed "
+        "(fleetd never sends SIGKILL); stop it yourself, then start again"
+    )
+
+
 @dataclass(frozen=True)
 class StopOutcome:
-    """What ``--stop-foreign`` did to one container: the command and how it went."""
+    """What ``--stop-foreign`` did to one container: the commands sent and how it went."""
 
     container: ContainerRef
-    command: tuple[str, ...]
+    commands: tuple[tuple[str, ...], ...]
     stopped: bool
     detail: str = ""
 
@@ -79,7 +98,7 @@ class ContainerProbe(Protocol):
         ...
 
     def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
-        """``<runtime> stop --time N NAME``: the runtime's graceful stop."""
+        """SIGINT, then SIGTERM (``kill --signal``), each waited ``timeout_s``; never SIGKILL."""
         ...
 
 

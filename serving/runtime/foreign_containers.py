@@ -5,8 +5,11 @@ A process inside a container shows its container's 64-hex id in ``/proc/<pid>/cg
 the name and image people know. A published port is held on the host by the runtime's
 proxy (``docker-proxy``, ``rootlessport``), not by the container's own process, so the
 port's container is found from ``ps``'s port column instead. Only ``stop`` changes
-anything, and only for ``--stop-foreign``: ``stop --time N`` is the runtime's graceful
-stop (SIGTERM, then its own kill after N seconds), never ``kill -9`` or ``rm -f``.
+anything, and only for ``--stop-foreign``: ``kill --signal SIGINT`` (vLLM's graceful
+stop), a wait, ``kill --signal SIGTERM``, a wait, each wait watched with ``inspect``. Never
+``stop --time N``: after N seconds the runtime sends SIGKILL itself, the ``kill -9`` of GPU
+workers whose stranded CUDA contexts only a reboot clears (a vLLM with a wedged rank can
+take longer than any N to stop). A container that outlives both is left running, refused.
 """
 
 from __future__ import annotations
@@ -15,10 +18,17 @@ import logging
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from serving.runtime.foreign import ContainerRef, StopOutcome
+from serving.runtime.foreign import (
+    STOP_SIGNALS,
+    ContainerRef,
+    StopOutcome,
+    kill_command,
+    still_running,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -26,8 +36,9 @@ PS_FORMAT = "{{.ID}}\t{{.Names}}\t{{.Image}}\t{{.Ports}}"
 _CONTAINER_ID_RE = re.compile(r"([0-9a-f]{64})")
 _PUBLISHED_RE = re.compile(r":(\d+)->")
 CLI_TIMEOUT_S = 15.0
-# The runtime's stop itself waits the grace, then up to this long for its own kill.
-STOP_SLACK_S = 30.0
+# How often a container being stopped is inspected.
+STOP_POLL_S = 0.5
+RUNNING_FORMAT = "{{.State.Running}}"
 
 
 class RuntimeContainers:
@@ -40,11 +51,15 @@ class RuntimeContainers:
         proc_root: Path = Path("/proc"),
         which: Callable[[str], str | None] = shutil.which,
         timeout_s: float = CLI_TIMEOUT_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._runtimes = tuple(runtimes)
         self._proc_root = proc_root
         self._which = which
         self._timeout_s = timeout_s
+        self._clock = clock
+        self._sleep = sleep
 
     def _run(self, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
         try:
@@ -105,17 +120,41 @@ class RuntimeContainers:
                 return ref
         return None
 
-    def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
-        """``<runtime> stop --time N NAME``; the outcome says whether it took."""
-        binary = self._which(container.runtime) or container.runtime
-        grace = max(1, round(timeout_s))
-        argv = [binary, "stop", "--time", str(grace), container.name]
-        shown = (container.runtime, *argv[1:])
-        result = self._run(argv, grace + STOP_SLACK_S)
+    def _state(self, binary: str, name: str) -> str | None:
+        """``inspect``: "running", "stopped", "gone" (no such container), None: no answer."""
+        result = self._run([binary, "inspect", "--format", RUNNING_FORMAT, name], self._timeout_s)
         if result is None:
-            return StopOutcome(container, shown, False, "the runtime did not answer")
+            return None
         if result.returncode != 0:
-            lines = result.stderr.strip().splitlines()
-            detail = lines[-1] if lines else f"exit {result.returncode}"
-            return StopOutcome(container, shown, False, detail)
-        return StopOutcome(container, shown, True)
+            return "gone" if "no such" in result.stderr.lower() else None
+        return "running" if result.stdout.strip().lower() == "true" else "stopped"
+
+    def _stopped_within(self, binary: str, name: str, grace_s: float) -> bool:
+        """Inspect until the container stops (or is removed) or ``grace_s`` has passed."""
+        deadline = self._clock() + grace_s
+        while True:
+            if self._state(binary, name) in ("stopped", "gone"):
+                return True
+            if self._clock() >= deadline:
+                return False
+            self._sleep(min(STOP_POLL_S, max(0.0, deadline - self._clock())))
+
+    def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
+        """SIGINT, wait, SIGTERM, wait (``kill --signal``, ``inspect``); never SIGKILL."""
+        binary = self._which(container.runtime) or container.runtime
+        sent: list[str] = []
+        commands: list[tuple[str, ...]] = []
+        for signal_name in STOP_SIGNALS:
+            argv = list(kill_command(binary, signal_name, container.name))
+            commands.append(kill_command(container.runtime, signal_name, container.name))
+            result = self._run(argv, self._timeout_s)
+            if result is None:
+                return StopOutcome(container, tuple(commands), False, "the runtime did not answer")
+            if result.returncode != 0 and self._state(binary, container.name) != "stopped":
+                lines = result.stderr.strip().splitlines()
+                detail = lines[-1] if lines else f"exit {result.returncode}"
+                return StopOutcome(container, tuple(commands), False, detail)
+            sent.append(signal_name)
+            if self._stopped_within(binary, container.name, timeout_s):
+                return StopOutcome(container, tuple(commands), True)
+        return StopOutcome(container, tuple(commands), False, still_running(sent, timeout_s))

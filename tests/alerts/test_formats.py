@@ -213,3 +213,17 @@ def test_a_board_level_group_is_one_body_with_every_card() -> None:
     assert [a["labels"]["gpu"] for a in api] == ["0", "1", "2", "3"]  # Alertmanager groups
     slack = json.loads(render("slack", note, CTX))
     assert "Power brake on cards 0, 1, 2, 3" in slack["text"]
+
+
+def test_a_cause_lists_the_symptoms_folded_into_it_in_every_format() -> None:
+    slow = "Engine canary throughput: warn (was pass): 7.4 tok/s"
+    note = Notification("id-9", payload(also_affected=[slow]), T0)
+
+    def rendered(fmt: str) -> Any:
+        return json.loads(render(fmt, note, CTX))  # type: ignore[arg-type]
+
+    assert rendered("json")["also_affected"] == [slow]
+    assert slow in rendered("slack")["text"]
+    assert any(f["value"] == slow for f in rendered("discord")["embeds"][0]["fields"])
+    assert rendered("alertmanager")["alerts"][0]["annotations"]["also_affected"] == slow
+    assert "also_affected" not in body("json")  # only when there is one

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from daemon.config import load_settings
+from tests.support.cli import one_clean_line
 from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.nodes import KINDS, make_node, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,3 +99,78 @@ def test_init_writes_into_the_commented_config_and_shows_the_diff(tmp_path: Path
     assert again.returncode == 0, again.stderr
     assert '"changed": false' in again.stdout
     assert config.read_text() == text
+
+
+def test_init_writes_a_reboot_command_this_host_has(tmp_path: Path) -> None:
+    """A host without systemctl (seen on a real GPU host) gets one it has, or a note."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutdown = bin_dir / "shutdown"
+    shutdown.write_text("#!/bin/sh\n")
+    shutdown.chmod(0o755)
+    config = tmp_path / "with-shutdown.toml"
+    result = fleetctl(
+        "init", "--simulate", "healthy", "--output", str(config), env={"PATH": str(bin_dir)}
+    )
+    assert result.returncode == 0, result.stderr
+    assert load_settings(config, environ={}).recovery.reboot_command == ["shutdown", "-r", "now"]
+    assert "no systemctl on this host" in config.read_text()
+
+    shutdown.unlink()
+    bare = tmp_path / "bare.toml"
+    result = fleetctl(
+        "init", "--simulate", "healthy", "--output", str(bare), env={"PATH": str(bin_dir)}
+    )
+    assert result.returncode == 0, result.stderr
+    text = bare.read_text()
+    assert '\n# reboot_command = ["systemctl", "reboot"]' in text
+    assert "\nreboot_command = " not in text
+    assert "found none of systemctl, shutdown, reboot on this host" in text
+    load_settings(bare, environ={})  # still a valid config (the default applies, and warns)
+
+
+@pytest.mark.parametrize("kind", ["char-device", "fifo", "directory"])
+def test_init_refuses_an_output_that_is_no_regular_file_and_leaves_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """``init --force --output /dev/null`` as root once turned /dev/null into a config."""
+    node = make_node(kind, tmp_path / "fleet.toml")
+    before = snapshot(node)
+    result = fleetctl("init", "--simulate", "healthy", "--output", str(node), "--force")
+    assert result.returncode == 1
+    line = one_clean_line(result.stderr)
+    assert line.startswith(f"fleetctl: not writing {node}: it is {KINDS[kind]}"), line
+    assert snapshot(node) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.toml"]
+
+
+def test_init_writes_a_symlinked_config_through_its_link(tmp_path: Path) -> None:
+    managed = tmp_path / "managed.toml"
+    managed.write_text("[rig]\ncard_count = 3\n")
+    managed.chmod(0o600)
+    link = tmp_path / "fleet.toml"
+    link.symlink_to(managed)
+    result = fleetctl("init", "--simulate", "healthy", "--output", str(link), "--force")
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {managed} (through the link {link})" in result.stdout
+    assert link.is_symlink() and "card_count = 4" in managed.read_text()
+    assert managed.stat().st_mode & 0o777 == 0o600  # the person's mode is kept
+    assert load_settings(link, environ={}).rig.card_count == 4  # what fleetd reads changed
+
+
+def test_init_force_keeps_the_files_power_cap_unless_the_flag_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text("[rig]\npower_cap_w = 170.0\n")
+    args = ("init", "--simulate", "healthy", "--output", str(config), "--force")
+    assert fleetctl(*args).returncode == 0
+    assert load_settings(config, environ={}).rig.power_cap_w == 170.0
+    assert fleetctl(*args, "--power-cap-w", "175").returncode == 0
+    assert load_settings(config, environ={}).rig.power_cap_w == 175.0
+    fresh = tmp_path / "fresh.toml"  # no cap in the file: the default one is recorded
+    fresh.write_text("[rig]\n")
+    assert (
+        fleetctl("init", "--simulate", "healthy", "--output", str(fresh), "--force").returncode == 0
+    )
+    assert load_settings(fresh, environ={}).rig.power_cap_w == 180.0

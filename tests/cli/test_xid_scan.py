@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import one_clean_line
 from tests.support.cli import run_fleetctl as fleetctl
 from tests.support.external import require_root
+from tests.support.nodes import KINDS, make_node
 
 DATA = Path(__file__).resolve().parents[1] / "kernellog" / "data"
 
@@ -109,3 +111,13 @@ def test_scan_of_dev_kmsg_counts_only_the_kernels_records() -> None:
     assert [f for f in json.loads(result.stdout) if f["process"] == tag] == []
     saved = fleetctl("xid", "scan", "-", "--json", stdin=f"14,1,2,-;{text}\n")
     assert [(f["xid"], f["process"]) for f in json.loads(saved.stdout)] == [(79, tag)]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "char-device", "socket"])
+def test_a_node_that_would_block_or_never_end_is_one_line(tmp_path: Path, kind: str) -> None:
+    """``xid scan /dev/zero`` read forever and ``xid scan FIFO`` blocked (issue 33)."""
+    node = make_node(kind, tmp_path / "kern.log")
+    result = fleetctl("xid", "scan", str(node))
+    assert result.returncode == 2
+    line = one_clean_line(result.stderr)
+    assert line == f"fleetctl: {node}: is {KINDS[kind]}, expected a saved kernel log"

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemon.test_store_health import _fill, small_fs
 from tests.support.cli import one_clean_line
 from tests.support.fleetd import kill_engine, run_fleetd
+from tests.support.nodes import KINDS, make_node
+
+__all__ = ["small_fs"]  # the tmpfs fixture, shared with the store-health tests
 
 EXIT_CONFIG, EXIT_STARTUP = 2, 2  # both a person's to fix: systemd does not retry them
 
@@ -122,3 +126,34 @@ def test_a_listen_address_in_use_is_one_line_and_nothing_starts(tmp_path: Path) 
     ), line
     # Refused before the store, the host or the engine: only the state dir's lock is there.
     assert [path.name for path in state_dir.iterdir()] == ["fleetd.lock"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "char-device", "socket", "symlink-loop"])
+def test_a_config_path_that_is_no_file_is_one_line(tmp_path: Path, kind: str) -> None:
+    """A FIFO hung fleetd, /dev/zero was read without end, a loop of links tracebacked."""
+    config = tmp_path / "fleet.toml"
+    if kind == "symlink-loop":
+        config.symlink_to(config)
+        what = "a loop of symbolic links"
+    else:
+        make_node(kind, config)
+        what = KINDS[kind]
+    state_dir = tmp_path / "state"
+    result = run_fleetd("--config", str(config), "--state-dir", str(state_dir), timeout_s=30)
+    assert result.returncode == EXIT_CONFIG
+    assert (
+        one_clean_line(result.stderr, "fleetd") == f"fleetd: {config}: is {what}, not a config file"
+    )
+    assert not state_dir.exists()
+
+
+def test_a_full_disk_at_start_is_one_line(small_fs: Path) -> None:
+    """A state dir on a full filesystem (a small tmpfs, filled): one line, no traceback."""
+    (small_fs / "state").mkdir(mode=0o700)
+    _fill(small_fs)  # every free block taken
+    result = run_fleetd(
+        "--simulate", "healthy", "--state-dir", str(small_fs / "state"), timeout_s=30
+    )
+    assert result.returncode == EXIT_STARTUP
+    line = one_clean_line(result.stderr, "fleetd")
+    assert "No space left on device" in line, line

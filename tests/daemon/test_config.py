@@ -70,7 +70,11 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
     [
         ("[poll]\nintervall_s = 2\n", "unknown key 'poll.intervall_s'"),
         ("[pol]\ninterval_s = 2\n", "unknown key 'pol'"),
-        ('[poll]\ninterval_s = "fast"\n', "poll.interval_s: Input should be a valid number"),
+        (
+            '[poll]\ninterval_s = "fast"\n',
+            "poll.interval_s: expected a number, not the string 'fast'",
+        ),
+        ('[poll]\ninterval_s = "2"\n', "poll.interval_s: expected a number, not the string '2'"),
         ("[poll]\ninterval_s = -1\n", "poll.interval_s: Input should be greater than or equal"),
         (
             "[poll]\ninterval_s = 0.0001\n",
@@ -97,6 +101,7 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         "unknown-key",
         "unknown-section",
         "wrong-type",
+        "number-as-string",
         "negative",
         "interval-too-short",
         "out-of-range",

@@ -29,7 +29,7 @@ from hwcheck.memtest_results import (
 from hwcheck.model import CheckResult, EventKind, Severity
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
-from serving.errors import Busy, Conflict, NotFound, Refused
+from serving.errors import Busy, Conflict, InvalidInput, NotFound, Refused
 from serving.runtime.states import ServingState
 
 
@@ -290,3 +290,21 @@ def test_no_test_while_recovery_cannot_give_the_cards(
     assert caught.value.code == "start_busy"
     assert store.list_events(kind=EventKind.DIAG) == []
     assert service.memtest_document()["running"] is False
+
+
+def test_more_than_a_card_has_is_refused_in_one_line_and_nothing_runs(
+    store: Store, monitor: RigMonitor, rig: SimulatedRig
+) -> None:
+    """256 GiB asked of 64 GiB cards once "passed, 262,144 MiB tested" (issue 33)."""
+    memtester = sim_memtester(rig)
+    service = diag(store, monitor, memtester, ServingState.HELD)
+    with pytest.raises(InvalidInput) as caught:
+        service.memtest(None, MemtestPlan(mib=256 * 1024, patterns=("solid",)), "api")
+    assert caught.value.code == "memtest_too_large"
+    assert caught.value.message == (
+        "--gib 256 is more than card 0 has (65,536 MiB): ask for at most 64 GiB per card"
+    )
+    assert store.list_events(kind=EventKind.DIAG) == []
+    assert service.memtest_document()["running"] is False
+    run = service.memtest(2, MemtestPlan(mib=64 * 1024, patterns=("solid",)), "api")
+    assert run["cards"][0]["outcome"] == "passed"  # all of it is fine

@@ -49,7 +49,8 @@ def exercise(where: Path, name: str, env: dict[str, str]) -> None:
         assert daemon.post("/api/v1/sim/card/1", {"lost": True}).status_code == 200
         wait_until(lambda: recovery(daemon)["reboot_required"], 30, f"{name}: the latch")
         boot_id = daemon.get("/api/v1/status").json()["rig"]["boot_id"]
-        done = fleetctl(daemon, "reboot", "--confirm")
+        # --force: boot-drift's default entry is not the baseline kernel (refused without it).
+        done = fleetctl(daemon, "reboot", "--confirm", "--force")
         assert done.returncode == 0, f"{name}: {done.stderr}"
         assert "a real rig would have run: systemctl reboot" in done.stdout
         wait_until(
@@ -80,12 +81,24 @@ def test_no_scenario_runs_a_forbidden_command(tmp_path: Path) -> None:
 
 
 def test_on_the_host_only_the_confirmed_reboot_command_runs(tmp_path: Path) -> None:
-    """No GPU here: NVML is down, no engine is configured; the command is the recorder."""
+    """No GPU here: NVML is down, no engine is configured; the command is the recorder.
+
+    The power-cycle program is missing on this host: fleetd starts anyway (a monitoring
+    daemon that refuses to start watches nothing), warns, and refuses the power cycle.
+    """
     env, record = recorders(tmp_path)
     config = tmp_path / "fleet.toml"
-    config.write_text('[recovery]\nreboot_command = ["systemctl", "reboot", "--when=now"]\n')
+    config.write_text(
+        '[recovery]\nreboot_command = ["systemctl", "reboot", "--when=now"]\n'
+        'power_cycle_command = ["/nonexistent/rig-power-cycle", "--now"]\n'
+    )
     daemon = start_fleetd(tmp_path, tmp_path / "state", simulate=None, config=config, env=env)
     try:
+        missing = "power_cycle_command: '/nonexistent/rig-power-cycle' is not an executable"
+        assert missing in daemon.log()  # the reboot_command check says it too, once NVML answers
+        cold = fleetctl(daemon, "reboot", "--confirm", "--cold")
+        assert cold.returncode == 4, cold.stderr
+        assert missing in cold.stderr and "nothing was stopped" in cold.stderr
         explained = fleetctl(daemon, "reboot")
         assert explained.returncode == 0, explained.stderr
         assert "systemctl reboot --when=now" in explained.stdout

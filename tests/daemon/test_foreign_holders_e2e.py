@@ -1,7 +1,8 @@
 """Foreign holders on a real simulated 8-card fleetd: a profile's cards or port held by
 something not ours refuse its start and name the holder; other cards only warn;
-``--stop-foreign`` stops a foreign container (in the simulation: never the host's
-docker) on record; a bare process is named and never signalled."""
+``--stop-foreign`` stops a foreign container with SIGINT, then SIGTERM (in the simulation:
+never the host's docker) on record, and one that ignores both is refused, never killed; a
+bare process is named and never signalled."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ foreign_processes = [
     {pid = 4242, name = "python3", device = "/dev/nvidiactl", cmdline = "python3 train.py --api-key hunter2", container = "trainer", image = "pytorch/pytorch:2.6"},
     {pid = 4242, name = "python3", device = "/dev/nvidia2", cmdline = "python3 train.py --api-key hunter2", container = "trainer", image = "pytorch/pytorch:2.6"},
     {pid = 5151, name = "python3", device = "/dev/nvidia7", cmdline = "python3 bench.py"},
+    {pid = 6161, name = "vllm", device = "/dev/nvidia6", cmdline = "vllm serve glm", container = "stubborn", image = "vllm/vllm-openai:glm", ignores_signals = true},
 ]
 """
 CONFIG = """
@@ -37,6 +39,10 @@ stop_timeout_s = 5
 [serving.profiles.six]
 preset = "sim-engine"
 gpus = "0,1,2,3,4,5"
+
+[serving.profiles.seven]
+preset = "sim-engine"
+gpus = "0,1,2,3,4,5,6"
 
 [serving.profiles.eight]
 preset = "sim-engine"
@@ -110,8 +116,8 @@ def test_stop_foreign_stops_the_container_on_record_then_starts(rig: Rig) -> Non
     assert result.returncode == 0, result.stderr
     assert (
         "fleetctl: stopped foreign container trainer (image pytorch/pytorch:2.6): "
-        "docker stop --time 60 trainer"
-    ) in result.stderr
+        "docker kill --signal SIGINT trainer\n"
+    ) in result.stderr  # its graceful signal took: no SIGTERM, never stop --time (SIGKILL)
     # The bare process on card 7 is another profile's business: a warning, not a refusal.
     assert "pid 5151 (python3 bench.py) holds card 7" in result.stderr
     wait_until(lambda: rig.serving()["state"] == "ready", 30, "the engine ready")
@@ -128,6 +134,8 @@ def test_stop_foreign_stops_the_container_on_record_then_starts(rig: Rig) -> Non
 
 
 def test_a_bare_process_on_the_profiles_cards_is_named_and_never_signalled(rig: Rig) -> None:
+    """Refused before anything stopped (issue 33): the engine of "six" keeps serving."""
+    pid = rig.serving()["pid"]
     result = rig.fleetctl("serve", "eight", "--stop-foreign")
     assert result.returncode == 4, result.stdout + result.stderr
     assert "pid 5151 (python3 bench.py) holds card 7" in result.stderr
@@ -135,8 +143,33 @@ def test_a_bare_process_on_the_profiles_cards_is_named_and_never_signalled(rig: 
     status = rig.daemon.get("/api/v1/status").json()
     (check,) = [c for c in status["checks"] if c["id"] == "foreign_gpu_processes"]
     assert "pid 5151 python3" in check["message"]  # still there: nothing killed it
-    assert status["serving"]["profile"] == "eight"
-    assert status["serving"]["switch"]["phase"] == "refused"
+    serving = status["serving"]
+    assert (serving["profile"], serving["state"], serving["pid"]) == ("six", "ready", pid)
+    assert serving.get("switch") is None  # no switch was begun
+
+
+def test_a_container_that_ignores_both_signals_is_refused_never_killed(rig: Rig) -> None:
+    """The foreign holders are stopped before the engine is (issue 33): the container on card
+    6 ignores SIGINT and SIGTERM, so the switch to "seven" ends there, named, never killed
+    (issue 27), and the engine of "six" keeps serving."""
+    pid = rig.serving()["pid"]
+    result = rig.fleetctl("serve", "seven", "--stop-foreign")
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert (
+        "foreign container not stopped: container stubborn (image vllm/vllm-openai:glm, "
+        "docker) was sent SIGINT then SIGTERM: still running after SIGINT then SIGTERM"
+    ) in result.stdout + result.stderr
+    events = rig.daemon.get("/api/v1/events?kind=operator&limit=20").json()
+    (refused,) = [e for e in events if "could not stop foreign container stubborn" in e["message"]]
+    assert (
+        "docker kill --signal SIGINT stubborn; docker kill --signal SIGTERM stubborn"
+        in refused["message"]
+    )
+    status = rig.daemon.get("/api/v1/status").json()
+    (check,) = [c for c in status["checks"] if c["id"] == "foreign_gpu_processes"]
+    assert "pid 6161 vllm" in check["message"]  # still there: nothing killed it
+    serving = status["serving"]
+    assert (serving["profile"], serving["state"], serving["pid"]) == ("six", "ready", pid)
 
 
 def test_the_port_holder_is_named(rig: Rig) -> None:

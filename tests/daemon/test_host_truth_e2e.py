@@ -3,9 +3,10 @@
 ``bad-hbm``: the memory test is refused while the engine runs (exit 4), finds card 3 with
 the engine stopped (exit 2, naming it, with its block map; moving-inversions alone finds
 it too), finds card 1 only in the stress mode (``--minutes``), is stored as ``diag``
-events and keeps cards 3 and 1 CRITICAL; the status carries the host section and the cards' host facts, and fleetd
-recorded the host baseline at its first start. ``stock-kernel``: fleetd's polls judge the
-drift (host_kernel and bar1 critical) and autostart refuses the engine.
+events and keeps cards 3 and 1 CRITICAL; the status carries the host section and the cards'
+host facts, and fleetd recorded the host baseline at its first start. ``boot-drift``: a
+confirmed reboot is refused naming the next boot's stock kernel; ``--force`` boots it, and
+fleetd's polls then judge the drift (host_kernel and bar1 critical).
 """
 
 from __future__ import annotations
@@ -134,17 +135,54 @@ def test_the_status_carries_the_host_truth(bad_hbm: Fleetd) -> None:
     assert any("host baseline recorded" in e["message"] for e in events)
 
 
-def test_a_stock_kernel_is_judged_by_fleetds_polls(tmp_path: Path) -> None:
-    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate="stock-kernel")
+def test_boot_drift_refuses_the_reboot_and_a_forced_one_boots_the_stock_kernel(
+    tmp_path: Path,
+) -> None:
+    """``boot-drift``: the next boot is a stock kernel. ``reboot`` says so, ``--confirm``
+    refuses naming the entry (nothing stopped), ``--force`` reboots into it, and fleetd's
+    polls then judge the stock kernel (host_kernel and bar1 critical) as a real rig's."""
+    daemon = start_fleetd(tmp_path, tmp_path / "state", simulate="boot-drift")
     try:
+        wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 30, "the engine")
+        pid = status(daemon)["serving"]["pid"]
+        explained = fleetctl(daemon, "reboot")
+        assert explained.returncode == 0, explained.stderr
+        assert "the default boot entry boots 6.8.0-49-generic" in explained.stdout
+        refused = fleetctl(daemon, "reboot", "--confirm")
+        assert refused.returncode == 4, refused.stdout + refused.stderr
+        assert "boots 6.8.0-49-generic (entry 'Simulated Linux 6.8.0-49-generic'" in refused.stderr
+        assert "not the baseline kernel 6.8.12-cmp-bar1" in refused.stderr
+        assert "--force" in refused.stderr and "nothing was stopped" in refused.stderr
+        assert status(daemon)["serving"]["pid"] == pid  # the engine was left alone
+        api = daemon.post("/api/v1/recovery/reboot", {"confirm": True})
+        assert api.status_code == 409 and api.json()["code"] == "boot_entry"
+
+        boot_before = status(daemon)["rig"]["boot_id"]
+        forced = fleetctl(daemon, "reboot", "--confirm", "--force")
+        assert forced.returncode == 0, forced.stderr
+        wait_until(lambda: status(daemon)["rig"]["boot_id"] != boot_before, 30, "the reboot")
+
+        wait_until(
+            lambda: (
+                {("host_kernel", None), ("bar1", 0)}
+                <= {
+                    (c["id"], c["card"])
+                    for c in status(daemon)["checks"]
+                    if c["severity"] == "critical"
+                }
+            ),
+            30,
+            "the stock kernel judged",
+        )
         result = fleetctl(daemon, "status", "--json")
         assert result.returncode == 2
         doc = json.loads(result.stdout)
         critical = {(c["id"], c["card"]) for c in doc["checks"] if c["severity"] == "critical"}
-        assert ("host_kernel", None) in critical
         assert {("bar1", card) for card in range(4)} <= critical
         assert {c["severity"] for c in doc["checks"] if c["id"] == "p2p"} == {"warning"}
-        assert doc["serving"]["state"] == "stopped"  # autostart refused: the rig is not safe
+        assert doc["host"]["facts"]["running_kernel"] == "6.8.0-49-generic"
         assert {card["bar1_total_mib"] for card in doc["cards"]} == {256}
+        assert doc["serving"]["state"] == "stopped"  # the bring-up refused: not safe
+        assert "engine not started: host_kernel" in doc["recovery"]["bring_up"]["summary"]
     finally:
         stop_all([daemon])

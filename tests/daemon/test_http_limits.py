@@ -67,3 +67,34 @@ def test_the_listener_is_bounded() -> None:
     assert limits["limit_concurrency"] == MAX_CONNECTIONS < 1024  # below a default ulimit
     assert limits["timeout_keep_alive"] > 0
     assert limits["h11_max_incomplete_event_size"] == 16 * 1024
+
+
+def _answer(server: ApiServer, request: bytes) -> bytes:
+    """What the server sends back for ``request`` sent in one ``sendall``, until it closes."""
+    with socket.create_connection((server.host, server.port)) as sock:
+        sock.sendall(request)
+        sock.settimeout(10)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+            if b"\r\n\r\n" in received and b"200 OK" in received:
+                break  # a served request's connection stays open (keep-alive)
+        return received
+
+
+@pytest.mark.parametrize("pad_kib", [17, 100])
+def test_a_request_head_over_16_kib_in_one_segment_is_refused(
+    server: ApiServer, pad_kib: int
+) -> None:
+    """h11 bounds only an incomplete head: a whole one in one segment used to be served."""
+    padding = b"x" * (pad_kib * 1024)
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + padding + b"\r\n\r\n"
+    answer = _answer(server, head)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert b"request head over 16 KiB" in answer
+
+
+def test_a_head_under_the_limit_in_one_segment_is_served(server: ApiServer) -> None:
+    padding = b"x" * (15 * 1024)
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + padding + b"\r\n\r\n"
+    assert _answer(server, head).startswith(b"HTTP/1.1 200")

@@ -82,6 +82,25 @@ def test_fleetd_refuses_a_bad_profile_before_starting(tmp_path: Path) -> None:
     assert not state.exists()
 
 
+def test_a_waiver_of_an_id_no_rule_has_is_refused_like_any_bad_profile(tmp_path: Path) -> None:
+    """It used to let fleetd start, then refuse autostart as a lint error (issue 33)."""
+    config = write(
+        tmp_path,
+        '[serving.profiles.a]\npreset = "sim-engine"\n'
+        '[serving.profiles.a.lint]\nwaive = { "gpu-memory-hihg" = "measured on this rig" }\n',
+    )
+    with pytest.raises(RecipeError) as raised:
+        resolve_profiles(load_settings(config, environ={}), tmp_path, None)
+    message = str(raised.value)
+    assert message.startswith("serving.profiles.a: lint.waive: no lint rule has the id ")
+    assert "'gpu-memory-hihg' (did you mean 'gpu-memory-high'?)" in message
+    state = tmp_path / "state"
+    result = run_fleetd("--config", str(config), "--state-dir", str(state))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"fleetd: {config}: {message}"
+    assert not state.exists()
+
+
 def test_recipe_is_the_default_profile_and_profiles_keep_their_order(tmp_path: Path) -> None:
     (tmp_path / "glm.toml").write_text('model = "/models/glm"\nport = 9000\n')
     text = (

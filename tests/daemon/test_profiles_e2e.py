@@ -9,7 +9,9 @@ are the real simulated engine as child processes, the API and fleetctl real too.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,8 +22,16 @@ import psutil
 import pytest
 
 from daemon.store import Store
+from tests.support import loopback
 from tests.support.cli import run_fleetctl
-from tests.support.fleetd import Fleetd, latch_by_xid, start_fleetd, stop_all, wait_until
+from tests.support.fleetd import (
+    Fleetd,
+    free_port,
+    latch_by_xid,
+    start_fleetd,
+    stop_all,
+    wait_until,
+)
 
 CONFIG = """
 [serving]
@@ -43,6 +53,7 @@ extra_args = ["--max-num-seqs", "4"]
 [serving.profiles.c]
 preset = "sim-engine"
 served_model_name = "model-c"
+port = {c_port}
 """
 
 
@@ -51,6 +62,7 @@ class Rig:
     tmp: Path
     config: Path
     daemon: Fleetd
+    c_port: int  # profile c's fixed port (a test holds it with a socket of its own)
 
     def serving(self) -> dict[str, Any]:
         document: dict[str, Any] = self.daemon.get("/api/v1/status").json()["serving"]
@@ -63,7 +75,7 @@ class Rig:
     def restart(self, profile: str | None = None) -> None:
         """fleetd stops (the engine outlives it) and starts again on the same state dir."""
         if profile is not None:
-            self.config.write_text(CONFIG.format(profile=profile))
+            self.config.write_text(CONFIG.format(profile=profile, c_port=self.c_port))
         assert self.daemon.stop(signal.SIGTERM) == 0
         if self.daemon.peer is not None:
             self.daemon.peer.close()
@@ -77,8 +89,9 @@ class Rig:
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     tmp = tmp_path_factory.mktemp("profiles")
     config = tmp / "fleet.toml"
-    config.write_text(CONFIG.format(profile="a"))
-    holder = Rig(tmp, config, start_fleetd(tmp, tmp / "state", config=config))
+    c_port = free_port()
+    config.write_text(CONFIG.format(profile="a", c_port=c_port))
+    holder = Rig(tmp, config, start_fleetd(tmp, tmp / "state", config=config), c_port)
     try:
         wait_until(lambda: holder.serving()["state"] == "ready", 30, "profile a ready")
         yield holder
@@ -116,7 +129,8 @@ def test_serve_b_stops_a_cleanly_and_starts_b(rig: Rig) -> None:
     assert (serving["profile"], serving["state"]) == ("b", "ready")
     assert serving["pid"] != old_pid and not psutil.pid_exists(old_pid)
     assert serving["switch"]["phase"] == "done"
-    recipe = rig.daemon.get("/api/v1/serving/recipe").json()
+    auth = {"Authorization": f"Bearer {rig.daemon.token}"}
+    recipe = loopback.get(rig.daemon.url + "/api/v1/serving/recipe", headers=auth).json()
     argv = recipe["spec"]["argv"]
     assert argv[argv.index("--served-model-name") + 1] == "model-b"
     assert argv[argv.index("--max-num-seqs") + 1] == "4"
@@ -154,6 +168,23 @@ def test_serving_the_profile_in_force_changes_nothing(rig: Rig) -> None:
     assert result.returncode == 0, result.stderr
     assert "already in force" in result.stdout
     assert rig.serving()["pid"] == pid
+
+
+def test_serve_b_with_its_port_held_refuses_before_stopping_a(rig: Rig) -> None:
+    """Both facts were known before anything stopped: the engine that serves keeps serving
+    (a cold start is 20 to 45 minutes), and the refusal names who holds the port."""
+    before = rig.serving()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", rig.c_port))
+        squatter.listen()
+        refused = rig.fleetctl("serve", "c")
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    line = refused.stderr.strip()
+    assert line.startswith("fleetctl: serve c refused: ") and "\n" not in line
+    assert f"port {rig.c_port} on 127.0.0.1 is taken: pid {os.getpid()} " in line
+    after = rig.serving()
+    assert (after["profile"], after["state"], after["pid"]) == ("b", "ready", before["pid"])
+    assert (after.get("switch") or {}).get("profile") != "c"  # no switch was begun
 
 
 def test_the_profile_in_force_outlives_a_fleetd_restart_and_its_engine_is_adopted(

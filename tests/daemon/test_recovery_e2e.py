@@ -18,6 +18,7 @@ import pytest
 from tests.daemon.test_engine_e2e import fast_config, fleetctl, healthy_with_engine, serving
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 from tests.support.scenarios import sooner
+from tests.support.webhook import WebhookReceiver
 
 # The step's words end by the engine's state (stopping, then stopped): both begin so.
 WARM = "reboot the host: fleetctl reboot --confirm"
@@ -218,8 +219,16 @@ def power_cycle_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def phone() -> Iterator[WebhookReceiver]:
+    """The webhook the rebooter's alerts go to (what an owner's phone would hear)."""
+    server = WebhookReceiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def rebooter(
-    tmp_path_factory: pytest.TempPathFactory, power_cycle_record: Path
+    tmp_path_factory: pytest.TempPathFactory, power_cycle_record: Path, phone: WebhookReceiver
 ) -> Iterator[Fleetd]:
     """A rig whose reboot command is a marker a test can look for in the audit trail."""
     tmp = tmp_path_factory.mktemp("reboot")
@@ -229,6 +238,11 @@ def rebooter(
         '\nreboot_command = ["/usr/sbin/rig-reboot", "--now"]\n'
         f'power_cycle_command = ["{cycle}", "--now"]\n',
     )
+    with config.open("a") as text:
+        text.write(
+            "[alerts]\nretry_min_s = 0.05\nretry_max_s = 0.2\n"
+            f'[[alerts.webhooks]]\nurl = "{phone.url}/json"\nformat = "json"\n'
+        )
     daemon = start_fleetd(tmp, tmp / "state", config=config)
     wait_until(lambda: serving(daemon)["state"] == "ready", 30, "engine ready")
     yield daemon
@@ -300,7 +314,7 @@ def test_the_simulated_reboot_ends_the_engine_and_the_bring_up_starts_a_new_one(
 
 
 def test_a_card_that_faults_again_after_the_warm_reboot_needs_a_cold_power_cycle(
-    rebooter: Fleetd, power_cycle_record: Path
+    rebooter: Fleetd, power_cycle_record: Path, phone: WebhookReceiver
 ) -> None:
     """Xid 31 on card 1, a warm reboot, Xid 31 on card 1 again: a cold power cycle, with the
     history in the reason; the confirmed power cycle under --simulate runs no host command."""
@@ -329,6 +343,20 @@ def test_a_card_that_faults_again_after_the_warm_reboot_needs_a_cold_power_cycle
     )
     assert "the warm reboot at" in block["reason"] and "did not help" in block["reason"]
     assert "fleetctl reboot --confirm --cold" in block["way_out"]
+    # The phone hears the escalation: a notification with the cold power cycle's advice.
+    phone.wait_for(
+        lambda rs: any(
+            r.json()["name"] == "RebootRequired"
+            and r.json()["status"] == "firing"
+            and r.json()["advice"].startswith("Power the rig off for about 30 s")
+            for r in rs
+        ),
+        DEADLINE_S,
+        "the cold power cycle's notification",
+    )
+    stored = rebooter.get("/api/v1/alerts").json()["alerts"]
+    latch_alert = next(a for a in stored if a["fingerprint"] == "reboot_required")
+    assert latch_alert["advice"].startswith("Power the rig off for about 30 s")
     refused = fleetctl(rebooter, "start")
     assert refused.returncode == 4 and "--cold" in refused.stderr
     explained = fleetctl(rebooter, "reboot", "--cold")

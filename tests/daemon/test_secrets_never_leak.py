@@ -18,6 +18,7 @@ its stream, the events and the alert payloads must show none of the values, mask
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -45,7 +46,36 @@ MYSQL_PWD = "MYSQLPWD-M6"
 REDIS_PASS = "REDISPASS-R8"
 BEARER = "BEARERTOKEN-B5"
 GUARD_KEY = "cmpg-GUARDKEY-G1-only-its-hash-is-configured"
-ENGINE_SECRETS = (API_KEY, HF_TOKEN, MYSQL_PWD, REDIS_PASS, BEARER)
+# Issue 33: forms no rule caught. Names: ``*KEYS``, ``*COOKIE*``, ``*PEM*``; an abbreviated
+# flag argparse accepts; header, query-less ``token=`` and ``curl -u`` forms in engine
+# lines; a known secret printed in Python-repr and JSON quoting (it holds both quotes,
+# so repr escapes one), in lines that name no secret.
+API_KEYS = "APIKEYS-K1"
+SESSION_COOKIE = "SESSIONCOOKIE-C2"
+QUOTED_PEM = "PEM-QUO'TE\"D-P3"
+ABBREVIATED_KEY = "ABBREVKEY-A4"
+HEADER_KEY = "HEADERKEY-X5"
+BARE_TOKEN = "BARETOKEN-T6"
+CURL_PASSWORD = "CURLPASS-U7"
+NOTE = {"note": QUOTED_PEM}  # the known secret inside a dict, printed two ways
+# Each form above as the engine prints it (before the RPC line, so before the crash).
+FORM_LINES = (
+    f"0.05=proxy: forwarding with x-api-key: {HEADER_KEY}",
+    f"0.05=GET /v1/models token={BARE_TOKEN} 200",
+    f"0.05=fetch: curl -u admin:{CURL_PASSWORD} http://mirror.local/weights",
+    f"0.05=non-default args: {NOTE!r}",
+    f"0.05=override config: {json.dumps(NOTE)}",
+)
+ISSUE_33_SECRETS = (
+    API_KEYS,
+    SESSION_COOKIE,
+    QUOTED_PEM,
+    ABBREVIATED_KEY,
+    HEADER_KEY,
+    BARE_TOKEN,
+    CURL_PASSWORD,
+)
+ENGINE_SECRETS = (API_KEY, HF_TOKEN, MYSQL_PWD, REDIS_PASS, BEARER, *ISSUE_33_SECRETS)
 # An engine line of the rpc_timeout kind holding the key: the crash's evidence.
 RPC_LINE = f"ERROR [core.py:512] RPC call to execute_model timed out (api_key={API_KEY})"
 CONFIG_SECRETS = (
@@ -74,6 +104,8 @@ preset = "sim-engine"
 extra_args = [
     "--api-key", "{API_KEY}", "--sim-ready-after-s", "0.3",
     "--sim-log-line", "0.1={RPC_LINE}", "--sim-crash-kind", "engine_dead",
+    "--api-ke", "{ABBREVIATED_KEY}",
+    {", ".join(f'"--sim-log-line", {json.dumps(line)}' for line in FORM_LINES)},
 ]
 
 [serving.recipe.env]
@@ -82,6 +114,9 @@ MYSQL_PWD = "{MYSQL_PWD}"
 REDIS_PASS = "{REDIS_PASS}"
 AUTH_HEADER = "Bearer {BEARER}"
 VLLM_MIN_THINKING_TOKENS = "512"
+API_KEYS = "{API_KEYS}"
+SESSION_COOKIE = "{SESSION_COOKIE}"
+PRIVATE_KEY_PEM = {json.dumps(QUOTED_PEM)}
 
 [alerts]
 retry_min_s = 0.05
@@ -194,6 +229,9 @@ def test_nothing_readable_holds_a_secret(delivered: Fleetd, receiver: WebhookRec
         if "get" in methods and "{" not in path and not path.startswith(UNREADABLE_HERE)
     ]
     assert {"/api/v1/status", "/api/v1/alerts", "/api/v1/serving/recipe"} <= set(readable)
+    # What shows the launch's environment needs the token even on loopback (issue 33).
+    for path in ("/api/v1/serving/recipe", "/api/v1/serving/logs"):
+        assert loopback.get(daemon.url + path, timeout=10).status_code == 401, path
     for path in [*readable, "/metrics", "/openapi.json", "/api/v1/events?limit=1000"]:
         answer = loopback.get(daemon.url + path, headers=_auth(daemon), timeout=10)
         assert answer.status_code == 200, path
@@ -324,6 +362,18 @@ def test_engine_output_is_masked_on_every_surface(
     for shown in ("MYSQL_PWD=***", "REDIS_PASS=***", "AUTH_HEADER=***", "HF_TOKEN=***"):
         assert shown in log_text
     assert "VLLM_MIN_THINKING_TOKENS=512" in log_text  # a setting, shown in clear
+    for shown in (  # issue 33's forms, each in its own quoting
+        "API_KEYS=***",
+        "SESSION_COOKIE=***",
+        "PRIVATE_KEY_PEM=***",
+        "--api-ke ***",
+        "x-api-key: ***",
+        "token=*** 200",
+        "curl -u admin:*** http://mirror.local/weights",
+        "non-default args: {'note': '***'}",
+        'override config: {"note": "***"}',
+    ):
+        assert shown in log_text, shown
     crash = [e["message"] for e in events.json() if "rpc_timeout" in e["message"]]
     assert any("(api_key=***)" in message for message in crash), crash  # the evidence, masked
     crash_alerts = [got.body.decode() for got in receiver.requests if b"EngineCrashed" in got.body]

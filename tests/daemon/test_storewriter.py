@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from daemon.store import StoreError
 from daemon.store.writer import StoreWriter, store_remedy
 from hwcheck.checks import store as store_check
@@ -70,3 +72,30 @@ def test_the_remedy_names_the_database_file() -> None:
     assert "df -h /var/lib/cmpfleet" in remedy
     assert "fuser -v /var/lib/cmpfleet/fleet.db" in remedy
     assert "s3cret" not in store_remedy("postgresql+psycopg://fleet:s3cret@db/fleet")
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        ("store sqlite:////s/fleet.db: database or disk is full", "free disk space where"),
+        ("store sqlite:////s/fleet.db: database is locked", "stop the process that holds"),
+        (
+            "/s/fleet.db was deleted and cannot be created again: [Errno 13] Permission denied",
+            "was deleted or replaced while fleetd ran",
+        ),
+        (
+            "/s/fleet.db was replaced while fleetd ran by a file that failed its integrity check",
+            "mv /s/fleet.db /s/fleet.db.bad",
+        ),
+    ],
+)
+def test_the_remedy_names_what_happened(error: str, says: str) -> None:
+    """A deleted fleet.db once got "free disk space" (issue 33)."""
+    writer = StoreWriter(lambda got: store_remedy("sqlite:////s/fleet.db", got), stuck_after_s=5)
+    try:
+        writer.record_failure(StoreError(error))
+        result = writer.health()
+        assert result.severity is Severity.CRITICAL
+        assert says in (result.remedy or "")
+    finally:
+        writer.close(1)

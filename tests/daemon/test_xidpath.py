@@ -202,3 +202,38 @@ def test_an_xid_line_is_placed_on_the_card_at_its_address_in_the_latest_poll(
     assert monitor.card_index_of("0000:21:00.0") == 1
     assert monitor.card_index_of("0000:99:00.0") is None
     assert monitor.card_index_of(None) is None
+
+
+def test_a_deleted_store_gets_this_boots_xids_again_without_a_second_decision(
+    tmp_path: Path,
+) -> None:
+    """After fleet.db was deleted at run time, a restart's ``xid_since_boot`` said "no Xid"
+    beside a latch naming one (issue 33): the new file gets this boot's Xids back from the
+    kernel log, keyed by their records, and recovery hears of none of them again."""
+    ring = [kmsg(0, "Linux version"), kmsg(1, XID_TEXT), BlockingIOError(errno.EAGAIN, "")]
+    later = [*ring[:2], kmsg(2, XID_TEXT.replace("31,", "43,")), ring[-1]]
+    host, cursors = scripted_host(tmp_path, [ring, later, later])
+    db = tmp_path / "fleet.db"
+    store = Store.open(f"sqlite:///{db}")
+    monitor = RigMonitor(BOOT, 3)
+    decided: list[int] = []
+    path = XidPath(
+        store, monitor, lambda _pci: 1, [lambda item, _card: decided.append(item.event.xid)]
+    )
+    follower = FollowerThread(host, XidCatalogue(), store, path)
+    try:
+        assert follower.start() == 1
+        assert decided == [31]
+        db.unlink()
+        store.record_event("daemon", "info", "the first write after the delete")
+        wait_until(
+            lambda: [e.xid for e in store.list_events(kind="xid")] == [43, 31],
+            10,
+            "this boot's Xids in the new file",
+        )
+        assert cursors[-1] is None  # read from the boot's start
+        assert decided == [31]  # stored, not announced: 43 is the live follower's to tell
+        assert store.get_cursor() is None  # the live follower's cursor is left to it
+    finally:
+        follower.stop()
+        store.close()

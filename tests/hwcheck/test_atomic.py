@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hwcheck.atomic import atomic_write
+from hwcheck.atomic import NotARegularFile, atomic_write
+from tests.support.nodes import KINDS, make_node, snapshot
 
 
 @pytest.fixture
@@ -63,3 +64,62 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
 def test_missing_directory_is_an_oserror(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         atomic_write(tmp_path / "gone" / "file", "x")
+
+
+# -- where it writes: only a regular file (issue 33) ---------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_what_is_not_a_regular_file_is_refused_and_left_as_it_was(
+    tmp_path: Path, kind: str
+) -> None:
+    node = make_node(kind, tmp_path / "fleet.toml")
+    before = snapshot(node)
+    with pytest.raises(NotARegularFile) as caught:
+        atomic_write(node, "[rig]\n")
+    assert caught.value.what == KINDS[kind]
+    assert str(node) in str(caught.value) and "left as it was" in str(caught.value)
+    assert snapshot(node) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.toml"]  # no temporary left
+
+
+def test_a_symlink_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "managed" / "fleet.toml"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "fleet.toml"
+    link.symlink_to(Path("managed") / "fleet.toml")  # relative, as config management makes
+    assert atomic_write(link, "new\n", keep_mode=True) == real
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert _mode(real) == 0o640  # keep_mode: the person's mode stays
+
+
+def test_a_dangling_symlink_creates_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "fleet.toml"
+    link.symlink_to(tmp_path / "target.toml")
+    atomic_write(link, "x\n")
+    assert link.is_symlink() and (tmp_path / "target.toml").read_text() == "x\n"
+
+
+def test_a_link_to_a_device_or_a_loop_is_refused(tmp_path: Path) -> None:
+    fifo = make_node("fifo", tmp_path / "pipe")
+    to_fifo = tmp_path / "to-fifo"
+    to_fifo.symlink_to(fifo)
+    with pytest.raises(NotARegularFile, match="a link to"):
+        atomic_write(to_fifo, "x")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(NotARegularFile) as caught:
+        atomic_write(loop, "x")
+    assert caught.value.what == "a loop of symbolic links"
+    assert loop.is_symlink()
+
+
+def test_a_hard_linked_file_is_refused_rather_than_split(tmp_path: Path) -> None:
+    first = tmp_path / "fleet.toml"
+    first.write_text("old\n")
+    os.link(first, tmp_path / "other-name.toml")
+    with pytest.raises(NotARegularFile, match="2 hard links"):
+        atomic_write(first, "new\n")
+    assert (tmp_path / "other-name.toml").read_text() == "old\n" == first.read_text()

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from hwcheck.checks.power_brake import B30_REMEDY
+from hwcheck.checks.power_brake import B30_REMEDY, brake_remedy
 from hwcheck.model import ClockEventReason, GpuSnapshot, RigProfile, Severity
 from tests.hwcheck.cards import (
     BRAKE_ONLY,
@@ -55,7 +55,26 @@ def test_sustained_brake_message_has_watts_and_megahertz_and_b30_remedy() -> Non
     assert "3 of 3 samples" in result.message
     assert "88 W" in result.message
     assert "1,140 MHz" in result.message
-    assert result.remedy == B30_REMEDY
+    assert result.remedy == brake_remedy(every_card=False)
+    assert result.remedy.endswith(B30_REMEDY)
+
+
+def test_the_brake_advice_says_where_the_assertion_comes_from_first() -> None:
+    """NVML: asserted from outside, "e.g. by the system power supply"; seeds: B30 on boards
+    that drive it, and taping an undriven pin gains nothing."""
+    every = [make_braked_card(i) for i in range(4)]
+    inp = make_input(make_samples(every, every, every))
+    remedies = {result_for(inp, "power_brake", card).remedy for card in range(4)}
+    (remedy,) = remedies
+    assert remedy.startswith("every card is braked at once")
+    assert "the board driving PWRBRK#" in remedy and "power supply" in remedy
+    assert remedy.index("power supply") < remedy.index("Kapton tape over PCIe pin B30")
+    assert "taping an undriven pin gains nothing" in remedy
+    one = [make_braked_card(0), make_card(1), make_card(2), make_card(3)]
+    single = result_for(make_input(make_samples(one, one, one)), "power_brake", 0)
+    assert single.remedy.startswith("only this card is braked")
+    assert "its own slot or riser" in single.remedy
+    assert single.remedy.index("riser") < single.remedy.index("Kapton tape")
 
 
 def test_a_single_sample_is_enough_when_the_profile_says_so() -> None:

@@ -22,6 +22,7 @@ from hwcheck.checks.readings import (
     BlindSpellReading,
     CanaryReading,
     CanaryVerdict,
+    HostCommandsReading,
     KernelLogReading,
     MemtestReading,
     StoreFailure,
@@ -53,11 +54,18 @@ def every_reading() -> Readings:
                 }
             }
         ),
+        host_commands=HostCommandsReading("systemctl reboot"),
     )
 
 
 def test_fleetd_checks_follow_the_hardware_ones_in_the_registry() -> None:
-    assert FLEETD_CHECK_IDS == ("kernel_log", "store", "engine_output", "memtest")
+    assert FLEETD_CHECK_IDS == (
+        "kernel_log",
+        "store",
+        "engine_output",
+        "memtest",
+        "reboot_command",
+    )
     assert [c.id for c in CHECKS] == [*CHECK_IDS, *FLEETD_CHECK_IDS]
     assert frozenset((*CHECK_IDS, *FLEETD_CHECK_IDS)) == KNOWN_CHECK_IDS
     assert not set(CHECK_IDS) & set(FLEETD_CHECK_IDS)
@@ -78,6 +86,7 @@ def test_with_readings_every_fleetd_check_reports_after_the_hardware() -> None:
     assert fleetd["store"].message == "the store writes"
     assert fleetd["engine_output"].message == "1 canaries pass on the serving engine"
     assert fleetd["memtest"].message.startswith("card 0 (0000:01:00.0): memory test of ")
+    assert fleetd["reboot_command"].message == "systemctl reboot is here"
     memtest_cards = [r.card for r in results if r.id == "memtest"]
     assert memtest_cards == [0, 1, 2, 3], "one result per live card, tested or not"
     assert {r.severity for r in results if r.id in FLEETD_CHECK_IDS} == {Severity.OK}

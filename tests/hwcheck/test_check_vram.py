@@ -23,6 +23,13 @@ from tests.hwcheck.cards import make_card, make_input, make_rig, result_for
         (40_960, 0x2082, Severity.WARNING, "unexpected but recorded"),
         (40_960, 0x20C2, Severity.WARNING, "40,960 MiB is unexpected"),
         (40_961, 0x2082, Severity.WARNING, "40,961 MiB is unexpected"),
+        # The 10de:2082 board's stock ~10 GB is locked too (unlocked it reports 40,960).
+        (10_240, 0x2082, Severity.CRITICAL, "10,240 MiB, the stock size of a 10de:2082 board"),
+        (9_728, 0x2082, Severity.CRITICAL, "locked (unlocked it reports 40,960 MiB)"),
+        (10_752, 0x2082, Severity.CRITICAL, "the stock size of a 10de:2082 board"),
+        (10_753, 0x2082, Severity.WARNING, "10,753 MiB is unexpected"),
+        (10_240, 0x20C2, Severity.WARNING, "10,240 MiB is unexpected"),
+        (8_192, 0x2082, Severity.CRITICAL, "8,192 MiB, the stock size"),
     ],
 )
 def test_vram_band(total_mib: int, device_id: int, severity: Severity, words: str) -> None:
@@ -74,6 +81,13 @@ def test_locked_card_remedy_names_the_module_and_the_reboot() -> None:
         "locked at 8192 MiB: the cmpunlocker module is not loaded (a kernel upgrade relocks "
         "cards): rebuild/load it and reboot"
     )
+
+
+def test_a_locked_2082_board_names_its_unlocked_size() -> None:
+    card = make_card(0, memory_total_mib=10_240, pci_device_id=0x2082)
+    result = result_for(make_input([make_rig([card])]), "vram_unlocked", 0)
+    assert result.severity is Severity.CRITICAL
+    assert "unlocked it reports 40,960 MiB" in result.remedy and "cmpunlocker" in result.remedy
 
 
 def test_missing_memory_size_is_a_warning() -> None:

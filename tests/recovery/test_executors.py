@@ -39,6 +39,8 @@ class Rig(MemoryPorts):
     refuse_reasons: tuple[Reason, ...] = ()
     calls: list[str] = field(default_factory=list)
     power_cycle: str | None = None
+    missing: str | None = None  # why the host command cannot run here
+    next_boot: str | None = None  # the default entry when it is not the baseline kernel
 
     # EnginePort
     def condition(self) -> EngineCondition:
@@ -98,6 +100,12 @@ class Rig(MemoryPorts):
     def run(self, cold: bool) -> str:
         self.calls.append("power_cycle" if cold else "reboot")
         return str(self.describe(cold))
+
+    def unavailable(self, cold: bool) -> str | None:
+        return self.missing
+
+    def wrong_boot(self) -> str | None:
+        return self.next_boot
 
 
 def executors(rig: Rig, dry_run: bool = False) -> Executors:
@@ -236,6 +244,36 @@ def test_a_confirmed_reboot_runs_only_after_a_clean_stop() -> None:
     assert not outcome.done
     assert "reboot" not in stuck.calls
     assert "would not stop" in outcome.message
+
+
+WRONG_ENTRY = "the default boot entry boots 6.8.0-49-generic, not the baseline kernel 6.8.12"
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_a_reboot_into_the_wrong_kernel_is_refused_before_anything_stops(cold: bool) -> None:
+    rig = Rig(next_boot=WRONG_ENTRY, power_cycle="ipmitool chassis power cycle")
+    explained = executors(rig).explain_reboot(cold)
+    assert WRONG_ENTRY in explained and "--force" in explained
+    outcome = executors(rig).reboot("alice", cold=cold)
+    assert not outcome.done and rig.calls == []  # the engine was not even stopped
+    (refusal,) = outcome.refusals
+    assert refusal.code == "boot_entry"
+    assert WRONG_ENTRY in outcome.message and "--force" in outcome.message
+    assert rig.audit[-1][3].startswith("refused: " + WRONG_ENTRY)
+    forced = executors(rig).reboot("alice", cold=cold, force=True)
+    assert forced.done
+    assert rig.calls[-1] == ("power_cycle" if cold else "reboot")
+    assert rig.audit[-1][2] == "confirmed by a person (--force)"
+
+
+def test_a_missing_reboot_program_is_refused_naming_it_even_with_force() -> None:
+    missing = "[recovery] reboot_command: 'systemctl' is not an executable program on this host"
+    rig = Rig(missing=missing)
+    assert missing in executors(rig).explain_reboot(False)
+    outcome = executors(rig).reboot("alice", force=True)
+    assert not outcome.done and rig.calls == []
+    assert outcome.refusals[0].code == "reboot_command"
+    assert outcome.message.startswith(missing)
 
 
 def test_a_cold_power_cycle_runs_its_own_command_or_explains_the_manual_way() -> None:

@@ -50,6 +50,13 @@ NOISE = [
         ),
         ("TimeoutError: RPC call to sample_tokens timed out.", "rpc_timeout"),
         ("Memory cgroup out of memory: Killed process 4242 (python3)", "oom_killed"),
+        # Stock vLLM with DeepSeek V4 on these cards (seeds).
+        (
+            "Assertion error (csrc/apis/hyperconnection.hpp:56): Unsupported architecture",
+            "unsupported_arch",
+        ),
+        # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True on the GA100 CMP (seeds).
+        ("RuntimeError: cannot map 20 MB with 28.6 GiB free", "allocator_vmm"),
     ],
 )
 def test_each_signature_names_its_class(line: str, expected: str) -> None:
@@ -68,6 +75,33 @@ def test_cuda_fault_wins_over_the_engine_dead_and_gloo_lines_it_causes() -> None
     assert verdict.evidence == tail[1]
     assert "chase the Xid" in verdict.advice
     assert "Connection closed by peer" in verdict.advice
+
+
+@pytest.mark.parametrize(
+    ("root", "advice"),
+    [
+        (
+            "(EngineCore_DP0 pid=7) Assertion error (csrc/apis/hyperconnection.hpp:56): "
+            "Unsupported architecture",
+            "run the sm_80 fork",
+        ),
+        ("(Worker_PP0 pid=9) RuntimeError: cannot map 20 MB with 28.6 GiB free", "remove"),
+    ],
+)
+def test_the_seeds_load_failures_win_over_the_start_failure_they_cause(
+    root: str, advice: str
+) -> None:
+    tail = [*NOISE, root, "RuntimeError: EngineCore failed to start.", *NOISE]
+    verdict = explain_exit(tail, exit_code=1, signal=None)
+    assert verdict.evidence == root
+    assert advice in verdict.advice
+    if "cannot map" in root:
+        assert "expandable_segments" in verdict.advice
+
+
+def test_a_passing_mention_of_an_architecture_decides_nothing() -> None:
+    tail = ["WARNING flashinfer: Unsupported architecture sm_80, using the fallback", "Killed"]
+    assert classify_exit(tail, exit_code=1, signal=None) is CrashClass.UNKNOWN
 
 
 def test_kv_oom_wins_over_the_engine_core_start_failure() -> None:

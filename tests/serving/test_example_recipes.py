@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from serving.recipe.build import build_launch, spec_to_dict
-from serving.recipe.lint import RigCards, lint_path
+from serving.recipe.lint import RigCards, lint_path, lint_recipe
 from serving.recipe.recipe import load_recipe
 from tests.support.cli import run_fleetctl
 
@@ -53,6 +53,15 @@ def test_the_issue_s_launches_are_all_here() -> None:
 def test_each_lints_with_no_errors_on_an_8_card_rig(name: str) -> None:
     findings = lint_path(EXAMPLES / name, host_checks=False, cards=EIGHT_CARDS)
     assert [f.line() for f in findings if f.severity != "note"] == []
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_each_lints_with_no_errors_when_its_family_is_inferred(name: str) -> None:
+    """Spelled out without ``family`` (as owners copy them): the evidence never refuses them."""
+    table = load_recipe(EXAMPLES / name).model_dump(mode="json", exclude_none=True)
+    table.pop("family", None)
+    findings = lint_recipe(table, host_checks=False, cards=EIGHT_CARDS)
+    assert [f.line() for f in findings if f.severity == "error"] == []
 
 
 @pytest.mark.parametrize("name", RECIPES)

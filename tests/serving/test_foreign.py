@@ -5,6 +5,7 @@ recorded /proc tree), a container's recipe-hash label, and the grouping of holde
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,24 +81,62 @@ def test_a_pid_is_mapped_to_its_container_through_its_cgroup(
     assert probe.container_publishing(9001) is None
 
 
-def test_stop_is_the_runtimes_graceful_stop_never_kill_or_rm(
+def test_stop_is_sigint_by_kill_signal_never_stop_time_or_rm(
     docker: FakeRuntime, tmp_path: Path
 ) -> None:
     container_id = run_container(docker, "trainer")
     ref = ContainerRef("docker", container_id, "trainer", "sim-image")
     outcome = RuntimeContainers(which=only_docker).stop(ref, 7.0)
-    assert outcome == StopOutcome(ref, ("docker", "stop", "--time", "7", "trainer"), True)
-    wait_until(
-        lambda: not docker.container("trainer")["running"],
-        10,
-        "the container stopped",
-    )
+    assert outcome == StopOutcome(ref, (("docker", "kill", "--signal", "SIGINT", "trainer"),), True)
+    assert not docker.container("trainer")["running"]
     used = {call[0] for call in docker.calls()}
-    assert used <= {"run", "ps", "inspect", "stop"}, used  # no kill, no rm -f
+    assert used <= {"run", "ps", "inspect", "kill"}, used  # no stop --time, no rm -f
     failed = RuntimeContainers(which=only_docker).stop(
         ContainerRef("docker", "x", "nosuch", "?"), 1.0
     )
     assert not failed.stopped and "No such object" in failed.detail
+
+
+# A container process that ignores the signals named, once its handlers are in place.
+IGNORING = (
+    "import pathlib, signal, sys, time\n"
+    "for name in sys.argv[2:]:\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+    "pathlib.Path(sys.argv[1]).write_text('ready')\n"
+    "time.sleep(600)\n"
+)
+
+
+def run_ignoring(docker: FakeRuntime, tmp_path: Path, name: str, *signals: str) -> ContainerRef:
+    ready = tmp_path / f"{name}.ready"
+    argv = ["docker", "run", "-d", "--name", name, "sim-image", sys.executable, "-c", IGNORING]
+    subprocess.run([*argv, str(ready), *signals], check=True, capture_output=True, timeout=30)
+    wait_until(ready.exists, 10, f"{name} ignoring {signals}")
+    return ContainerRef("docker", str(docker.container(name)["id"]), name, "sim-image")
+
+
+def test_sigterm_follows_when_sigint_is_ignored(docker: FakeRuntime, tmp_path: Path) -> None:
+    ref = run_ignoring(docker, tmp_path, "deaf-to-int", "SIGINT")
+    outcome = RuntimeContainers(which=only_docker).stop(ref, 0.5)
+    assert outcome.stopped, outcome
+    assert outcome.commands == (
+        ("docker", "kill", "--signal", "SIGINT", "deaf-to-int"),
+        ("docker", "kill", "--signal", "SIGTERM", "deaf-to-int"),
+    )
+
+
+def test_a_container_that_ignores_both_signals_is_refused_never_killed(
+    docker: FakeRuntime, tmp_path: Path
+) -> None:
+    ref = run_ignoring(docker, tmp_path, "stubborn", "SIGINT", "SIGTERM")
+    outcome = RuntimeContainers(which=only_docker).stop(ref, 0.3)
+    assert not outcome.stopped
+    assert [command[3] for command in outcome.commands] == ["SIGINT", "SIGTERM"]
+    assert "still running after SIGINT then SIGTERM (0.3 s each): not killed" in outcome.detail
+    assert docker.container("stubborn")["running"]  # still there: nothing killed it
+    kills = [call for call in docker.calls() if call[0] == "kill"]
+    assert [call[call.index("--signal") + 1] for call in kills] == ["SIGINT", "SIGTERM"]
+    assert not [call for call in docker.calls() if call[0] in ("stop", "rm")]
 
 
 def test_a_container_by_the_recipes_name_is_adopted_only_with_its_recipe_hash(
@@ -245,7 +284,8 @@ def test_a_refusal_names_a_container_by_name_and_image_and_a_process_by_its_comm
     assert refusal.message == (
         "the profile's cards are held: container trainer (image pytorch:2.6, docker) holds "
         "card 1; pid 11 (python3 serve.py) holds card 2 (`--stop-foreign` stops a foreign "
-        "container (docker|podman stop))"
+        "container (SIGINT, then SIGTERM by docker|podman kill --signal; never SIGKILL); "
+        "stop it yourself: fleetd never signals a process it did not start)"
     )
 
 

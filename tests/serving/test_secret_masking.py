@@ -11,7 +11,10 @@ needs the token.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shlex
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,14 +22,18 @@ import httpx
 import pytest
 
 from daemon.config_secrets import exposed_secrets, recipe_secret_keys
+from serving.recipe.build import build_launch
 from serving.recipe.masking import (
     KnownSecrets,
+    is_secret_flag,
     is_secret_name,
     mask_argv,
     mask_env,
+    mask_spec,
     mask_text,
     secret_values,
 )
+from serving.recipe.recipe import recipe_from_table
 from tests.support import loopback
 from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
@@ -92,7 +99,9 @@ def test_nothing_fleetd_writes_or_serves_holds_a_secret(daemon: Fleetd) -> None:
     assert len(headers) == 1 and _leaks(headers[0]) == []
     assert "--api-key *** --hf-token=*** --redis-url redis://cache:***@localhost" in headers[0]
     auth = {"Authorization": f"Bearer {daemon.token}"}
-    recipe = loopback.get(daemon.url + "/api/v1/serving/recipe", timeout=10).json()
+    # The recipe's environment needs the token even on loopback, as the engine log does.
+    assert loopback.get(daemon.url + "/api/v1/serving/recipe", timeout=10).status_code == 401
+    recipe = loopback.get(daemon.url + "/api/v1/serving/recipe", headers=auth, timeout=10).json()
     assert _leaks(json.dumps(recipe)) == []
     env = recipe["spec"]["env"]
     assert env["DATABASE_URL"] == "postgresql://fleet:***@db.local:5432/fleet"
@@ -223,6 +232,10 @@ SECRET_NAMES = [
     "APIKEY",
     "hf_token",
     "my-api-key",
+    "API_KEYS",  # issue 33: the names no rule caught
+    "SESSION_COOKIE",
+    "PRIVATE_KEY_PEM",
+    "TLS_PRIVATE_KEY",
 ]
 PLAIN_NAMES = [
     "VLLM_MIN_THINKING_TOKENS",
@@ -322,3 +335,101 @@ def test_tokens_settings_show_and_do_not_warn(tmp_path: Path) -> None:
     shown = json.loads(run_fleetctl("recipe", "show", str(recipe), "--json").stdout)
     assert shown["env"]["VLLM_MIN_THINKING_TOKENS"] == "512"
     assert shown["env"]["GLM53_IDX_PREFILL_BUF_TOKENS"] == "8192"
+
+
+# -- issue 33: by value in every quoting, header and URL forms, abbreviated flags -------
+
+QUOTED = "sk-QUO'TE\"D-S3CR3T"  # both quotes: Python's repr escapes one of them
+
+
+@pytest.mark.parametrize(
+    ("form", "text"),
+    [
+        ("plain", f"key is {QUOTED} here"),
+        ("shell", f"exec vllm serve --x {shlex.quote(QUOTED)}"),
+        ("shell-escaped", "exec vllm serve --x '" + QUOTED.replace("'", "'\\''") + "'"),
+        ("json", json.dumps({"note": QUOTED})),
+        ("json-ascii", json.dumps({"note": QUOTED + "\u00e9"}, ensure_ascii=True)),
+        ("python-repr", repr({"note": QUOTED})),
+        ("python-repr-list", repr([QUOTED, 1])),
+        ("url", "https://h/x?" + urllib.parse.urlencode({"q": QUOTED})),
+    ],
+)
+def test_a_known_secret_is_masked_in_every_quoting(form: str, text: str) -> None:
+    known = KnownSecrets([QUOTED, QUOTED + "\u00e9"])
+    shown = known.mask(text)
+    assert "S3CR3T" not in shown, (form, shown)
+    assert "***" in shown
+    assert "S3CR3T" not in mask_argv(["--api-key", QUOTED, "--note", text])[3]  # in a launch
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x-api-key: HDRKEY-1", "x-api-key: ***"),
+        ("X-Auth-Token: HDRTOKEN-2", "X-Auth-Token: ***"),
+        ("GET /v1/models token=TOK-3 200", "GET /v1/models token=*** 200"),
+        ("login failed password=PW-4", "login failed password=***"),
+        ("curl -u admin:PW-5 https://h/", "curl -u admin:*** https://h/"),
+        ("curl --user 'admin:PW-6' https://h/", "curl --user 'admin:***' https://h/"),
+        ("rsync admin:PW-7@backup.local:/data", "rsync admin:***@backup.local:/data"),
+        (
+            "launch: vllm serve m --api-ke APIKE-8 --port 1",
+            "launch: vllm serve m --api-ke *** --port 1",
+        ),
+        ("Cookie: session=COOK-9", "Cookie: ***"),
+        ('{"api_key": "JSONKEY-10", "n": 2}', '{"api_key": "***", "n": 2}'),
+        ("{'api_key': 'REPRKEY-11', 'port': 8000}", "{'api_key': '***', 'port': 8000}"),
+        ("RPC timed out (api_key=sk-12)", "RPC timed out (api_key=***)"),
+        # settings and prose stay readable
+        ("max_num_batched_tokens=8192 ssl_keyfile_password=None", None),
+        ("--ssl-keyfile /etc/cmpfleet/key.pem --tokenizer-mode auto", None),
+        ("INFO 01-02 10:22:33 [core.py:512] engine ready at http://host:8000/v1", None),
+        ("mail admin@example.org about it", None),
+    ],
+)
+def test_value_patterns(text: str, shown: str | None) -> None:
+    found: set[str] = set()
+    assert mask_text(text, found) == (text if shown is None else shown)
+    assert bool(found) is (shown is not None)
+    assert mask_text(mask_text(text)) == mask_text(text)  # masking a masked text is a no-op
+
+
+@pytest.mark.parametrize(
+    ("flag", "secret"),
+    [
+        ("--api-key", True),
+        ("--api-ke", True),  # argparse takes any unambiguous prefix
+        ("--api-k", True),
+        ("--api_ke", True),
+        ("--hf-tok", True),
+        ("--api-keys", True),
+        ("--ssl-keyfile", False),  # a flag of its own, which argparse prefers
+        ("--tokenizer", False),
+        ("--host", False),
+        ("-a", False),
+    ],
+)
+def test_secret_flags_and_their_abbreviations(flag: str, secret: bool) -> None:
+    assert is_secret_flag(flag) is secret
+    masked = mask_argv(["vllm", "serve", "m", flag, "VALUE-1234"])
+    assert (masked[4] == "***") is secret
+
+
+def test_a_secret_hidden_in_the_environment_is_hidden_in_the_flags_too() -> None:
+    spec = build_launch(
+        recipe_from_table(
+            {
+                "preset": "sim-engine",
+                "extra_args": ["--sim-log-line", f"0.1=dump {QUOTED}"],
+                "env": {"API_KEYS": QUOTED, "SESSION_COOKIE": "COOKIE-VALUE-1"},
+            },
+            "test",
+        )
+    )
+    shown = mask_spec(spec)
+    assert shown.env["API_KEYS"] == "***" and shown.env["SESSION_COOKIE"] == "***"
+    assert "0.1=dump ***" in shown.argv
+    held = KnownSecrets(["FLEETD-OWN-TOKEN"])
+    with_token = dataclasses.replace(spec, argv=(*spec.argv, "--note", "FLEETD-OWN-TOKEN"))
+    assert mask_spec(with_token, held).argv[-1] == "***"  # fleetd's own secrets as well

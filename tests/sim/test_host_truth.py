@@ -74,6 +74,38 @@ def test_boot_drift_changes_only_the_next_boot(make_rig: RigFactory) -> None:
     assert facts.default_boot.kernel == "6.8.0-49-generic"
 
 
+def test_a_reboot_on_boot_drift_boots_the_default_entry_and_its_trap(
+    make_rig: RigFactory,
+) -> None:
+    """The simulated reboot boots the default entry: the stock kernel, 256 MiB BAR1, no P2P."""
+    rig = make_rig("boot-drift")
+    rig.reboot()
+    sources = rig.host_sources()
+    assert sources.host_facts is not None
+    snapshot = sources.gpu.snapshot()
+    facts = sources.host_facts(snapshot)
+    assert facts.running_kernel == "6.8.0-49-generic"
+    assert facts.cmdline is not None and facts.cmdline[0] == "BOOT_IMAGE=/vmlinuz-6.8.0-49-generic"
+    assert {c.bar1_total_mib for c in snapshot.cards} == {256}
+    assert {p.status for p in facts.p2p} == {P2pStatus.NOT_SUPPORTED}
+    # A restarted fleetd on the same state dir: still that boot, still that kernel.
+    again = make_rig("boot-drift").host_sources()
+    assert again.host_facts is not None
+    assert again.host_facts(again.gpu.snapshot()).running_kernel == "6.8.0-49-generic"
+
+
+def test_a_reboot_of_a_healthy_rig_boots_its_baseline_kernel(make_rig: RigFactory) -> None:
+    rig = make_rig("healthy")
+    rig.reboot()
+    sources = rig.host_sources()
+    assert sources.host_facts is not None
+    snapshot = sources.gpu.snapshot()
+    facts = sources.host_facts(snapshot)
+    assert facts.running_kernel == SIM_KERNEL
+    assert {c.bar1_total_mib for c in snapshot.cards} == {65536}
+    assert {p.status for p in facts.p2p} == {P2pStatus.OK}
+
+
 def test_riser_errors_climb_with_the_simulated_uptime(
     make_rig: RigFactory, clock: ManualClock
 ) -> None:

@@ -290,6 +290,12 @@ BAD_FILES = [
         id="holder-missing-name",
     ),
     pytest.param(
+        "card_count = 1\n[host]\nforeign_processes = "
+        '[{pid = 1, name = "x", device = "/dev/nvidia0", ignores_signals = true}]\n',
+        "host.foreign_processes[0].ignores_signals: only a container's process can",
+        id="bare-process-ignoring-signals",
+    ),
+    pytest.param(
         'card_count = 1\n[host]\nnvml_unavailable = "broken"\n',
         "host.nvml_unavailable: one of driver_not_loaded, lib_rm_version_mismatch",
         id="nvml-down-kind",

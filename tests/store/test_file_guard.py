@@ -16,6 +16,7 @@ import pytest
 from daemon.store import Store, StoreError
 from daemon.store.file_guard import quick_check
 from hwcheck.model import EventKind, Severity
+from tests.store.conftest import at, card, poll
 
 PAGE_BYTES = 4096
 
@@ -117,3 +118,17 @@ def test_a_replaced_damaged_file_is_never_written(store: Store, db: Path, tmp_pa
     db.unlink()  # the person moved it aside: a fresh history, writes work again
     store.record_event(EventKind.DAEMON, Severity.INFO, "back")
     assert "back" in messages(store)
+
+
+def test_after_a_delete_the_next_writes_need_no_row_of_the_old_file(store: Store, db: Path) -> None:
+    """Samples name their card's row: the first poll after the delete once failed its
+    FOREIGN KEY (the cached card ids were the old file's), an outage of a poll (issue 33)."""
+    fresh: list[str] = []
+    store.add_fresh_listener(lambda: fresh.append("fresh"))
+    store.record_samples(poll(at(0), card(0), card(1)))
+    db.unlink()
+    store.record_samples(poll(at(1), card(0), card(1)))  # no StoreError
+    assert fresh == ["fresh"]  # told once, so fleetd writes its history again
+    assert [row.index for row in store.list_cards()] == [0, 1]
+    store.record_samples(poll(at(2), card(0), card(1)))
+    assert fresh == ["fresh"]

@@ -138,7 +138,7 @@ _WORDS = st.sampled_from(
         "CREDENTIALS",
     ]
 )
-_LAST_ONLY = {"TOKEN", "KEY", "PWD", "PASS"}
+_LAST_ONLY = {"TOKEN", "KEY", "KEYS", "PWD", "PASS"}  # KEYS: API_KEYS (issue 33)
 _ANYWHERE = {"PASSWORD", "SECRET", "AUTH", "CREDENTIALS"}
 
 

@@ -17,6 +17,7 @@ from daemon.engine.recovery_port import ReportsToRecovery, SupervisedEngine
 from hwcheck.cuda_results import CardProbe, ProbeRound
 from hwcheck.model import Advice, CheckResult, ClassifiedXid, GpuSnapshot, LatchWaiver
 from recovery.controller import RecoveryController
+from recovery.decisions import Reason
 from recovery.facts import LatchFact
 from recovery.settings import RecoverySettings
 from serving.runtime.supervisor import Supervisor
@@ -59,7 +60,13 @@ class MemoryPorts:
 
     # AuditTrail
     def record(
-        self, actor: str, action: str, reason: str, result: str, warnings: tuple[str, ...] = ()
+        self,
+        actor: str,
+        action: str,
+        reason: str,
+        result: str,
+        warnings: tuple[str, ...] = (),
+        reasons: tuple[Reason, ...] = (),
     ) -> None:
         self.audit.append((actor, action, reason, result))
 
@@ -69,6 +76,12 @@ class MemoryPorts:
 
     def run(self, cold: bool) -> str:
         raise RuntimeError("no host to reboot in a supervisor test")
+
+    def unavailable(self, cold: bool) -> str | None:
+        return None
+
+    def wrong_boot(self) -> str | None:
+        return None
 
     # DocumentStore
     def load(self) -> dict[str, Any] | None:

@@ -54,7 +54,8 @@ class StubServices:
         return iter(())
 
     def serving_recipe(self) -> dict[str, Any]:
-        return {}
+        recipe: dict[str, Any] = DOCUMENTS["recipe"]
+        return recipe
 
 
 def call(
@@ -155,11 +156,14 @@ def test_beyond_loopback_reads_take_the_token_as_the_basic_password(path: str) -
     assert raw_call(services, "GET", path, {}).status_code == 401
 
 
-def test_the_engine_log_takes_a_basic_login_even_on_loopback() -> None:
+@pytest.mark.parametrize("path", ["/api/v1/serving/logs?lines=1", "/api/v1/serving/recipe"])
+def test_what_shows_the_launch_needs_the_token_even_on_loopback(path: str) -> None:
+    """The engine log and the recipe's argv and environment (issue 33: the recipe was open)."""
     services = StubServices(loopback_only=True)
-    path = "/api/v1/serving/logs?lines=1"
     assert raw_call(services, "GET", path, {}).status_code == 401
+    assert raw_call(services, "GET", path, {"Authorization": "Bearer nope"}).status_code == 403
     assert raw_call(services, "GET", path, {"Authorization": basic("s3cret")}).status_code == 200
+    assert raw_call(services, "GET", path, {"Authorization": "Bearer s3cret"}).status_code == 200
 
 
 @pytest.mark.parametrize("loopback", [True, False])

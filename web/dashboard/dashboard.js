@@ -327,6 +327,35 @@ async function post(path, body, resultId, done) {
   again("events");
 }
 
+// The reboot button: a refusal because the default boot entry is not the baseline kernel
+// (code boot_entry) names the entry; the person may then reboot into it anyway (force).
+async function rebootClicked() {
+  // A cold power cycle when the latch asks for one ([recovery] power_cycle_command).
+  const cold = $("reboot-confirm").dataset.cold === "true";
+  const what = cold ? "power cycle" : "reboot";
+  const question = `${cold ? "Power-cycle the rig" : "Reboot the host"} now? The engine is stopped cleanly first; the ${what} runs only if that stop succeeds.`;
+  if (needToken("reboot-result")) return;
+  if (!window.confirm(question)) return;
+  notify("", false);
+  showResult("reboot-result", "", false);
+  try {
+    const answer = await postJson("/api/v1/recovery/reboot", { confirm: true, cold });
+    showResult("reboot-result", `${what}: ${answer.message || "accepted"}`, false);
+  } catch (error) {
+    if (isUnreachable(error) || error.code !== "boot_entry") {
+      showResult("reboot-result", isUnreachable(error) ? "the daemon did not answer" : error.message, true);
+    } else {
+      showResult("reboot-result", `${what} refused: ${error.message}`, true);
+      if (window.confirm(`${error.message}\n\n${cold ? "Power-cycle" : "Reboot"} into that entry anyway (--force)?`)) {
+        await post("/api/v1/recovery/reboot", { confirm: true, cold, force: true }, "reboot-result", (answer) => `${what} (forced): ${answer.message || "accepted"}`);
+        return;
+      }
+    }
+  }
+  again("status");
+  again("events");
+}
+
 const ENGINE_QUESTIONS = {
   start: "Start the engine?",
   stop: "Stop the engine? Serving stops, and a cold start takes 20 to 45 minutes.",
@@ -344,18 +373,7 @@ function wireButtons() {
       }),
     );
   }
-  $("reboot-confirm").addEventListener("click", () => {
-    // A cold power cycle when the latch asks for one ([recovery] power_cycle_command).
-    const cold = $("reboot-confirm").dataset.cold === "true";
-    const what = cold ? "Power-cycle the rig" : "Reboot the host";
-    mutate(
-      `${what} now? The engine is stopped cleanly first; the ${cold ? "power cycle" : "reboot"} runs only if that stop succeeds.`,
-      "/api/v1/recovery/reboot",
-      { confirm: true, cold },
-      "reboot-result",
-      (answer) => `${cold ? "power cycle" : "reboot"}: ${answer.message || "accepted"}`,
-    );
-  });
+  $("reboot-confirm").addEventListener("click", () => rebootClicked());
   $("reboot-clear").addEventListener("click", () => {
     if (needToken("reboot-result")) return;
     const reason = window.prompt(

@@ -47,7 +47,7 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
 
         409 when the engine would not stop (then nothing is rebooted).
         """
-        return services.recovery_reboot(body.confirm, body.cold)
+        return services.recovery_reboot(body.confirm, body.cold, body.force)
 
     @routes.post(
         "/api/v1/recovery/clear",

@@ -142,7 +142,7 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
         """Start, stop or restart the engine (409 with the reason and its code when refused).
 
         ``{"stop_foreign": true}`` with ``start``: first stop foreign containers that hold
-        the port or the profile's cards (``docker|podman stop``; recorded).
+        the port or the profile's cards (SIGINT, then SIGTERM; never SIGKILL; recorded).
         """
         if body is not None and body.stop_foreign:
             return services.serving_action(action, stop_foreign=True)
@@ -152,10 +152,15 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
         "/api/v1/serving/recipe",
         response_model=RecipeDocument,
         response_model_exclude_unset=True,
-        responses=error_responses(409),
+        responses=error_responses(401, 403, 409),
+        dependencies=token,
     )
     def serving_recipe() -> RecipeDocument:
-        """The argv and environment the daemon would launch; diff to the last ready launch."""
+        """The argv and environment the daemon would launch; diff to the last ready launch.
+
+        The token is needed even on loopback, as for the engine log: masked or not, the
+        recipe's environment is the launch's (model paths, endpoints, what a rule missed).
+        """
         return services.serving_recipe()
 
     return routes

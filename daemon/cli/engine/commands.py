@@ -99,6 +99,13 @@ def reboot(
         bool,
         typer.Option("--cold", help="Power-cycle instead ([recovery] power_cycle_command)."),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Reboot even when the default boot entry is not the baseline kernel.",
+        ),
+    ] = False,
     timeout_s: Annotated[
         float,
         typer.Option("--timeout", min=1, help="Seconds to wait for the clean stop and the reboot."),
@@ -110,7 +117,7 @@ def reboot(
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s, cold))
+    raise typer.Exit(cmd_recovery.reboot(out, opts.client(out), confirm, timeout_s, cold, force))
 
 
 def clear_reboot_latch(

@@ -106,7 +106,7 @@ def show(out: Output, client: FleetClient, file: Path | None, diff: bool) -> int
             out.line(show_text(spec))
         return 0
     try:
-        document: dict[str, Any] = client.get("/api/v1/serving/recipe")
+        document: dict[str, Any] = client.get("/api/v1/serving/recipe", needs_token=True)
     except ClientError as exc:
         out.fail(str(exc), EXIT_FAILED)
     if file is not None:

@@ -48,7 +48,7 @@ def _fail_on(out: Output, exc: ClientError) -> NoReturn:
 
 
 def _confirmed_reboot(
-    out: Output, client: FleetClient, timeout_s: float, cold: bool
+    out: Output, client: FleetClient, timeout_s: float, cold: bool, force: bool
 ) -> dict[str, Any]:
     """POST the confirmed reboot and show the engine's state until fleetd answers."""
     watcher = dataclasses.replace(client, timeout_s=PROGRESS_TIMEOUT_S)
@@ -72,7 +72,10 @@ def _confirmed_reboot(
     try:
         result: dict[str, Any] = answer_while_waiting(
             out,
-            lambda: long_client.post("/api/v1/recovery/reboot", {"confirm": True, "cold": cold}),
+            lambda: long_client.post(
+                "/api/v1/recovery/reboot",
+                {"confirm": True, "cold": cold, **({"force": True} if force else {})},
+            ),
             tick,
             "fleetd carries on with the reboot (the clean stop, then the reboot command); "
             "see fleetctl status",
@@ -110,11 +113,16 @@ class _Shown:
 
 
 def reboot(
-    out: Output, client: FleetClient, confirm: bool, timeout_s: float, cold: bool = False
+    out: Output,
+    client: FleetClient,
+    confirm: bool,
+    timeout_s: float,
+    cold: bool = False,
+    force: bool = False,
 ) -> int:
-    """``fleetctl reboot [--confirm] [--cold] [--timeout S]``."""
+    """``fleetctl reboot [--confirm] [--cold] [--force] [--timeout S]``."""
     if confirm:
-        result = _confirmed_reboot(out, client, timeout_s, cold)
+        result = _confirmed_reboot(out, client, timeout_s, cold, force)
     else:
         result = _explained_reboot(out, client, cold)
     what = "power cycle" if cold else "reboot"

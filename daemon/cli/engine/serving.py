@@ -45,7 +45,9 @@ def _post_action(
         done = "stopped" if stopped["stopped"] else "could not stop"
         out.err.print(
             f"fleetctl: {done} foreign container {stopped['container']} "
-            f"(image {stopped['image']}): {' '.join(stopped['command'])}",
+            f"(image {stopped['image']}): "
+            + "; ".join(" ".join(command) for command in stopped["commands"])
+            + (f": {stopped['detail']}" if not stopped["stopped"] and stopped["detail"] else ""),
             markup=False,
         )
     for warning in result.get("warnings", []):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.cli.transport import url_problem
+from hwcheck.atomic import NotARegularFile
+from hwcheck.regular_file import read_regular
 
 RIG_KEYS = frozenset({"url", "token_file"})
 
@@ -41,11 +43,11 @@ def load_fleet(path: Path | None = None) -> list[Rig]:
     """Every rig of the fleet file, in the file's order."""
     path = path or default_fleet_file()
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
+        table = tomllib.loads(read_regular(path).decode("utf-8"))
     except FileNotFoundError:
         raise FleetFileError(f"{path}: no such fleet file") from None
-    except IsADirectoryError:
-        raise FleetFileError(f"{path}: is a directory, not a fleet file") from None
+    except NotARegularFile as exc:
+        raise FleetFileError(f"{path}: is {exc.what}, not a fleet file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise FleetFileError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -8,8 +8,11 @@ a temporary file (the summary leads, and it is only known at the end of the inpu
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -19,11 +22,13 @@ from typing import IO, Any, TextIO
 
 from daemon.cli.output import EXIT_BAD_INPUT, Output
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
+from hwcheck.atomic import NotARegularFile
 from hwcheck.bootid import read_boot_id
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.kernellog.history import read_kmsg_history
 from hwcheck.kernellog.parser import scan_lines
+from hwcheck.regular_file import open_regular
 
 # Where a saved kernel log says when a line was printed, by format. Numbers are ASCII
 # decimal digits (``re.ASCII``: ``\d`` alone takes any script's) in bounded runs, so a
@@ -43,6 +48,8 @@ _WALL_CLOCK_RES = (
     re.compile(r"^(?P<stamp>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)", re.ASCII),  # syslog
 )
 JSON_BATCH_ROWS = 512
+# The kernel's ring buffer device, /dev/kmsg: character device major 1, minor 11.
+KMSG_DEVICE = (1, 11)
 _LISTING_HEADER = ("line", "pci", "xid", "class", "action", "process", "message")
 
 
@@ -227,14 +234,25 @@ def _open_input(file: str) -> tuple[Iterable[str], IO[str] | None]:
     if file == "-":
         stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         return stdin, stdin
-    if Path(file).is_char_device():
+    if is_kmsg_device(Path(file)):
         # /dev/kmsg never ends: read what the kernel holds now, without blocking. As on the
         # live path, only the kernel's own records (a saved log is read as given).
         records = read_kmsg_history(file, boot_id=read_boot_id())
         lines = [(r.raw or r.text).split("\n", 1)[0] for r in records if not r.from_user_space]
         return lines, None
-    stream = open(file, encoding="utf-8", errors="replace")  # noqa: SIM115 (closed by scan)
+    # Any other device, a FIFO or a socket would block or never end: refused in one line.
+    stream = io.TextIOWrapper(open_regular(file), encoding="utf-8", errors="replace")
     return stream, stream
+
+
+def is_kmsg_device(path: Path) -> bool:
+    """True for the kernel's ring buffer device (``/dev/kmsg`` or a node of the same device)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    rdev = info.st_rdev
+    return stat.S_ISCHR(info.st_mode) and (os.major(rdev), os.minor(rdev)) == KMSG_DEVICE
 
 
 def scan(out: Output, file: str, config: Path | None) -> int:
@@ -247,12 +265,14 @@ def scan(out: Output, file: str, config: Path | None) -> int:
         lines, to_close = _open_input(file)
     except FileNotFoundError:
         out.fail(f"{file}: no such file", EXIT_BAD_INPUT)
-    except IsADirectoryError:
-        out.fail(f"{file}: is a directory, expected a saved kernel log", EXIT_BAD_INPUT)
+    except NotARegularFile as exc:
+        out.fail(f"{file}: is {exc.what}, expected a saved kernel log", EXIT_BAD_INPUT)
     except PermissionError:
         out.fail(f"{file}: permission denied (try sudo)", EXIT_BAD_INPUT)
     except KernelLogUnavailable as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
+    except OSError as exc:
+        out.fail(f"{file}: cannot read: {exc.strerror or exc}", EXIT_BAD_INPUT)
     try:
         rows = scan_rows(lines, catalogue)
         if out.json_mode:

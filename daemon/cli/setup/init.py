@@ -10,36 +10,44 @@ is changed only with ``--force``, and then only its baseline keys.
 from __future__ import annotations
 
 import difflib
-import stat
 import tempfile
+import tomllib
 from pathlib import Path
 
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.cli.setup.config_edit import ConfigEditError, TableUpdate, apply_updates
 from daemon.cli.setup.host_baseline import host_baseline_updates
+from daemon.cli.setup.init_reboot import with_host_reboot_command
 from daemon.config import DEFAULT_CONFIG_PATH
 from daemon.install.installer import example_config
-from hwcheck.atomic import atomic_write
+from hwcheck.atomic import NotARegularFile, atomic_write, writable_target
 from hwcheck.backend import BackendError
 from hwcheck.host import HostSources
 from hwcheck.model import RigSnapshot
+from hwcheck.regular_file import read_regular
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
 
 UNLOCKED_MIN_MIB = 60_000
 CONFIG_MODE = 0o640
+# The cap a config without one gets (the CMP 170HX's usual 180 W); never over the file's.
+DEFAULT_POWER_CAP_W = 180.0
 WARNING_PREFIX = "# WARNING: a card reports "
 
 
-def card_baseline(snapshot: RigSnapshot, power_cap_w: float) -> list[TableUpdate]:
-    """What init records about the cards: ``[rig]`` keys and ``[rig.pcie_baseline]``."""
+def card_baseline(snapshot: RigSnapshot, power_cap_w: float | None) -> list[TableUpdate]:
+    """What init records about the cards: ``[rig]`` keys and ``[rig.pcie_baseline]``.
+
+    ``power_cap_w`` is not measured: it is written only when given (``None``: left as is).
+    """
     cards = [c for c in snapshot.cards if not c.lost]
     memories = [c.memory_total_mib for c in cards if c.memory_total_mib is not None]
     rig: dict[str, object] = {
         "card_count": len(snapshot.cards),
         "memory_total_mib": min(memories) if memories else 65536,
-        "power_cap_w": round(float(power_cap_w), 1),
     }
+    if power_cap_w is not None:
+        rig["power_cap_w"] = round(float(power_cap_w), 1)
     gens = [c.pcie_gen_max or c.pcie_gen_current for c in cards]
     widths = [c.pcie_width_current or c.pcie_width_max for c in cards]
     if cards and all(gens) and all(widths):
@@ -80,14 +88,31 @@ def baseline_text(current: str, updates: list[TableUpdate]) -> str:
     return with_warning(edited, memory if isinstance(memory, int) else None)
 
 
-def write_config(path: Path, text: str) -> None:
-    """Write atomically: a new file 0640 (it may later hold webhook secrets).
+def write_config(path: Path, text: str) -> Path:
+    """Write atomically (``hwcheck.atomic``): a new file 0640 (it may later hold secrets).
 
-    An existing one keeps its mode: a 0600 config holding secrets stays 0600.
+    An existing one keeps its mode and owner (a 0600 config holding secrets stays 0600);
+    a symbolic link is written through (the file it names changes); a device, FIFO,
+    socket or directory is refused and left as it was. The file written.
     """
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else CONFIG_MODE
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text, mode=mode)
+    return atomic_write(path, text, mode=CONFIG_MODE, keep_mode=True)
+
+
+def cap_to_record(flag_w: float | None, current: str) -> float | None:
+    """The ``power_cap_w`` init writes: the flag when given; else none over the file's own.
+
+    A config without one gets the default cap (the cards' 180 W); a cap in the file is
+    the operator's choice and a default never overwrites it.
+    """
+    if flag_w is not None:
+        return flag_w
+    try:
+        rig = tomllib.loads(current).get("rig")
+    except tomllib.TOMLDecodeError:
+        return None  # the edit itself says what is wrong with the file
+    has_cap = isinstance(rig, dict) and "power_cap_w" in rig
+    return None if has_cap else DEFAULT_POWER_CAP_W
 
 
 def _diff(before: str, after: str, before_name: str, after_name: str) -> list[str]:
@@ -97,7 +122,9 @@ def _diff(before: str, after: str, before_name: str, after_name: str) -> list[st
     return [line.rstrip("\n") for line in lines]
 
 
-def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, force: bool) -> int:
+def run(
+    out: Output, output: Path, simulate: str | None, power_cap_w: float | None, force: bool
+) -> int:
     """Detect, then write the baseline into ``output`` (an existing one only with ``force``)."""
     if simulate is not None and output == DEFAULT_CONFIG_PATH:
         out.fail(
@@ -138,12 +165,22 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             "before recording a baseline (--force records it anyway)",
             EXIT_FAILED,
         )
-    exists = output.exists()
     try:
-        current = output.read_text(encoding="utf-8") if exists else example_config()
+        # Only a regular file (or a link to one) is read and written: a device, a FIFO or
+        # a directory at --output is refused before anything, and left as it was.
+        _target, existing = writable_target(output)
+        exists = existing is not None
+        # A new config names a reboot program this host has (an existing one is left alone).
+        current = (
+            read_regular(output).decode("utf-8")
+            if exists
+            else with_host_reboot_command(example_config())
+        )
         # The host's baseline (boot chain, module, bus, P2P) beside the cards'.
-        updates = card_baseline(snapshot, power_cap_w) + host_updates
+        updates = card_baseline(snapshot, cap_to_record(power_cap_w, current)) + host_updates
         text = baseline_text(current, updates)
+    except NotARegularFile as exc:
+        out.fail(f"not writing {output}: it is {exc.strerror}", EXIT_FAILED)
     except OSError as exc:
         out.fail(f"cannot read {output}: {exc.strerror}", EXIT_FAILED)
     except UnicodeDecodeError:
@@ -169,7 +206,9 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
             EXIT_BAD_INPUT,
         )
     try:
-        write_config(output, text)
+        written = write_config(output, text)
+    except NotARegularFile as exc:
+        out.fail(f"not writing {output}: it is {exc.strerror}", EXIT_FAILED)
     except OSError as exc:
         out.fail(f"cannot write {output}: {exc.strerror}", EXIT_FAILED)
     if out.json_mode:
@@ -177,5 +216,6 @@ def run(out: Output, output: Path, simulate: str | None, power_cap_w: float, for
     else:
         for line in diff:
             out.line(line)
-        out.line(f"wrote {output} for {len(snapshot.cards)} cards")
+        through = f" (through the link {output})" if written != output else ""
+        out.line(f"wrote {written if through else output}{through} for {len(snapshot.cards)} cards")
     return 0
