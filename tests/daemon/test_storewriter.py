@@ -94,7 +94,7 @@ def test_the_remedy_names_what_happened(error: str, says: str) -> None:
     writer = StoreWriter(lambda got: store_remedy("sqlite:////s/fleet.db", got), stuck_after_s=5)
     try:
         writer.record_failure(StoreError(error))
-        result = writer.health()
+        result = health(writer)
         assert result.severity is Severity.CRITICAL
         assert says in (result.remedy or "")
     finally:
