@@ -216,7 +216,8 @@ def build_daemon(
         api.close()
         raise
     try:
-        profiles = profiles_for(settings, config_path, sim_engine)
+        build_file = None if rig is None else StateDir(state_dir).sim_images
+        profiles = profiles_for(settings, config_path, sim_engine, build_file)
         return Daemon(settings, state_dir, host, rig, Notifier(), profiles=profiles, api=api)
     except StoreError as exc:
         host.close()

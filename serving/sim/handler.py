@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
 from serving.sim.core import SimEngine
+from serving.sim.defects import context_tokens
 from serving.sim.replies import message_text, split_tokens
 
 
@@ -73,6 +74,8 @@ class EngineHandler(BaseHTTPRequestHandler):
                 "max_model_len": options.max_model_len,
             }
             self._send_json(200, {"object": "list", "data": [model]})
+        elif path == "/version":
+            self._send_json(200, {"version": engine.version})
         elif path == "/metrics":
             data = generate_latest(engine.registry)
             self.send_response(200)
@@ -131,13 +134,14 @@ class EngineHandler(BaseHTTPRequestHandler):
         tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         content = "".join(tokens) if reply.content is not None else None
         generated = max(len(tokens), 1 if reply.tool_calls else 0)
-        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        prompt_tokens = context_tokens(request["messages"], message_text)
         engine.prefill(prompt_tokens)
         engine.pace(1)
         engine.ttft.observe(time.monotonic() - started)
         engine.pace(max(generated - 1, 0))
         engine.generation_tokens.inc(generated)
         engine.prompt_tokens.inc(prompt_tokens)
+        engine.observe_finished(request, prompt_tokens, generated)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.reasoning is not None:
             message["reasoning"] = reply.reasoning
@@ -163,7 +167,7 @@ class EngineHandler(BaseHTTPRequestHandler):
         limit = int(request.get("max_tokens") or request.get("max_completion_tokens") or 256)
         tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        prompt_tokens = sum(len(message_text(m).split()) for m in request["messages"])
+        prompt_tokens = context_tokens(request["messages"], message_text)
         engine.prompt_tokens.inc(prompt_tokens)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -209,9 +213,10 @@ class EngineHandler(BaseHTTPRequestHandler):
             send({"tool_calls": calls}, None)
         finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
         send({}, finish)
+        generated = len(tokens) + (1 if reply.tool_calls else 0)
+        engine.observe_finished(request, prompt_tokens, generated)
         options = request.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
-            generated = len(tokens) + (1 if reply.tool_calls else 0)
             chunk = self._base(engine, completion_id, "chat.completion.chunk")
             chunk["choices"] = []
             chunk["usage"] = {
