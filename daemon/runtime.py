@@ -24,7 +24,8 @@ from daemon.api.server import ApiServer, url_host
 from daemon.api.services import DaemonServices
 from daemon.api.sim_control import SimControl, reboot_simulated_host
 from daemon.canaries.diag import build_diag
-from daemon.canaries.service import CanaryService, build_canaries
+from daemon.canaries.service import CanaryService
+from daemon.canaries.wiring import EngineWatch, watch_engine
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
 from daemon.engine.service import EngineService
@@ -59,6 +60,8 @@ from recovery.facts import Trigger
 from serving.profiles import ProfileSet
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
+from serving.runtime.foreign_containers import RuntimeContainers
+from serving.sim.images import ImageStore
 from web.app import create_app
 from web.loopback import is_loopback
 from web.metrics_model import DurationHistogram
@@ -179,6 +182,8 @@ class Daemon:
         self.xid_path.add_listener(self.recovery.on_xid)
         profiles = profiles or (None if recipe is None else ProfileSet.single(recipe))
         self.engine: EngineService | None = None
+        images = None if sim is None else ImageStore(StateDir(state_dir).sim_images)
+        sim_containers = None if sim is None else SimulatedContainers(sim, images)
         if profiles is not None:
             # Masked in every engine log line fleetd serves (each launch adds its own).
             secrets = KnownSecrets({self.token, *config_secret_values(settings, self.alerts.sinks)})
@@ -191,7 +196,7 @@ class Daemon:
                 host,
                 self.recovery,
                 rig_cards=rig_view.cards,
-                containers=None if sim is None else SimulatedContainers(sim),
+                containers=sim_containers,
                 known_secrets=secrets,
                 defer=self.writer.submit,
             )
@@ -203,9 +208,18 @@ class Daemon:
             apply_caps=settings.rig.apply_power_caps,
             judge=self._judge_now,
         )
-        self.canaries: CanaryService | None = None
+        self.watch: EngineWatch | None = None
         if self.engine is not None:
-            self.canaries = build_canaries(settings, self.store, self.engine, self.monitor)
+            self.watch = watch_engine(
+                settings,
+                self.store,
+                self.engine,
+                self.monitor,
+                sim_containers or RuntimeContainers(),
+                images,
+                self.recovery.on_canary_failure,
+            )
+        self.canaries: CanaryService | None = None if self.watch is None else self.watch.canaries
         self.host_watch = build_host_watch(
             host,
             settings,
@@ -246,7 +260,7 @@ class Daemon:
             own_gpu_pids=self.services.own_gpu_pids,
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
-            record_metrics=None if self.engine is None else self.engine.record_metrics,
+            record_metrics=None if self.watch is None else self.watch.poll,
             extra_checks=lambda: [*self._canary_checks(), *self.diag.check_results()],
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
@@ -372,6 +386,7 @@ class Daemon:
                 canary=self.canaries,
                 allowed_hosts=self._allowed_hosts(),
                 diag=self.diag,
+                builds=None if self.watch is None else self.watch.builds_api,
             )
         )
         boot_id = self.monitor.view().boot_id
@@ -380,6 +395,8 @@ class Daemon:
         self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
         self.recovery_memory.load(boot_id)
         self.recovery.new_boot(boot_id)
+        if self.watch is not None:
+            self.watch.load()
         self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd started (pid {_pid()})")
         try:
             self.poll()

@@ -42,6 +42,7 @@ class Trigger(enum.StrEnum):
     AUTOSTART = "autostart"  # fleetd started with autostart on
     BRING_UP = "bring_up"  # the end of the bring-up after a reboot (autostart's rules)
     BACKOFF_DUE = "backoff_due"  # the wait before an automatic restart is over
+    CANARY_FAIL = "canary_fail"  # a canary round failed and [canary] on_fail asks to act
 
 
 STARTS = frozenset(
@@ -138,6 +139,7 @@ class Facts:
     breaker hold) that automatic starts must respect; ``host_rebooting`` is true while a
     confirmed (or simulated) reboot ends every process; ``cards_held_by`` names a
     diagnostic that has the cards to itself (the memory test), during which nothing starts.
+    ``canary_action`` and ``canary_reason`` are what a failing canary round asks for and why.
     """
 
     trigger: Trigger
@@ -156,4 +158,6 @@ class Facts:
     operator_hold: bool = False
     host_rebooting: bool = False
     cards_held_by: str | None = None
+    canary_action: str | None = None  # on_fail's "restart" or "hold" (CANARY_FAIL only)
+    canary_reason: str = ""
     settings: PolicySettings = field(default_factory=PolicySettings)

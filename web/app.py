@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hwcheck.model import EventKind, Severity
 from web.alerts_api import AlertControl, alerts_router
 from web.auth import RemoteToken, request_token, token_matches
+from web.builds import BuildsControl, builds_router
 from web.canary import CanaryControl, canary_router
 from web.dashboard_routes import install_dashboard
 from web.diag import DiagControl, diag_router
@@ -79,6 +80,7 @@ def create_app(
     canary: CanaryControl | None = None,
     allowed_hosts: Collection[str] | None = None,
     diag: DiagControl | None = None,
+    builds: BuildsControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off this closure).
 
@@ -88,6 +90,7 @@ def create_app(
     ``allowed_hosts`` (a loopback listener's): besides loopback names, the ``Host`` names
     served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
     ``diag``: the daemon's diagnostics (the memory test); absent in stand-ins without it.
+    ``builds``: the engine builds seen (``/api/v1/builds``; 409 without one: no engine).
     """
     # Swagger UI and ReDoc from fastapi-offline's packaged assets: rigs are often offline,
     # so /docs must not load from a CDN (and the validator badge would call out: off).
@@ -299,6 +302,7 @@ def create_app(
         return services.recovery_clear(body.reason)
 
     app.include_router(canary_router(canary, require_token))
+    app.include_router(builds_router(builds, require_token))
     app.include_router(diag_router(diag, require_token))
     if alerts is not None:
         app.include_router(alerts_router(alerts, require_token))

@@ -31,8 +31,8 @@ class CanaryControl(Protocol):
         """Last results, signature counts and recent history."""
         ...
 
-    def run_canaries(self, force: bool) -> dict[str, Any]:
-        """Run one round now; ``Conflict`` when the engine is not ready."""
+    def run_canaries(self, force: bool, deep: bool = False) -> dict[str, Any]:
+        """Run one round now (``deep``: the deep round); ``Conflict`` when not ready."""
         ...
 
 
@@ -41,6 +41,7 @@ class CanaryRunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     force: bool = False
+    deep: bool = False
 
 
 def canary_router(canary: CanaryControl | None, require_token: Callable[..., None]) -> APIRouter:
@@ -73,7 +74,11 @@ def canary_router(canary: CanaryControl | None, require_token: Callable[..., Non
         responses=errors,
     )
     def canary_run(body: CanaryRunRequest | None = None) -> dict[str, Any]:
-        """Run every canary now (skipped while the engine is busy unless ``force``)."""
-        return control().run_canaries(bool(body and body.force))
+        """Run every canary now (skipped while the engine is busy unless ``force``).
+
+        ``deep``: the deep round (copy and recall at ``[canary] depths``, the loop canary,
+        determinism) instead of the short one.
+        """
+        return control().run_canaries(bool(body and body.force), bool(body and body.deep))
 
     return router

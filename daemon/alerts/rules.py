@@ -13,6 +13,8 @@ advice: the next step. Sources:
   nothing: the confirmed one does, so a warning is not followed by its critical a
   second later.
 - Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
+  The engine's own metrics against their 24 h median (``engine_metric:<metric>``):
+  speculative decoding's acceptance collapsed, time to first token tripled.
 - Recovery events of warning or worse (a cap that could not be applied, a decision that
   stopped the engine): one-shot news.
 - Canary events: a canary's verdict turned warn or fail fires ``canary:<name>``; pass resolves.
@@ -193,10 +195,39 @@ def _engine(kind: str, name: str, title: str, event: EventRow, severity: Severit
     )
 
 
+ENGINE_METRIC_TITLES = {
+    "spec_acceptance": ("SpecAcceptanceCollapsed", "Speculative decoding acceptance collapsed"),
+    "ttft_p95": ("TtftSlow", "Time to first token slowed"),
+}
+
+
+def engine_metric_signals(event: EventRow) -> list[AlertSignal]:
+    """An engine metric alarm started (fires ``engine_metric:<metric>``) or ended (resolves)."""
+    details = event.details or {}
+    metric = str(details.get("metric", ""))
+    fingerprint = f"engine_metric:{metric}"
+    if not details.get("firing"):
+        return [AlertSignal(fingerprint, fire=False)]
+    name, title = ENGINE_METRIC_TITLES.get(metric, (f"Engine{_camel(metric)}", metric))
+    return [
+        AlertSignal(
+            fingerprint=fingerprint,
+            fire=True,
+            rule="engine_metric",
+            severity=Severity.WARNING,
+            summary=f"{title}: {event.message.split(': ', 1)[-1]}",
+            advice=str(details.get("advice") or "See `fleetctl status --json` (serving.metrics)."),
+            labels={"alertname": name, "metric": metric},
+        )
+    ]
+
+
 def serving_signals(event: EventRow) -> list[AlertSignal]:
     """Engine crashed, held, stop stuck (fire); ready again or stopped (resolve)."""
     details = event.details or {}
     change, state = str(details.get("kind", "")), str(details.get("state", ""))
+    if change == "engine_metric":
+        return engine_metric_signals(event)
     if change == "stop_stuck":
         return [
             _engine("stop_stuck", "EngineStopStuck", "Engine stop stuck", event, Severity.CRITICAL)

@@ -55,14 +55,22 @@ def _figure(row: CanaryRow) -> str:
     return f" ({shown})"
 
 
-def engine_output_check(judged: Sequence[CanaryRow], serving: dict[str, Any]) -> CheckResult:
-    """The worst canary verdict on the engine run serving now (``ok`` when none failed)."""
+def engine_output_check(
+    judged: Sequence[CanaryRow],
+    serving: dict[str, Any],
+    also_current: Sequence[CanaryRow] = (),
+) -> CheckResult:
+    """The worst canary verdict on the engine run serving now (``ok`` when none failed).
+
+    ``also_current`` are verdicts judged current by another rule (the deep canaries'
+    verdicts on the build serving now, from before this run).
+    """
     since = _ready_since(serving)
     if since is None:
         return CheckResult(
             CHECK_ID, None, Severity.OK, "the engine is not serving: canaries judge it once ready"
         )
-    current = [row for row in judged if row.ts >= since]
+    current = [row for row in judged if row.ts >= since] + list(also_current)
     if not current:
         return CheckResult(
             CHECK_ID, None, Severity.OK, "no canary round has judged this engine run yet"

@@ -155,7 +155,8 @@ def combine(
     curve = ", ".join(_shown(r, percent) for r in sorted(results, key=lambda r: r.depth))
     message = f"{what} {curve}"
     if where is not None:
-        message += f": breaks at {depth_label(where)} ({worst.verdict.message})"
+        first = next(r for r in results if r.depth == where)
+        message += f": breaks at {depth_label(where)} ({first.verdict.message})"
     return Verdict(
         worst.verdict.result,
         min(figures) if figures else None,

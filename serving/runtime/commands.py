@@ -45,9 +45,10 @@ class Stop:
 
 @dataclass(frozen=True)
 class Restart:
-    """Stop, then start (a person's restart)."""
+    """Stop, then start (a person's restart; ``RESTART``: recovery's, counted in the total)."""
 
     reason: str = "restart requested"
+    kind: StartFor = StartFor.PERSON
 
 
 @dataclass(frozen=True)

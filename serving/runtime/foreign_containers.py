@@ -7,6 +7,11 @@ proxy (``docker-proxy``, ``rootlessport``), not by the container's own process, 
 port's container is found from ``ps``'s port column instead. Only ``stop`` changes
 anything, and only for ``--stop-foreign``: ``stop --time N`` is the runtime's graceful
 stop (SIGTERM, then its own kill after N seconds), never ``kill -9`` or ``rm -f``.
+
+It also reads what build a launch ran (``serving.runtime.provenance``): the image a
+container runs (``inspect --format {{.Image}}``), that image's ``image inspect``, and the
+output of ``[serving] provenance_command`` for a bare process (an argv list with a
+timeout, never a shell).
 """
 
 from __future__ import annotations
@@ -104,6 +109,39 @@ class RuntimeContainers:
             if any(int(found) == port for found in _PUBLISHED_RE.findall(ports)):
                 return ref
         return None
+
+    def image_of_container(self, runtime: str, name: str) -> str | None:
+        """The ID of the image container ``name`` runs (the tag may point elsewhere now)."""
+        binary = self._which(runtime)
+        if binary is None:
+            return None
+        argv = [binary, "inspect", "--type", "container", "--format", "{{.Image}}", name]
+        result = self._run(argv, self._timeout_s)
+        if result is None or result.returncode != 0:
+            return None
+        return result.stdout.strip() or None
+
+    def inspect_image(self, runtime: str, image: str) -> str | None:
+        """``<runtime> image inspect IMAGE``'s JSON text (``None``: no runtime or no image)."""
+        binary = self._which(runtime)
+        if binary is None:
+            return None
+        result = self._run([binary, "image", "inspect", image], self._timeout_s)
+        if result is None or result.returncode != 0:
+            return None
+        return result.stdout
+
+    def command_output(self, argv: Sequence[str], timeout_s: float) -> tuple[bool, str]:
+        """Run ``argv`` (no shell) for its output: ``(True, stdout)``, or ``(False, why)``."""
+        if not argv:
+            return False, "no command"
+        result = self._run(list(argv), timeout_s)
+        if result is None:
+            return False, f"`{argv[0]}` did not run or took longer than {timeout_s:g} s"
+        if result.returncode != 0:
+            lines = result.stderr.strip().splitlines()
+            return False, f"`{argv[0]}` exited {result.returncode}: {lines[-1] if lines else ''}"
+        return True, result.stdout
 
     def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
         """``<runtime> stop --time N NAME``; the outcome says whether it took."""

@@ -71,8 +71,8 @@ class EngineMetrics:
     window_requests: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``ts`` as ISO 8601 with offset)."""
-        data = asdict(self)
+        """JSON-ready form (``ts`` as ISO 8601 with offset; figures to 6 decimals)."""
+        data = {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
         data["ts"] = self.ts.isoformat()
         return data
 

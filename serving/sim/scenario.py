@@ -274,3 +274,28 @@ def _deep_args(engine: EngineScenario) -> list[str]:
     if engine.spec_collapse_after_s is not None:
         args += ["--sim-spec-collapsed-acceptance", f"{engine.spec_collapsed_acceptance:g}"]
     return args
+
+
+_ALWAYS_GIVEN = {"--sim-ready-after-s": "ready_after_s", "--sim-tokens-per-s": "tokens_per_s"}
+
+
+def override_args(table: Mapping[str, object], label: str) -> list[str]:
+    """The ``--sim-*`` flags of only the keys ``table`` gives (a rebuild's new behaviour).
+
+    Checked like a scenario's ``[engine]``; the two flags every engine gets (ready time,
+    decode rate) are left out unless ``table`` names them, so a rebuild that changes one
+    thing keeps the scenario's pace.
+    """
+    args = simulated_engine_args(parse_engine_scenario(table, label))
+    kept: list[str] = []
+    skip = False
+    for index, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        key = _ALWAYS_GIVEN.get(arg)
+        if key is not None and key not in table and index + 1 < len(args):
+            skip = True
+            continue
+        kept.append(arg)
+    return kept
