@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from serving.runtime.states import ServingState
+from web.metrics_engine import engine_metrics
 from web.metrics_host import host_metrics
 from web.metrics_model import CardMetrics, MetricsSource, RigMetrics
 from web.rendered import rendered_documents
@@ -257,6 +258,7 @@ class RigCollector(Collector):
         yield from _canary_metrics(state)
         yield _build_info()
         yield from host_metrics(state)
+        yield from engine_metrics(state)
 
 
 def install_metrics(app: FastAPI, source: MetricsSource) -> None:

@@ -123,6 +123,8 @@ class RigMetrics:
     log_signature_totals: Mapping[str, int] = field(default_factory=dict)  # since fleetd start
     pcie_aer: tuple[DeviceAer, ...] = ()  # AER counters of the cards and the ports above them
     rig_status: int | None = None  # the rig's verdict: 0 ok, 1 warning, 2 critical, 3 unknown
+    # The engine's own figures (``EngineMetrics.as_dict()``: ttft_p95_s, ...); None unknown.
+    engine_figures: Mapping[str, float | None] = field(default_factory=dict)
 
 
 class MetricsSource(Protocol):
