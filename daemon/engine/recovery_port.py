@@ -164,7 +164,7 @@ class SupervisedEngine:
     def restart_automatic(self, reason: str) -> None:
         """Stop cleanly, then launch, counted in the running restart total (background)."""
         try:
-            self._supervisor.restart(reason, wait=False, kind=StartFor.RESTART)
+            self._supervisor.restart(reason, wait=False, kind=StartFor.RECOVERY_RESTART)
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
 

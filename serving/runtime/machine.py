@@ -95,10 +95,11 @@ class ServingMachine(RunEnding):
                 )
             raise
         self._awaiting = None
-        if kind is StartFor.RESTART:
+        if kind in (StartFor.RESTART, StartFor.RECOVERY_RESTART):
             self.restarts += 1
             self._save_state()
-            reason = f"automatic restart #{self.restarts}"
+            why = "" if kind is StartFor.RESTART else f": {reason}"
+            reason = f"automatic restart #{self.restarts}{why}"
         try:
             handle = self._launch(spec, reason=reason)
         except LaunchError as exc:

@@ -168,8 +168,8 @@ class Supervisor:
     ) -> StartResult:
         """Stop then start (a person's restart, decided by the caller).
 
-        ``kind`` ``RESTART``: an automatic one (recovery's, after a failing canary round),
-        counted in the running restart total.
+        ``kind`` ``RECOVERY_RESTART``: recovery's (after a failing canary round), counted in
+        the running restart total.
         """
         result = self._submit(Restart(reason, kind), wait=wait, timeout_s=timeout_s)
         return result if isinstance(result, StartResult) else StartResult(None, False)
