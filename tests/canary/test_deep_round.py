@@ -55,7 +55,7 @@ class Scripted:
             call = {"type": "function", "function": {"name": "get_run_status", "arguments": "{}"}}
             message: dict[str, Any] = {"content": None, "tool_calls": [call]}
         elif "BEGIN LIST" in prompt:
-            message = {"content": prompt.split("BEGIN LIST\n", 1)[1].split("\nEND LIST")[0]}
+            message = {"content": prompt.split("BEGIN LIST\n", 1)[1].split("\nEND LIST", maxsplit=1)[0]}
         elif "Give the code for" in prompt:
             pairs = [p.split(" is ") for p in prompt.split("The code for ")[1:]]
             lines = [f"{label}: {rest.split('.', 1)[0]}" for label, rest in pairs]
