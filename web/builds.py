@@ -13,7 +13,8 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.errors import Conflict, NotFound
-from web.models import Document, ErrorDocument, IsoTime
+from web.errors import error_responses
+from web.models import Document, IsoTime
 
 
 class BuildsControl(Protocol):
@@ -97,7 +98,7 @@ def builds_router(builds: BuildsControl | None, require_token: Callable[..., Non
         "/api/v1/builds",
         response_model=BuildsDocument,
         response_model_exclude_unset=True,
-        responses={409: {"model": ErrorDocument}},
+        responses=error_responses(409),
     )
     def list_builds(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
         """The engine builds seen (newest first), their canary verdicts, the regressions."""
@@ -107,7 +108,7 @@ def builds_router(builds: BuildsControl | None, require_token: Callable[..., Non
         "/api/v1/sim/rebuild",
         dependencies=[Depends(require_token)],
         response_model=Document,
-        responses={404: {"model": ErrorDocument}, 409: {"model": ErrorDocument}},
+        responses=error_responses(400, 404, 409, 503),
     )
     def sim_rebuild(body: RebuildRequest) -> dict[str, Any]:
         """Simulation only: rebuild an image under the same tag (a new ID and digest).
