@@ -75,24 +75,25 @@ class EngineMetricsWatch:
                 while window and metrics.ts - window[0][0] > BASELINE:
                     window.popleft()
             settings = self._settings
+            figures = metrics.figures
             alarms = [
                 judge_acceptance(
-                    metrics.spec_acceptance_ratio,
+                    figures.spec_acceptance_ratio,
                     [v for _, v in self._acceptance],
                     settings.acceptance_alert_share,
                     settings.metrics_baseline_min_samples,
                 ),
                 judge_ttft(
-                    metrics.ttft_p95_s,
+                    figures.ttft_p95_s,
                     [v for _, v in self._ttft],
                     settings.ttft_alert_factor,
                     settings.metrics_baseline_min_samples,
                 ),
             ]
-            if metrics.spec_acceptance_ratio is not None:
-                self._acceptance.append((metrics.ts, metrics.spec_acceptance_ratio))
-            if metrics.ttft_p95_s is not None:
-                self._ttft.append((metrics.ts, metrics.ttft_p95_s))
+            if figures.spec_acceptance_ratio is not None:
+                self._acceptance.append((metrics.ts, figures.spec_acceptance_ratio))
+            if figures.ttft_p95_s is not None:
+                self._ttft.append((metrics.ts, figures.ttft_p95_s))
             changed = [
                 alarm
                 for alarm in alarms

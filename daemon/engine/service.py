@@ -338,7 +338,7 @@ class EngineService:
             requests_running=whole(metrics.requests_running),
             requests_waiting=whole(metrics.requests_waiting),
             kv_cache_usage_pct=metrics.kv_cache_usage_pct,
-            figures=metrics.figures().as_dict(),
+            figures=metrics.figures.as_dict(),
         )
 
     def _launch_row_of_adopted(self, argv: tuple[str, ...]) -> int | None:

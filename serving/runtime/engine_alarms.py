@@ -15,7 +15,7 @@ judged (a fresh install has no normal yet). Pure: values in, alarms out.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 ACCEPTANCE = "spec_acceptance"
@@ -33,34 +33,53 @@ class Alarm:
     message: str
 
 
-def judge_acceptance(
-    now: float | None, history: Sequence[float], share: float, min_samples: int
+def _against_median(
+    metric: str,
+    now: float | None,
+    history: Sequence[float],
+    min_samples: int,
+    firing: Callable[[float, float], bool],
+    words: Callable[[float, float, bool], str],
 ) -> Alarm | None:
-    """The acceptance alarm, or ``None`` when it cannot be judged (no figure, no median)."""
+    """One alarm: ``None`` without a figure or a median of ``min_samples`` samples."""
     if now is None or len(history) < min_samples:
         return None
     median = statistics.median(history)
     if median <= 0:
         return None
-    firing = now < share * median
-    message = (
-        f"speculative decoding acceptance {now:.0%}, {'below' if firing else 'at least'} "
-        f"{share:.0%} of its 24 h median {median:.0%}"
+    fires = firing(now, median)
+    return Alarm(metric, fires, now, median, words(now, median, fires))
+
+
+def judge_acceptance(
+    now: float | None, history: Sequence[float], share: float, min_samples: int
+) -> Alarm | None:
+    """The acceptance alarm, or ``None`` when it cannot be judged (no figure, no median)."""
+    return _against_median(
+        ACCEPTANCE,
+        now,
+        history,
+        min_samples,
+        lambda value, median: value < share * median,
+        lambda value, median, fires: (
+            f"speculative decoding acceptance {value:.0%}, "
+            f"{'below' if fires else 'at least'} {share:.0%} of its 24 h median {median:.0%}"
+        ),
     )
-    return Alarm(ACCEPTANCE, firing, now, median, message)
 
 
 def judge_ttft(
     now: float | None, history: Sequence[float], factor: float, min_samples: int
 ) -> Alarm | None:
     """The TTFT p95 alarm, or ``None`` when it cannot be judged."""
-    if now is None or len(history) < min_samples:
-        return None
-    median = statistics.median(history)
-    if median <= 0:
-        return None
-    firing = now > factor * median
-    message = (
-        f"time to first token p95 {now:.2f} s, {now / median:.1f}x its 24 h median {median:.2f} s"
+    return _against_median(
+        TTFT,
+        now,
+        history,
+        min_samples,
+        lambda value, median: value > factor * median,
+        lambda value, median, _fires: (
+            f"time to first token p95 {value:.2f} s, {value / median:.1f}x its 24 h median "
+            f"{median:.2f} s"
+        ),
     )
-    return Alarm(TTFT, firing, now, median, message)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,27 +58,18 @@ class EngineMetrics:
     requests_waiting: float | None
     kv_cache_usage_pct: float | None
     ts: datetime
-    ttft_p50_s: float | None = None
-    ttft_p95_s: float | None = None
-    itl_p50_s: float | None = None
-    itl_p95_s: float | None = None
-    spec_acceptance_ratio: float | None = None
-    spec_mean_accepted_tokens: float | None = None
-    prefix_cache_hit_ratio: float | None = None
-    preemptions_total: float | None = None
-    preemptions_in_window: float | None = None
-    window_s: float | None = None
-    window_requests: float | None = None
+    figures: EngineFigures = field(default_factory=EngineFigures)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``ts`` as ISO 8601 with offset; figures to 6 decimals)."""
-        data = {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
-        data["ts"] = self.ts.isoformat()
-        return data
-
-    def figures(self) -> EngineFigures:
-        """The engine's own figures as one value (what the watchers judge)."""
-        return EngineFigures(**{f.name: getattr(self, f.name) for f in fields(EngineFigures)})
+        """JSON-ready form: the load, then the figures beside it (``ts`` ISO 8601 with offset)."""
+        load = {
+            "generation_tokens_per_s": self.generation_tokens_per_s,
+            "requests_running": self.requests_running,
+            "requests_waiting": self.requests_waiting,
+            "kv_cache_usage_pct": self.kv_cache_usage_pct,
+        }
+        data = {k: round(v, 6) if isinstance(v, float) else v for k, v in load.items()}
+        return {**data, "ts": self.ts.isoformat(), **self.figures.as_dict()}
 
 
 def read_metrics(text: str) -> EngineReading:
@@ -177,5 +168,5 @@ class MetricsScraper:
             requests_waiting=raw.requests_waiting,
             kv_cache_usage_pct=kv_pct,
             ts=datetime.now(UTC),
-            **asdict(figures),
+            figures=figures,
         )

@@ -8,13 +8,10 @@ its deep prompts cost no real time, so a round at 16k-110k tokens takes a few se
 from __future__ import annotations
 
 import random
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-
-import httpx
 
 from hwcheck.sim.scenario import load_scenario
 from serving.canary.client import CanaryCallError, HttpEngineApi
@@ -23,8 +20,7 @@ from serving.canary.model import DEEP_NAMES, Outcome
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import Expectations
 from serving.sim.scenario import parse_engine_scenario, simulated_engine_args
-from tests.serving.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
-from tests.support.waiting import wait_until
+from tests.serving.engine_helpers import SERVED_NAME, running_sim_engine
 
 SETTINGS = CanarySettings(
     busy_running_requests=0, identifiers=10, depths=[16_000, 90_000, 110_000], recall_facts=8
@@ -55,7 +51,9 @@ class Scripted:
             call = {"type": "function", "function": {"name": "get_run_status", "arguments": "{}"}}
             message: dict[str, Any] = {"content": None, "tool_calls": [call]}
         elif "BEGIN LIST" in prompt:
-            message = {"content": prompt.split("BEGIN LIST\n", 1)[1].split("\nEND LIST", maxsplit=1)[0]}
+            message = {
+                "content": prompt.split("BEGIN LIST\n", 1)[1].split("\nEND LIST", maxsplit=1)[0]
+            }
         elif "Give the code for" in prompt:
             pairs = [p.split(" is ") for p in prompt.split("The code for ")[1:]]
             lines = [f"{label}: {rest.split('.', 1)[0]}" for label, rest in pairs]
@@ -130,28 +128,13 @@ def test_over_the_budget_nothing_more_is_sent() -> None:
 
 @contextmanager
 def sim_engine(*flags: str) -> Iterator[HttpEngineApi]:
-    port = free_port()
     fast = ("--sim-tokens-per-s", "500", "--sim-prefill-tokens-per-s", "200000")
-    argv = sim_argv(port, *fast, *flags, ready_after_s=0.0)
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{url}/health", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, 30, "the simulated engine to answer /health")
+    with running_sim_engine(*fast, *flags) as url:
         api = HttpEngineApi(url, SERVED_NAME)
         try:
             yield api
         finally:
             api.close()
-    finally:
-        kill_group(child.pid)
-        child.wait(timeout=5)
 
 
 def scenario_flags(table: dict[str, Any]) -> list[str]:

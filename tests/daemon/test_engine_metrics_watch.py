@@ -17,6 +17,7 @@ from daemon.engine.metrics_watch import EngineMetricsWatch
 from daemon.store import Store
 from hwcheck.model import EventKind
 from serving.runtime.engine_alarms import judge_acceptance, judge_ttft
+from serving.runtime.engine_metrics import EngineFigures
 from serving.runtime.metrics import EngineMetrics
 from serving.runtime.states import ServingState
 from serving.settings import ServingSettings
@@ -42,9 +43,8 @@ def test_alarms_judge_against_the_median_once_there_is_one() -> None:
 def metrics(
     at: datetime, acceptance: float | None, ttft_p95_s: float | None = 0.5
 ) -> EngineMetrics:
-    return EngineMetrics(
-        None, 0.0, 0.0, 0.0, at, ttft_p95_s=ttft_p95_s, spec_acceptance_ratio=acceptance
-    )
+    figures = EngineFigures(ttft_p95_s=ttft_p95_s, spec_acceptance_ratio=acceptance)
+    return EngineMetrics(None, 0.0, 0.0, 0.0, at, figures)
 
 
 def test_an_acceptance_collapse_is_an_event_that_alerts_and_resolves(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from serving.sim.defects import LongContextDefects, drifted, estimate_tokens, re
 from serving.sim.images import SIM_ENGINE_IMAGE, ImageStore, build_flag, build_of
 from serving.sim.scenario import EngineScenarioError, override_args, parse_engine_scenario
 from serving.sim.vllm_metrics import SpecDecodeSim, VllmExtras
-from tests.serving.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
-from tests.support.waiting import wait_until
+from tests.serving.engine_helpers import SERVED_NAME, running_sim_engine
 
 DEFECTS = LongContextDefects(
     corrupt_band=(72_000, 120_000),
@@ -121,23 +119,8 @@ def test_a_rebuild_keeps_the_tag_and_changes_the_digest(tmp_path: Path) -> None:
 def rebuilt_engine(tmp_path: Path) -> Iterator[str]:
     store = ImageStore(tmp_path / "sim-images.json")
     store.rebuild(SIM_ENGINE_IMAGE, args=["--sim-loop-after-tokens", "10"], version="9.9.9")
-    port = free_port()
-    argv = sim_argv(port, "--sim-build-file", str(store.path), ready_after_s=0.0)
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{url}/health", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(ready, 30, "the simulated engine to answer /health")
+    with running_sim_engine("--sim-build-file", str(store.path)) as url:
         yield url
-    finally:
-        kill_group(child.pid)
-        child.wait(timeout=5)
 
 
 def test_the_engine_runs_its_images_build(rebuilt_engine: str) -> None:
