@@ -7,7 +7,7 @@ without moving, the reboot latch and a stopped engine leaving everything as it i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from daemon.canaries.on_fail import OnFail, acting_failures
@@ -15,10 +15,10 @@ from hwcheck.model import Advice
 from recovery.decisions import NoAction, Refuse, Start, StopAndHold
 from recovery.facts import EngineCondition, Facts, LatchFact, PolicySettings, Trigger
 from recovery.policy import decide
-from recovery.ports import Launched, StartKind
 from recovery.settings import RecoverySettings
 from serving.canary.model import CanaryResult, Outcome, Verdict
-from tests.support.recovery_ports import MemoryPorts, standalone_recovery
+from tests.recovery.test_executors import Rig
+from tests.support.recovery_ports import standalone_recovery
 
 RUNNING = Facts(
     Trigger.CANARY_FAIL,
@@ -62,42 +62,11 @@ def test_a_start_the_gate_refuses_is_refused_before_anything_stops() -> None:
 
 
 @dataclass
-class Engine(MemoryPorts):
-    """A running engine that records what recovery asks of it."""
-
-    calls: list[str] = field(default_factory=list)
+class Engine(Rig):
+    """A running engine that records what recovery asks of it (the executors' recorder)."""
 
     def condition(self) -> EngineCondition:
         return EngineCondition.RUNNING
-
-    def held_by_a_person(self) -> bool:
-        return False
-
-    def recipe_cards(self) -> frozenset[int] | None:
-        return None
-
-    def recipe_errors(self) -> tuple[str, ...]:
-        return ()
-
-    def start(self, reason: str, kind: StartKind) -> Launched:
-        self.calls.append("start")
-        return Launched(1)
-
-    def restart(self, reason: str) -> None:
-        self.calls.append("person restart")
-
-    def stop_cleanly(self, reason: str) -> bool:
-        self.calls.append("stop")
-        return True
-
-    def restart_after(self, delay_s: float, reason: str) -> None:
-        self.calls.append("restart_after")
-
-    def hold(self, reason: str) -> None:
-        self.calls.append("hold")
-
-    def stay_stopped(self, reason: str) -> None:
-        self.calls.append("stay_stopped")
 
     def restart_automatic(self, reason: str) -> None:
         self.calls.append("restart")
