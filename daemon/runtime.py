@@ -25,7 +25,8 @@ from daemon.api.server import ApiServer, url_host
 from daemon.api.services import DaemonServices
 from daemon.api.sim_control import SimControl, reboot_simulated_host
 from daemon.canaries.diag import build_diag
-from daemon.canaries.service import CanaryService, build_canaries
+from daemon.canaries.service import CanaryService
+from daemon.canaries.wiring import EngineWatch, watch_engine
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
 from daemon.engine.guard import GuardService
@@ -65,6 +66,8 @@ from serving.guard.supervisor import EngineView
 from serving.profiles import ProfileSet
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
+from serving.runtime.foreign_containers import RuntimeContainers
+from serving.sim.images import ImageStore
 from web.app import create_app
 from web.loopback import is_loopback
 from web.metrics_model import DurationHistogram
@@ -245,6 +248,11 @@ class Daemon:
 
     def _build_engine(self, profiles: ProfileSet | None) -> EngineService | None:
         """The engine recovery drives (None on a rig without a recipe)."""
+        # The simulated container runtime and its images (IDs, digests, a rebuild).
+        self.images = None if self.sim is None else ImageStore(StateDir(self.state_dir).sim_images)
+        self.sim_containers = (
+            None if self.sim is None else SimulatedContainers(self.sim, self.images)
+        )
         if profiles is None:
             return None
         # Masked in every engine log line fleetd serves (each launch adds its own).
@@ -260,14 +268,14 @@ class Daemon:
             self.host,
             self.recovery,
             rig_cards=self.rig_view.cards,
-            containers=None if self.sim is None else SimulatedContainers(self.sim),
+            containers=self.sim_containers,
             known_secrets=secrets,
             defer=self.writer.submit,
             on_crash=self.crashes.report,
         )
 
     def _build_beside_engine(self) -> None:
-        """The bring-up after a boot, the canaries, the host watch and the memory test."""
+        """The bring-up after a boot, the engine's watchers, the host watch, the memory test."""
         settings, host = self.settings, self.host
         self.bring_up = BringUp(
             self.recovery,
@@ -277,11 +285,19 @@ class Daemon:
             apply_caps=settings.rig.apply_power_caps,
             judge=self._judge_now,
         )
-        self.canaries: CanaryService | None = None
+        self.watch: EngineWatch | None = None
         if self.engine is not None:
-            self.canaries = build_canaries(
-                settings, self.store, self.engine, self.monitor, self.crashes.report
+            self.watch = watch_engine(
+                settings,
+                self.store,
+                self.engine,
+                self.monitor,
+                self.sim_containers or RuntimeContainers(),
+                self.images,
+                self.recovery.on_canary_failure,
+                on_crash=self.crashes.report,
             )
+        self.canaries: CanaryService | None = None if self.watch is None else self.watch.canaries
         self.host_watch = build_host_watch(
             host,
             settings,
@@ -352,7 +368,7 @@ class Daemon:
             own_gpu_pids=self.services.own_gpu_pids,
             on_new_boot=self._on_new_boot,
             on_polled=self._polled,
-            record_metrics=None if self.engine is None else self.engine.record_metrics,
+            record_metrics=None if self.watch is None else self.watch.poll,
             readings=readings,
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
@@ -481,6 +497,7 @@ class Daemon:
                 allowed_hosts=self._allowed_hosts(),
                 diag=self.diag,
                 traffic=self.guard,
+                builds=None if self.watch is None else self.watch.builds_api,
             ),
             on_crash=self.crashes.report,
         )
@@ -488,6 +505,8 @@ class Daemon:
         self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
         self.recovery_memory.load(boot_id)
         self.recovery.new_boot(boot_id)
+        if self.watch is not None:
+            self.watch.load()
         self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd started (pid {_pid()})")
         try:
             self.poll()

@@ -230,7 +230,8 @@ def build_daemon(
         _close_all(guard_sockets)
         raise
     try:
-        profiles = profiles_for(settings, config_path, sim_engine)
+        build_file = None if rig is None else StateDir(state_dir).sim_images
+        profiles = profiles_for(settings, config_path, sim_engine, build_file)
         return Daemon(
             settings,
             state_dir,

@@ -25,6 +25,7 @@ from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
 from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
 from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
+from serving.sim.images import IMAGES_FILE
 
 DB_FILE = "fleet.db"
 LOCK_FILE = "fleetd.lock"
@@ -96,6 +97,11 @@ class StateDir:
     def sim_boot_id(self) -> Path:
         """Under ``--simulate``: the simulated host's boot id."""
         return self.root / BOOT_ID_FILE
+
+    @property
+    def sim_images(self) -> Path:
+        """The simulated container runtime's images (IDs, digests, rebuilds)."""
+        return self.root / IMAGES_FILE
 
     @property
     def sim_state(self) -> Path:

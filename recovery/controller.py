@@ -32,7 +32,7 @@ from hwcheck.cuda_results import CudaProber
 from hwcheck.model import ClassifiedXid, GpuSnapshot, LatchWaiver, LostKind, RigSnapshot, xid_key
 from hwcheck.threads import CrashReport, ServiceThread, Wake
 from recovery.decisions import Decision, NoAction, Reason, StopAndLatch
-from recovery.executors import Context, Executors
+from recovery.executors import Context, Executors, describe
 from recovery.facts import (
     STOPS,
     CardFault,
@@ -308,6 +308,20 @@ class RecoveryController:
             return StopAnswer(NoAction("no engine is configured on this rig"))
         decision = decide(self.facts(trigger, stop_reason=reason), self._clock())
         return StopAnswer(decision, self.executors.carry_out(decision, Context(trigger, actor)))
+
+    def on_canary_failure(self, action: str, reason: str) -> str:
+        """A failing canary round asks for ``action`` (restart, hold): one line of what was done.
+
+        Decided and carried out on the caller's thread (the canary runner's), under the
+        start path's lock.
+        """
+        answer = self.starts.canary_action(action, reason)
+        decision = answer.decision
+        if isinstance(decision, NoAction):
+            return f"nothing done: {decision.reason}"
+        done = answer.outcome is not None and answer.outcome.done
+        message = answer.outcome.message if answer.outcome is not None else ""
+        return f"{describe(decision)[0]} {'done' if done else 'not done'}: {message}"
 
     def reconcile(self, waived: frozenset[str]) -> Decision | None:
         """At start: decide now what recovery owes for this boot's stored faults.

@@ -24,6 +24,7 @@ __all__ = [
     "RestartAfter",
     "Start",
     "Stop",
+    "StopAndHold",
     "StopAndLatch",
 ]
 
@@ -112,6 +113,17 @@ class StopAndLatch:
 
 
 @dataclass(frozen=True, slots=True)
+class StopAndHold:
+    """Stop the engine cleanly and keep it down until a person starts it (no latch).
+
+    A failing canary round with ``on_fail = "hold"``, or one whose restarts the breaker
+    stopped: the engine answers, but what it says is garbage.
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class AdviseInspection:
     """Record and ask a person to look (an Xid the catalogue does not know, for example)."""
 
@@ -126,4 +138,14 @@ class NoAction:
     reason: str
 
 
-Decision = Start | Stop | RestartAfter | Hold | Refuse | StopAndLatch | AdviseInspection | NoAction
+Decision = (
+    Start
+    | Stop
+    | RestartAfter
+    | Hold
+    | Refuse
+    | StopAndLatch
+    | StopAndHold
+    | AdviseInspection
+    | NoAction
+)

@@ -27,6 +27,7 @@ from recovery.decisions import (
     RestartAfter,
     Start,
     Stop,
+    StopAndHold,
     StopAndLatch,
 )
 from recovery.facts import Trigger
@@ -143,7 +144,9 @@ class Executors:
             if answers:
                 self._stay_stopped(decision.reason)
             return Outcome(True, reason)
-        if self.dry_run and isinstance(decision, StopAndLatch | RestartAfter | Hold):
+        canary_restart = isinstance(decision, Start) and context.trigger is Trigger.CANARY_FAIL
+        repair = isinstance(decision, StopAndLatch | RestartAfter | Hold | StopAndHold)
+        if self.dry_run and (repair or canary_restart):
             self._audit.record(ACTOR, action, reason, "dry run: decided, not carried out")
             if answers:
                 self._stay_stopped(f"dry run: decided {action} ({reason}); not carried out")
@@ -151,6 +154,10 @@ class Executors:
         match decision:
             case StopAndLatch():
                 return self._stop_and_latch(decision, action)
+            case StopAndHold():
+                return self._stop_and_hold(decision, action)
+            case Start() if canary_restart:
+                return self._restart_for_canaries(decision, action)
             case Start():
                 return self._start(decision, context)
             case Stop():
@@ -185,6 +192,27 @@ class Executors:
         )
         self._audit.record(ACTOR, action, decision.reason, result)
         return Outcome(stopped, f"{result}: {decision.advice_text(engine_running=not stopped)}")
+
+    def _stop_and_hold(self, decision: StopAndHold, action: str) -> Outcome:
+        engine = self._engine
+        stopped = engine is not None and engine.stop_and_hold(decision.reason)
+        result = "engine stopped and held" if stopped else "the engine would not stop"
+        self._audit.record(ACTOR, action, decision.reason, result)
+        return Outcome(stopped, f"{result}: {decision.reason}")
+
+    def _restart_for_canaries(self, decision: Start, action: str) -> Outcome:
+        engine = self._engine
+        if engine is None:
+            return Outcome(False, "no engine is configured on this rig")
+        try:
+            engine.restart_automatic(decision.reason)
+        except Refused as exc:
+            self._audit.record(ACTOR, action, decision.reason, f"refused: {exc.message}")
+            return Outcome(False, exc.message, refusals=(Reason(exc.code, exc.message),))
+        warned = tuple(w.line for w in decision.warnings)
+        result = "restarting" if not warned else "restarting, with warnings: " + "; ".join(warned)
+        self._audit.record(ACTOR, action, decision.reason, result, warnings=warned)
+        return Outcome(True, decision.reason)
 
     def _start(self, decision: Start, context: Context) -> Outcome:
         action, reason = describe(decision)
@@ -350,6 +378,8 @@ def describe(decision: Decision) -> tuple[str, str]:
             return "stop", decision.reason
         case Hold():
             return "hold", decision.reason
+        case StopAndHold():
+            return "stop_and_hold", decision.reason
         case Refuse():
             return "refuse", decision.line
         case AdviseInspection():

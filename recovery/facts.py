@@ -48,6 +48,7 @@ class Trigger(enum.StrEnum):
     SWITCH = "switch"  # ``serve NAME`` stops the engine to start another profile
     HOST_REBOOT = "host_reboot"  # the (simulated) host reboots: every process ends
     SHUTDOWN = "shutdown"  # fleetd exits with ``[serving] stop_on_exit``
+    CANARY_FAIL = "canary_fail"  # a canary round failed and [canary] on_fail asks to act
 
 
 STARTS = frozenset(
@@ -155,6 +156,7 @@ class Facts:
     ``held_elsewhere`` is what of this host would block the recipe's launch (its port or
     cards held by another process, named): a switch gathers it before it stops the
     running engine, so a start that cannot happen never costs the engine that serves.
+    ``canary_action`` and ``canary_reason`` are what a failing canary round asks for and why.
     """
 
     trigger: Trigger
@@ -175,4 +177,6 @@ class Facts:
     cards_held_by: str | None = None
     stop_reason: str = ""
     held_elsewhere: tuple[Reason, ...] = ()
+    canary_action: str | None = None  # on_fail's "restart" or "hold" (CANARY_FAIL only)
+    canary_reason: str = ""
     settings: PolicySettings = field(default_factory=PolicySettings)

@@ -29,6 +29,7 @@ from recovery.decisions import (
     RestartAfter,
     Start,
     Stop,
+    StopAndHold,
     StopAndLatch,
 )
 from recovery.facts import (
@@ -226,11 +227,45 @@ def reads_recipe(facts: Facts) -> bool:
     """
     if facts.trigger in STARTS:
         return True
+    if facts.trigger is Trigger.CANARY_FAIL:  # a restart passes the start gate first
+        return facts.canary_action == "restart" and facts.latch is None
     if facts.trigger is not Trigger.ENGINE_EXIT:
         return False
     if facts.host_rebooting or not facts.settings.restart_on_failure:
         return False
     return next(_hardware_faults(facts), None) is None
+
+
+def _after_canaries(facts: Facts, now_s: float) -> Decision:
+    """A failing canary round with ``on_fail`` restart or hold: one move, or none.
+
+    Never under the reboot latch (a latched rig is a person's to move), never for an
+    engine that is not running, never while the host reboots. A restart passes the start
+    gate first (a refused start would leave the engine stopped) and counts for the
+    breaker: when the window is full, the engine is stopped and held instead.
+    """
+    what = facts.canary_reason or "a canary round failed"
+    if facts.canary_action not in ("restart", "hold"):
+        return NoAction(f"{what}; on_fail only alerts")
+    if facts.latch is not None:
+        return NoAction(f"{what}; the reboot latch is set: no restart under it")
+    if facts.host_rebooting:
+        return NoAction(f"{what}; the host is rebooting")
+    if facts.engine is not EngineCondition.RUNNING:
+        return NoAction(f"{what}; the engine is not running")
+    if facts.canary_action == "hold":
+        return StopAndHold(f"{what}; stopped and held until a person starts it (on_fail = hold)")
+    settings = facts.settings
+    recent = restarts_in_window(settings, facts.restart_times_s, now_s)
+    if recent >= settings.breaker_max_restarts:
+        return StopAndHold(
+            f"{what}; {recent} restarts within {settings.breaker_window_s:g} s: stopped and "
+            "held until a person starts it"
+        )
+    refusals, warnings = start_gate(facts)
+    if refusals:
+        return Refuse(refusals)
+    return Start(f"{what}; restarting the engine (on_fail = restart)", warnings)
 
 
 def decide(facts: Facts, now_s: float) -> Decision:
@@ -253,6 +288,8 @@ def decide(facts: Facts, now_s: float) -> Decision:
             return _automatic_start(facts, "autostart")
         case Trigger.BRING_UP:
             return _automatic_start(facts, "autostart after the reboot's bring-up")
+        case Trigger.CANARY_FAIL:
+            return _after_canaries(facts, now_s)
     unknown = [x for x in facts.new_xids if x.info.xid_class is XidClass.UNKNOWN]
     if unknown:
         first = unknown[0]

@@ -102,6 +102,14 @@ class EnginePort(Protocol):
         """No restart after an exit or a backoff: ``stopped``, with the reason shown."""
         ...
 
+    def restart_automatic(self, reason: str) -> None:
+        """Recovery's restart of a running engine (counted in the running restart total)."""
+        ...
+
+    def stop_and_hold(self, reason: str) -> bool:
+        """Stop cleanly and keep it down until a person starts it; True when it stopped."""
+        ...
+
 
 class RigView(Protocol):
     """The rig as fleetd sees it now (the monitor's memory), and its refresh."""

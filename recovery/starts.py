@@ -180,6 +180,27 @@ class StartPath:
                 controller.streak.count_restart(self._clock())
             return StartAnswer(decision, outcome)
 
+    def canary_action(self, action: str, reason: str) -> StartAnswer:
+        """A failing canary round's ``on_fail``: one decision (restart, hold or none).
+
+        Taken under the start lock like every start; a restart that was carried out counts
+        for the breaker, as an automatic restart after a crash does.
+        """
+        controller = self._controller
+        with self._lock:
+            if controller.engine is None:
+                return StartAnswer(NoAction("no engine is configured on this rig"))
+            facts = controller.facts(
+                Trigger.CANARY_FAIL, canary_action=action, canary_reason=reason
+            )
+            decision = decide(facts, self._clock())
+            outcome = controller.executors.carry_out(
+                decision, Context(Trigger.CANARY_FAIL, "recovery", restart=True)
+            )
+            if isinstance(decision, Start) and outcome.done:
+                controller.streak.count_restart(self._clock())
+            return StartAnswer(decision, outcome)
+
     def _probe_needed(self, facts: Facts) -> bool:
         if facts.latch is not None or facts.engine is EngineCondition.RUNNING:
             return False

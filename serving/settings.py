@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from serving.canary.settings import compiled_regex
 from serving.profiles import DEFAULT_PROFILE, PROFILE_NAME_RE
+from serving.runtime.provenance import DEFAULT_LABELS
 
 
 class _Section(BaseModel):
@@ -50,6 +51,10 @@ class ServingSettings(_Section):
     ``recipe = "path"``); ``profile`` the one autostarted (``default`` when ``recipe`` is
     set, else the first profile). ``stop_foreign_timeout_s`` is the grace that
     ``--stop-foreign`` gives a foreign container after each signal (SIGINT, then SIGTERM).
+    ``provenance_labels`` and ``provenance_command`` say what build ran (``fleetctl
+    builds``); ``acceptance_alert_share`` and ``ttft_alert_factor`` are when the engine's
+    own metrics alert (acceptance below that share of its 24 h median, TTFT p95 that
+    many times its median), once ``metrics_baseline_min_samples`` samples make a median.
     """
 
     recipe: str | dict[str, Any] | None = None
@@ -65,6 +70,24 @@ class ServingSettings(_Section):
     stop_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     stop_on_exit: bool = False
     allow_kill: bool = False
+    # What build ran (``serving.runtime.provenance``): image labels to record, and for a
+    # bare process a command whose output names the build (an argv list, run with a timeout).
+    provenance_labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS))
+    provenance_command: list[str] | None = None
+    provenance_timeout_s: Annotated[float, Field(gt=0, le=600)] = 15.0
+    # The engine's own metrics (``serving.runtime.engine_metrics``): the window of the
+    # quantiles and rates, and when they alert against their 24 h median.
+    metrics_window_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
+    acceptance_alert_share: Annotated[float, Field(ge=0, le=1)] = 0.6
+    ttft_alert_factor: Annotated[float, Field(ge=1, le=1000)] = 3.0
+    metrics_baseline_min_samples: Annotated[int, Field(ge=1, le=100_000)] = 20
+
+    @field_validator("provenance_command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not all(part for part in value)):
+            raise ValueError('an argv list of non-empty strings, e.g. ["git", "describe"]')
+        return value
 
     @field_validator("profiles")
     @classmethod

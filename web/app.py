@@ -26,6 +26,7 @@ from web.metrics_model import MetricsSource
 from web.openapi_doc import install_plain_openapi
 from web.rendered import InvalidateOnMutation, RenderedDocuments, rendered_documents
 from web.routes import alerts as alert_routes
+from web.routes import builds as builds_routes
 from web.routes import (
     canaries,
     caps,
@@ -43,6 +44,7 @@ from web.routes import diag as diag_routes
 from web.routes import guard as guard_routes
 from web.routes import metrics as metrics_routes
 from web.routes.alerts import AlertControl
+from web.routes.builds import BuildsControl
 from web.routes.canaries import CanaryControl
 from web.routes.diag import DiagControl
 from web.routes.guard import GuardControl
@@ -64,6 +66,7 @@ def create_app(
     allowed_hosts: Collection[str] | None = None,
     diag: DiagControl | None = None,
     traffic: GuardControl | None = None,
+    builds: BuildsControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off the app).
 
@@ -74,6 +77,7 @@ def create_app(
     served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
     ``diag``: the daemon's diagnostics (the memory test); absent in stand-ins without it.
     ``traffic``: the traffic guard (``/api/v1/guard``), when ``[guard]`` is configured.
+    ``builds``: the engine builds seen (``/api/v1/builds``; 409 without one: no engine).
     """
     app = _offline_app()
     documents = rendered_documents(app)
@@ -97,6 +101,7 @@ def create_app(
         sim.router(services, guard),
         dashboard.router(),
         guard_routes.router(traffic),
+        builds_routes.router(builds, guard),
     ]
     if alerts is not None:
         routers.append(alert_routes.router(alerts, guard))

@@ -25,6 +25,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from serving.runtime.states import ServingState
+from web.metrics_engine import engine_metrics
 from web.metrics_guard import guard_metrics
 from web.metrics_host import host_metrics
 from web.metrics_model import CardMetrics, MetricsSource, RigMetrics
@@ -256,3 +257,4 @@ class RigCollector(Collector):
         yield _build_info()
         yield from host_metrics(state)
         yield from guard_metrics(state.guard)
+        yield from engine_metrics(state)

@@ -137,6 +137,8 @@ class RigMetrics:
     pcie_aer: tuple[DeviceAer, ...] = ()  # AER counters of the cards and the ports above them
     rig_status: int | None = None  # the rig's verdict: 0 ok, 1 warning, 2 critical, 3 unknown
     guard: GuardMetrics | None = None  # the traffic guard, when configured
+    # The engine's own figures (``EngineMetrics.as_dict()``: ttft_p95_s, ...); None unknown.
+    engine_figures: Mapping[str, float | None] = field(default_factory=dict)
 
 
 class MetricsSource(Protocol):

@@ -295,7 +295,10 @@ class DaemonInfoDocument(Document):
 class CanaryResultDocument(Document):
     """One canary's result: ``{name, result, figure, advice, ts}`` and extras."""
 
-    name: str = Field(description="copy_fidelity, tool_calls, reasoning_field or throughput")
+    name: str = Field(
+        description="copy_fidelity, tool_calls, reasoning_field, throughput; once the deep "
+        "round has run also copy_depth, recall, loop, determinism (details.depths per depth)"
+    )
     result: Literal["pass", "warn", "fail", "skipped", "stale"] = Field(
         description="stale: from before the engine's current run, or the engine is not ready"
     )
@@ -309,6 +312,9 @@ class CanaryResultDocument(Document):
     last_skipped_ts: IsoTime | None = None
     last_skipped_reason: str | None = None
     last_result: str | None = Field(None, description="a stale entry's old result")
+    build_id: int | None = Field(
+        None, description="the engine build it judged (GET /api/v1/builds)"
+    )
 
 
 class LogSignatureDocument(Document):

@@ -68,6 +68,25 @@ class ServingFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineMetricFacts:
+    """An engine metric alarm's event: which figure, firing or ended, and what to do."""
+
+    metric: str
+    firing: bool
+    advice: str | None
+
+    @classmethod
+    def of(cls, event: EventRow) -> EngineMetricFacts:
+        """The stored metric name, whether it fires, and its advice."""
+        details = event.details or {}
+        return cls(
+            _text(details.get("metric")) or "",
+            details.get("firing") is True,
+            _text(details.get("advice")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CheckFacts:
     """A check's transition: which check, whether confirmed, what to do."""
 

@@ -14,6 +14,8 @@ advice: the next step. Sources:
   nothing: the confirmed one does, so a warning is not followed by its critical a
   second later.
 - Serving events: engine crashed, held by the breaker, stop stuck; ready again resolves.
+  The engine's own metrics against their 24 h median (``engine_metric:<metric>``):
+  speculative decoding's acceptance collapsed, time to first token tripled.
 - Recovery events, when they are news (``recovery_rules``): a refused automatic start,
   a cap that could not be applied; never what alerts on its own or a person's own request.
 - Canary events: a canary's verdict turned warn or fail fires ``canary:<name>``; pass resolves.
@@ -33,7 +35,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from daemon.alerts.event_facts import CheckFacts, ServingFacts, XidFacts
+from daemon.alerts.event_facts import CheckFacts, EngineMetricFacts, ServingFacts, XidFacts
 from daemon.alerts.guard_rules import guard_signals
 from daemon.alerts.recovery_rules import recovery_signals
 from daemon.alerts.words import lock_screen
@@ -213,10 +215,39 @@ def _engine(
     )
 
 
+ENGINE_METRIC_TITLES = {
+    "spec_acceptance": ("SpecAcceptanceCollapsed", "Speculative decoding acceptance collapsed"),
+    "ttft_p95": ("TtftSlow", "Time to first token slowed"),
+}
+
+
+def engine_metric_signals(event: EventRow) -> list[AlertSignal]:
+    """An engine metric alarm started (fires ``engine_metric:<metric>``) or ended (resolves)."""
+    facts = EngineMetricFacts.of(event)
+    metric = facts.metric
+    fingerprint = f"engine_metric:{metric}"
+    if not facts.firing:
+        return [AlertSignal(fingerprint, fire=False)]
+    name, title = ENGINE_METRIC_TITLES.get(metric, (f"Engine{_camel(metric)}", metric))
+    return [
+        AlertSignal(
+            fingerprint=fingerprint,
+            fire=True,
+            rule="engine_metric",
+            severity=Severity.WARNING,
+            summary=lock_screen(f"{title}: {event.message.split(': ', 1)[-1]}"),
+            advice=facts.advice or "See `fleetctl status --json` (serving.metrics).",
+            labels={"alertname": name, "metric": metric},
+        )
+    ]
+
+
 def serving_signals(event: EventRow) -> list[AlertSignal]:
     """Engine crashed, held, stop stuck (fire); ready again or stopped (resolve)."""
     facts = ServingFacts.of(event)
     change, state = facts.change, facts.state
+    if change is ServingChange.ENGINE_METRIC:
+        return engine_metric_signals(event)
     if change is ServingChange.STOP_STUCK:
         return [
             _engine(

@@ -38,21 +38,31 @@ def is_stale(ts: datetime, serving: dict[str, Any]) -> bool:
     return since is None or ts < since
 
 
-def canary_reading(judged: Sequence[CanaryRow], serving: dict[str, Any]) -> CanaryReading:
-    """The ``engine_output`` check's reading: the judged rows and the serving engine's start."""
+def _verdict(row: CanaryRow) -> CanaryVerdict:
+    return CanaryVerdict(
+        name=row.name,
+        result=row.result,
+        severity=Outcome(row.result).severity,
+        figure=row.figure,
+        unit=row.unit,
+        message=row.message,
+        advice=row.advice,
+        ts=row.ts,
+    )
+
+
+def canary_reading(
+    judged: Sequence[CanaryRow],
+    serving: dict[str, Any],
+    also_current: Sequence[CanaryRow] = (),
+) -> CanaryReading:
+    """The ``engine_output`` check's reading: the judged rows and the serving engine's start.
+
+    ``also_current`` are verdicts judged current by another rule (the deep canaries'
+    verdicts on the build serving now, from before this run).
+    """
     return CanaryReading(
         ready_since=_ready_since(serving),
-        verdicts=tuple(
-            CanaryVerdict(
-                name=row.name,
-                result=row.result,
-                severity=Outcome(row.result).severity,
-                figure=row.figure,
-                unit=row.unit,
-                message=row.message,
-                advice=row.advice,
-                ts=row.ts,
-            )
-            for row in judged
-        ),
+        verdicts=tuple(_verdict(row) for row in judged),
+        also_current=tuple(_verdict(row) for row in also_current),
     )

@@ -5,6 +5,13 @@ API's "run one now"), and the suite skips a round while the engine is busy. Resu
 the store; a canary whose judged result changes (skipped rounds judge nothing) records a
 ``canary`` event, which alerting picks up like any other. A round that times out is a
 result, so it never holds the daemon: shutdown waits at most the round in flight.
+
+The deep round (``serving.canary.deep``) runs on its own schedule (``daemon.canaries.
+deep_schedule``) on the same thread and lock. Every verdict is stamped with the build
+the engine run serving now is (``build_of``); a deep verdict judges the build, so it stays
+current across restarts of the same build, and a change to ``fail`` names the last build
+the canary passed on. After each round, ``on_round`` hears its results (``[canary]
+on_fail``).
 """
 
 from __future__ import annotations
@@ -15,13 +22,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from daemon.canaries.builds_view import regression_line
 from daemon.canaries.check import STALE, canary_reading, is_stale
+from daemon.canaries.deep_schedule import DeepSchedule
 from daemon.store import CanaryRow, Store, StoreError
 from hwcheck.checks.readings import CanaryReading
 from hwcheck.model import EventKind, Severity
 from hwcheck.threads import CrashReport, ServiceThread
 from serving.canary.client import EngineApi, HttpEngineApi
-from serving.canary.model import CANARY_NAMES, CanaryResult, Outcome, worst_exit_code
+from serving.canary.deep import DeepRound
+from serving.canary.model import (
+    CANARY_NAMES,
+    DEEP_NAMES,
+    CanaryResult,
+    Outcome,
+    worst_exit_code,
+)
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import CanarySuite, Expectations
 from serving.errors import Conflict
@@ -32,6 +48,14 @@ TICK_S = 1.0
 JOIN_S = 5.0
 
 ServingStatus = Callable[[], dict[str, Any]]
+# The build id of an engine run (its ``pid@since`` mark), waiting up to the seconds given.
+BuildOf = Callable[[str, float], int | None]
+BUILD_WAIT_S = 5.0
+
+
+def ready_mark(serving: dict[str, Any]) -> str:
+    """The engine run's mark, ``pid@since`` (``daemon.engine.builds`` uses the same)."""
+    return f"{serving.get('pid')}@{serving.get('since')}"
 
 
 class CanaryRunner:
@@ -48,6 +72,8 @@ class CanaryRunner:
         api_factory: Callable[[str, str], EngineApi] = HttpEngineApi,
         tick_s: float = TICK_S,
         on_crash: CrashReport | None = None,
+        build_of: BuildOf | None = None,
+        on_round: Callable[[list[CanaryResult]], None] | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -63,6 +89,9 @@ class CanaryRunner:
         self._judged: dict[str, CanaryRow] = {}
         self._ready_seen: str | None = None
         self._next_due_s = float("inf")
+        self._build_of = build_of
+        self._on_round = on_round
+        self._deep = DeepSchedule(settings.deep_interval_h)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -71,6 +100,8 @@ class CanaryRunner:
             self._judged = self._store.latest_canary_results(judged_only=True)
         except StoreError as exc:
             log.warning("canary history not read: %s", exc)
+        deep = [row.ts for name, row in self._judged.items() if name in DEEP_NAMES]
+        self._deep.load(max(deep) if deep else None)
         if not self._settings.enabled:
             return
         self._thread.start()
@@ -98,17 +129,25 @@ class CanaryRunner:
             self._next_due_s = time.monotonic() + self._settings.interval_s
         if time.monotonic() >= self._next_due_s:
             self._round("scheduled", serving, force=False)
+        elif self._deep.due():
+            self._deep_round("scheduled", serving, force=False)
 
     # -- rounds ------------------------------------------------------------------------
-    def run_now(self, force: bool = False) -> dict[str, Any]:
-        """One round now (``POST /api/v1/canary/run``); waits for a round in flight first."""
+    def run_now(self, force: bool = False, deep: bool = False) -> dict[str, Any]:
+        """One round now (``POST /api/v1/canary/run``); waits for a round in flight first.
+
+        ``deep``: the deep round instead of the short one.
+        """
         serving = self._serving_status()
         if serving.get("state") != "ready" or not serving.get("url"):
             raise Conflict(
                 f"the engine is not ready (state {serving.get('state')}): canaries need it ready",
                 "engine_not_ready",
             )
-        results = self._round("asked for", serving, force=force)
+        if deep:
+            results = self._deep_round("asked for", serving, force=force)
+        else:
+            results = self._round("asked for", serving, force=force)
         return {
             "canaries": [r.as_dict() for r in results],
             "exit_code": worst_exit_code(results),
@@ -130,13 +169,50 @@ class CanaryRunner:
             self._next_due_s = time.monotonic() + self._settings.interval_s
             summary = ", ".join(f"{r.name} {r.result}" for r in results)
             log.info("canary round (%s, %.1f s): %s", why, time.monotonic() - started, summary)
-            self._persist(results)
-            return results
+            self._persist(results, serving)
+        self._after_round(results)
+        return results
 
-    def _persist(self, results: list[CanaryResult]) -> None:
+    def _deep_round(self, why: str, serving: dict[str, Any], force: bool) -> list[CanaryResult]:
+        with self._round_lock:
+            model = self._model() if callable(self._model) else self._model
+            expected = self._expectations
+            expectations = expected() if callable(expected) else expected
+            api = self._api_factory(str(serving["url"]), model)
+            deep = DeepRound(api, self._settings, expectations)
+            started = time.monotonic()
+            try:
+                results = deep.run(force=force)
+            finally:
+                api.close()
+            self._deep.ran(interrupted=deep.interrupted is not None)
+            summary = ", ".join(f"{r.name} {r.result}" for r in results)
+            log.info("deep canary round (%s, %.1f s): %s", why, time.monotonic() - started, summary)
+            self._persist(results, serving)
+        self._after_round(results)
+        return results
+
+    def _after_round(self, results: list[CanaryResult]) -> None:
+        if self._on_round is None:
+            return
+        try:
+            self._on_round(results)
+        except Exception:  # acting on a round must never break the schedule
+            log.exception("acting on the canary round failed")
+
+    def _build_id(self, serving: dict[str, Any], wait_s: float = 0.0) -> int | None:
+        if self._build_of is None or serving.get("state") != "ready":
+            return None
+        return self._build_of(ready_mark(serving), wait_s)
+
+    def _persist(self, results: list[CanaryResult], serving: dict[str, Any]) -> None:
+        build_id = self._build_id(serving, BUILD_WAIT_S)
         try:
             rows = self._store.record_canary_results(
-                [{**r.as_dict(), "ts": r.ts, "result": r.result.value} for r in results]
+                [
+                    {**r.as_dict(), "ts": r.ts, "result": r.result.value, "build_id": build_id}
+                    for r in results
+                ]
             )
         except StoreError as exc:
             log.error("canary results not stored: %s", exc)
@@ -157,6 +233,11 @@ class CanaryRunner:
         severity = Severity.INFO if outcome is Outcome.PASS else outcome.severity
         was = "" if before is None else f" (was {before.result})"
         message = f"canary {row.name}: {row.result}{was}: {row.message}"
+        regression = None
+        if outcome is not Outcome.PASS and row.build_id is not None:
+            regression = regression_line(self._store, row.name, row.build_id)
+        if regression:
+            message += f"; regression: {regression}"
         log.log(logging.INFO if outcome is Outcome.PASS else logging.WARNING, "%s", message)
         try:
             self._store.record_event(
@@ -169,6 +250,8 @@ class CanaryRunner:
                     "figure": row.figure,
                     "advice": row.advice,
                     "previous": None if before is None else before.result,
+                    "build_id": row.build_id,
+                    "regression": regression,
                 },
             )
         except StoreError as exc:
@@ -190,13 +273,15 @@ class CanaryRunner:
         except StoreError:
             judged, latest = self._judged, {}
         entries = []
-        for name in CANARY_NAMES:
+        build_id = self._build_id(serving)
+        deep_run = [name for name in DEEP_NAMES if name in judged or name in latest]
+        for name in (*CANARY_NAMES, *deep_run):
             row = judged.get(name) or latest.get(name)
             if row is None:
                 entries.append(not_run_entry(name, "runs once the engine is ready"))
                 continue
             entry = _entry(row)
-            if is_stale(row.ts, serving):
+            if self._stale(row, serving, build_id):
                 entry["last_result"], entry["result"] = row.result, STALE
             newest = latest.get(name)
             if newest is not None and newest.id != row.id:
@@ -205,17 +290,34 @@ class CanaryRunner:
             entries.append(entry)
         return entries
 
+    def _stale(self, row: CanaryRow, serving: dict[str, Any], build_id: int | None) -> bool:
+        """A verdict that does not judge what serves now.
+
+        A short canary judges the engine run; a deep one judges the build, so it stays
+        current over restarts of the same build (a deep round is daily).
+        """
+        if row.name in DEEP_NAMES and serving.get("state") == "ready" and build_id is not None:
+            return row.build_id != build_id
+        return is_stale(row.ts, serving)
+
     def reading(self) -> CanaryReading:
-        """The ``engine_output`` check's reading: the verdicts and the engine run serving now."""
-        return canary_reading(list(self._judged.values()), self._serving_status())
+        """The ``engine_output`` check's reading: the verdicts on the run (or build) serving now."""
+        serving = self._serving_status()
+        build_id = self._build_id(serving)
+        rows = list(self._judged.values())
+        deep = [r for r in rows if r.name in DEEP_NAMES and not self._stale(r, serving, build_id)]
+        short = [r for r in rows if r.name not in DEEP_NAMES]
+        return canary_reading(short, serving, also_current=deep)
 
     def judged(self) -> list[CanaryRow]:
         """Each canary's last judged result, from memory (for ``/metrics``)."""
-        return [self._judged[name] for name in CANARY_NAMES if name in self._judged]
+        names = (*CANARY_NAMES, *DEEP_NAMES)
+        return [self._judged[name] for name in names if name in self._judged]
 
     def current_result(self, row: CanaryRow) -> str:
         """``row``'s result, or ``stale`` when it does not judge the engine serving now."""
-        return STALE if is_stale(row.ts, self._serving_status()) else row.result
+        serving = self._serving_status()
+        return STALE if self._stale(row, serving, self._build_id(serving)) else row.result
 
     def history(self, limit: int) -> list[dict[str, Any]]:
         """Stored results, newest first."""
@@ -238,4 +340,5 @@ def _entry(row: CanaryRow) -> dict[str, Any]:
         "message": row.message,
         "duration_s": row.duration_s,
         "details": row.details or {},
+        "build_id": row.build_id,
     }

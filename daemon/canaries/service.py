@@ -6,11 +6,14 @@ is what ``web.routes.canaries.CanaryControl`` asks for and what the status docum
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from daemon.canaries.log_signatures import LogSignatureCounter
+from daemon.canaries.on_fail import OnFail
 from daemon.canaries.runner import CanaryRunner
 from daemon.config import Settings
+from daemon.engine.builds import BuildTracker
 from daemon.engine.service import EngineService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
@@ -69,9 +72,9 @@ class CanaryService:
             "history": self.runner.history(limit),
         }
 
-    def run_canaries(self, force: bool) -> dict[str, Any]:
-        """``POST /api/v1/canary/run``: one round now, its results and exit code."""
-        return self.runner.run_now(force=force)
+    def run_canaries(self, force: bool, deep: bool = False) -> dict[str, Any]:
+        """``POST /api/v1/canary/run``: one round now (``deep``: the deep round)."""
+        return self.runner.run_now(force=force, deep=deep)
 
 
 def build_canaries(
@@ -80,11 +83,14 @@ def build_canaries(
     engine: EngineService,
     monitor: RigMonitor,
     on_crash: CrashReport | None = None,
+    builds: BuildTracker | None = None,
+    ask_recovery: Callable[[str, str], str] | None = None,
 ) -> CanaryService:
     """The canary service for this engine (the schedule runs only when enabled).
 
     The log signatures are the built-ins, ``[[canary.log_signatures]]`` and, with their
-    severity, ``[[serving.log_signatures]]``.
+    severity, ``[[serving.log_signatures]]``. ``builds`` stamps each verdict with the
+    build it judged; ``ask_recovery`` carries ``[canary] on_fail`` out (recovery decides).
     """
     settings = config.canary
 
@@ -99,8 +105,17 @@ def build_canaries(
             recipe.expected_decode_tok_s,
             recipe.expected_prefill_tok_s,
             recipe.expected_reasoning_field,
+            max_model_len=recipe.max_model_len,
+            speculative=None if recipe.speculative is None else recipe.speculative.method,
         )
 
+    def build_of(mark: str, wait_s: float) -> int | None:
+        build = None if builds is None else builds.build_for(mark, wait_s)
+        return None if build is None else build.id
+
+    on_round = None
+    if ask_recovery is not None:
+        on_round = OnFail(settings.on_fail, ask_recovery, power_brake_active)
     runner = CanaryRunner(
         settings,
         store,
@@ -109,6 +124,8 @@ def build_canaries(
         expectations,
         power_brake_active,
         on_crash=on_crash,
+        build_of=build_of,
+        on_round=on_round,
     )
     rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
     table = SignatureTable.build(settings.log_signatures, rules)

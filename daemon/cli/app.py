@@ -362,6 +362,10 @@ def canary_run(
     force: Annotated[
         bool, typer.Option("--force", help="Run even while the engine is busy.")
     ] = False,
+    deep: Annotated[
+        bool,
+        typer.Option("--deep", help="The deep round: copy, recall, loops at [canary] depths."),
+    ] = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """Run the engine canaries now (exit 0 all pass, 1 a warning or skipped, 2 a failure)."""
@@ -369,7 +373,7 @@ def canary_run(
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force))
+    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force, deep))
 
 
 @canary_app.command("status")

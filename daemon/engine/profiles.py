@@ -116,22 +116,33 @@ def resolve_profiles(
     return ProfileSet(profiles, configured)
 
 
-def simulated_recipe(sim_engine: EngineScenario) -> Recipe:
-    """The simulated engine with the scenario's ``[engine]`` behaviour."""
+def simulated_recipe(sim_engine: EngineScenario, build_file: Path | None = None) -> Recipe:
+    """The simulated engine with the scenario's ``[engine]`` behaviour.
+
+    ``build_file`` is the simulated image file (``serving.sim.images``) the engine reads
+    its build from; ``[engine] speculative = false`` serves it without DSpark.
+    """
     recipe = preset_recipe(SIM_PRESET)
-    return recipe.model_copy(
-        update={"extra_args": (*recipe.extra_args, *simulated_engine_args(sim_engine))}
-    )
+    extra = (*recipe.extra_args, *simulated_engine_args(sim_engine))
+    if build_file is not None:
+        extra = (*extra, "--sim-build-file", str(build_file))
+    update: dict[str, object] = {"extra_args": extra}
+    if not sim_engine.speculative:
+        update["speculative"] = None
+    return recipe.model_copy(update=update)
 
 
 def profiles_for(
-    settings: Settings, config_path: Path | None, sim_engine: EngineScenario | None
+    settings: Settings,
+    config_path: Path | None,
+    sim_engine: EngineScenario | None,
+    build_file: Path | None = None,
 ) -> ProfileSet | None:
     """The profiles of the config at ``config_path`` (the simulated engine under ``--simulate``).
 
     Raises ``RecipeError`` (one line, naming the config key) for a bad profile.
     """
-    simulated = None if sim_engine is None else simulated_recipe(sim_engine)
+    simulated = None if sim_engine is None else simulated_recipe(sim_engine, build_file)
     config_dir = config_path.parent if config_path is not None else None
     profiles = resolve_profiles(settings, config_dir, simulated)
     if profiles is None or not settings.guard.enabled:

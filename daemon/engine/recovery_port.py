@@ -62,6 +62,10 @@ class PersonsStop(Protocol):
         """A person stopped it: automatic starts leave it down (across fleetd restarts)."""
         ...
 
+    def hold_down(self) -> None:
+        """Recovery stops it for a person to start again (as a person's stop does)."""
+        ...
+
 
 class SupervisedEngine:
     """``EnginePort`` on a supervisor (fleetd's: ``for_service``)."""
@@ -169,6 +173,23 @@ class SupervisedEngine:
     def stay_stopped(self, reason: str) -> None:
         """``stopped``, saying why."""
         self._supervisor.stay_stopped(reason)
+
+    def restart_automatic(self, reason: str) -> None:
+        """Stop cleanly, then launch, counted in the running restart total (background)."""
+        try:
+            self._supervisor.restart(reason, wait=False, kind=StartFor.RECOVERY_RESTART)
+        except SupervisorClosed:
+            raise Unavailable("fleetd is shutting down", "closed") from None
+
+    def stop_and_hold(self, reason: str) -> bool:
+        """Stop cleanly; automatic starts leave it down until a person starts it."""
+        if self._persons_stop is not None:
+            self._persons_stop.hold_down()
+        try:
+            state = self._supervisor.stop(reason, hold_reason=reason).state
+        except SupervisorClosed:
+            return False
+        return state is ServingState.STOPPED
 
 
 class EngineListener(Protocol):

@@ -63,6 +63,7 @@ from serving.runtime.mode_launcher import ModeLauncher
 from serving.runtime.ports import free_port, port_in_use
 from serving.runtime.reports import EngineReports
 from serving.runtime.states import (
+    LaunchRecord,
     Refusal,
     ServingChange,
     ServingEvent,
@@ -128,6 +129,9 @@ class EngineService:
         # A fleet.db started afresh lacks the running launch's row: recorded again at its
         # next event (the dict is replaced, not cleared: the listener takes no lock).
         store.add_fresh_listener(lambda: setattr(self, "_launch_ids", {}))
+        # The newest launch stored (its row id and record): what ``daemon.engine.builds``
+        # ties the build it captures to.
+        self.latest_launch: tuple[int, LaunchRecord] | None = None
         self._last_metrics_ts: datetime | None = None
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
@@ -308,6 +312,7 @@ class EngineService:
                     launch.argv, launch.env, launch.recipe_hash, launch.started_at
                 )
             self._launch_ids[launch.launch_id] = row_id
+            self.latest_launch = (row_id, launch)
         self._store.update_launch(
             row_id,
             ready_at=launch.ready_at,
@@ -320,6 +325,11 @@ class EngineService:
     def runs_simulated_engine(self) -> bool:
         """True when the recipe runs the simulated engine (``serving.sim.engine``)."""
         return is_simulated_engine(self.recipe)
+
+    @property
+    def containers(self) -> ContainerProbe:
+        """The container runtime as fleetd reaches it (the simulated one under ``--simulate``)."""
+        return self._containers
 
     def engine_pids(self) -> set[int]:
         """The engine's process and all its descendants (its GPU workers are not foreign)."""
@@ -348,6 +358,7 @@ class EngineService:
             requests_running=whole(metrics.requests_running),
             requests_waiting=whole(metrics.requests_waiting),
             kv_cache_usage_pct=metrics.kv_cache_usage_pct,
+            figures=metrics.figures.as_dict(),
         )
 
     def _launch_row_of_adopted(self, argv: tuple[str, ...]) -> int | None:
@@ -387,6 +398,13 @@ class EngineService:
 
         Stored with the serving state at the stop's state change, so no reason text is
         ever parsed back.
+        """
+        self._operator_stop = True
+
+    def hold_down(self) -> None:
+        """Recovery stops the engine for a person to start (``[canary] on_fail = "hold"``).
+
+        Kept like a person's stop: autostart and a fleetd restart leave it down.
         """
         self._operator_stop = True
 

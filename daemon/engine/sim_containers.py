@@ -5,10 +5,16 @@ A scenario's ``[host] foreign_processes`` entry may say it runs in a container (
 foreign-holder search names it so, and ``--stop-foreign`` signals it in the simulation only,
 in the same order as on a real rig (SIGINT, then SIGTERM; never SIGKILL). The host's
 ``docker``/``podman`` are never called: the outcome carries the commands a real rig would
-have run.
+have run. Images have an ID, a digest and labels kept in the state dir
+(``serving.sim.images``): ``image inspect`` prints them as docker does, and a simulated
+rebuild gives a tag a new digest. No host command runs under ``--simulate``,
+``[serving] provenance_command`` included.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Sequence
 
 from hwcheck.sim.rig import SimulatedRig
 from serving.runtime.foreign import (
@@ -18,15 +24,45 @@ from serving.runtime.foreign import (
     kill_command,
     still_running,
 )
+from serving.sim.images import ImageStore, ImageStoreError
 
 SIM_RUNTIME = "docker"
 
 
 class SimulatedContainers:
-    """``ContainerProbe`` over a simulated rig."""
+    """``ContainerProbe`` (and the build facts) over a simulated rig."""
 
-    def __init__(self, rig: SimulatedRig) -> None:
+    def __init__(self, rig: SimulatedRig, images: ImageStore | None = None) -> None:
         self._rig = rig
+        self.images = images
+
+    def image_of_container(self, runtime: str, name: str) -> str | None:
+        """Simulated engines are processes: no container to ask."""
+        return None
+
+    def inspect_image(self, runtime: str, image: str) -> str | None:
+        """The simulated image as ``docker image inspect`` prints it (``None``: no store)."""
+        if self.images is None:
+            return None
+        try:
+            facts = self.images.facts(image)
+        except ImageStoreError:
+            return None
+        return json.dumps(
+            [
+                {
+                    "Id": facts["id"],
+                    "RepoTags": [image],
+                    "RepoDigests": [facts["digest"]],
+                    "Created": facts.get("built_at"),
+                    "Config": {"Labels": dict(facts.get("labels") or {})},
+                }
+            ]
+        )
+
+    def command_output(self, argv: Sequence[str], timeout_s: float) -> tuple[bool, str]:
+        """Nothing runs on the host under ``--simulate``."""
+        return False, f"simulated rig: `{' '.join(argv)}` was not run"
 
     def container_of_pid(self, pid: int) -> ContainerRef | None:
         """The scenario's container of a foreign holder's pid."""

@@ -77,6 +77,10 @@ def _column(buckets: Buckets, grid: Sequence[int]) -> list[float | None]:
     return column
 
 
+# The engine's charted series: throughput and its own figures (``serving.runtime.engine_metrics``).
+ENGINE_SERIES = ("tokens_per_s", "ttft_p95_s", "spec_acceptance_ratio", "prefix_cache_hit_ratio")
+
+
 def history_document(
     store: Store, cards: Sequence[tuple[int, str]], span: str, now: datetime | None = None
 ) -> dict[str, Any]:
@@ -94,14 +98,18 @@ def history_document(
             (index, uuid, _card_buckets(_points(store, uuid, since, until, chosen), chosen.step_s))
             for index, uuid in cards
         ]
-        tokens: Buckets = defaultdict(list)
+        engine: dict[str, Buckets] = {name: defaultdict(list) for name in ENGINE_SERIES}
         for sample in store.list_engine_samples(since, until):
-            if sample.tokens_per_s is not None:
-                tokens[_bucket(sample.ts, chosen.step_s)].append(sample.tokens_per_s)
+            for name, buckets in engine.items():
+                value = getattr(sample, name)
+                if value is not None:
+                    buckets[_bucket(sample.ts, chosen.step_s)].append(value)
         markers = chart_markers(store, since, until)
     except StoreError as exc:
         raise Unavailable(f"history unavailable: {exc}", "store") from None
-    starts = set(tokens)
+    starts: set[int] = set()
+    for buckets in engine.values():
+        starts.update(buckets)
     for _, _, metrics in per_card:
         for buckets in metrics.values():
             starts.update(buckets)
@@ -121,6 +129,6 @@ def history_document(
             }
             for index, uuid, metrics in per_card
         ],
-        "engine": {"tokens_per_s": _column(tokens, grid)},
+        "engine": {name: _column(buckets, grid) for name, buckets in engine.items()},
         "markers": markers,
     }

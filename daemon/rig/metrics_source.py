@@ -124,8 +124,10 @@ class DaemonMetrics:
         view = self._monitor.view()
         serving = self._serving_status()
         tokens = None
+        figures: dict[str, float | None] = {}
         if serving is not None and serving.metrics is not None:
             tokens = serving.metrics.generation_tokens_per_s
+            figures = {k: v for k, v in serving.metrics.as_dict().items() if not isinstance(v, str)}
         canaries, signatures = self._canaries() if self._canaries is not None else ((), {})
         return RigMetrics(
             cards=card_metrics(view),
@@ -143,4 +145,5 @@ class DaemonMetrics:
             log_signature_totals=signatures,
             pcie_aer=() if self._pcie_aer is None else self._pcie_aer(),
             guard=None if self._guard is None else self._guard(),
+            engine_figures=figures,
         )

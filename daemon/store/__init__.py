@@ -8,6 +8,7 @@ object, serialised by ``to_dict()``. Severities and event kinds are
 """
 
 from daemon.store.audit import AuditRow
+from daemon.store.builds import BuildRow, BuildVerdict
 from daemon.store.canaries import CanaryRow
 from daemon.store.db import StoreError, StoreInputError, mask_url
 from daemon.store.events import EventRow
@@ -34,6 +35,8 @@ __all__ = [
     "LATEST_VERSION",
     "MIGRATIONS",
     "AuditRow",
+    "BuildRow",
+    "BuildVerdict",
     "CanaryRow",
     "CardMove",
     "CardRow",

@@ -27,6 +27,7 @@ class CanaryRow(StoredRow):
     advice: str
     duration_s: float
     details: dict[str, Any] | None = None
+    build_id: int | None = None
 
 
 class CanaryQueries(Database):
@@ -47,6 +48,7 @@ class CanaryQueries(Database):
                     advice=result.get("advice", ""),
                     duration_s=float(result.get("duration_s", 0.0)),
                     details=dict(result.get("details") or {}),
+                    build_id=result.get("build_id"),
                 )
                 session.add(run)
                 rows.append(run)

@@ -31,6 +31,7 @@ class LaunchRow(StoredRow):
     ended_at: datetime | None = None
     exit_code: int | None = None
     crash_class: str | None = None
+    build_id: int | None = None
 
 
 class LaunchQueries(Database):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -285,12 +286,59 @@ def _v5_canaries(conn: Connection) -> None:
     md.create_all(conn)
 
 
+ENGINE_FIGURE_COLUMNS = (
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "spec_acceptance_ratio",
+    "spec_mean_accepted_tokens",
+    "prefix_cache_hit_ratio",
+    "preemptions_total",
+)
+
+
+def _add_column(conn: Connection, table: str, column: Column[Any]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` (nullable, no default: both dialects, no rewrite)."""
+    kind = column.type.compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
+
+
+def _v6_builds(conn: Connection) -> None:
+    """Engine builds (what ran), launches and canary results per build, engine figures."""
+    md = _metadata()
+    Table(
+        "builds",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("build_key", String(64), nullable=False, unique=True),
+        Column("recipe_hash", String(128), nullable=False),
+        Column("image", String(300)),
+        Column("image_id", String(128)),
+        Column("image_digest", String(300)),
+        Column("engine_version", String(128)),
+        Column("labels", json_type(), nullable=False),
+        Column("provenance_output", Text),
+        Column("notes", json_type()),
+        Column("first_seen", UtcTimestamp, nullable=False),
+        Column("last_seen", UtcTimestamp, nullable=False),
+    )
+    md.create_all(conn)
+    _add_column(conn, "launches", Column("build_id", Integer))
+    _add_column(conn, "canary_results", Column("build_id", Integer))
+    canary_results = Table("canary_results", md, Column("build_id", Integer))
+    Index(None, canary_results.c.build_id).create(conn)
+    for name in ENGINE_FIGURE_COLUMNS:
+        _add_column(conn, "engine_samples", Column(name, Float))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "1-minute rollups", _v2_rollups),
     Migration(3, "engine samples", _v3_engine_samples),
     Migration(4, "alerts and their delivery outbox", _v4_alerts),
     Migration(5, "canary results and log signature counts", _v5_canaries),
+    Migration(6, "engine builds and the engine's own figures", _v6_builds),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

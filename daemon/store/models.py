@@ -130,6 +130,15 @@ class EngineSample(Base):
     requests_running: Mapped[int | None] = mapped_column(Integer)
     requests_waiting: Mapped[int | None] = mapped_column(Integer)
     kv_cache_usage_pct: Mapped[float | None] = mapped_column(Float)
+    # The engine's own figures over its metrics window (``serving.runtime.engine_metrics``).
+    ttft_p50_s: Mapped[float | None] = mapped_column(Float)
+    ttft_p95_s: Mapped[float | None] = mapped_column(Float)
+    itl_p50_s: Mapped[float | None] = mapped_column(Float)
+    itl_p95_s: Mapped[float | None] = mapped_column(Float)
+    spec_acceptance_ratio: Mapped[float | None] = mapped_column(Float)
+    spec_mean_accepted_tokens: Mapped[float | None] = mapped_column(Float)
+    prefix_cache_hit_ratio: Mapped[float | None] = mapped_column(Float)
+    preemptions_total: Mapped[float | None] = mapped_column(Float)
 
 
 class Event(Base):
@@ -204,6 +213,30 @@ class Launch(Base):
     recipe_hash: Mapped[str] = mapped_column(String(128))
     exit_code: Mapped[int | None] = mapped_column(Integer)
     crash_class: Mapped[str | None] = mapped_column(String(64))
+    build_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class Build(Base):
+    """An engine build: what a launch ran (recipe hash, image ID and digest, version, labels).
+
+    ``build_key`` is the hash of those facts (``serving.runtime.provenance``): the same
+    facts seen again update ``last_seen``; different ones are a new build.
+    """
+
+    __tablename__ = "builds"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    build_key: Mapped[str] = mapped_column(String(64), unique=True)
+    recipe_hash: Mapped[str] = mapped_column(String(128))
+    image: Mapped[str | None] = mapped_column(String(300))
+    image_id: Mapped[str | None] = mapped_column(String(128))
+    image_digest: Mapped[str | None] = mapped_column(String(300))
+    engine_version: Mapped[str | None] = mapped_column(String(128))
+    labels: Mapped[dict[str, str]] = mapped_column(json_type())
+    provenance_output: Mapped[str | None] = mapped_column(Text)
+    notes: Mapped[list[str] | None] = mapped_column(json_type())
+    first_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
+    last_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
 
 
 class Alert(Base):
@@ -257,7 +290,7 @@ class CanaryRun(Base):
     """One canary's result in one round (the history behind ``fleetctl canary status``)."""
 
     __tablename__ = "canary_results"
-    __table_args__ = (Index(None, "name", "ts"),)
+    __table_args__ = (Index(None, "name", "ts"), Index(None, "build_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     ts: Mapped[datetime] = mapped_column(UtcTimestamp)
@@ -269,6 +302,7 @@ class CanaryRun(Base):
     advice: Mapped[str] = mapped_column(Text)
     duration_s: Mapped[float] = mapped_column(Float)
     details: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+    build_id: Mapped[int | None] = mapped_column(Integer)  # the build the verdict judged
 
 
 class LogSignatureCount(Base):

@@ -10,7 +10,7 @@ transaction that wrote it has committed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +31,16 @@ from daemon.store.models import Card, EngineSample, Sample, StoredRow
 from hwcheck.model import EventKind, GpuSnapshot, RigSnapshot, Severity, normalize_pci_bus_id
 
 LAST_SEEN_EVERY_S = 60.0
+ENGINE_FIGURES = (
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "spec_acceptance_ratio",
+    "spec_mean_accepted_tokens",
+    "prefix_cache_hit_ratio",
+    "preemptions_total",
+)
 _SAMPLES: Table = Sample.__table__  # type: ignore[assignment]
 _ENGINE_SAMPLES: Table = EngineSample.__table__  # type: ignore[assignment]
 
@@ -68,6 +78,14 @@ class EngineSampleRow(StoredRow):
     requests_running: int | None
     requests_waiting: int | None
     kv_cache_usage_pct: float | None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    spec_acceptance_ratio: float | None = None
+    spec_mean_accepted_tokens: float | None = None
+    prefix_cache_hit_ratio: float | None = None
+    preemptions_total: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,14 +367,19 @@ class SampleQueries(Database):
         requests_running: int | None = None,
         requests_waiting: int | None = None,
         kv_cache_usage_pct: float | None = None,
+        figures: Mapping[str, float | None] | None = None,
     ) -> None:
-        """Store the engine's metrics at one poll (a second row for the same time is ignored)."""
+        """Store the engine's metrics at one poll (a second row for the same time is ignored).
+
+        ``figures`` are the engine's own (``EngineSampleRow``'s later fields, by name).
+        """
         row = EngineSampleRow(
             require_aware(ts, "engine sample time"),
             tokens_per_s,
             requests_running,
             requests_waiting,
             kv_cache_usage_pct,
+            **{name: (figures or {}).get(name) for name in ENGINE_FIGURES},
         )
         with self.write() as session:
             insert_ignore_many(session, _ENGINE_SAMPLES, [row.to_columns()], ["ts"])

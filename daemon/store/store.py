@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from daemon.store.alerts import AlertQueries
 from daemon.store.audit import AuditQueries
+from daemon.store.builds import BuildQueries
 from daemon.store.canaries import CanaryQueries
 from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
 from daemon.store.events import EventQueries
@@ -71,6 +72,7 @@ class Store(
     OutboxQueries,
     CanaryQueries,
     MemtestQueries,
+    BuildQueries,
 ):
     """Events, samples, rollups, latch, launches, audit and alerts in one SQL database."""
 

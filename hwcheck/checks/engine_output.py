@@ -5,8 +5,9 @@ tool calls as raw markup answers ``/health`` with 200. The canaries catch it; as
 their verdict reaches ``overall`` (the banner, ``fleetctl status``'s exit code, Nagios),
 the failed-checks list with its remedy, and the check history.
 
-Only verdicts on the engine run serving now count (judged since it reached ready): a
-restarted engine is not blamed for its predecessor, and a stopped one is judged by the
+Only verdicts on the engine run serving now count (judged since it reached ready), and the
+deep canaries' verdicts on the build serving now (``also_current``): a restarted engine is
+not blamed for its predecessor, and a stopped one is judged by the
 serving state instead. Canary alerts come from the canary events (``canary:<name>``), so
 alerting leaves this check's transitions out, and the start gate ignores it: a person must
 be able to restart the engine to test a fix. fleetd's canary runner keeps the reading
@@ -44,7 +45,7 @@ def judge(reading: CanaryReading) -> CheckResult:
         return CheckResult(
             CHECK_ID, None, Severity.OK, "the engine is not serving: canaries judge it once ready"
         )
-    current = [v for v in reading.verdicts if v.ts >= since]
+    current = [v for v in reading.verdicts if v.ts >= since] + list(reading.also_current)
     if not current:
         return CheckResult(
             CHECK_ID, None, Severity.OK, "no canary round has judged this engine run yet"

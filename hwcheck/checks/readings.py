@@ -92,6 +92,9 @@ class CanaryReading:
 
     ready_since: datetime | None
     verdicts: tuple[CanaryVerdict, ...] = ()
+    # Verdicts current by another rule: the deep canaries judge the build serving now, so
+    # their verdicts from before this engine run still count (a deep round is daily).
+    also_current: tuple[CanaryVerdict, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,11 +77,19 @@ def filler_text(words: int) -> str:
     return " ".join(base[i % len(base)] for i in range(max(words, 0)))
 
 
-def copy_prompt(identifiers: list[str], filler_words: int = 0) -> str:
-    """The user message: optional filler first (so the list sits deep in context), then the list."""
+PASSAGE_HEAD = "Read this passage, then do the task after it."
+
+
+def copy_prompt(identifiers: list[str], filler_words: int = 0, passage: str | None = None) -> str:
+    """The user message: optional filler first (so the list sits deep in context), then the list.
+
+    ``passage`` is the filler itself when the caller made it (the deep round's, seeded).
+    """
     parts = []
-    if filler_words > 0:
-        parts.append("Read this passage, then do the task after it.\n" + filler_text(filler_words))
+    if passage is not None:
+        parts.append(f"{PASSAGE_HEAD}\n{passage}")
+    elif filler_words > 0:
+        parts.append(f"{PASSAGE_HEAD}\n" + filler_text(filler_words))
     parts.append(INSTRUCTION)
     parts.append("BEGIN LIST\n" + "\n".join(identifiers) + "\nEND LIST")
     return "\n\n".join(parts)

@@ -10,6 +10,8 @@ from typing import Any
 from hwcheck.model import Severity
 
 CANARY_NAMES = ("copy_fidelity", "tool_calls", "reasoning_field", "throughput")
+# The deep round's canaries (``serving.canary.deep``), shown once they have run.
+DEEP_NAMES = ("copy_depth", "recall", "loop", "determinism")
 
 
 class Outcome(enum.StrEnum):

@@ -8,9 +8,16 @@ Declared here (beside the canaries it tunes) and composed as is into the daemon'
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Copy corruption was seen at 75k-92k tokens and loops from about 100k to 140k: the
+# default depths straddle both, and a short one shows the build is fine where it should be.
+DEFAULT_DEPTHS = (16_000, 64_000, 96_000, 128_000)
+MAX_DEPTHS = 8
+MIN_DEPTH = 1_000
+MAX_DEPTH = 4_194_304
 
 
 class _Section(BaseModel):
@@ -45,6 +52,10 @@ class CanarySettings(_Section):
     requests, so users are never slowed. ``filler_tokens > 0`` repeats the copy test
     behind that much filler context (corruption is long-range on some ports).
     ``log_signatures`` add to (or, by name, replace) the built-in signature table.
+    The deep round runs every ``deep_interval_h`` hours at ``depths`` (tokens; a depth
+    beyond the recipe's ``max_model_len`` is skipped), each request within
+    ``deep_timeout_s`` and the round within ``deep_budget_s``; ``on_fail`` says what a
+    failing round does besides the alert.
     """
 
     enabled: bool = True
@@ -57,3 +68,23 @@ class CanarySettings(_Section):
     throughput_prompt_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
     throughput_max_tokens: Annotated[int, Field(ge=8, le=100_000)] = 128
     log_signatures: list[LogSignature] = Field(default_factory=list)
+    # The deep round (``serving.canary.deep``): copy, recall and loop at each depth, then
+    # determinism. ``deep_interval_h = 0`` runs it only when asked (canary run --deep).
+    depths: list[int] = Field(default_factory=lambda: list(DEFAULT_DEPTHS))
+    deep_interval_h: Annotated[float, Field(ge=0, le=24 * 90)] = 24.0
+    deep_budget_s: Annotated[float, Field(gt=0, le=6 * 3600)] = 1800.0
+    deep_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 900.0
+    recall_facts: Annotated[int, Field(ge=2, le=50)] = 8
+    # What a failing round does besides alerting: ``restart`` asks recovery for one
+    # engine restart per failing round, ``hold`` stops the engine until a person starts it.
+    on_fail: Literal["alert", "restart", "hold"] = "alert"
+
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, value: list[int]) -> list[int]:
+        if not 1 <= len(value) <= MAX_DEPTHS:
+            raise ValueError(f"give 1 to {MAX_DEPTHS} depths (tokens)")
+        for depth in value:
+            if not MIN_DEPTH <= depth <= MAX_DEPTH:
+                raise ValueError(f"each depth is {MIN_DEPTH} to {MAX_DEPTH} tokens, got {depth}")
+        return sorted(set(value))

@@ -42,11 +42,26 @@ _CALL_ERROR_ADVICE = {
 
 @dataclass(frozen=True, slots=True)
 class Expectations:
-    """The recipe's expected single-stream figures and reasoning field (``None``: not given)."""
+    """The recipe's expected single-stream figures and reasoning field (``None``: not given).
+
+    ``max_model_len`` bounds the deep round's depths; ``speculative`` is the recipe's
+    speculative-decoding method (``None``: off), which makes drift at temperature 0 expected.
+    """
 
     decode_tok_s: float | None = None
     prefill_tok_s: float | None = None
     reasoning_field: str | None = None
+    max_model_len: int | None = None
+    speculative: str | None = None
+
+
+def busy_reason(api: EngineApi, settings: CanarySettings) -> str | None:
+    """Why the engine is too busy for a canary now (more running than allowed), or ``None``."""
+    running = api.running_requests(min(METRICS_TIMEOUT_S, settings.timeout_s))
+    limit = settings.busy_running_requests
+    if running is not None and running > limit:
+        return f"engine busy: {running} requests running (more than {limit})"
+    return None
 
 
 class CanarySuite:
@@ -74,11 +89,7 @@ class CanarySuite:
 
     def busy_reason(self) -> str | None:
         """Why the engine is too busy for a canary now, or ``None``."""
-        running = self._api.running_requests(min(METRICS_TIMEOUT_S, self._settings.timeout_s))
-        limit = self._settings.busy_running_requests
-        if running is not None and running > limit:
-            return f"engine busy: {running} requests running (more than {limit})"
-        return None
+        return busy_reason(self._api, self._settings)
 
     def run_round(
         self, force: bool = False, names: tuple[str, ...] = CANARY_NAMES

@@ -19,12 +19,14 @@ class StartFor(enum.StrEnum):
     """Who a start is for.
 
     A person's clears a breaker hold; an automatic one is autostart's or the bring-up's;
-    a restart answers a backoff's end and counts in the running restart total.
+    a restart answers a backoff's end and counts in the running restart total; a recovery
+    restart (recovery restarting a running engine whose canaries fail) counts there too.
     """
 
     PERSON = "person"
     AUTOMATIC = "automatic"
     RESTART = "restart"
+    RECOVERY_RESTART = "recovery_restart"
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,10 @@ class Stop:
 
 @dataclass(frozen=True)
 class Restart:
-    """Stop, then start (a person's restart)."""
+    """Stop, then start (a person's restart; ``RESTART``: recovery's, counted in the total)."""
 
     reason: str = "restart requested"
+    kind: StartFor = StartFor.PERSON
 
 
 @dataclass(frozen=True)

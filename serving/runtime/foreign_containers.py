@@ -10,6 +10,11 @@ stop), a wait, ``kill --signal SIGTERM``, a wait, each wait watched with ``inspe
 ``stop --time N``: after N seconds the runtime sends SIGKILL itself, the ``kill -9`` of GPU
 workers whose stranded CUDA contexts only a reboot clears (a vLLM with a wedged rank can
 take longer than any N to stop). A container that outlives both is left running, refused.
+
+It also reads what build a launch ran (``serving.runtime.provenance``): the image a
+container runs (``inspect --format {{.Image}}``), that image's ``image inspect``, and the
+output of ``[serving] provenance_command`` for a bare process (an argv list with a
+timeout, never a shell).
 """
 
 from __future__ import annotations
@@ -119,6 +124,39 @@ class RuntimeContainers:
             if any(int(found) == port for found in _PUBLISHED_RE.findall(ports)):
                 return ref
         return None
+
+    def image_of_container(self, runtime: str, name: str) -> str | None:
+        """The ID of the image container ``name`` runs (the tag may point elsewhere now)."""
+        binary = self._which(runtime)
+        if binary is None:
+            return None
+        argv = [binary, "inspect", "--type", "container", "--format", "{{.Image}}", name]
+        result = self._run(argv, self._timeout_s)
+        if result is None or result.returncode != 0:
+            return None
+        return result.stdout.strip() or None
+
+    def inspect_image(self, runtime: str, image: str) -> str | None:
+        """``<runtime> image inspect IMAGE``'s JSON text (``None``: no runtime or no image)."""
+        binary = self._which(runtime)
+        if binary is None:
+            return None
+        result = self._run([binary, "image", "inspect", image], self._timeout_s)
+        if result is None or result.returncode != 0:
+            return None
+        return result.stdout
+
+    def command_output(self, argv: Sequence[str], timeout_s: float) -> tuple[bool, str]:
+        """Run ``argv`` (no shell) for its output: ``(True, stdout)``, or ``(False, why)``."""
+        if not argv:
+            return False, "no command"
+        result = self._run(list(argv), timeout_s)
+        if result is None:
+            return False, f"`{argv[0]}` did not run or took longer than {timeout_s:g} s"
+        if result.returncode != 0:
+            lines = result.stderr.strip().splitlines()
+            return False, f"`{argv[0]}` exited {result.returncode}: {lines[-1] if lines else ''}"
+        return True, result.stdout
 
     def _state(self, binary: str, name: str) -> str | None:
         """``inspect``: "running", "stopped", "gone" (no such container), None: no answer."""

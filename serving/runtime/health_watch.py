@@ -60,7 +60,12 @@ class HealthWatch:
     ) -> None:
         self._serving = serving
         self._prober = EngineProber(client, tuning.probe_timeout_s)
-        self._scraper = MetricsScraper(client, clock=clock, timeout_s=tuning.probe_timeout_s)
+        self._scraper = MetricsScraper(
+            client,
+            clock=clock,
+            timeout_s=tuning.probe_timeout_s,
+            window_s=serving.metrics_window_s,
+        )
         self.target: ProbeTarget | None = None
         self.next_probe = 0.0
         self._next_metrics = 0.0

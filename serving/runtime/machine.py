@@ -95,10 +95,11 @@ class ServingMachine(RunEnding):
                 )
             raise
         self._awaiting = None
-        if kind is StartFor.RESTART:
+        if kind in (StartFor.RESTART, StartFor.RECOVERY_RESTART):
             self.restarts += 1
             self._save_state()
-            reason = f"automatic restart #{self.restarts}"
+            why = "" if kind is StartFor.RESTART else f": {reason}"
+            reason = f"automatic restart #{self.restarts}{why}"
         try:
             handle = self._launch(spec, reason=reason)
         except LaunchError as exc:
@@ -129,20 +130,25 @@ class ServingMachine(RunEnding):
         self._begin_stop(command.reason, final_reason, StayStopped(), waiter)
         return Later.PENDING
 
-    def restart(self, reason: str, waiter: Future[Any]) -> StartResult | Later:
-        """A person's restart: stop, then start (the decision to was made by the caller)."""
+    def restart(
+        self, reason: str, waiter: Future[Any], kind: StartFor = StartFor.PERSON
+    ) -> StartResult | Later:
+        """A restart: stop, then start (the decision to was made by the caller).
+
+        ``kind`` is the start's: a person's, or recovery's automatic one (``RESTART``).
+        """
         if self._handle is None or not self._launcher.is_alive(self._handle):
             if self._handle is not None:
                 self._engine_ended()
-            return self.start(reason, StartFor.PERSON)
+            return self.start(reason, kind)
         if self._state is ServingState.FAILED:
             raise self._stuck_refusal(self._handle)
         plan = self._stop_plan
         if plan is not None:
-            plan.then = StartAgain()
+            plan.then = StartAgain(kind)
             plan.waiters.append(waiter)
             return Later.PENDING
-        self._begin_stop("restart requested", reason, StartAgain(), waiter)
+        self._begin_stop("restart requested", reason, StartAgain(kind), waiter)
         return Later.PENDING
 
     def clear_hold(self) -> None:

@@ -64,11 +64,11 @@ class RunEnding(MachineCore):
         match plan.then:
             case ReportEnd(cause=cause):
                 self._report_end(RunEnded(cause, ready_for_s=self._ready_for_s), cause)
-            case StartAgain():
+            case StartAgain(kind=kind):
                 # Straight to the launch: a "stopped" between the two would read as the
                 # end of the restart to anyone watching the state.
                 try:
-                    result = self.start(plan.final_reason, StartFor.PERSON)
+                    result = self.start(plan.final_reason, kind)
                 except StartRefused as refused:
                     why = "; ".join(r.message for r in refused.refusals) or "refused"
                     self._set_state(ServingState.STOPPED, f"the restart's start was refused: {why}")

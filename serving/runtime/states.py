@@ -87,6 +87,9 @@ class ServingChange(enum.StrEnum):
     STOP_STUCK = "stop_stuck"
     WARNING = "warning"
     DRIFT = "drift"
+    ENGINE_METRIC = (
+        "engine_metric"  # one of the engine's own figures left (or came back to) its usual range
+    )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwcheck.model import Severity
+from serving.runtime.commands import StartFor
 from serving.runtime.launchers import EngineHandle, Launcher, LauncherError
 from serving.settings import ServingSettings, SupervisorTuning
 
@@ -33,7 +34,9 @@ class ReportEnd:
 
 @dataclass(frozen=True)
 class StartAgain:
-    """A restart by request: start once the engine has stopped."""
+    """A restart by request: start once the engine has stopped (as ``kind`` says)."""
+
+    kind: StartFor = StartFor.PERSON
 
 
 AfterStop = StayStopped | ReportEnd | StartAgain

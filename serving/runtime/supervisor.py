@@ -171,11 +171,19 @@ class Supervisor:
         return self.status()
 
     def restart(
-        self, reason: str = "restart requested", wait: bool = True, timeout_s: float | None = None
+        self,
+        reason: str = "restart requested",
+        wait: bool = True,
+        timeout_s: float | None = None,
+        kind: StartFor = StartFor.PERSON,
     ) -> StartResult:
-        """Stop then start (a person's restart, decided by the caller)."""
+        """Stop then start (a person's restart, decided by the caller).
+
+        ``kind`` ``RECOVERY_RESTART``: recovery's (after a failing canary round), counted in
+        the running restart total.
+        """
         self._check("restart")
-        result = self._submit(Restart(reason), wait=wait, timeout_s=timeout_s)
+        result = self._submit(Restart(reason, kind), wait=wait, timeout_s=timeout_s)
         return result if isinstance(result, StartResult) else StartResult(None, False)
 
     def restart_after(self, delay_s: float, reason: str) -> None:
@@ -286,8 +294,8 @@ class Supervisor:
                     outcome: object = machine.start(reason, kind)
                 case Stop() as stop:
                     outcome = machine.stop(stop, request.result)
-                case Restart(reason=reason):
-                    outcome = machine.restart(reason, request.result)
+                case Restart(reason=reason, kind=kind):
+                    outcome = machine.restart(reason, request.result, kind)
                 case RestartAfter(delay_s=delay_s, reason=reason):
                     machine.restart_after(delay_s, reason)
                     outcome = None

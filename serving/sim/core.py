@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from serving.sim.defects import context_tokens, drifted, loop_text, recall_reply
+from serving.sim.images import SIM_ENGINE_VERSION, build_of
 from serving.sim.options import SimOptions
-from serving.sim.replies import Reply, compose_reply
+from serving.sim.replies import Reply, compose_reply, message_text
+from serving.sim.vllm_metrics import VllmExtras
 
 _TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0)
 
@@ -113,6 +118,10 @@ class SimEngine:
         # what a proxy in front of the engine (the traffic guard) really sent.
         self._last_request: dict[str, Any] | None = None
         self._last_lock = threading.Lock()
+        self._serial = 0
+        self._ready_at_s: float | None = None
+        build = build_of(options.build_file)
+        self.version = str((build or {}).get("version") or SIM_ENGINE_VERSION)
         self.registry = CollectorRegistry()
         label = {"model_name": options.served_model_name}
         self.generation_tokens = Counter(
@@ -152,6 +161,16 @@ class SimEngine:
             buckets=_TTFT_BUCKETS_S,
             registry=self.registry,
         ).labels(**label)
+        self.extras = VllmExtras(self.registry, options.served_model_name, options.spec)
+
+    def became_ready(self) -> None:
+        """Ready from now on (the speculative-decoding collapse counts from here)."""
+        self._ready_at_s = time.monotonic()
+        self.ready.set()
+
+    def since_ready_s(self) -> float:
+        """Seconds since ready (0 before)."""
+        return 0.0 if self._ready_at_s is None else time.monotonic() - self._ready_at_s
 
     def remember(self, path: str, request: dict[str, Any]) -> None:
         """Keep the request (with the path it came on) as the last one received."""
@@ -164,9 +183,46 @@ class SimEngine:
             return self._last_request
 
     def reply_for(self, request: dict[str, Any]) -> Reply:
-        """Compose a reply (the random generator is shared, hence the lock)."""
+        """Compose a reply (the random generator is shared, hence the lock).
+
+        The long-context defects (``serving.sim.defects``) come first: a recall question
+        is answered with what this context length keeps, a tool request past the loop
+        threshold gets announcements instead of the call, copies inside the corruption
+        band are mangled; a drifting build then changes a word of its prose.
+        """
+        messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+        defects = self.options.defects
+        depth = context_tokens(messages, message_text)
         with self._rng_lock:
-            return compose_reply(request, self.options, self._rng)
+            self._serial += 1
+            serial = self._serial
+            users = [message_text(m) for m in messages if m.get("role") == "user"]
+            recalled = (
+                recall_reply(users[-1], defects.recall_ratio(depth), self._rng) if users else None
+            )
+            if recalled is not None:
+                return Reply(content=recalled, tool_calls=None, reasoning=None)
+            if request.get("tools") and defects.loops(depth):
+                return Reply(content=loop_text(), tool_calls=None, reasoning=None)
+            pct = defects.copy_pct(depth, self.options.corrupt_identifiers_pct)
+            options = dataclasses.replace(self.options, corrupt_identifiers_pct=pct)
+            reply = compose_reply(request, options, self._rng)
+        if (
+            defects.drift
+            and request.get("temperature") == 0
+            and reply.content
+            and not reply.tool_calls
+        ):
+            return dataclasses.replace(reply, content=drifted(reply.content, serial))
+        return reply
+
+    def observe_finished(self, request: dict[str, Any], prompt_tokens: int, generated: int) -> None:
+        """The extra vLLM metrics of one finished request (cache, decode steps, drafts)."""
+        prompt = "\n".join(
+            message_text(m) for m in request.get("messages") or [] if isinstance(m, dict)
+        )
+        itl_s = 1.0 / self.options.tokens_per_s
+        self.extras.observe(prompt, prompt_tokens, generated, itl_s, self.since_ready_s())
 
     def block_if_hung(self) -> None:
         """A hung engine accepts the connection and never answers (until it stops)."""
@@ -199,5 +255,9 @@ class SimEngine:
         self.stopping.wait(tokens / self.options.tokens_per_s)
 
     def prefill(self, prompt_tokens: int) -> None:
-        """Wait as long as reading a prompt of ``prompt_tokens`` takes (before the first token)."""
-        self.stopping.wait(prompt_tokens / self.options.prefill_tokens_per_s)
+        """Wait as long as reading a prompt of ``prompt_tokens`` takes (before the first token).
+
+        Deep prompts are paced for at most ``--sim-prefill-pace-max-tokens`` (0: all).
+        """
+        paced = self.options.defects.paced_prefill_tokens(prompt_tokens)
+        self.stopping.wait(paced / self.options.prefill_tokens_per_s)

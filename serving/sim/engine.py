@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from serving.sim.core import EngineLog, SimEngine, crash_trace
 from serving.sim.handler import EngineServer
+from serving.sim.images import build_flag, build_of
 from serving.sim.options import SimOptions, parse_options
 
 
@@ -142,7 +143,7 @@ def run(options: SimOptions) -> int:
             return 1
         log.line(f"INFO:     Started server process [{os.getpid()}]")
         log.line("INFO:     Waiting for application startup.")
-        engine.ready.set()
+        engine.became_ready()
         log.line("INFO:     Application startup complete.")
         if options.log_lines:
             threading.Thread(target=_emit_log_lines, args=(engine,), daemon=True).start()
@@ -177,9 +178,16 @@ def run(options: SimOptions) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m serving.sim.engine``."""
-    options = parse_options(sys.argv[1:] if argv is None else argv)
-    return run(options)
+    """Entry point of ``python -m serving.sim.engine``.
+
+    A ``--sim-build-file`` build's flags (a simulated image rebuild) follow the command
+    line's, so they win.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    build = build_of(build_flag(args))
+    if build is not None:
+        args += [str(arg) for arg in build.get("args") or []]
+    return run(parse_options(args))
 
 
 if __name__ == "__main__":

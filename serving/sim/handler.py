@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
 from serving.sim.core import SimEngine
-from serving.sim.replies import prompt_words, split_tokens
+from serving.sim.replies import prompt_tokens_of, split_tokens
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -86,6 +86,8 @@ class EngineHandler(BaseHTTPRequestHandler):
             self._send_json(200, {"object": "list", "data": [model]})
         elif path == "/sim/last-request":
             self._send_json(200, engine.last_request() or {})
+        elif path == "/version":
+            self._send_json(200, {"version": engine.version})
         elif path == "/metrics":
             data = generate_latest(engine.registry)
             self.send_response(200)
@@ -118,7 +120,7 @@ class EngineHandler(BaseHTTPRequestHandler):
             self._send_error(400, "request body must be a JSON object", "BadRequestError")
             return
         if path == TOKENIZE:
-            count = prompt_words(request)
+            count = prompt_tokens_of(request)
             body = {"count": count, "max_model_len": engine.options.max_model_len}
             self._send_json(200, {**body, "tokens": list(range(count))})
             return
@@ -159,13 +161,14 @@ class EngineHandler(BaseHTTPRequestHandler):
         tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         content = "".join(tokens) if reply.content is not None else None
         generated = max(len(tokens), 1 if reply.tool_calls else 0)
-        prompt_tokens = prompt_words(request)
+        prompt_tokens = prompt_tokens_of(request)
         engine.prefill(prompt_tokens)
         engine.pace(1)
         engine.ttft.observe(time.monotonic() - started)
         engine.pace(max(generated - 1, 0))
         engine.generation_tokens.inc(generated)
         engine.prompt_tokens.inc(prompt_tokens)
+        engine.observe_finished(request, prompt_tokens, generated)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.reasoning is not None:
             message["reasoning"] = reply.reasoning
@@ -195,7 +198,7 @@ class EngineHandler(BaseHTTPRequestHandler):
         tokens = split_tokens(reply.content or "", limit, bool(request.get("ignore_eos")))
         completion_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         kind = "chat.completion.chunk" if chat else "text_completion"
-        prompt_tokens = prompt_words(request)
+        prompt_tokens = prompt_tokens_of(request)
         engine.prompt_tokens.inc(prompt_tokens)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -245,9 +248,10 @@ class EngineHandler(BaseHTTPRequestHandler):
             send({"tool_calls": calls}, None)
         finish = "tool_calls" if reply.tool_calls else "length" if len(tokens) >= limit else "stop"
         send({}, finish)
+        generated = len(tokens) + (1 if reply.tool_calls else 0)
+        engine.observe_finished(request, prompt_tokens, generated)
         options = request.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
-            generated = len(tokens) + (1 if reply.tool_calls else 0)
             chunk = self._base(engine, completion_id, kind)
             chunk["choices"] = []
             chunk["usage"] = {

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from serving.sim.defects import LongContextDefects, add_defect_arguments, defects_from_args
+from serving.sim.vllm_metrics import SpecDecodeSim, add_metric_arguments, spec_from_args
 
 CRASH_KINDS = ("cuda_fault", "engine_dead", "kv_oom", "driver_poisoned", "rpc_timeout")
 # Where the reasoning goes with thinking on: both fields (a patched build), only
@@ -45,6 +48,9 @@ class SimOptions:
     log_lines: tuple[TimedLogLine, ...]
     seed: int
     ignored: tuple[str, ...]
+    defects: LongContextDefects = field(default_factory=LongContextDefects)
+    spec: SpecDecodeSim = field(default_factory=SpecDecodeSim)
+    build_file: str | None = None
 
 
 def _non_negative(text: str) -> float:
@@ -105,6 +111,8 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
     parser.add_argument("--sim-reasoning-field", choices=REASONING_FIELDS, default="both")
     parser.add_argument("--sim-log-line", type=_timed_line, action="append", default=[])
     parser.add_argument("--sim-seed", type=int, default=0)
+    add_defect_arguments(parser)
+    add_metric_arguments(parser)
     args, unknown = parser.parse_known_args(list(argv))
     if not 0 < args.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
@@ -133,4 +141,7 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
         log_lines=tuple(args.sim_log_line),
         seed=args.sim_seed,
         ignored=tuple(unknown),
+        defects=defects_from_args(args),
+        spec=spec_from_args(args),
+        build_file=args.sim_build_file,
     )

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from serving.sim.defects import context_tokens, estimate_tokens
 from serving.sim.options import SimOptions
 
 _WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
@@ -41,13 +42,17 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
-def prompt_words(request: dict[str, Any]) -> int:
-    """The prompt's size in "tokens" (words), as usage and ``/tokenize`` report it."""
+def prompt_tokens_of(request: dict[str, Any]) -> int:
+    """A completion request's prompt in tokens, as usage and ``/tokenize`` report it.
+
+    A chat's messages or a completion's ``prompt``, at characters / 4: cheap at any depth,
+    so a 128k-token deep canary costs the simulation nothing.
+    """
     messages = request.get("messages")
     if isinstance(messages, list):
-        return sum(len(message_text(m).split()) for m in messages if isinstance(m, dict))
+        return context_tokens(messages, message_text)
     prompt = request.get("prompt")
-    return len(prompt.split()) if isinstance(prompt, str) else 0
+    return estimate_tokens(prompt) if isinstance(prompt, str) else 0
 
 
 def code_identifiers(text: str) -> list[str]:

@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from serving.sim.options import REASONING_FIELDS
 
@@ -37,6 +38,21 @@ class EngineScenario:
     leak_dsml: bool = False
     reasoning_field: str = "both"
     log_lines: tuple[tuple[float, str], ...] = ()  # (seconds after ready, line)
+    # Long-context defects (``serving.sim.defects``); context lengths in tokens.
+    corrupt_band_tokens: tuple[int, int] | None = None
+    corrupt_band_pct: float = 85.0
+    loop_after_tokens: int | None = None
+    recall_full_until_tokens: int | None = None
+    recall_floor: float = 0.3
+    recall_floor_at_tokens: int | None = None
+    drift: bool = False
+    prefill_pace_max_tokens: int = 8192
+    # Speculative decoding (``serving.sim.vllm_metrics``); ``speculative = false`` drops
+    # the recipe's ``[speculative]`` (a build served without DSpark).
+    speculative: bool = True
+    spec_acceptance: float = 0.6
+    spec_collapse_after_s: float | None = None
+    spec_collapsed_acceptance: float = 0.15
 
 
 MAX_SECONDS = 365 * 86_400.0  # a simulated engine's timers: at most a year
@@ -114,7 +130,70 @@ def _build(table: Mapping[str, object]) -> EngineScenario:
         leak_dsml=_flag(table, "leak_dsml"),
         reasoning_field=str(reasoning_field),
         log_lines=_log_lines(table),
+        **_deep_keys(table),
     )
+
+
+def _tokens(table: Mapping[str, object], key: str) -> int | None:
+    if table.get(key) is None:
+        return None
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000_000:
+        raise _Bad(key, f"expected a whole number of tokens, got {_shown(value)}")
+    return value
+
+
+def _share(table: Mapping[str, object], key: str, default: float) -> float:
+    value = _number(table, key, default)
+    if not 0.0 <= value <= 1.0:
+        raise _Bad(key, f"must be 0 to 1, got {value:g}")
+    return value
+
+
+def _deep_keys(table: Mapping[str, object]) -> dict[str, Any]:
+    """The long-context and speculative-decoding keys, checked."""
+    defaults = EngineScenario()
+    band = table.get("corrupt_band_tokens")
+    band_tokens: tuple[int, int] | None = None
+    if band is not None:
+        if (
+            not isinstance(band, list)
+            or len(band) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in band)
+            or not 0 <= band[0] < band[1]
+        ):
+            raise _Bad(
+                "corrupt_band_tokens", f"expected [FROM, TO] with FROM < TO, got {_shown(band)}"
+            )
+        band_tokens = (int(band[0]), int(band[1]))
+    pct = _number(table, "corrupt_band_pct", defaults.corrupt_band_pct)
+    if not 0.0 <= pct <= 100.0:
+        raise _Bad("corrupt_band_pct", f"must be 0 to 100, got {pct:g}")
+    return {
+        "corrupt_band_tokens": band_tokens,
+        "corrupt_band_pct": pct,
+        "loop_after_tokens": _tokens(table, "loop_after_tokens"),
+        "recall_full_until_tokens": _tokens(table, "recall_full_until_tokens"),
+        "recall_floor": _share(table, "recall_floor", defaults.recall_floor),
+        "recall_floor_at_tokens": _tokens(table, "recall_floor_at_tokens"),
+        "drift": _flag(table, "drift"),
+        "prefill_pace_max_tokens": _tokens(table, "prefill_pace_max_tokens")
+        if "prefill_pace_max_tokens" in table
+        else defaults.prefill_pace_max_tokens,
+        "speculative": _speculative(table),
+        "spec_acceptance": _share(table, "spec_acceptance", defaults.spec_acceptance),
+        "spec_collapse_after_s": _seconds(table, "spec_collapse_after_s"),
+        "spec_collapsed_acceptance": _share(
+            table, "spec_collapsed_acceptance", defaults.spec_collapsed_acceptance
+        ),
+    }
+
+
+def _speculative(table: Mapping[str, object]) -> bool:
+    value = table.get("speculative", True)
+    if not isinstance(value, bool):
+        raise _Bad("speculative", f"expected true or false, got {_shown(value)}")
+    return value
 
 
 def _log_lines(table: Mapping[str, object]) -> tuple[tuple[float, str], ...]:
@@ -165,4 +244,58 @@ def simulated_engine_args(engine: EngineScenario) -> list[str]:
         args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
     if engine.leak_dsml:
         args.append("--sim-leak-dsml")
+    return args + _deep_args(engine)
+
+
+def _deep_args(engine: EngineScenario) -> list[str]:
+    """The ``--sim-*`` flags of the long-context and speculative-decoding keys."""
+    defaults = EngineScenario()
+    args: list[str] = []
+    if engine.corrupt_band_tokens is not None:
+        low, high = engine.corrupt_band_tokens
+        args += ["--sim-corrupt-band", f"{low}:{high}"]
+        args += ["--sim-corrupt-band-pct", f"{engine.corrupt_band_pct:g}"]
+    for flag, value in (
+        ("--sim-loop-after-tokens", engine.loop_after_tokens),
+        ("--sim-recall-full-until-tokens", engine.recall_full_until_tokens),
+        ("--sim-recall-floor-at-tokens", engine.recall_floor_at_tokens),
+        ("--sim-spec-collapse-after-s", engine.spec_collapse_after_s),
+    ):
+        if value is not None:
+            args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if engine.recall_full_until_tokens is not None:
+        args += ["--sim-recall-floor", f"{engine.recall_floor:g}"]
+    if engine.drift:
+        args.append("--sim-drift")
+    if engine.prefill_pace_max_tokens != defaults.prefill_pace_max_tokens:
+        args += ["--sim-prefill-pace-max-tokens", str(engine.prefill_pace_max_tokens)]
+    if engine.spec_acceptance != defaults.spec_acceptance:
+        args += ["--sim-spec-acceptance", f"{engine.spec_acceptance:g}"]
+    if engine.spec_collapse_after_s is not None:
+        args += ["--sim-spec-collapsed-acceptance", f"{engine.spec_collapsed_acceptance:g}"]
     return args
+
+
+_ALWAYS_GIVEN = {"--sim-ready-after-s": "ready_after_s", "--sim-tokens-per-s": "tokens_per_s"}
+
+
+def override_args(table: Mapping[str, object], label: str) -> list[str]:
+    """The ``--sim-*`` flags of only the keys ``table`` gives (a rebuild's new behaviour).
+
+    Checked like a scenario's ``[engine]``; the two flags every engine gets (ready time,
+    decode rate) are left out unless ``table`` names them, so a rebuild that changes one
+    thing keeps the scenario's pace.
+    """
+    args = simulated_engine_args(parse_engine_scenario(table, label))
+    kept: list[str] = []
+    skip = False
+    for index, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        key = _ALWAYS_GIVEN.get(arg)
+        if key is not None and key not in table and index + 1 < len(args):
+            skip = True
+            continue
+        kept.append(arg)
+    return kept

@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -204,3 +204,32 @@ class FakeRuntime:
             pid = json.loads(path.read_text()).get("pid")
             if pid:
                 kill_group(int(pid))
+
+
+@contextlib.contextmanager
+def running_sim_engine(*flags: str) -> Iterator[str]:
+    """The simulated engine as a child process, ready at once; yields its base URL."""
+    import subprocess
+
+    import httpx
+
+    from tests.support.waiting import wait_until
+
+    port = free_port()
+    child = subprocess.Popen(
+        sim_argv(port, *flags, ready_after_s=0.0), stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"{url}/health", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, 30, "the simulated engine to answer /health")
+        yield url
+    finally:
+        kill_group(child.pid)
+        child.wait(timeout=5)

@@ -335,6 +335,8 @@ def test_options_ignore_unknown_vllm_flags() -> None:
             "/models/dsv4",
             "--speculative-config",
             '{"method":"dspark","num_speculative_tokens":5}',
+            "--tokenizer-mode",
+            "deepseek_v4",
             "--served-model-name",
             "dsv4s",
             "--port",
@@ -343,7 +345,9 @@ def test_options_ignore_unknown_vllm_flags() -> None:
     )
     assert options.served_model_name == "dsv4s"
     assert options.port == 8098
-    assert "--speculative-config" in options.ignored
+    assert "--tokenizer-mode" in options.ignored
+    # The speculative config is read: it turns the spec-decode metrics on.
+    assert options.spec.num_speculative_tokens == 5
 
 
 def test_identifiers_are_code_like_words_in_order() -> None:

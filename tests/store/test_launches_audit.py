@@ -85,6 +85,7 @@ def test_launch_history_masks_secrets_and_finds_the_last_ready_one(store: Store)
         "ended_at": "2025-03-01T12:02:10+00:00",
         "exit_code": 1,
         "crash_class": "cuda_oom",
+        "build_id": None,
     }
 
 

@@ -22,6 +22,9 @@ const CHARTS = [
   { id: "chart-temperature", metric: "temperature_c", unit: "°C", range: calmTemperature },
   { id: "chart-clock", metric: "sm_clock_mhz", unit: "MHz", range: fromZero },
   { id: "chart-tokens", metric: "tokens_per_s", unit: "tok/s", engine: true, range: fromZero },
+  // The engine's own figures (its vLLM metrics): a slower prefill, a DSpark build gone bad.
+  { id: "chart-ttft", metric: "ttft_p95_s", unit: "s", engine: true, range: fromZero },
+  { id: "chart-acceptance", metric: "spec_acceptance_ratio", unit: "", engine: true, range: () => [0, 1] },
 ];
 
 function widthOf(node) {
@@ -80,7 +83,11 @@ function options(chart, history, width, charts) {
 }
 
 function dataOf(chart, history) {
-  if (chart.engine) return [history.ts_s, history.engine.tokens_per_s];
+  if (chart.engine) {
+    // An older daemon's history has only tokens_per_s: an empty series, not an error.
+    const series = history.engine[chart.metric] || history.ts_s.map(() => null);
+    return [history.ts_s, series];
+  }
   return [history.ts_s, ...history.cards.map((card) => card[chart.metric])];
 }
 

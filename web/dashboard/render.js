@@ -1,6 +1,7 @@
 // Turns API documents into DOM (through dom.js's ``el``: text only, never markup).
 
 import { compactLine } from "./cardline.js";
+import { depthCurve } from "./depthcurve.js";
 import { el, num, numberFormat } from "./dom.js";
 import { formatTime } from "./time.js";
 
@@ -185,6 +186,7 @@ export function renderEngine(serving, nowMs) {
     ["Tokens/s", num(m.generation_tokens_per_s), "tokens"],
     ["Running / waiting", `${num(m.requests_running)} / ${num(m.requests_waiting)}`, "requests"],
     ["KV cache", m.kv_cache_usage_pct === undefined ? "n/a" : num(m.kv_cache_usage_pct, "%"), "kv"],
+    ...engineFigures(m),
     ["Restarts", num(s.restarts), "restarts"],
     ["Last crash", s.crash_class || "none", "crash"],
     ["PID", s.pid ?? "none", "pid"],
@@ -211,6 +213,21 @@ export function renderEngine(serving, nowMs) {
   if (why) {
     box.append(el("div", { class: "why", dataset: { fact: "why" } }, el("dt", {}, "Why"), el("dd", {}, why)));
   }
+}
+
+// The engine's own figures (its vLLM metrics over the window); n/a when it has not said.
+function engineFigures(m) {
+  const seconds = (v) => (v === null || v === undefined ? "n/a" : num(v, "s"));
+  const pct = (v) => (v === null || v === undefined ? "n/a" : `${numberFormat.format(100 * v)} %`);
+  const pair = (a, b, show) => `${show(a)} / ${show(b)}`;
+  return [
+    ["TTFT p50 / p95", pair(m.ttft_p50_s, m.ttft_p95_s, seconds), "ttft"],
+    ["Inter-token p50 / p95", pair(m.itl_p50_s, m.itl_p95_s, seconds), "itl"],
+    ["Draft acceptance", pct(m.spec_acceptance_ratio), "acceptance"],
+    ["Mean accepted length", m.spec_mean_accepted_tokens == null ? "n/a" : num(m.spec_mean_accepted_tokens), "accepted"],
+    ["Prefix cache hits", pct(m.prefix_cache_hit_ratio), "prefix"],
+    ["Preemptions", m.preemptions_total == null ? "n/a" : num(m.preemptions_total), "preemptions"],
+  ];
 }
 
 // --- failed checks -------------------------------------------------------------------------
@@ -259,6 +276,7 @@ export function renderCanaries(status, nowMs) {
         el("span", { class: "figure" }, canaryFigure(canary)),
         el("span", { class: "when" }, age),
         canary.result !== "pass" && canary.advice ? el("span", { class: "advice" }, canary.advice) : null,
+        depthCurve(canary),
       );
     }),
   );

@@ -32,8 +32,8 @@ class CanaryControl(Protocol):
         """Last results, signature counts and recent history."""
         ...
 
-    def run_canaries(self, force: bool) -> dict[str, Any]:
-        """Run one round now; ``Conflict`` when the engine is not ready."""
+    def run_canaries(self, force: bool, deep: bool = False) -> dict[str, Any]:
+        """Run one round now (``deep``: the deep round); ``Conflict`` when not ready."""
         ...
 
 
@@ -42,6 +42,7 @@ class CanaryRunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     force: bool = False
+    deep: bool = False
 
 
 def router(canary: CanaryControl | None, guard: TokenGuard) -> APIRouter:
@@ -75,7 +76,11 @@ def router(canary: CanaryControl | None, guard: TokenGuard) -> APIRouter:
         responses=errors,
     )
     def canary_run(body: CanaryRunRequest | None = None) -> dict[str, Any]:
-        """Run every canary now (skipped while the engine is busy unless ``force``)."""
-        return control().run_canaries(bool(body and body.force))
+        """Run every canary now (skipped while the engine is busy unless ``force``).
+
+        ``deep``: the deep round (copy and recall at ``[canary] depths``, the loop canary,
+        determinism) instead of the short one.
+        """
+        return control().run_canaries(bool(body and body.force), bool(body and body.deep))
 
     return routes

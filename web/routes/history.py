@@ -32,6 +32,9 @@ class EngineHistoryDocument(Document):
     """The engine's series on the grid."""
 
     tokens_per_s: Series
+    ttft_p95_s: Series | None = None
+    spec_acceptance_ratio: Series | None = None
+    prefix_cache_hit_ratio: Series | None = None
 
 
 class ChartMarkerDocument(Document):

@@ -1,6 +1,6 @@
 """fleetctl's engine and recovery commands (``app`` registers them in its tree).
 
-start, profiles, serve, stop, restart, reboot, clear-reboot-latch and logs. Apart from ``app`` (the tree and the other commands) to keep each module small; the same
+start, profiles, serve, stop, restart, reboot, clear-reboot-latch, logs and builds. Apart from ``app`` (the tree and the other commands) to keep each module small; the same
 start-up rule holds: each command imports what it uses in its own body, so registering
 them loads typer only.
 """
@@ -149,6 +149,15 @@ def logs(
     raise typer.Exit(cmd_serving.logs(out, opts.client(out), lines, follow))
 
 
+def builds(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The engine builds seen (image digest, /version, labels) and their canary verdicts."""
+    from daemon.cli.engine import builds as cmd_builds
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_builds.show(out, opts.client(out, 3)))
+
+
 def register(app: typer.Typer) -> None:
     """Add the engine and recovery commands to ``app``, in the order help lists them."""
     app.command("start")(start)
@@ -159,3 +168,4 @@ def register(app: typer.Typer) -> None:
     app.command("reboot")(reboot)
     app.command("clear-reboot-latch")(clear_reboot_latch)
     app.command("logs")(logs)
+    app.command("builds")(builds)

@@ -26,6 +26,8 @@ RESULT_STYLE = {
 }
 # A round is four requests, each with its own timeout (default 120 s): wait for all of them.
 RUN_TIMEOUT_S = 900.0
+# The deep round stops at its budget (``[canary] deep_budget_s``, at most 6 h).
+DEEP_RUN_TIMEOUT_S = 6 * 3600.0 + 60.0
 
 
 def exit_code(canaries: list[dict[str, Any]]) -> int:
@@ -44,6 +46,24 @@ def figure_text(canary: dict[str, Any]) -> str:
     return f"{float(figure):g} {unit}".strip()
 
 
+def depth_curve(canary: dict[str, Any]) -> str:
+    """A deep canary's figure per depth: ``16k 100%, 64k 98%, 96k 15% (breaks at 96k)``."""
+    details = canary.get("details") or {}
+    entries = details.get("depths") if isinstance(details, dict) else None
+    if not isinstance(entries, list) or not entries:
+        return ""
+    unit = canary.get("unit") or ""
+    parts = []
+    for entry in entries:
+        depth = int(entry.get("depth") or 0)
+        label = f"{depth / 1000:g}k" if depth >= 1000 else str(depth)
+        shown = figure_text({"figure": entry.get("figure"), "unit": unit})
+        parts.append(f"{label} {shown if shown != '-' else entry.get('result')}")
+    breaks = details.get("breaks_at")
+    where = f" (breaks at {int(breaks) / 1000:g}k)" if isinstance(breaks, int) else ""
+    return ", ".join(parts) + where
+
+
 def _render(out: Output, canaries: list[dict[str, Any]], signatures: list[dict[str, Any]]) -> None:
     if not canaries:
         out.line("no canary results yet")
@@ -60,6 +80,12 @@ def _render(out: Output, canaries: list[dict[str, Any]], signatures: list[dict[s
     ]
     if rows:
         out.table(None, ["canary", "result", "figure", "message", "advice", "time"], rows)
+    curves = [(str(c.get("name")), depth_curve(c)) for c in canaries]
+    curves = [(name, curve) for name, curve in curves if curve]
+    if curves:
+        out.table(
+            "by depth (tokens)", ["canary", "figure at each depth"], [list(c) for c in curves]
+        )
     counted = [s for s in signatures if s.get("last_24h")]
     if counted:
         out.table(
@@ -69,13 +95,15 @@ def _render(out: Output, canaries: list[dict[str, Any]], signatures: list[dict[s
         )
 
 
-def run(out: Output, client: FleetClient, force: bool) -> int:
-    """Run every canary now and print this round's results."""
-    client = dataclasses.replace(client, timeout_s=max(client.timeout_s, RUN_TIMEOUT_S))
+def run(out: Output, client: FleetClient, force: bool, deep: bool = False) -> int:
+    """Run every canary now (``deep``: the deep round) and print this round's results."""
+    wait_s = DEEP_RUN_TIMEOUT_S if deep else RUN_TIMEOUT_S
+    client = dataclasses.replace(client, timeout_s=max(client.timeout_s, wait_s))
+    body = {"force": force, "deep": True} if deep else {"force": force}
     try:
         document: dict[str, Any] = answer_while_waiting(
             out,
-            lambda: client.post("/api/v1/canary/run", {"force": force}),
+            lambda: client.post("/api/v1/canary/run", body),
             lambda started_s: show_elapsed(out, started_s, "canaries running on the engine..."),
             "fleetd finishes the canary round (fleetctl canary status shows it)",
         )

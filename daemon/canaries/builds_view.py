@@ -1,0 +1,132 @@
+"""``fleetctl builds`` / ``GET /api/v1/builds``: the builds seen and their canary verdicts.
+
+Each build (``daemon.store.builds``) with its facts, first and last seen, and each
+canary's newest verdict on it (deep ones with their per-depth figures); then the
+regressions (``serving.canary.regressions``): canaries failing on the newest build that
+judged them, naming the last build they passed on and the first they failed on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.engine.builds import BuildTracker
+from daemon.store import BuildRow, BuildVerdict, Store
+from serving.canary.regressions import BuildStandings, Regression, Standing, regressions
+from serving.errors import InvalidInput, Unavailable
+from serving.runtime.provenance import build_name
+from serving.sim.images import SIM_ENGINE_IMAGE, ImageStore, ImageStoreError
+from serving.sim.scenario import EngineScenarioError, override_args
+
+MAX_BUILDS = 50
+
+
+def display_name(build: BuildRow) -> str:
+    """``build 3f2a9c1d (repo@sha256:0123456789ab, 0.11.0)``."""
+    return build_name(build.build_key, build.image_digest, build.engine_version)
+
+
+def _standing(verdict: BuildVerdict) -> Standing:
+    return Standing(
+        verdict.result,
+        verdict.figure,
+        verdict.unit,
+        verdict.ts,
+        verdict.details,
+        verdict.first_bad_ts,
+    )
+
+
+def build_regressions(builds: list[BuildRow], verdicts: list[BuildVerdict]) -> list[Regression]:
+    """The regressions among ``builds`` (any order) given their verdicts."""
+    by_build: dict[int, dict[str, Standing]] = {}
+    for verdict in verdicts:
+        by_build.setdefault(verdict.build_id, {})[verdict.name] = _standing(verdict)
+    ordered = sorted(builds, key=lambda b: (b.first_seen, b.id))
+    return regressions(
+        [BuildStandings(b.id, display_name(b), by_build.get(b.id, {})) for b in ordered]
+    )
+
+
+def regression_line(store: Store, canary: str, build_id: int) -> str | None:
+    """The regression of ``canary`` up to build ``build_id`` (the newest), as one line, or None.
+
+    A regression is only reported while the newest build that judged the canary fails it.
+    """
+    builds = store.list_builds(limit=MAX_BUILDS)
+    if not any(b.id == build_id for b in builds):
+        return None
+    found = build_regressions(builds, store.build_verdicts([b.id for b in builds]))
+    return next((r.text for r in found if r.canary == canary), None)
+
+
+def _verdict_entry(verdict: BuildVerdict) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "result": verdict.result,
+        "figure": verdict.figure,
+        "unit": verdict.unit,
+        "ts": verdict.ts.isoformat(),
+        "first_bad_ts": None if verdict.first_bad_ts is None else verdict.first_bad_ts.isoformat(),
+    }
+    details = verdict.details or {}
+    if "depths" in details:
+        entry["depths"] = details["depths"]
+        entry["breaks_at"] = details.get("breaks_at")
+    return entry
+
+
+def builds_document(
+    store: Store, current_id: int | None, limit: int = MAX_BUILDS
+) -> dict[str, Any]:
+    """The builds (newest seen first), their verdicts, and the regressions."""
+    builds = store.list_builds(limit=limit)
+    verdicts = store.build_verdicts([b.id for b in builds])
+    per_build: dict[int, dict[str, Any]] = {}
+    for verdict in verdicts:
+        per_build.setdefault(verdict.build_id, {})[verdict.name] = _verdict_entry(verdict)
+    entries = []
+    for build in builds:
+        entry = build.to_dict()
+        entry["name"] = display_name(build)
+        entry["current"] = build.id == current_id
+        entry["canaries"] = per_build.get(build.id, {})
+        entries.append(entry)
+    return {
+        "builds": entries,
+        "regressions": [r.as_dict() for r in build_regressions(builds, verdicts)],
+    }
+
+
+class BuildsApi:
+    """What ``web.routes.builds`` asks: the builds document, and (simulating) an image rebuild."""
+
+    def __init__(self, store: Store, tracker: BuildTracker, images: ImageStore | None) -> None:
+        self._store = store
+        self._tracker = tracker
+        self._images = images
+
+    def builds_document(self, limit: int) -> dict[str, Any]:
+        """``GET /api/v1/builds``."""
+        current = self._tracker.current()
+        return builds_document(self._store, None if current is None else current.id, limit)
+
+    def rebuild_image(
+        self, image: str | None, engine: dict[str, Any], labels: dict[str, str], version: str | None
+    ) -> dict[str, Any] | None:
+        """``POST /api/v1/sim/rebuild``: a new ID and digest for the tag (``None``: not simulating).
+
+        ``engine`` holds scenario ``[engine]`` keys: how the new build behaves once the
+        engine starts from it.
+        """
+        if self._images is None:
+            return None
+        try:
+            args = override_args(engine, "rebuild")
+        except EngineScenarioError as exc:
+            raise InvalidInput(str(exc)) from None
+        try:
+            return self._images.rebuild(
+                image or SIM_ENGINE_IMAGE, args=args, labels=labels, version=version
+            )
+        except ImageStoreError as exc:
+            raise Unavailable(str(exc)) from None
