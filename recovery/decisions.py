@@ -92,6 +92,11 @@ class Refuse:
         """Every reason on one line."""
         return "; ".join(reason.line for reason in self.reasons)
 
+    @property
+    def headline(self) -> str:
+        """Every reason's message, without what to do (the audit trail's short reason)."""
+        return "; ".join(reason.message for reason in self.reasons)
+
 
 @dataclass(frozen=True, slots=True)
 class StopAndLatch:

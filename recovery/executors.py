@@ -381,7 +381,8 @@ def describe(decision: Decision) -> tuple[str, str]:
         case StopAndHold():
             return "stop_and_hold", decision.reason
         case Refuse():
-            return "refuse", decision.line
+            # The short reasons: what to do is each reason's own (the refusal's ``reasons``).
+            return "refuse", decision.headline
         case AdviseInspection():
             return "advise_inspection", decision.reason
         case NoAction():

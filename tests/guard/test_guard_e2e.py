@@ -212,7 +212,7 @@ def test_a_stream_arrives_chunk_by_chunk_pinned_and_mirrored(rig: Rig) -> None:
 
 
 def test_a_prompt_over_the_cap_gets_openais_400(rig: Rig) -> None:
-    long = " ".join(f"word{i}" for i in range(80))  # 80 tokens to the simulated tokenizer
+    long = " ".join(["abc"] * 80)  # 319 characters: 80 tokens to the simulated tokenizer
     answer = rig.chat({"messages": [{"role": "user", "content": long}]})
     assert answer.status_code == 400
     error = answer.json()["error"]
