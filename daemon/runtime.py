@@ -29,6 +29,7 @@ from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
 from daemon.engine.service import EngineService
 from daemon.engine.sim_containers import SimulatedContainers
+from daemon.engine.sim_load import engine_load
 from daemon.engine.wiring import wire_engine
 from daemon.ports.bringup import BringUp
 from daemon.ports.latch import LatchFile, LatchState
@@ -123,6 +124,7 @@ class Daemon:
             settings.rig.power_cap_w,
             settings.rig.power_cap_tolerance_w,
             dry_run=settings.recovery.dry_run,
+            cap_for=settings.rig.power_cap_for,
         )
         self.xid_path = XidPath(
             self.store, self.monitor, self.monitor.card_index_of, kernel_clock_s=host.kernel_clock_s
@@ -195,6 +197,8 @@ class Daemon:
                 known_secrets=secrets,
                 defer=self.writer.submit,
             )
+        if sim is not None and self.engine is not None:
+            sim.attach_engine(engine_load(self.engine))  # its cards show the engine's load
         self.bring_up = BringUp(
             self.recovery,
             lambda: self.monitor.view().results,

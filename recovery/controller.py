@@ -41,6 +41,7 @@ from recovery.ports import (
     LatchPort,
     RigView,
 )
+from recovery.refusals import LastRefusal, RefusalMemory
 from recovery.settings import RecoverySettings, policy_settings
 from recovery.starts import StartAnswer, StartPath
 from recovery.streak import RestartStreak
@@ -95,6 +96,7 @@ class RecoveryController:
         self._reboot_by = ""
         self.last_bring_up: dict[str, Any] | None = None
         self.starts = StartPath(self, rig, prober, clock, recovery.probe_min_interval_s)
+        self.refusals = RefusalMemory()
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker = threading.Thread(target=self._work, name="recovery", daemon=True)
         self._worker.start()
@@ -232,8 +234,17 @@ class RecoveryController:
     def request_start(
         self, trigger: Trigger, actor: str = "recovery", restart: bool = False
     ) -> StartAnswer:
-        """Every start: one ``decide``, carried out, the answer back to the caller."""
-        return self.starts.request(trigger, actor, restart)
+        """Every start: one ``decide``, carried out, the answer back to the caller.
+
+        A refusal is kept (``last_refusal``) until a start goes ahead.
+        """
+        answer = self.starts.request(trigger, actor, restart)
+        self.refusals.note(trigger.value, answer.started, answer.refusals, answer.why_not)
+        return answer
+
+    def last_refusal(self) -> LastRefusal | None:
+        """The last start refused since the last start (the engine line says why)."""
+        return self.refusals.last
 
     def reconcile(self, waived: frozenset[str]) -> Decision | None:
         """At start: decide now what recovery owes for this boot's stored faults.
@@ -316,6 +327,10 @@ class RecoveryController:
         if not outcome.done:
             raise Refused(outcome.message, "reboot_refused")
         return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}
+
+    def power_cycle_available(self) -> bool:
+        """True when ``reboot --confirm --cold`` can power-cycle here (not only explain)."""
+        return self.executors.can_power_cycle()
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:
         """The recorded operator override: the latch goes, earlier faults stop gating."""

@@ -108,6 +108,10 @@ class RecoveryControl(Protocol):
         """The operator override of the latch."""
         ...
 
+    def power_cycle_available(self) -> bool:
+        """True when ``reboot --confirm --cold`` can power-cycle (not only explain)."""
+        ...
+
 
 LAST_DECISIONS = 10
 
@@ -260,6 +264,7 @@ class DaemonServices:
         if self._recovery is not None:
             bring_up = self._recovery.last_bring_up
             doc.dry_run = self._recovery.dry_run
+            doc.power_cycle = self._recovery.power_cycle_available()
             doc.decisions = self.last_decisions()
             doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
         return doc

@@ -25,6 +25,7 @@ import psutil
 
 from daemon.config import Settings
 from daemon.engine.foreign_stop import stop_foreign_containers
+from daemon.engine.gate_now import GateNow
 from daemon.engine.preflight import (
     drift_refusal,
     foreign_refusals,
@@ -124,6 +125,7 @@ class EngineService:
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
         self.switcher = ProfileSwitcher(self, monitor, settings.rig, starts)
+        self._gate_now = GateNow(starts)
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
@@ -367,6 +369,13 @@ class EngineService:
         """The status's ``serving`` block plus extras (the active ``profile`` among them)."""
         document = self.supervisor.status().as_dict()
         document["profile"] = self.profile
+        named = self.recipe_cards()
+        known = rig_card_ids(self._monitor)
+        document["cards"] = sorted(named) if named is not None else [i for i, _ in known]
+        refusal = self._starts.last_refusal()
+        if refusal is not None:
+            document["refusal"] = refusal.as_dict()
+        document["start_blocked"] = self._gate_now.blocked()
         switch = self.switcher.progress()
         if switch is not None:
             document["switch"] = switch

@@ -27,6 +27,7 @@ from daemon.rig.monitor import RigMonitor
 from hwcheck.model import RigProfile
 from recovery.decisions import Reason
 from recovery.facts import Trigger
+from recovery.refusals import LastRefusal
 from recovery.starts import StartAnswer
 from serving.errors import Conflict, Refused, Unavailable
 from serving.recipe.build import recipe_hash
@@ -56,6 +57,10 @@ class StartRequests(Protocol):
 
     def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
         """The one start path: one decision, carried out, the answer."""
+        ...
+
+    def last_refusal(self) -> LastRefusal | None:
+        """The last start refused since the last start."""
         ...
 
 
@@ -145,15 +150,19 @@ class ProfileSwitcher:
             self._set(phase="starting")
             stopped = engine.stop_foreign(actor) if stop_foreign else []
             answer = self._starts.request_start(Trigger.START_REQUEST, actor, False)
-            self._ended(answer, stopped)
+            self._ended(answer, stopped, actor)
         except (Refused, Unavailable, SupervisorClosed) as exc:
             self._set(phase="failed", message=str(exc) or type(exc).__name__, ended_at=_now())
         except Exception as exc:  # the progress must end, whatever happened
             log.exception("switch to %s failed", name)
             self._set(phase="failed", message=str(exc), ended_at=_now())
 
-    def _ended(self, answer: StartAnswer, stopped: list[dict[str, Any]]) -> None:
-        """The switch's end from the start's answer (a queued start is done, not failed)."""
+    def _ended(self, answer: StartAnswer, stopped: list[dict[str, Any]], actor: str) -> None:
+        """The switch's end from the start's answer (a queued start is done, not failed).
+
+        A refused start gives the previous profile back: what is in force is what ran
+        before, and the switch's message says so (the engine stays stopped).
+        """
         if answer.started:
             launched = None if answer.outcome is None else answer.outcome.launched
             queued = launched is not None and launched.pid is None
@@ -166,9 +175,17 @@ class ProfileSwitcher:
             )
             return
         refusals = [refusal_document(reason) for reason in answer.refusals]
+        message = answer.why_not or "not started"
+        previous = (self.progress() or {}).get("previous")
+        if refusals and previous and previous != self._engine.profile:
+            self._engine.activate(previous, actor)
+            message += (
+                f"; profile {previous} is in force again (the engine stays stopped: "
+                "fleetctl start runs it)"
+            )
         self._set(
             phase="refused" if refusals else "failed",
-            message=answer.why_not or "not started",
+            message=message,
             refusals=refusals,
             stopped_foreign=stopped,
             ended_at=_now(),

@@ -14,7 +14,7 @@ from hwcheck.model import CheckResult, ClockEventReason, GpuSnapshot, Severity
 CHECK_ID = "power_brake"
 
 B30_REMEDY = (
-    "Kapton tape over PCIe pin B30 on this card's slot, or a riser that does not route B30 "
+    "Kapton tape over PCIe pin B30 on the braked card's slot, or a riser that does not route B30 "
     "(board asserts PWRBRK#)"
 )
 _THERMAL = ClockEventReason.HW_THERMAL_SLOWDOWN | ClockEventReason.SW_THERMAL_SLOWDOWN

@@ -46,6 +46,7 @@ from hwcheck.sim.scenario import (
     step_key,
 )
 from hwcheck.sim.state import HostState, StateFiles
+from hwcheck.sim.workload import EngineLoad
 from hwcheck.sim.xid_messages import default_xid_message
 
 KMSG_FILE = "sim-kmsg.log"
@@ -104,6 +105,7 @@ class SimulatedRig:
         self._wall_clock = wall_clock
         self._lock = threading.RLock()
         self._stopped_containers: set[str] = set()
+        self._engine_load: Callable[[], EngineLoad | None] = lambda: None
         self._files = StateFiles(state_dir)
         self._files.prepare_dir()
         self._state: HostState
@@ -437,6 +439,18 @@ class SimulatedRig:
         with self._lock:
             self._stopped_containers.add(name)
         return True
+
+    def attach_engine(self, load: Callable[[], EngineLoad | None]) -> None:
+        """Where the simulated cards learn what the engine does to them (fleetd's engine).
+
+        Read at every snapshot: the engine's cards fill, get busy and list its pid, as a
+        real engine's do to NVML (``hwcheck.sim.workload``).
+        """
+        self._engine_load = load
+
+    def engine_load(self) -> EngineLoad | None:
+        """What the attached engine does now (None: no engine runs)."""
+        return self._engine_load()
 
     def kernel_module_version(self) -> str | None:
         """The simulated loaded module: ``[host] kernel_module_version``, else card 0's driver."""

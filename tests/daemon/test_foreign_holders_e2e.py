@@ -82,8 +82,12 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 def test_a_container_on_the_profiles_cards_refuses_the_start_and_is_named(rig: Rig) -> None:
-    # The autostart was refused the same way: nothing runs.
-    assert rig.serving()["state"] == "stopped"
+    # The autostart was refused the same way: nothing runs, and the engine line says why
+    # until the next start (not a bare "stopped").
+    serving = rig.serving()
+    assert serving["state"] == "stopped"
+    assert serving["refusal"]["trigger"] == "autostart"
+    assert "container trainer" in serving["refusal"]["message"] and serving["refusal"]["codes"]
     result = rig.fleetctl("start")
     assert result.returncode == 4, result.stdout + result.stderr
     assert "container trainer (image pytorch/pytorch:2.6, docker) holds card 2" in result.stderr
@@ -135,8 +139,11 @@ def test_a_bare_process_on_the_profiles_cards_is_named_and_never_signalled(rig: 
     status = rig.daemon.get("/api/v1/status").json()
     (check,) = [c for c in status["checks"] if c["id"] == "foreign_gpu_processes"]
     assert "pid 5151 python3" in check["message"]  # still there: nothing killed it
-    assert status["serving"]["profile"] == "eight"
+    # The refused start gives the profile in force back, and says so.
+    assert status["serving"]["profile"] == "six"
     assert status["serving"]["switch"]["phase"] == "refused"
+    assert "profile six is in force again" in status["serving"]["switch"]["message"]
+    assert status["serving"]["refusal"]["trigger"] == "start_request"
 
 
 def test_the_port_holder_is_named(rig: Rig) -> None:

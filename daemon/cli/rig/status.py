@@ -169,10 +169,16 @@ def caps_apply(out: Output, client: FleetClient) -> int:
         out.emit_json(result)
     else:
         out.table(
-            f"Power cap {result['target_w']:.0f} W",
-            ["card", "before", "outcome", "detail"],
+            f"Power cap {result['target_w']:.0f} W (a card's own where it has one)",
+            ["card", "before", "target", "outcome", "detail"],
             [
-                [str(c["card"]), fmt(c["before_w"], " W"), c["outcome"], c["detail"]]
+                [
+                    str(c["card"]),
+                    fmt(c["before_w"], " W"),
+                    fmt(c["target_w"], " W"),
+                    c["outcome"],
+                    c["detail"],
+                ]
                 for c in result["cards"]
             ],
         )
