@@ -269,6 +269,13 @@ def init(
     power_cap_w: Annotated[
         float, typer.Option("--power-cap-w", min=50, max=400, help="Cap to enforce.")
     ] = 180.0,
+    card_power_cap_w: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--card-power-cap-w",
+            help="A card's own cap, CARD=WATTS (index, run 0-3 or PCI address); repeatable.",
+        ),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option(
@@ -290,7 +297,9 @@ def init(
     if show:
         out = opts.output(json_mode)
         raise typer.Exit(host_baseline.show(out, config, simulate, local_state_dir()))
-    raise typer.Exit(cmd_init.run(opts.output(json_mode), output, simulate, power_cap_w, force))
+    out = opts.output(json_mode)
+    caps = card_power_cap_w or []
+    raise typer.Exit(cmd_init.run(out, output, simulate, power_cap_w, force, caps))
 
 
 @caps_app.command("apply")

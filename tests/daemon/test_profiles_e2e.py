@@ -100,8 +100,9 @@ def test_profiles_lists_them_with_the_one_in_force_and_their_lint(rig: Rig) -> N
     human = rig.fleetctl("profiles")
     assert human.returncode == 0
     lines = human.stdout.splitlines()
-    assert lines[0].startswith("* a ") and "[active, autostart]" in lines[0]
-    assert lines[2].startswith("  b ") and "lint clean" in lines[2]
+    assert lines[0].split()[:3] == ["profile", "lint", "gpus"]  # piped: one plain row each
+    assert lines[1].startswith("* a ") and "active, autostart" in lines[1]
+    assert lines[3].startswith("  b ") and " clean " in lines[3] and "0,1,2,3" in lines[3]
     assert rig.serving()["profile"] == "a"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN, Output, severity_cell
+from daemon.cli.views.listview import ListColumn, short_time
 from daemon.cli.views.rigview import Screen, fmt, rig_body
 from daemon.cli.views.screen import SEVERITY_STYLE, Line, Piece
 
@@ -127,13 +128,22 @@ def events(out: Output, client: FleetClient, query: EventFilter) -> int:
     if not rows:
         out.line("no events")
         return 0
+    when = short_time if out.is_terminal else str  # a pipe keeps the whole ISO time
     out.table(
         None,
-        ["id", "time", "kind", "severity", "card", "xid", "message"],
+        [
+            ListColumn("id", 4, right=True),
+            ListColumn("time", 0),
+            ListColumn("kind", 3),
+            ListColumn("severity", 1),
+            ListColumn("card", 2, right=True),
+            ListColumn("xid", 5, right=True),
+            ListColumn("message", flex=True),
+        ],
         [
             [
                 str(r["id"]),
-                r["ts"],
+                when(r["ts"]),
                 r["kind"],
                 severity_cell(r["severity"]),
                 "-" if r["card"] is None else str(r["card"]),
