@@ -154,6 +154,7 @@ class Daemon:
             self.monitor,
             lambda: None if self.engine is None else self.engine.state()[0].value,
             self.api.state_changed,
+            lambda: None if self.engine is None else self.engine.recipe_cards(),
         )
         self.recovery_memory = RecoveryMemory(self.store)
         self.latch_state = LatchState(

@@ -11,6 +11,7 @@ normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
 from __future__ import annotations
 
 import enum
+import re
 import socket
 import textwrap
 from dataclasses import dataclass
@@ -224,6 +225,15 @@ class PciDevice:
     device_id: int
 
 
+_CARD_NODE = re.compile(r"^/dev/nvidia(\d+)$")
+
+
+def card_of_device(device: str) -> int | None:
+    """``/dev/nvidia3`` -> 3; control nodes (``nvidiactl``, ``nvidia-uvm``) -> None."""
+    match = _CARD_NODE.match(device)
+    return None if match is None else int(match.group(1))
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceHolder:
     """A process that holds a ``/dev/nvidia*`` node open.
@@ -238,6 +248,14 @@ class DeviceHolder:
     cmdline: str = ""
     container: str | None = None
     image: str | None = None
+    # The runtime and short id its cgroup names (``docker 3f2a1b0c9d8e``), read from /proc
+    # on a real host: enough to tell a container from a display server without a runtime.
+    cgroup_container: str | None = None
+
+    @property
+    def card(self) -> int | None:
+        """The card its node is (``/dev/nvidia3`` -> 3); ``None`` for control nodes."""
+        return card_of_device(self.device)
 
 
 class XidClass(enum.StrEnum):

@@ -25,10 +25,12 @@ class RigJudge:
         monitor: RigMonitor,
         engine_state: Callable[[], str | None],
         changed: Callable[[], None],
+        profile_cards: Callable[[], frozenset[int] | None] = lambda: None,
     ) -> None:
         self.latch = LatchMirror()
         self._monitor = monitor
         self._engine_state = engine_state
+        self._profile_cards = profile_cards
         self._changed = changed
 
     def rejudge(self) -> None:
@@ -38,8 +40,8 @@ class RigJudge:
         self._monitor.set_verdict(verdict)
 
     def rig_now(self) -> RigNow:
-        """Whether the engine runs and the latch is set: the words of each fault's step."""
-        return rig_now(self._engine_state(), self.latch.required)
+        """Whether the engine runs, the latch is set, the profile's cards: how faults read."""
+        return rig_now(self._engine_state(), self.latch.required, self._profile_cards())
 
     def latch_changed(self, required: bool) -> None:
         """Recovery set or cleared the latch (the mirror has it): the picture says so now."""

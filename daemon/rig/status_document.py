@@ -138,6 +138,7 @@ def status_document(
     host: HostStatus | None = None,
 ) -> StatusDocument:
     """The whole document, every block a typed model (``host``: the host truth's section)."""
+    causes = group_causes(view.results)
     extra: dict[str, Any] = {}
     if log_signatures is not None:
         extra["log_signatures"] = [LogSignatureDocument.model_validate(s) for s in log_signatures]
@@ -147,7 +148,7 @@ def status_document(
         overall=cast(Overall, view_verdict(view).overall),
         cards=card_documents(view, rig, host, serving.get("cards")),
         checks=check_documents(view.results),
-        causes=[CauseDocument.model_validate(c.as_dict()) for c in group_causes(view.results)],
+        causes=[CauseDocument.model_validate(c.as_dict()) for c in causes],
         serving=ServingDocument.model_validate(serving),
         recovery=recovery,
         canaries=[CanaryResultDocument.model_validate(entry) for entry in canaries],
@@ -164,6 +165,7 @@ def status_document(
             for item in explanations(
                 (x.info for x in view.xids),
                 recovery.advice_kind if recovery.reboot_required else None,
+                (cause.id for cause in causes),
             )
         ],
         **extra,

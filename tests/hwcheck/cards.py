@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from hwcheck.advice import RigNow
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
 from hwcheck.hostfacts.baseline import HostBaseline
@@ -166,6 +167,7 @@ def make_input(
     tensor_parallel_size: int = 1,
     probes: ProbeRound | None = None,
     waiver: LatchWaiver | None = None,
+    rig_now: RigNow | None = None,
 ) -> CheckInput:
     """A CheckInput over a healthy 4-card rig on a healthy patched host unless told otherwise.
 
@@ -193,6 +195,7 @@ def make_input(
         tensor_parallel_size=tensor_parallel_size,
         probes=probes,
         waiver=waiver,
+        rig_now=rig_now or RigNow(),
     )
 
 

@@ -25,12 +25,19 @@ EVENT_SEVERITIES = ("info", "warning", "critical")
 
 
 def status_lines(
-    doc: dict[str, Any], screen: Screen, only: Collection[int] | None = None
+    doc: dict[str, Any],
+    screen: Screen,
+    only: Collection[int] | None = None,
+    processes: bool = False,
 ) -> list[Line]:
-    """The verdict line, then the latch, cards, engine and failing checks."""
+    """The verdict line, then the latch, critical causes, cards, engine and the warnings.
+
+    ``processes``: each card's compute processes under it (``status --verbose``).
+    """
     overall = str(doc.get("overall", "unknown"))
     verdict = Line(Piece("overall: "), Piece(overall.upper(), SEVERITY_STYLE.get(overall, "")))
-    return [verdict, *rig_body(doc, screen, datetime.now(UTC), only, used=1)]
+    now = datetime.now(UTC)
+    return [verdict, *rig_body(doc, screen, now, only, used=1, processes=processes)]
 
 
 def explanation_lines(items: list[dict[str, Any]], width: int | None) -> list[str]:
@@ -82,7 +89,7 @@ def status(
         out.emit_json(doc)
     else:
         width = out.console.width if out.is_terminal else None
-        show_lines(out, status_lines(doc, Screen(width), only))
+        show_lines(out, status_lines(doc, Screen(width), only, processes=verbose))
         explained = doc.get("explanations") or []
         if verbose:
             for line in explanation_lines(explained, width):
