@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from daemon.canaries.diag import build_diag
 from daemon.canaries.service import CanaryService, build_canaries
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
+from daemon.engine.resource_needs import ram_needed_mib, resource_paths
 from daemon.engine.service import EngineService
 from daemon.engine.sim_containers import SimulatedContainers
 from daemon.engine.sim_load import engine_load
@@ -54,6 +56,7 @@ from daemon.token import ensure_token
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import CheckResult, EventKind, Severity
+from hwcheck.resources import HostResources
 from hwcheck.sim.rig import SimulatedRig
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
@@ -97,6 +100,7 @@ class Daemon:
         recipe: Recipe | None = None,
         profiles: ProfileSet | None = None,
         api: ApiServer | None = None,
+        sim_engine_args: Sequence[str] = (),
     ) -> None:
         self.settings = settings
         self.state_dir = state_dir
@@ -197,6 +201,7 @@ class Daemon:
                 containers=None if sim is None else SimulatedContainers(sim),
                 known_secrets=secrets,
                 defer=self.writer.submit,
+                sim_engine_args=None if sim is None else sim_engine_args,
             )
         if sim is not None and self.engine is not None:
             sim.attach_engine(engine_load(self.engine))  # its cards show the engine's load
@@ -256,6 +261,7 @@ class Daemon:
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
             rig_now=self.judge.rig_now,
+            resources=self._resources,
         )
         self.poller.add_snapshot_listener(self.recovery.on_snapshot)
         self.poll_durations = DurationHistogram()
@@ -290,6 +296,12 @@ class Daemon:
         if not is_loopback(self.api.host):
             return None  # every request needs the token there: no rebinding to fear
         return [socket.gethostname(), *self.settings.web.allowed_hosts]
+
+    def _resources(self) -> HostResources:
+        """The state dir's and the model's filesystems and the RAM, for ``host_resources``."""
+        recipe = None if self.engine is None else self.engine.recipe
+        paths = resource_paths(self.state_dir, recipe)
+        return self.host.resources(paths, ram_needed_mib(recipe))
 
     def _canary_checks(self) -> list[CheckResult]:
         """Each poll's ``engine_output`` check (only built with an engine)."""

@@ -31,7 +31,12 @@ from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
 from serving.recipe.recipe import RecipeError
-from serving.sim.scenario import EngineScenario, EngineScenarioError, parse_engine_scenario
+from serving.sim.scenario import (
+    EngineScenario,
+    EngineScenarioError,
+    parse_engine_scenario,
+    simulated_engine_args,
+)
 
 STORE_URL_VARIABLE = f"{ENV_PREFIX}STORE_URL"
 EXIT_PERSON = 2  # a person must fix it: the unit's RestartPreventExitStatus
@@ -217,7 +222,17 @@ def build_daemon(
         raise
     try:
         profiles = profiles_for(settings, config_path, sim_engine)
-        return Daemon(settings, state_dir, host, rig, Notifier(), profiles=profiles, api=api)
+        engine_args = () if sim_engine is None else simulated_engine_args(sim_engine)
+        return Daemon(
+            settings,
+            state_dir,
+            host,
+            rig,
+            Notifier(),
+            profiles=profiles,
+            api=api,
+            sim_engine_args=engine_args,
+        )
     except StoreError as exc:
         host.close()
         api.close()

@@ -414,6 +414,9 @@ class RigProfile(_ConfigSection):
     memory_temperature_warn_c: Annotated[float, Field(gt=0, le=130)] = 85.0
     memory_temperature_crit_c: Annotated[float, Field(gt=0, le=130)] = 95.0
     brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
+    # host_resources: free space on the model's and the state dir's filesystems.
+    disk_free_warn_pct: Annotated[float, Field(ge=0, le=100)] = 10.0
+    disk_free_crit_pct: Annotated[float, Field(ge=0, le=100)] = 2.0
     require_persistence_mode: bool = True
     # the driver this rig is pinned to (None: any)
     driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")] | None = None
@@ -462,6 +465,11 @@ class RigProfile(_ConfigSection):
             warn, crit = getattr(self, f"{name}_warn_c"), getattr(self, f"{name}_crit_c")
             if warn >= crit:
                 raise ValueError(f"{name}_warn_c ({warn:g}) must be below {name}_crit_c ({crit:g})")
+        if self.disk_free_crit_pct > self.disk_free_warn_pct:
+            raise ValueError(
+                f"disk_free_crit_pct ({self.disk_free_crit_pct:g}) must not be above "
+                f"disk_free_warn_pct ({self.disk_free_warn_pct:g})"
+            )
         return self
 
 

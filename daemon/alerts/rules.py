@@ -60,6 +60,7 @@ CHECK_TITLES = {
     "vbios": ("VbiosChanged", "VBIOS changed"),
     "clocks": ("ClocksCapped", "Max clocks below baseline"),
     "pcie_errors": ("PcieErrors", "PCIe errors climbing"),
+    "host_resources": ("HostResourcesLow", "Disk or RAM short"),
     "memtest": ("MemoryTestFailed", "Memory test failed"),
 }
 # Left to their own events: Xids alert per Xid, the canaries per canary (``canary:<name>``).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from daemon.engine.preflight import (
 )
 from daemon.engine.profiles import ActiveProfile
 from daemon.engine.recipe_view import recipe_document
+from daemon.engine.sim_containers import in_a_simulated_container, simulated_container_spec
 from daemon.engine.switch import ProfileSwitcher, StartRequests
 from daemon.rig.monitor import RigMonitor
 from daemon.statedir import StateDir
@@ -104,8 +105,11 @@ class EngineService:
         containers: ContainerProbe | None = None,
         known_secrets: KnownSecrets | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
+        sim_engine_args: Sequence[str] | None = None,
     ) -> None:
         self.profiles = profiles
+        # Under --simulate: a container launch runs the simulated engine with these flags.
+        self._sim_engine_args = None if sim_engine_args is None else tuple(sim_engine_args)
         self._active_file = ActiveProfile(state_dir)
         self.profile = self._active_file.choose(profiles)
         self._active_file.save(self.profile, profiles)
@@ -156,6 +160,8 @@ class EngineService:
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
         spec = build_launch(self.recipe, port=self._engine_port())
+        if self._sim_engine_args is not None and in_a_simulated_container(spec):
+            spec = simulated_container_spec(spec, self._sim_engine_args)
         return dataclasses.replace(spec, profile=self.profile)
 
     def _engine_port(self) -> int | None:
@@ -300,7 +306,12 @@ class EngineService:
 
     @property
     def runs_simulated_engine(self) -> bool:
-        """True when the recipe runs the simulated engine (``serving.sim.engine``)."""
+        """True when the recipe runs the simulated engine (``serving.sim.engine``).
+
+        Under ``--simulate`` a container recipe runs it too (``daemon.engine.sim_containers``).
+        """
+        if self._sim_engine_args is not None and self.recipe.mode != "process":
+            return True
         return is_simulated_engine(self.recipe)
 
     def engine_pids(self) -> set[int]:

@@ -6,7 +6,7 @@ One place joins the two directions: the supervisor reports each run's end to rec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from daemon.config import Settings
@@ -35,8 +35,13 @@ def wire_engine(
     containers: ContainerProbe | None,
     known_secrets: KnownSecrets,
     defer: Callable[[Callable[[], None]], None],
+    sim_engine_args: Sequence[str] | None = None,
 ) -> EngineService:
-    """The engine service for ``profiles``, reporting to ``recovery`` and driven by it."""
+    """The engine service for ``profiles``, reporting to ``recovery`` and driven by it.
+
+    ``sim_engine_args`` (under ``--simulate``): container launches run the simulated engine
+    with these flags instead (``daemon.engine.sim_containers``).
+    """
     reports = ReportsToRecovery()
     engine = EngineService(
         profiles,
@@ -50,6 +55,7 @@ def wire_engine(
         containers=containers,
         known_secrets=known_secrets,
         defer=defer,
+        sim_engine_args=sim_engine_args,
     )
     reports.attach(recovery)
     recovery.attach_engine(SupervisedEngine.for_service(engine, rig_cards))

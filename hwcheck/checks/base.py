@@ -24,6 +24,7 @@ from hwcheck.model import (
     RigProfile,
     RigSnapshot,
 )
+from hwcheck.resources import HostResources
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class CheckInput:
     - ``rig_now``: whether the engine runs and the latch is set: a remedy's words depend
       on it (``hwcheck.model.Step``); fleetd gives the live state, ``fleetctl check`` the
       cautious default.
+    - ``resources``: the model's and the state dir's filesystems and the RAM (None: not
+      read, no ``host_resources`` result).
     """
 
     samples: Sequence[RigSnapshot]
@@ -62,6 +65,7 @@ class CheckInput:
     probes: ProbeRound | None = None
     waiver: LatchWaiver | None = None
     rig_now: RigNow = field(default_factory=RigNow)
+    resources: HostResources | None = None
 
     def __post_init__(self) -> None:
         if not self.samples:

@@ -17,6 +17,7 @@ from hwcheck.checks import (
     driver,
     foreign,
     host_kernel,
+    host_resources,
     kernel_cmdline,
     nvidia_module,
     nvml,
@@ -65,6 +66,7 @@ CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(vbios.CHECK_ID, vbios.check),
     RegisteredCheck(clocks.CHECK_ID, clocks.check),
     RegisteredCheck(pcie_errors.CHECK_ID, pcie_errors.check),
+    RegisteredCheck(host_resources.CHECK_ID, host_resources.check),
 )
 CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
 
