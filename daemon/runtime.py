@@ -273,6 +273,7 @@ class Daemon:
             self.poll_durations,
             canaries=None if self.canaries is None else self.canaries.metrics,
             pcie_aer=self.host_watch.aer_counters,
+            profile_cards=lambda: None if self.engine is None else self.engine.profile_cards(),
         )
 
     # -- helpers ----------------------------------------------------------------------

@@ -212,6 +212,13 @@ class EngineService:
         recipe = self.recipe if recipe is None else recipe
         return gate_cards(recipe.gpus, rig_card_ids(self._monitor))
 
+    def profile_cards(self) -> list[int]:
+        """The cards the profile in force uses (every card of the last poll for "all")."""
+        named = self.recipe_cards()
+        if named is not None:
+            return sorted(named)
+        return [index for index, _ in rig_card_ids(self._monitor)]
+
     def lint_errors(self, recipe: Recipe | None = None) -> tuple[str, ...]:
         """The lint errors (one line each) of ``recipe`` (the active profile's by default).
 
@@ -380,9 +387,7 @@ class EngineService:
         """The status's ``serving`` block plus extras (the active ``profile`` among them)."""
         document = self.supervisor.status().as_dict()
         document["profile"] = self.profile
-        named = self.recipe_cards()
-        known = rig_card_ids(self._monitor)
-        document["cards"] = sorted(named) if named is not None else [i for i, _ in known]
+        document["cards"] = self.profile_cards()
         refusal = self._starts.last_refusal()
         if refusal is not None:
             document["refusal"] = refusal.as_dict()
