@@ -46,6 +46,7 @@ def engine_tokens(engine_url: str) -> tuple[float, float]:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # run the finally
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--filler-tokens", type=int, default=0)

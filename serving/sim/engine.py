@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from serving.sim.core import EngineLog, SimEngine, crash_trace
 from serving.sim.handler import EngineServer
+from serving.sim.lifetime import end_with_watched_process
 from serving.sim.options import SimOptions, parse_options
 
 
@@ -179,6 +180,7 @@ def run(options: SimOptions) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m serving.sim.engine``."""
     options = parse_options(sys.argv[1:] if argv is None else argv)
+    end_with_watched_process()  # under a test session: end with it (serving.sim.lifetime)
     return run(options)
 
 

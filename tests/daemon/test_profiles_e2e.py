@@ -148,7 +148,10 @@ def test_serve_b_stops_a_cleanly_and_starts_b(rig: Rig) -> None:
 def test_serve_an_unknown_profile_exits_2_naming_the_known_ones(rig: Rig) -> None:
     result = rig.fleetctl("serve", "nosuch")
     assert result.returncode == 2
-    assert result.stderr.strip() == "fleetctl: serve nosuch: no profile 'nosuch' (known: a, b, c, docker)"
+    assert (
+        result.stderr.strip()
+        == "fleetctl: serve nosuch: no profile 'nosuch' (known: a, b, c, docker)"
+    )
     as_json = rig.fleetctl("--json", "serve", "nosuch")
     assert as_json.returncode == 2
     assert json.loads(as_json.stdout)["exit_code"] == 2
