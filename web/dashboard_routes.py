@@ -22,6 +22,7 @@ ASSETS = {
     "charts.js": "text/javascript; charset=utf-8",
     "chartmarks.js": "text/javascript; charset=utf-8",
     "cardline.js": "text/javascript; charset=utf-8",
+    "causes.js": "text/javascript; charset=utf-8",
     "controls.js": "text/javascript; charset=utf-8",
     "dom.js": "text/javascript; charset=utf-8",
     "time.js": "text/javascript; charset=utf-8",

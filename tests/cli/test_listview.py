@@ -7,18 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from daemon.cli.rig.status import EVENT_COLUMNS
 from daemon.cli.views.listview import ListColumn, list_lines, short_time
 from daemon.cli.views.screen import Piece, plain
 
-EVENT_COLUMNS = [
-    ListColumn("id", 4, right=True),
-    ListColumn("time", 0),
-    ListColumn("kind", 3),
-    ListColumn("severity", 1),
-    ListColumn("card", 2, right=True),
-    ListColumn("xid", 5, right=True),
-    ListColumn("message", flex=True),
-]
 REFUSAL = (
     "refuse: host_kernel: running kernel 6.8.0-49-generic, not the baseline "
     "6.8.12-cmp-bar1: the rig booted another kernel (what to do: reboot into it)"

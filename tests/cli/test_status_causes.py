@@ -97,3 +97,36 @@ def test_eight_cards_and_a_latch_still_fit_with_the_cause_first() -> None:
     assert lines[1].startswith("REBOOT REQUIRED")
     assert any("power_brake cards 0-7" in line for line in lines)
     assert sum(1 for line in lines if line.strip().split(" ")[0] in set("01234567")) == 8
+
+
+def test_p_shows_each_cards_processes_under_it_and_the_profiles_cards_are_marked() -> None:
+    doc = json.loads(json.dumps(checked("power-brake")))
+    doc["serving"] = {"state": "ready", "pid": 4242, "restarts": 0, "profile": "dsv4",
+                      "cards": [0, 1, 2, 3]}  # fmt: skip
+    for card in doc["cards"]:
+        card["in_profile"] = True
+        card["processes"] = [{"pid": 4242, "name": "VLLM::Worker_PP", "container":
+                              "docker 3f2a1b0c9d8e", "used_memory_mib": 55706}]  # fmt: skip
+    source = ViewSource("http://rig:8170")
+    hidden = plain(rig_view(doc, source, NOW, Screen(120, 40))).splitlines()
+    shown = plain(rig_view(doc, source, NOW, Screen(120, 40), processes=True)).splitlines()
+
+    assert not any("VLLM::Worker_PP" in line for line in hidden)
+    rows = [n for n, line in enumerate(shown) if line.lstrip().startswith(("0*", "1*"))]
+    assert shown[rows[0] + 1].split() == [
+        "pid", "4242", "VLLM::Worker_PP", "docker", "3f2a1b0c9d8e", "55,706", "MiB"
+    ]  # fmt: skip
+    assert "profile dsv4 on cards 0-3 (*)" in "\n".join(shown)
+
+
+def test_a_refused_start_is_said_on_the_engine_line_instead_of_a_bare_stopped() -> None:
+    doc = json.loads(json.dumps(checked("stock-kernel")))
+    doc["serving"] = {
+        "state": "stopped", "pid": None, "restarts": 0, "reason": "switching to profile b",
+        "refusal": {"ts": "2026-12-04T03:00:00+00:00", "trigger": "autostart",
+                    "codes": ["critical_check"], "message": "host_kernel: running kernel ..."},
+    }  # fmt: skip
+    text = plain(status_lines(doc, Screen(80)))
+
+    assert "last start refused (critical_check): host_kernel: running kernel" in text
+    assert "why: switching to profile b" not in text  # the refusal says why it is down now

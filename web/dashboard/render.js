@@ -19,6 +19,19 @@ export function duration(seconds) {
 
 export const timeOf = formatTime;
 
+// ``cards 0-3``, ``cards 0, 2, 5-7``: the words hwcheck/card_ranges.py gives the same cards.
+export function cardsText(cards) {
+  const sorted = [...new Set(cards)].sort((a, b) => a - b);
+  const runs = [];
+  for (const card of sorted) {
+    const last = runs[runs.length - 1];
+    if (last && card === last[last.length - 1] + 1) last.push(card);
+    else runs.push([card]);
+  }
+  const parts = runs.map((run) => (run.length > 2 ? `${run[0]}-${run[run.length - 1]}` : run.join(", ")));
+  return `${sorted.length === 1 ? "card" : "cards"} ${parts.join(", ")}`;
+}
+
 // --- verdict -------------------------------------------------------------------------------
 
 export function renderVerdict(status) {
@@ -240,7 +253,8 @@ export function renderEngine(serving, nowMs) {
   const since = s.since ? (nowMs - new Date(s.since).getTime()) / 1000 : null;
   const up = s.state === "ready" || s.state === "starting" || s.state === "unhealthy";
   const facts = [
-    ["Profile", s.profile ? `${s.profile}${s.cards && s.cards.length ? ` (cards ${s.cards.join(",")})` : ""}` : "none", "profile"],
+    ["Profile", s.profile || "none", "profile"],
+    ["Runs on", s.cards && s.cards.length ? cardsText(s.cards) : "n/a", "cards"],
     ["State", s.state || "unknown", "state"],
     [up ? "Uptime" : "For", duration(since), "uptime"],
     ["Tokens/s", num(m.generation_tokens_per_s), "tokens"],

@@ -22,6 +22,17 @@ from daemon.cli.views.screen import SEVERITY_STYLE, Line, Piece
 
 OVERALL_EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 EVENT_SEVERITIES = ("info", "warning", "critical")
+# What matters first: when, how bad, which card, what kind; the id (for ``ack``) and the
+# Xid where they fit (the message names the Xid too).
+EVENT_COLUMNS = (
+    ListColumn("id", 4, right=True),
+    ListColumn("time", 0),
+    ListColumn("kind", 3),
+    ListColumn("severity", 1),
+    ListColumn("card", 2, right=True),
+    ListColumn("xid", 5, right=True),
+    ListColumn("message", flex=True),
+)
 
 
 def status_lines(
@@ -138,15 +149,7 @@ def events(out: Output, client: FleetClient, query: EventFilter) -> int:
     when = short_time if out.is_terminal else str  # a pipe keeps the whole ISO time
     out.table(
         None,
-        [
-            ListColumn("id", 4, right=True),
-            ListColumn("time", 0),
-            ListColumn("kind", 3),
-            ListColumn("severity", 1),
-            ListColumn("card", 2, right=True),
-            ListColumn("xid", 5, right=True),
-            ListColumn("message", flex=True),
-        ],
+        EVENT_COLUMNS,
         [
             [
                 str(r["id"]),
