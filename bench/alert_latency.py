@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -112,6 +113,7 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # run the finally
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--injections", type=int, default=100)
     parser.add_argument("--poll-interval-s", type=float, default=2.0)

@@ -62,6 +62,7 @@ RIG_PACE = (
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # run the finally
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--filler-tokens", type=int, default=0)

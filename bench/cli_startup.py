@@ -17,6 +17,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -102,6 +103,7 @@ def find_tool(name: str, venv: Path | None) -> str | None:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # run the finally
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--compare-venv", type=Path, help="a venv holding nvitop and gpustat")

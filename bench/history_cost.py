@@ -127,6 +127,7 @@ def measure(url: str, pid: int, route: str, requests: int) -> tuple[float, float
 
 def main() -> int:
     """Fill, start, measure, print; 0 when history is within the target of status."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # run the finally
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--sample-s", type=int, default=5)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -37,6 +38,7 @@ def vm_hwm_mib(pid: int) -> float:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # run the finally
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=1.0)
@@ -64,38 +66,67 @@ def main() -> None:
             ],
             env=env,
         )
-        url = f"http://127.0.0.1:{port}/api/v1/status"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url, timeout=1).json()["rig"]["polls"] >= 1:
-                    break
-            except (httpx.HTTPError, KeyError, ValueError):
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                sys.exit("fleetd did not start")
-            time.sleep(0.2)
-        ps = psutil.Process(proc.pid)
-        polls_0 = httpx.get(url, timeout=5).json()["rig"]["polls"]
-        cpu_0 = ps.cpu_times()
-        t0 = time.monotonic()
-        time.sleep(args.seconds)
-        cpu_1 = ps.cpu_times()
-        elapsed_s = time.monotonic() - t0
-        polls_1 = httpx.get(url, timeout=5).json()["rig"]["polls"]
-        peak_mib = vm_hwm_mib(proc.pid)
-        rss_mib = ps.memory_info().rss / 2**20
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        try:
+            measured = measure(proc, port, args.seconds)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    report(args.interval, measured)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one measurement saw."""
+
+    elapsed_s: float
+    cpu_s: float
+    polls: int
+    rss_mib: float
+    peak_mib: float
+
+
+def measure(proc: subprocess.Popen[bytes], port: int, seconds: float) -> Measured:
+    """Wait for fleetd's first poll, then its CPU, polls and memory over ``seconds``."""
+    url = f"http://127.0.0.1:{port}/api/v1/status"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url, timeout=1).json()["rig"]["polls"] >= 1:
+                break
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            sys.exit("fleetd did not start")
+        time.sleep(0.2)
+    ps = psutil.Process(proc.pid)
+    polls_0 = httpx.get(url, timeout=5).json()["rig"]["polls"]
+    cpu_0 = ps.cpu_times()
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    cpu_1 = ps.cpu_times()
+    elapsed_s = time.monotonic() - t0
+    polls_1 = httpx.get(url, timeout=5).json()["rig"]["polls"]
     cpu_s = (cpu_1.user - cpu_0.user) + (cpu_1.system - cpu_0.system)
-    polls = max(polls_1 - polls_0, 1)
-    print(
-        f"fleetd, simulated 8-card rig, poll interval {args.interval} s, {elapsed_s:.0f} s measured"
+    return Measured(
+        elapsed_s,
+        cpu_s,
+        max(polls_1 - polls_0, 1),
+        ps.memory_info().rss / 2**20,
+        vm_hwm_mib(proc.pid),
     )
+
+
+def report(interval_s: float, measured: Measured) -> None:
+    """The figures, with their targets."""
+    cpu_s, polls, elapsed_s = measured.cpu_s, measured.polls, measured.elapsed_s
+    print(f"fleetd, simulated 8-card rig, poll interval {interval_s} s, {elapsed_s:.0f} s measured")
     print(f"polls: {polls}")
     print(f"CPU seconds per poll: {cpu_s / polls * 1000:.2f} ms")
     print(f"average CPU: {cpu_s / elapsed_s * 100:.2f} % of one core (target < 2 %)")
-    print(f"RSS now: {rss_mib:.1f} MiB, peak RSS (VmHWM): {peak_mib:.1f} MiB (target < 150 MB)")
+    print(
+        f"RSS now: {measured.rss_mib:.1f} MiB, peak RSS (VmHWM): {measured.peak_mib:.1f} MiB "
+        "(target < 150 MB)"
+    )
 
 
 if __name__ == "__main__":

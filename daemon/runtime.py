@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,8 +30,10 @@ from daemon.canaries.wiring import EngineWatch, watch_engine
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
 from daemon.engine.guard import GuardService
+from daemon.engine.resource_needs import ram_needed_mib, resource_paths
 from daemon.engine.service import EngineService
 from daemon.engine.sim_containers import SimulatedContainers
+from daemon.engine.sim_load import engine_load
 from daemon.engine.wiring import wire_engine
 from daemon.ports.bringup import BringUp
 from daemon.ports.latch import LatchFile, LatchState
@@ -58,6 +60,7 @@ from hwcheck.checks import kernel_log as kernel_log_check
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
+from hwcheck.resources import HostResources
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.threads import CrashBoard
 from recovery.controller import RecoveryController
@@ -106,6 +109,7 @@ class Daemon:
         profiles: ProfileSet | None = None,
         api: ApiServer | None = None,
         guard_sockets: tuple[socket.socket, socket.socket] | None = None,
+        sim_engine_args: Sequence[str] = (),
     ) -> None:
         """Build every part, in the order each needs the ones before it; nothing runs yet.
 
@@ -118,6 +122,7 @@ class Daemon:
         self.state_dir = state_dir
         self.host = host
         self.sim = sim
+        self._sim_engine_args = tuple(sim_engine_args)
         self.notifier = notifier
         self.catalogue = xid_catalogue(settings)
         self._stop = threading.Event()
@@ -133,6 +138,8 @@ class Daemon:
         self.engine = self._build_engine(
             profiles or (None if recipe is None else ProfileSet.single(recipe))
         )
+        if sim is not None and self.engine is not None:
+            sim.attach_engine(engine_load(self.engine))  # its cards show the engine's load
         self._build_beside_engine()
         self.guard = self._build_guard(guard_sockets)
         self.services = self._build_services()
@@ -147,6 +154,7 @@ class Daemon:
             canaries=None if self.canaries is None else self.canaries.metrics,
             pcie_aer=self.host_watch.aer_counters,
             guard=None if self.guard is None else self.guard.metrics,
+            profile_cards=lambda: None if self.engine is None else self.engine.profile_cards(),
         )
 
     # -- building (in __init__'s order) -------------------------------------------------
@@ -169,6 +177,7 @@ class Daemon:
             settings.rig.power_cap_w,
             settings.rig.power_cap_tolerance_w,
             dry_run=settings.recovery.dry_run,
+            cap_for=settings.rig.power_cap_for,
         )
         self.xid_path = XidPath(
             self.store, self.monitor, self.monitor.card_index_of, kernel_clock_s=host.kernel_clock_s
@@ -216,6 +225,7 @@ class Daemon:
             self.latch_state.in_force,
             lambda: None if self.engine is None else self.engine.state()[0].value,
             self.api.state_changed,
+            lambda: None if self.engine is None else self.engine.recipe_cards(),
         )
         self.recovery_memory = RecoveryMemory(self.store)
         self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
@@ -272,6 +282,7 @@ class Daemon:
             known_secrets=secrets,
             defer=self.writer.submit,
             on_crash=self.crashes.report,
+            sim_engine_args=None if self.sim is None else self._sim_engine_args,
         )
 
     def _build_beside_engine(self) -> None:
@@ -373,6 +384,7 @@ class Daemon:
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
             rig_now=self.judge.rig_now,
+            resources=self._resources,
         )
         poller.add_snapshot_listener(self.recovery.on_snapshot)
         return poller
@@ -409,6 +421,12 @@ class Daemon:
         if not is_loopback(self.api.host):
             return None  # every request needs the token there: no rebinding to fear
         return [socket.gethostname(), *self.settings.web.allowed_hosts]
+
+    def _resources(self) -> HostResources:
+        """The state dir's and the model's filesystems and the RAM, for ``host_resources``."""
+        recipe = None if self.engine is None else self.engine.recipe
+        paths = resource_paths(self.state_dir, recipe)
+        return self.host.resources(paths, ram_needed_mib(recipe))
 
     def _kernel_log_changed(self) -> None:
         """The follower went down or came back: status says so now, not at the next poll."""

@@ -34,7 +34,12 @@ from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
 from serving.recipe.recipe import RecipeError
-from serving.sim.scenario import EngineScenario, EngineScenarioError, parse_engine_scenario
+from serving.sim.scenario import (
+    EngineScenario,
+    EngineScenarioError,
+    parse_engine_scenario,
+    simulated_engine_args,
+)
 
 STORE_URL_VARIABLE = f"{ENV_PREFIX}STORE_URL"
 EXIT_PERSON = 2  # a person must fix it: the unit's RestartPreventExitStatus
@@ -232,6 +237,7 @@ def build_daemon(
     try:
         build_file = None if rig is None else StateDir(state_dir).sim_images
         profiles = profiles_for(settings, config_path, sim_engine, build_file)
+        engine_args = () if sim_engine is None else simulated_engine_args(sim_engine)
         return Daemon(
             settings,
             state_dir,
@@ -241,6 +247,7 @@ def build_daemon(
             profiles=profiles,
             api=api,
             guard_sockets=guard_sockets,
+            sim_engine_args=engine_args,
         )
     except StoreError as exc:
         host.close()

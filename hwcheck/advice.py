@@ -27,6 +27,9 @@ class RigNow:
 
     engine_running: bool = True
     latched: bool = False
+    # The cards the profile in force uses (None: every card, or no engine configured): a
+    # foreign holder of only other cards is information, not a warning.
+    profile_cards: frozenset[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

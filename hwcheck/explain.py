@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hwcheck.advice import ADVICE_STEPS
+from hwcheck.check_texts import CHECK_TEXTS
 from hwcheck.model import Advice, XidInfo
 
 
@@ -41,11 +42,26 @@ def of_advice(advice: Advice) -> Explanation:
     )
 
 
-def explanations(xids: Iterable[XidInfo], advice: Advice | None) -> list[Explanation]:
-    """Each distinct explanation once, Xids first (in the order seen), then the latch's."""
+def of_check(check_id: str) -> Explanation | None:
+    """What a check means on these rigs and what to do (None: no such check)."""
+    text = CHECK_TEXTS.get(check_id)
+    return None if text is None else Explanation(check_id, text.title, text.text)
+
+
+def explanations(
+    xids: Iterable[XidInfo], advice: Advice | None, checks: Iterable[str] = ()
+) -> list[Explanation]:
+    """Each distinct explanation once: Xids (in the order seen), the latch's, then checks'.
+
+    ``checks``: the failing checks' ids (the Xid check is explained by its Xids).
+    """
     found = [of_xid(info) for info in xids]
     if advice is not None:
         found.append(of_advice(advice))
+    for check_id in checks:
+        item = None if check_id == "xid_since_boot" else of_check(check_id)
+        if item is not None:
+            found.append(item)
     unique: dict[tuple[str, str], Explanation] = {}
     for item in found:
         unique.setdefault((item.fault, item.text), item)

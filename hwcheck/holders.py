@@ -18,6 +18,7 @@ from typing import Protocol
 
 import psutil
 
+from hwcheck.gpu_processes import container_of
 from hwcheck.model import DeviceHolder
 
 _LOG = logging.getLogger(__name__)
@@ -74,6 +75,14 @@ def _fd_targets(fd_dir: Path) -> list[str]:
     return targets
 
 
+def _cgroup_container(proc_root: Path, pid: int) -> str | None:
+    """``docker 3f2a1b0c9d8e`` when the process runs in a container (its cgroup says so)."""
+    try:
+        return container_of((proc_root / str(pid) / "cgroup").read_text(errors="replace"))
+    except OSError:
+        return None
+
+
 def _describe(proc: ProcessLike) -> tuple[str, str]:
     """``(name, cmdline)`` of a holder, ``("?", "")`` parts when psutil may not tell."""
     try:
@@ -113,7 +122,10 @@ def scan_device_holders(
         if not devices:
             continue
         name, cmdline = _describe(proc)
-        holders.extend(DeviceHolder(pid, name, dev, cmdline) for dev in devices)
+        boxed = _cgroup_container(proc_root, pid)
+        holders.extend(
+            DeviceHolder(pid, name, dev, cmdline, cgroup_container=boxed) for dev in devices
+        )
     holders.sort(key=lambda h: (h.pid, h.device))
     return HolderScan(holders, sorted(unreadable))
 

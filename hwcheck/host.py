@@ -8,8 +8,9 @@ the holders of /dev/nvidia* (docs/reference.md "Simulation"). Code that reads th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hwcheck.backend import GpuBackend
 from hwcheck.cuda_results import CudaProber
@@ -18,6 +19,9 @@ from hwcheck.hostfacts.model import DeviceAer, HostFacts
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
 from hwcheck.memtest_results import Memtester
 from hwcheck.model import DeviceHolder, PciDevice, RigSnapshot
+from hwcheck.resources import HostResources, read_resources
+
+ResourceReader = Callable[[Sequence[tuple[str, Path]], int | None], HostResources]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class HostSources:
     - ``memtester``: the simulated memory test (None: the real subprocess test).
     - ``kernel_clock_s``: the clock kernel-log stamps count on (``CLOCK_MONOTONIC``; the
       simulated rig's uptime), to map a record's stamp to wall time.
+    - ``resources``: the filesystems of ``(label, path)``s and the RAM, with the RAM the
+      profile needs (``hwcheck.resources``; the simulated rig's come from its scenario).
     """
 
     gpu: GpuBackend
@@ -57,6 +63,7 @@ class HostSources:
     known_good_baseline: Callable[[], HostBaseline] | None = None
     memtester: Memtester | None = None
     kernel_clock_s: Callable[[], float] = time.monotonic
+    resources: ResourceReader = read_resources
 
     def close(self) -> None:
         """Release the GPU backend."""

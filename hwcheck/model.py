@@ -11,6 +11,7 @@ normal on CMP cards; a card that stopped answering is marked ``lost`` instead.
 from __future__ import annotations
 
 import enum
+import re
 import socket
 import textwrap
 from dataclasses import dataclass
@@ -99,6 +100,30 @@ class LostKind(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A compute process on a card, as NVML lists it (``nvidia-smi``'s process rows).
+
+    ``used_memory_mib``: the card memory it holds (None where the driver does not say);
+    ``name`` and ``container`` come from ``/proc`` (``hwcheck.gpu_processes``), None when
+    it cannot be read there.
+    """
+
+    pid: int
+    used_memory_mib: int | None = None
+    name: str | None = None
+    container: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """The status document's ``processes`` entry."""
+        return {
+            "pid": self.pid,
+            "name": self.name,
+            "container": self.container,
+            "used_memory_mib": self.used_memory_mib,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSnapshot:
     """One card, read once. ``None`` means the card or driver does not report it.
 
@@ -142,6 +167,13 @@ class GpuSnapshot:
     sm_clock_max_mhz: int | None = None
     memory_clock_max_mhz: int | None = None
     pcie_replay_count: int | None = None
+    # What nvitop shows: the SMs' and the memory controller's busy share over the driver's
+    # sample period, PCIe traffic in KiB/s, and the compute processes (None: not supported).
+    utilization_gpu_pct: int | None = None
+    utilization_memory_pct: int | None = None
+    pcie_tx_kib_s: int | None = None
+    pcie_rx_kib_s: int | None = None
+    processes: tuple[GpuProcess, ...] | None = None
     lost: bool = False
     lost_reason: str | None = None
     lost_kind: LostKind | None = None
@@ -193,6 +225,15 @@ class PciDevice:
     device_id: int
 
 
+_CARD_NODE = re.compile(r"^/dev/nvidia(\d+)$")
+
+
+def card_of_device(device: str) -> int | None:
+    """``/dev/nvidia3`` -> 3; control nodes (``nvidiactl``, ``nvidia-uvm``) -> None."""
+    match = _CARD_NODE.match(device)
+    return None if match is None else int(match.group(1))
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceHolder:
     """A process that holds a ``/dev/nvidia*`` node open.
@@ -207,6 +248,14 @@ class DeviceHolder:
     cmdline: str = ""
     container: str | None = None
     image: str | None = None
+    # The runtime and short id its cgroup names (``docker 3f2a1b0c9d8e``), read from /proc
+    # on a real host: enough to tell a container from a display server without a runtime.
+    cgroup_container: str | None = None
+
+    @property
+    def card(self) -> int | None:
+        """The card its node is (``/dev/nvidia3`` -> 3); ``None`` for control nodes."""
+        return card_of_device(self.device)
 
 
 class XidClass(enum.StrEnum):
@@ -352,6 +401,11 @@ class RigProfile(_ConfigSection):
     card_count: Annotated[int, Field(ge=1, le=16)] | None = None
     memory_total_mib: Annotated[int, Field(ge=1024)] = 65536
     power_cap_w: Annotated[float, Field(ge=50, le=400)] = 180.0
+    # Per card, beside the rig's default: by NVML index ("0"), a run of them ("0-3") or the
+    # PCI address ("0000:21:00.0", which wins: it stays with the card when slots move).
+    power_cap_w_by_card: dict[str, Annotated[float, Field(ge=50, le=400)]] = Field(
+        default_factory=dict
+    )
     power_cap_tolerance_w: Annotated[float, Field(ge=0, le=50)] = 2.0
     apply_power_caps: bool = True
     pcie_gen_min: Annotated[int, Field(ge=1, le=6)] = 2
@@ -361,6 +415,9 @@ class RigProfile(_ConfigSection):
     memory_temperature_warn_c: Annotated[float, Field(gt=0, le=130)] = 85.0
     memory_temperature_crit_c: Annotated[float, Field(gt=0, le=130)] = 95.0
     brake_sustained_samples: Annotated[int, Field(ge=1, le=100)] = 3
+    # host_resources: free space on the model's and the state dir's filesystems.
+    disk_free_warn_pct: Annotated[float, Field(ge=0, le=100)] = 10.0
+    disk_free_crit_pct: Annotated[float, Field(ge=0, le=100)] = 2.0
     require_persistence_mode: bool = True
     # the driver this rig is pinned to (None: any)
     driver_version: Annotated[str, Field(pattern=r"^\d+\.\d+(\.\d+)?$")] | None = None
@@ -382,13 +439,56 @@ class RigProfile(_ConfigSection):
         """The rig's name: ``[rig] name``, else this host's name."""
         return self.name or socket.gethostname()
 
+    @field_validator("power_cap_w_by_card")
+    @classmethod
+    def _card_keys(cls, value: dict[str, float]) -> dict[str, float]:
+        # A key is a card index, a run of them, or a PCI address (kept normalised).
+        keyed: dict[str, float] = {}
+        for key, watts in value.items():
+            keyed[_card_key(key)] = watts
+        return keyed
+
+    def power_cap_for(self, index: int, pci_bus_id: str = "") -> float:
+        """The cap card ``index`` should run at: its address's, its index's, else the rig's."""
+        by_card = self.power_cap_w_by_card
+        for key in (pci_bus_id, str(index)):
+            if key and key in by_card:
+                return by_card[key]
+        for key, watts in by_card.items():
+            first, dash, last = key.partition("-")
+            if dash and first.isdigit() and int(first) <= index <= int(last):
+                return watts
+        return self.power_cap_w
+
     @model_validator(mode="after")
     def _warn_below_critical(self) -> RigProfile:
         for name in ("temperature", "memory_temperature"):
             warn, crit = getattr(self, f"{name}_warn_c"), getattr(self, f"{name}_crit_c")
             if warn >= crit:
                 raise ValueError(f"{name}_warn_c ({warn:g}) must be below {name}_crit_c ({crit:g})")
+        if self.disk_free_crit_pct > self.disk_free_warn_pct:
+            raise ValueError(
+                f"disk_free_crit_pct ({self.disk_free_crit_pct:g}) must not be above "
+                f"disk_free_warn_pct ({self.disk_free_warn_pct:g})"
+            )
         return self
+
+
+def _card_key(key: str) -> str:
+    """``"0"``, ``"0-3"`` or a PCI address (normalised); ``ValueError`` naming the key else."""
+    text = key.strip()
+    first, dash, last = text.partition("-")
+    if first.isdigit() and (not dash or last.isdigit()):
+        if dash and int(last) < int(first):
+            raise ValueError(f"{key!r}: the run of cards goes backwards")
+        return text
+    try:
+        return normalize_pci_bus_id(text)
+    except ValueError:
+        raise ValueError(
+            f'{key!r} is not a card: a card index ("0"), a run ("0-3") or a PCI address '
+            '("0000:21:00.0")'
+        ) from None
 
 
 class Advice(enum.StrEnum):

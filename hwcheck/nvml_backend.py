@@ -14,14 +14,16 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
 from hwcheck import nvml_power
 from hwcheck.backend import BackendTimeout, BackendUnavailable
+from hwcheck.gpu_processes import ProcessNamer
 from hwcheck.hostfacts.model import P2pPair
-from hwcheck.model import RigSnapshot
+from hwcheck.model import GpuSnapshot, RigSnapshot
 from hwcheck.nvml_calls import Call
 from hwcheck.nvml_cards import CardReader
 from hwcheck.nvml_errors import NvmlDown, nvml_unavailable
@@ -38,7 +40,8 @@ class NvmlBackend:
     """``GpuBackend`` over NVML. ``nvml`` is the ``pynvml`` module (a fake in tests).
 
     ``import_module`` loads ``pynvml`` when ``nvml`` is None, at first use; it is a
-    parameter so the "module missing" path is testable without patching.
+    parameter so the "module missing" path is testable without patching. ``processes``
+    names the compute processes NVML lists from ``/proc`` (a recorded tree in tests).
     """
 
     name = "nvml"
@@ -49,11 +52,13 @@ class NvmlBackend:
         call_timeout_s: float = 10.0,
         import_module: Callable[[str], ModuleType] = importlib.import_module,
         max_stuck_calls: int = 16,
+        processes: ProcessNamer | None = None,
     ) -> None:
         if not (isinstance(call_timeout_s, int | float) and call_timeout_s > 0):
             raise ValueError(f"call_timeout_s must be a positive number, got {call_timeout_s!r}")
         self._gateway = NvmlGateway(nvml, float(call_timeout_s), import_module, max_stuck_calls)
         self._cards = CardReader(self._gateway)
+        self._processes = processes or ProcessNamer()
 
     def device_count(self) -> int:
         """How many cards NVML sees; raises ``BackendUnavailable`` when it cannot say."""
@@ -67,7 +72,9 @@ class NvmlBackend:
         count = int(self._rig_call(Call.DEVICE_COUNT))
         driver_version = text(self._rig_optional(Call.DRIVER_VERSION))
         nvml_version = text(self._rig_optional(Call.NVML_VERSION))
-        cards = tuple(self._cards.read(index, driver_version) for index in range(count))
+        cards = tuple(
+            self._named(self._cards.read(index, driver_version)) for index in range(count)
+        )
         return RigSnapshot(
             taken_at=taken_at,
             monotonic_s=monotonic_s,
@@ -75,6 +82,12 @@ class NvmlBackend:
             driver_version=driver_version,
             nvml_version=nvml_version,
         )
+
+    def _named(self, card: GpuSnapshot) -> GpuSnapshot:
+        """The card with its processes' names and containers read from ``/proc``."""
+        if not card.processes:
+            return card
+        return replace(card, processes=self._processes.describe_all(card.processes))
 
     def p2p_status(self, snapshot: RigSnapshot) -> tuple[P2pPair, ...]:
         """NVML's P2P read status of every pair of the snapshot's live cards."""

@@ -46,6 +46,12 @@ class Call(enum.Enum):
     MEMORY_CLOCK_MAX = "memory_clock_max"
     PCIE_REPLAY_COUNTER = "pcie_replay_counter"
     P2P_READ_STATUS = "p2p_read_status"  # two handles; answers a ``P2pStatus``
+    # What nvitop shows (issue 31): busy share of the SMs and of the memory controller over
+    # the driver's last sample period, PCIe traffic (KB/s over 20 ms), the compute processes.
+    UTILIZATION_RATES = "utilization_rates"
+    PCIE_TX_THROUGHPUT = "pcie_tx_throughput"
+    PCIE_RX_THROUGHPUT = "pcie_rx_throughput"
+    COMPUTE_PROCESSES = "compute_processes"
 
 
 class Field(enum.Enum):

@@ -20,7 +20,7 @@ from typing import Any
 
 from hwcheck import nvml_values as values
 from hwcheck.backend import BackendTimeout
-from hwcheck.model import GpuSnapshot, LostKind
+from hwcheck.model import GpuProcess, GpuSnapshot, LostKind
 from hwcheck.nvml_calls import Call, Field
 from hwcheck.nvml_gateway import NvmlCallError, NvmlError, NvmlGateway
 
@@ -89,6 +89,7 @@ class CardReader:
                 **self._clocks(index, handle),
                 **self._thermal(index, handle),
                 **self._pcie(index, handle),
+                **self._activity(index, handle),
                 recovery_action=values.optional_int(
                     self._field(index, handle, Field.GPU_RECOVERY_ACTION)
                 ),
@@ -253,4 +254,33 @@ class CardReader:
             "pcie_width_max": read_int(Call.PCIE_WIDTH_MAX),
             "pcie_replay_count": read_int(Call.PCIE_REPLAY_COUNTER),
             "persistence_mode": self._read(index, (Call.PERSISTENCE_ENABLED,), handle),
+        }
+
+    def _activity(self, index: int, handle: Any) -> dict[str, Any]:
+        """Utilisation, PCIe traffic and compute processes: what nvitop shows per card."""
+
+        def read_int(call: Call) -> int | None:
+            return values.optional_int(self._read(index, (call,), handle))
+
+        rates = self._read(index, (Call.UTILIZATION_RATES,), handle)
+        listed = self._read(index, (Call.COMPUTE_PROCESSES,), handle)
+        processes = None
+        if listed is not None:
+            processes = tuple(
+                GpuProcess(
+                    pid=int(entry.pid),
+                    used_memory_mib=(
+                        None
+                        if getattr(entry, "usedGpuMemory", None) is None
+                        else values.mib(entry.usedGpuMemory)
+                    ),
+                )
+                for entry in listed
+            )
+        return {
+            "utilization_gpu_pct": None if rates is None else values.optional_int(rates.gpu),
+            "utilization_memory_pct": None if rates is None else values.optional_int(rates.memory),
+            "pcie_tx_kib_s": read_int(Call.PCIE_TX_THROUGHPUT),
+            "pcie_rx_kib_s": read_int(Call.PCIE_RX_THROUGHPUT),
+            "processes": processes,
         }

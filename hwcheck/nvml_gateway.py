@@ -58,6 +58,8 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
     "NVML_FI_DEV_MEMORY_TEMP",
     "NVML_P2P_CAPS_INDEX_READ",
+    "NVML_PCIE_UTIL_RX_BYTES",
+    "NVML_PCIE_UTIL_TX_BYTES",
     "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED",
     "NVML_P2P_STATUS_DISABLED_BY_REGKEY",
     "NVML_P2P_STATUS_GPU_NOT_SUPPORTED",
@@ -75,6 +77,7 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "NVML_VALUE_TYPE_UNSIGNED_SHORT",
     "nvmlDeviceGetBAR1MemoryInfo",
     "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetComputeRunningProcesses",
     "nvmlDeviceGetCount",
     "nvmlDeviceGetCurrPcieLinkGeneration",
     "nvmlDeviceGetCurrPcieLinkWidth",
@@ -92,12 +95,14 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "nvmlDeviceGetP2PStatus",
     "nvmlDeviceGetPciInfo",
     "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetPcieThroughput",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetPowerManagementDefaultLimit",
     "nvmlDeviceGetPowerManagementLimit",
     "nvmlDeviceGetPowerManagementLimitConstraints",
     "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetSerial",
+    "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetTemperature",
     "nvmlDeviceGetTemperatureV",
     "nvmlDeviceGetTotalEnergyConsumption",
@@ -397,6 +402,14 @@ def _bind(nvml: ModuleType, call: Call) -> tuple[Callable[..., Any] | None, tupl
             return nvml.nvmlDeviceGetPcieReplayCounter, ()
         case Call.P2P_READ_STATUS:
             return nvml.nvmlDeviceGetP2PStatus, (nvml.NVML_P2P_CAPS_INDEX_READ,)
+        case Call.UTILIZATION_RATES:
+            return nvml.nvmlDeviceGetUtilizationRates, ()
+        case Call.PCIE_TX_THROUGHPUT:
+            return nvml.nvmlDeviceGetPcieThroughput, (nvml.NVML_PCIE_UTIL_TX_BYTES,)
+        case Call.PCIE_RX_THROUGHPUT:
+            return nvml.nvmlDeviceGetPcieThroughput, (nvml.NVML_PCIE_UTIL_RX_BYTES,)
+        case Call.COMPUTE_PROCESSES:
+            return nvml.nvmlDeviceGetComputeRunningProcesses, ()
     raise AssertionError(call)  # pragma: no cover - the match covers every Call
 
 

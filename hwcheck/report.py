@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from hwcheck.causes import card_tags, group_causes
 from hwcheck.checks import card_states
 from hwcheck.model import CheckResult, ClassifiedXid, GpuSnapshot, RigSnapshot
 from hwcheck.verdict import RigVerdict, judge
@@ -28,8 +29,47 @@ def xid_counts_by_card(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> 
     return dict(counts)
 
 
-def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[str, Any]:
-    """One card as the documents' ``cards`` entry, with a few useful extras."""
+def xid_numbers_by_card(
+    snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]
+) -> dict[int, list[int]]:
+    """The Xid numbers each card had this boot, oldest first (for its ``Xid 31`` tag)."""
+    by_address = {card.pci_bus_id: card.index for card in snapshot.cards}
+    numbers: dict[int, list[int]] = {}
+    for item in xids:
+        index = by_address.get(item.event.pci_bus_id or "")
+        if index is not None:
+            numbers.setdefault(index, []).append(item.event.xid)
+    return numbers
+
+
+def utilisation_fields(card: GpuSnapshot) -> dict[str, Any]:
+    """What nvitop shows of a card: busy shares, memory used and its share, PCIe, processes.
+
+    ``processes`` is None where the driver does not list them, ``[]`` when none run.
+    """
+    share = None
+    if card.memory_used_mib is not None and card.memory_total_mib:
+        share = round(100 * card.memory_used_mib / card.memory_total_mib, 1)
+    return {
+        "utilization_gpu_pct": card.utilization_gpu_pct,
+        "utilization_memory_pct": card.utilization_memory_pct,
+        "memory_used_pct": share,
+        "pcie_tx_kib_s": card.pcie_tx_kib_s,
+        "pcie_rx_kib_s": card.pcie_rx_kib_s,
+        "processes": None
+        if card.processes is None
+        else [process.as_dict() for process in card.processes],
+    }
+
+
+def card_document(
+    card: GpuSnapshot, xid_since_boot: int, state: str, tags: Sequence[str] = ()
+) -> dict[str, Any]:
+    """One card as the documents' ``cards`` entry, with a few useful extras.
+
+    ``tags``: its failing checks in short (``BRAKE``, ``BAR1``, ``Xid 31``), worst first:
+    what a card row shows where a whole message does not fit (a phone, 80 columns).
+    """
     return {
         "index": card.index,
         "pci_bus_id": card.pci_bus_id,
@@ -57,7 +97,9 @@ def card_document(card: GpuSnapshot, xid_since_boot: int, state: str) -> dict[st
         "pcie_replay_count": card.pcie_replay_count,
         "xid_since_boot": xid_since_boot,
         "state": state,
+        "tags": list(tags),
         "lost_reason": card.lost_reason,
+        **utilisation_fields(card),
     }
 
 
@@ -73,6 +115,7 @@ def rig_document(
     """
     counts = xid_counts_by_card(snapshot, xids)
     states = card_states(results)
+    tags = card_tags(results, xid_numbers_by_card(snapshot, xids))
     return {
         "overall": (verdict or judge(results)).overall,
         "cards": [
@@ -80,8 +123,10 @@ def rig_document(
                 card,
                 counts.get(card.index, 0),
                 "lost" if card.lost else states.get(card.index, "ok"),
+                tags.get(card.index, ["LOST"] if card.lost else []),
             )
             for card in snapshot.cards
         ],
         "checks": [result.as_dict() for result in results],
+        "causes": [cause.as_dict() for cause in group_causes(results)],
     }

@@ -63,6 +63,12 @@ def judge(
     return RigVerdict(worst.value, why)
 
 
-def rig_now(engine_state: str | None, latched: bool) -> RigNow:
+def rig_now(
+    engine_state: str | None, latched: bool, profile_cards: frozenset[int] | None = None
+) -> RigNow:
     """The state a fault's step is worded for (``hwcheck.model.Step``): no engine, stopped."""
-    return RigNow(engine_running=engine_state in ENGINE_RUNNING_STATES, latched=latched)
+    return RigNow(
+        engine_running=engine_state in ENGINE_RUNNING_STATES,
+        latched=latched,
+        profile_cards=profile_cards,
+    )

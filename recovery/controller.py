@@ -54,8 +54,9 @@ from recovery.ports import (
     LatchPort,
     RigView,
 )
+from recovery.refusals import LastRefusal, RefusalMemory
 from recovery.settings import RecoverySettings, policy_settings
-from recovery.starts import RefusedStart, StartAnswer, StartPath
+from recovery.starts import StartAnswer, StartPath
 from recovery.stops import StopAnswer
 from recovery.streak import RestartStreak
 from serving.errors import Conflict, InvalidInput, Refused
@@ -112,8 +113,8 @@ class RecoveryController:
         self._reboot_lock = threading.Lock()
         self._reboot_by = ""
         self._last_bring_up: dict[str, Any] | None = None
-        self._last_refused_start: RefusedStart | None = None
         self.starts = StartPath(self, rig, prober, clock, recovery.probe_min_interval_s)
+        self.refusals = RefusalMemory()
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker = ServiceThread("recovery", self._work, on_crash=on_crash, log=LOG)
         self._worker.start()
@@ -281,19 +282,22 @@ class RecoveryController:
     def request_start(
         self, trigger: Trigger, actor: str = "recovery", restart: bool = False
     ) -> StartAnswer:
-        """Every start: one ``decide``, carried out, the answer back to the caller."""
+        """Every start: one ``decide``, carried out, the answer back to the caller.
+
+        A refusal is kept (``last_refusal``) until a start goes ahead.
+        """
         answer = self.starts.request(trigger, actor, restart)
-        if answer.started:
-            self._last_refused_start = None
-        elif answer.refusals:
-            now = datetime.now(UTC)
-            self._last_refused_start = RefusedStart(now, trigger, actor, answer.refusals)
+        self.refusals.note(trigger.value, answer.started, answer.refusals, answer.why_not, actor)
         return answer
 
+    def last_refusal(self) -> LastRefusal | None:
+        """The last start refused since the last start (the engine line says why)."""
+        return self.refusals.last
+
     @property
-    def last_refused_start(self) -> RefusedStart | None:
+    def last_refused_start(self) -> LastRefusal | None:
         """The last start refused (every reason, with its code), until one is made."""
-        return self._last_refused_start
+        return self.refusals.last
 
     def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
         """Every stop asked for: one ``decide``, carried out on this thread, the answer.
@@ -442,6 +446,10 @@ class RecoveryController:
             code = outcome.refusals[0].code if outcome.refusals else "reboot_refused"
             raise Refused(outcome.message, code)
         return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}
+
+    def power_cycle_available(self) -> bool:
+        """True when ``reboot --confirm --cold`` can power-cycle here (not only explain)."""
+        return self.executors.can_power_cycle()
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:
         """The recorded operator override: the latch goes, earlier faults stop gating."""

@@ -272,6 +272,10 @@ class Executors:
             engine.stay_stopped(why)
 
     # -- a person's requests -----------------------------------------------------------
+    def can_power_cycle(self) -> bool:
+        """True when a cold power cycle has a command to run (the simulated one counts)."""
+        return self._host.describe(True) is not None
+
     def explain_reboot(self, cold: bool) -> str:
         """What ``reboot --confirm [--cold]`` would do, without doing it."""
         command = self._host.describe(cold)

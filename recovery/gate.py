@@ -15,6 +15,7 @@ from serving.
 
 from __future__ import annotations
 
+from hwcheck.causes import group_causes
 from hwcheck.model import Advice, CheckResult, Severity
 from recovery.decisions import Reason
 from recovery.facts import Facts
@@ -29,8 +30,18 @@ WAY_OUT = {
 }
 
 
-def _where(check: CheckResult) -> str:
-    return f"{check.id} (card {check.card})" if check.card is not None else check.id
+def _reasons(checks: list[CheckResult]) -> list[Reason]:
+    """One reason per cause: a fault on several cards is one line naming them."""
+    return [
+        Reason(
+            "critical_check" if cause.severity is Severity.CRITICAL else "warning_check",
+            f"{cause.id} ({cause.where}): {cause.message}"
+            if cause.cards
+            else f"{cause.id}: {cause.message}",
+            cause.remedy,
+        )
+        for cause in group_causes(checks)
+    ]
 
 
 def gates(check: CheckResult, facts: Facts) -> bool:
@@ -65,13 +76,7 @@ def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
         for error in facts.recipe_errors
     )
     refusals.extend(facts.held_elsewhere)  # the port or the cards another process holds
-    for check in facts.checks:
-        if check.severity is Severity.OK or check.severity is Severity.INFO:
-            continue
-        reason = Reason(
-            "critical_check" if check.severity is Severity.CRITICAL else "warning_check",
-            f"{_where(check)}: {check.message}",
-            check.remedy,
-        )
-        (refusals if gates(check, facts) else warnings).append(reason)
+    failing = [c for c in facts.checks if c.severity not in (Severity.OK, Severity.INFO)]
+    refusals += _reasons([c for c in failing if gates(c, facts)])
+    warnings += _reasons([c for c in failing if not gates(c, facts)])
     return tuple(refusals), tuple(warnings)

@@ -44,20 +44,6 @@ _AUTOMATIC = frozenset({Trigger.AUTOSTART, Trigger.BRING_UP})
 
 
 @dataclass(frozen=True, slots=True)
-class RefusedStart:
-    """The last start recovery did not make: when, why asked, and every reason with its code.
-
-    Kept by the controller for the status (``recovery.last_refused_start``) until a start
-    is made: a refusal shown in one joined line would keep only its first code.
-    """
-
-    at: datetime
-    trigger: Trigger
-    actor: str
-    reasons: tuple[Reason, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class StartAnswer:
     """The decision a start request got, and what carrying it out did."""
 

@@ -58,7 +58,17 @@ def _card_gauges(cards: tuple[CardMetrics, ...]) -> Iterator[Metric]:
         ("sm_clock_hertz", "SM clock.", MHZ_HERTZ, "sm_clock_mhz"),
         ("pcie_link_gen", "Current PCIe link generation.", 1.0, "pcie_gen"),
         ("pcie_link_width", "Current PCIe link width (lanes).", 1.0, "pcie_width"),
-    ]
+        ("utilization_ratio", "Share of the last sample period the SMs were busy (0-1).",
+         0.01, "utilization_gpu_pct"),
+        ("memory_utilization_ratio",
+         "Share of the last sample period the memory controller was busy (0-1).",
+         0.01, "utilization_memory_pct"),
+        ("pcie_tx_bytes_per_second", "PCIe traffic sent by the card.", 1024.0, "pcie_tx_kib_s"),
+        ("pcie_rx_bytes_per_second", "PCIe traffic received by the card.", 1024.0,
+         "pcie_rx_kib_s"),
+        ("processes", "Compute processes on the card (nvidia-smi's process list).", 1.0,
+         "processes"),
+    ]  # fmt: skip
     for suffix, help_text, scale, attribute in specs:
         family = GaugeMetricFamily(f"cmpfleet_gpu_{suffix}", help_text, labels=CARD_LABELS)
         for card in cards:
@@ -71,6 +81,7 @@ def _card_gauges(cards: tuple[CardMetrics, ...]) -> Iterator[Metric]:
          "vram_unlocked"),
         ("power_brake_active", "1 while the hardware power brake (PWRBRK#) slows the card.",
          "power_brake_active"),
+        ("in_profile", "1 when the launch profile in force uses the card.", "in_profile"),
     ]  # fmt: skip
     for suffix, help_text, attribute in flags:
         family = GaugeMetricFamily(f"cmpfleet_gpu_{suffix}", help_text, labels=CARD_LABELS)

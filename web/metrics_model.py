@@ -94,6 +94,13 @@ class CardMetrics:
     sm_clock_max_mhz: int | None = None
     memory_clock_max_mhz: int | None = None
     pcie_replay_count: int | None = None
+    # What nvitop shows: busy shares (%), PCIe traffic (KiB/s), how many compute processes.
+    utilization_gpu_pct: int | None = None
+    utilization_memory_pct: int | None = None
+    pcie_tx_kib_s: int | None = None
+    pcie_rx_kib_s: int | None = None
+    processes: int | None = None
+    in_profile: bool | None = None  # the profile in force uses it (None: no engine)
 
 
 @dataclass(frozen=True)

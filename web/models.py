@@ -60,6 +60,31 @@ class ErrorDocument(Document):
     )
 
 
+class GpuProcessDocument(Document):
+    """A compute process on a card: pid, name and container from ``/proc``, its memory."""
+
+    pid: int
+    name: str | None
+    container: str | None = Field(description="docker 3f2a1b0c9d8e; null: not in a container")
+    used_memory_mib: int | None
+
+
+class CauseDocument(Document):
+    """One fault as a person reads it: failing checks grouped by cause, naming the cards."""
+
+    id: str = Field(description="the check")
+    severity: Severity
+    cards: list[int] = Field(description="the cards it is on; empty: rig-wide")
+    where: str = Field(description="cards 0-3, card 1, or empty")
+    message: str
+    remedy: str
+    confirmed: bool = True
+    explained_by: str | None = Field(
+        None, description="the critical check that explains it (fix that one first)"
+    )
+    headline: str = Field(description="power_brake cards 0-3: message, the one line")
+
+
 class CardDocument(Document):
     """One card of the status document (the documented card keys, then extras)."""
 
@@ -100,6 +125,24 @@ class CardDocument(Document):
     aer: AerDocument | None = None
     lost_kind: str | None = Field(
         default=None, description="gpu_is_lost, reset_required, not_answering or unknown"
+    )
+    tags: list[str] | None = Field(
+        None, description="its failing checks in short, worst first: BRAKE, BAR1, LOCKED, Xid 31"
+    )
+    power_cap_w: Number | None = Field(
+        None, description="the cap it should run at ([rig] power_cap_w, or its own by_card)"
+    )
+    in_profile: bool | None = Field(
+        None, description="the profile in force uses this card (null: no engine configured)"
+    )
+    # What nvitop shows (docs/reference.md "JSON documents").
+    utilization_gpu_pct: int | None = Field(None, description="SMs busy, % of the last sample")
+    utilization_memory_pct: int | None = Field(None, description="memory controller busy, %")
+    memory_used_pct: Number | None = Field(None, description="memory_used_mib of the total, %")
+    pcie_tx_kib_s: int | None = Field(None, description="PCIe sent, KiB/s")
+    pcie_rx_kib_s: int | None = Field(None, description="PCIe received, KiB/s")
+    processes: list[GpuProcessDocument] | None = Field(
+        None, description="its compute processes (null: the driver does not list them)"
     )
 
 
@@ -147,6 +190,15 @@ class SwitchProgressDocument(Document):
     ended_at: IsoTime | None
 
 
+class LastRefusalDocument(Document):
+    """The last start refused (autostart, the bring-up, a person's): kept until a start."""
+
+    ts: IsoTime
+    trigger: str = Field(description="what asked: autostart, start_request, bring_up, ...")
+    codes: list[str] = Field(description="each reason's stable code: reboot_latch, ...")
+    message: str
+
+
 class ServingDocument(Document):
     """The ``serving`` block: ``{state, pid, restarts, since, url}`` and extras."""
 
@@ -166,6 +218,13 @@ class ServingDocument(Document):
     backoff_remaining_s: Number | None = None
     last_refusal: list[RefusalDocument] | None = None
     profile: str | None = Field(None, description="the launch profile in force")
+    cards: list[int] | None = Field(None, description="the cards the profile in force uses")
+    refusal: LastRefusalDocument | None = Field(
+        None, description="the last start refused, kept until the next start"
+    )
+    start_blocked: list[RefusalDocument] | None = Field(
+        None, description="what the start gate would refuse a start for now (empty: it may start)"
+    )
     drift: DriftDocument | None = None
     switch: SwitchProgressDocument | None = None
 
@@ -219,6 +278,11 @@ class RecoveryDocument(Document):
         default=None, description="every way out: the reboot (or power cycle), or a recorded clear"
     )
     dry_run: bool | None = None
+    power_cycle: bool | None = Field(
+        default=None,
+        description="reboot --cold can power-cycle here ([recovery] power_cycle_command, or "
+        "the simulated rig); false: it only explains the manual power cycle",
+    )
     decisions: list[RecoveryDecisionDocument] | None = None
     bring_up: BringUpDocument | None = None
     last_refused_start: RefusedStartDocument | None = None
@@ -340,6 +404,9 @@ class StatusDocument(Document):
     overall: Overall
     cards: list[CardDocument]
     checks: list[CheckDocument]
+    causes: list[CauseDocument] | None = Field(
+        None, description="the failing checks grouped by cause, worst and root causes first"
+    )
     serving: ServingDocument
     recovery: RecoveryDocument
     rig: RigInfoDocument | None = None

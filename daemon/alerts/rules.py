@@ -74,6 +74,7 @@ CHECK_TITLES = {
     "vbios": ("VbiosChanged", "VBIOS changed"),
     "clocks": ("ClocksCapped", "Max clocks below baseline"),
     "pcie_errors": ("PcieErrors", "PCIe errors climbing"),
+    "host_resources": ("HostResourcesLow", "Disk or RAM short"),
     "memtest": ("MemoryTestFailed", "Memory test failed"),
     "reboot_command": ("RebootCommandMissing", "Reboot command missing"),
 }

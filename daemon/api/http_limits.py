@@ -7,11 +7,19 @@ of) a request head longer than ``HEAD_TIMEOUT_S`` is closed, idle keep-alive con
 end after ``KEEP_ALIVE_S``, at most ``MAX_CONNECTIONS`` are served at once (uvicorn
 answers 503 beyond) and a request head is at most ``MAX_HEAD_BYTES``. The unit's
 ``LimitNOFILE`` leaves room far above these.
+
+Neither timer closes a connection whose client has already sent the next request: a
+client reusing a kept-alive connection the moment its idle time runs out would otherwise
+get "server disconnected without sending a response" (``bench/recovery_latency.py`` did,
+once in three runs). Before closing, the socket is asked whether bytes are waiting; if
+they are, the request is read and answered instead. A request sent after the close still
+meets a closed connection, as with any HTTP server: clients retry such a request once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 from typing import Any
 
 import h11
@@ -48,7 +56,7 @@ class HeadTimeoutProtocol(H11Protocol):
         if self.transport.is_closing():
             return
         idle = self.cycle is None or self.cycle.response_complete
-        if idle and self.conn.their_state is h11.IDLE:
+        if idle and self.conn.their_state is h11.IDLE and not request_waiting(self.transport):
             self.transport.close()  # nothing (or only part of a head) in head_timeout_s
             return
         self._arm()
@@ -86,11 +94,29 @@ class HeadTimeoutProtocol(H11Protocol):
         self._head_refused = True
         self.transport.write_eof()
 
+    def timeout_keep_alive_handler(self) -> None:
+        """Close an idle kept-alive connection, unless the client's next request is here."""
+        if request_waiting(self.transport):
+            return  # read and answered now; the next idle spell arms the timer again
+        super().timeout_keep_alive_handler()
+
     def connection_lost(self, exc: Exception | None) -> None:
         """Disarm the timer, then uvicorn's own cleanup."""
         if self._head_timer is not None:
             self._head_timer.cancel()
         super().connection_lost(exc)
+
+
+def request_waiting(transport: asyncio.BaseTransport) -> bool:
+    """True when bytes from the client wait in the socket, not yet read by the loop."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):  # closed meanwhile: nothing will be read
+        return False
+    return bool(readable)
 
 
 def uvicorn_limits(head_timeout_s: float = HEAD_TIMEOUT_S) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from hwcheck.model import EventKind, RigProfile, Severity
 from hwcheck.verdict import ENGINE_RUNNING_STATES
 from recovery.facts import Trigger
 from recovery.gate import WAY_OUT
-from recovery.starts import RefusedStart, StartAnswer
+from recovery.refusals import LastRefusal
+from recovery.starts import StartAnswer
 from recovery.stops import StopAnswer
 from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
@@ -100,7 +101,7 @@ class RecoveryControl(Protocol):
         ...
 
     @property
-    def last_refused_start(self) -> RefusedStart | None:
+    def last_refused_start(self) -> LastRefusal | None:
         """The last start refused (every reason, with its code), until one is made."""
         ...
 
@@ -118,6 +119,10 @@ class RecoveryControl(Protocol):
 
     def clear(self, reason: str, actor: str) -> dict[str, Any]:
         """The operator override of the latch."""
+        ...
+
+    def power_cycle_available(self) -> bool:
+        """True when ``reboot --confirm --cold`` can power-cycle (not only explain)."""
         ...
 
 
@@ -273,6 +278,7 @@ class DaemonServices:
         if self._recovery is not None:
             bring_up = self._recovery.last_bring_up
             doc.dry_run = self._recovery.dry_run
+            doc.power_cycle = self._recovery.power_cycle_available()
             doc.decisions = self.last_decisions()
             doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
             refused = self._recovery.last_refused_start

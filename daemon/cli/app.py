@@ -200,14 +200,15 @@ def status(
 @app.command("explain")
 def explain(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="xid or advice.")],
+    kind: Annotated[str, typer.Argument(help="xid, advice, or a check id (power_brake, bar1).")],
     key: Annotated[
-        str, typer.Argument(help="The Xid number, or the advice (warm_reboot, cold_power_cycle).")
-    ],
+        str | None,
+        typer.Argument(help="The Xid number, or the advice (warm_reboot, cold_power_cycle)."),
+    ] = None,
     config: XidConfig = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """The long explanation behind a fault's headline: `explain xid 31` (no daemon needed)."""
+    """The long explanation behind a fault: `explain xid 31`, `explain power_brake` (no daemon)."""
     from daemon.cli.rig import explain as cmd_explain
 
     opts: GlobalOptions = ctx.obj
@@ -283,6 +284,13 @@ def init(
             help="Cap to enforce (default: the config's own, else 180).",
         ),
     ] = None,
+    card_power_cap_w: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--card-power-cap-w",
+            help="A card's own cap, CARD=WATTS (index, run 0-3 or PCI address); repeatable.",
+        ),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option(
@@ -304,7 +312,9 @@ def init(
     if show:
         out = opts.output(json_mode)
         raise typer.Exit(host_baseline.show(out, config, simulate, local_state_dir()))
-    raise typer.Exit(cmd_init.run(opts.output(json_mode), output, simulate, power_cap_w, force))
+    out = opts.output(json_mode)
+    caps = card_power_cap_w or []
+    raise typer.Exit(cmd_init.run(out, output, simulate, power_cap_w, force, caps))
 
 
 @caps_app.command("apply")
@@ -323,20 +333,27 @@ app_engine.register(app)
 RecipeFile = Annotated[
     Path | None, typer.Argument(help="Recipe TOML (default: the configured recipe).")
 ]
+ProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile", help="A profile of the config ([serving.profiles.NAME]), not a FILE."
+    ),
+]
 
 
 @recipe_app.command("lint")
 def recipe_lint(
     ctx: typer.Context,
     file: RecipeFile = None,
+    profile: ProfileOption = None,
     config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Validate a launch recipe (exit 0 clean, 1 warnings only, 2 errors)."""
+    """Validate a launch recipe or a configured profile (exit 0 clean, 1 warnings, 2 errors)."""
     from daemon.cli.engine import recipe as cmd_recipe
 
     opts: GlobalOptions = ctx.obj
-    raise typer.Exit(cmd_recipe.lint(opts.output(json_mode), file, config))
+    raise typer.Exit(cmd_recipe.lint(opts.output(json_mode), file, config, profile))
 
 
 @recipe_app.command("show")
@@ -346,14 +363,16 @@ def recipe_show(
     diff: Annotated[
         bool, typer.Option("--diff", help="Diff against the last ready launch.")
     ] = False,
+    profile: ProfileOption = None,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,
 ) -> None:
-    """The exact argv and environment the daemon would launch."""
+    """The exact argv and environment the daemon would launch (a file's, or a profile's)."""
     from daemon.cli.engine import recipe as cmd_recipe
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_recipe.show(out, opts.client(out), file, diff))
+    raise typer.Exit(cmd_recipe.show(out, opts.client(out), file, diff, profile, config))
 
 
 @canary_app.command("run")

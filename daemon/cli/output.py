@@ -21,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from daemon.cli.views.screen import SEVERITY_STYLE, Column, Piece, plain, table_lines
+from daemon.cli.views.listview import ListColumn, list_lines
+from daemon.cli.views.screen import SEVERITY_STYLE, Line, Piece, plain, to_rich
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -94,33 +95,26 @@ class Output:
         sys.stdout.flush()
 
     def table(
-        self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str | Text]]
+        self,
+        title: str | None,
+        columns: Sequence[str | ListColumn],
+        rows: Sequence[Sequence[str | Text]],
     ) -> None:
-        """A rich table on a terminal; plain aligned lines into a pipe (never cut there).
+        """A list fitted to the terminal; plain aligned lines into a pipe (never cut there).
 
-        Plain strings are not markup. On a terminal no column is narrower than its
-        longest word, so a word is wrapped whole onto the next line, never split.
+        Plain strings are not markup. On a terminal the columns that matter keep their
+        width, the text column wraps between words and what does not fit goes under its
+        row (``daemon.cli.views.listview``): a word is never split.
         """
+        flat = [[_piece(c) for c in row] for row in rows]
+        width = self.console.width if self.is_terminal else None
+        lines = list_lines(columns, flat, width)
+        if title:
+            lines.insert(0, Line(Piece(f"{title}:", "bold" if width else "")))
         if not self.is_terminal:
-            if title:
-                self.line(f"{title}:")
-            flat = [
-                [Piece(_one_line(c if isinstance(c, str) else c.plain)) for c in row]
-                for row in rows
-            ]
-            heads = [Column(name, rank) for rank, name in enumerate(columns)]
-            self.write(plain(table_lines(heads, flat, None)))
+            self.write(plain(lines))
             return
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-        for position, column in enumerate(columns):
-            words = [_longest_word(row[position]) for row in rows if position < len(row)]
-            table.add_column(column, overflow="fold", min_width=max([len(column), *words]))
-        for row in rows:
-            table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
-        self.console.print(table)
+        self.console.print(to_rich(lines), soft_wrap=True)
 
     def write(self, text: str) -> None:
         """Text as it is (lines already laid out, ``daemon.cli.views.screen.plain``)."""
@@ -162,12 +156,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split()) if ("\n" in text or "\t" in text) else text
 
 
-LONGEST_UNSPLIT = 24  # a longer word (a path, a URL) may still fold on a narrow terminal
-
-
-def _longest_word(cell: str | Text) -> int:
-    text = cell if isinstance(cell, str) else cell.plain
-    return min(LONGEST_UNSPLIT, max((len(word) for word in text.split()), default=0))
+def _piece(cell: str | Text) -> Piece:
+    """A cell as one line of text with its style (a rich ``Text``'s own style)."""
+    if isinstance(cell, str):
+        return Piece(_one_line(cell))
+    return Piece(_one_line(cell.plain), str(cell.style) if cell.style else "")
 
 
 def unknown_document(message: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from daemon.rig.monitor import RigMonitor
 from hwcheck.checks.foreign import is_allowed
-from hwcheck.model import DeviceHolder, RigProfile
+from hwcheck.model import DeviceHolder, RigProfile, card_of_device
 from serving.profiles import ProfileSet
 from serving.recipe.cards import card_indices
 from serving.recipe.lint import RigCards, lint_recipe
@@ -26,7 +26,6 @@ from serving.runtime.foreign import (
     ContainerProbe,
     ContainerRef,
     Holder,
-    card_of_device,
     listening_pids,
     process_command,
     shown_command,

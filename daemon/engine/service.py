@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import psutil
 
 from daemon.config import Settings
 from daemon.engine.foreign_stop import stop_foreign_containers, unstopped_refusal
+from daemon.engine.gate_now import GateNow
 from daemon.engine.preflight import (
     blocking_for_switch,
     drift_refusal,
@@ -38,6 +39,7 @@ from daemon.engine.preflight import (
 )
 from daemon.engine.profiles import ActiveProfile
 from daemon.engine.recipe_view import recipe_document
+from daemon.engine.sim_containers import in_a_simulated_container, simulated_container_spec
 from daemon.engine.switch import ProfileSwitcher, RecoveryRequests
 from daemon.rig.monitor import RigMonitor
 from daemon.statedir import StateDir
@@ -109,8 +111,11 @@ class EngineService:
         move_guard: Callable[[str], None],
         defer: Callable[[Callable[[], None]], None] | None = None,
         on_crash: CrashReport | None = None,
+        sim_engine_args: Sequence[str] | None = None,
     ) -> None:
         self.profiles = profiles
+        # Under --simulate: a container launch runs the simulated engine with these flags.
+        self._sim_engine_args = None if sim_engine_args is None else tuple(sim_engine_args)
         self._active_file = ActiveProfile(state_dir)
         self.profile = self._active_file.choose(profiles)
         self._active_file.save(self.profile, profiles)
@@ -136,6 +141,7 @@ class EngineService:
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
         self.switcher = ProfileSwitcher(self, monitor, settings.rig, starts)
+        self._gate_now = GateNow(starts)
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
@@ -168,6 +174,8 @@ class EngineService:
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
         spec = build_launch(self.recipe, port=self._engine_port())
+        if self._sim_engine_args is not None and in_a_simulated_container(spec):
+            spec = simulated_container_spec(spec, self._sim_engine_args)
         return dataclasses.replace(spec, profile=self.profile)
 
     def _engine_port(self) -> int | None:
@@ -217,6 +225,13 @@ class EngineService:
         """The cards whose checks gate a start of ``recipe`` (the active profile's by default)."""
         recipe = self.recipe if recipe is None else recipe
         return gate_cards(recipe.gpus, rig_card_ids(self._monitor))
+
+    def profile_cards(self) -> list[int]:
+        """The cards the profile in force uses (every card of the last poll for "all")."""
+        named = self.recipe_cards()
+        if named is not None:
+            return sorted(named)
+        return [index for index, _ in rig_card_ids(self._monitor)]
 
     def lint_errors(self, recipe: Recipe | None = None) -> tuple[str, ...]:
         """The lint errors (one line each) of ``recipe`` (the active profile's by default).
@@ -323,7 +338,12 @@ class EngineService:
 
     @property
     def runs_simulated_engine(self) -> bool:
-        """True when the recipe runs the simulated engine (``serving.sim.engine``)."""
+        """True when the recipe runs the simulated engine (``serving.sim.engine``).
+
+        Under ``--simulate`` a container recipe runs it too (``daemon.engine.sim_containers``).
+        """
+        if self._sim_engine_args is not None and self.recipe.mode != "process":
+            return True
         return is_simulated_engine(self.recipe)
 
     @property
@@ -413,6 +433,11 @@ class EngineService:
         """The status's ``serving`` block plus extras (the active ``profile`` among them)."""
         document = self.supervisor.status().as_dict()
         document["profile"] = self.profile
+        document["cards"] = self.profile_cards()
+        refusal = self._starts.last_refusal()
+        if refusal is not None:
+            document["refusal"] = refusal.as_dict()
+        document["start_blocked"] = self._gate_now.blocked()
         switch = self.switcher.progress()
         if switch is not None:
             document["switch"] = switch

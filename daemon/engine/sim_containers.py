@@ -1,4 +1,4 @@
-"""The container runtime under ``--simulate``: the scenario's foreign containers, no host CLI.
+"""The container runtime under ``--simulate``: the scenario's containers and the engine's.
 
 A scenario's ``[host] foreign_processes`` entry may say it runs in a container (``container``,
 ``image``, and ``ignores_signals`` for one that outlives SIGINT and SIGTERM); the
@@ -9,14 +9,25 @@ have run. Images have an ID, a digest and labels kept in the state dir
 (``serving.sim.images``): ``image inspect`` prints them as docker does, and a simulated
 rebuild gives a tag a new digest. No host command runs under ``--simulate``,
 ``[serving] provenance_command`` included.
+
+A profile with a real container preset (``dsv4-flash-pp4-dspark``: ``docker run ...``) runs
+under ``--simulate`` too: ``SimulatedLaunches`` starts the simulated engine in the container's
+place (``simulated_container_spec``: the engine service builds its launch so), on the port
+the container would publish, serving the recipe's model name, with the scenario's
+``[engine]`` behaviour. The recipe stays the recipe: its hash (adoption, drift), ``recipe
+show`` (what a real rig would run), lint, the profile's cards. A process-mode recipe (a
+real ``vllm serve``) is launched as it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from collections.abc import Sequence
 
 from hwcheck.sim.rig import SimulatedRig
+from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.foreign import (
     STOP_SIGNALS,
     ContainerRef,
@@ -27,6 +38,8 @@ from serving.runtime.foreign import (
 from serving.sim.images import ImageStore, ImageStoreError
 
 SIM_RUNTIME = "docker"
+SIM_ENGINE_MODULE = "serving.sim.engine"
+SIM_HOST = "127.0.0.1"  # a simulated container publishes on loopback only
 
 
 class SimulatedContainers:
@@ -93,3 +106,27 @@ class SimulatedContainers:
                 detail = "simulated: the host's runtime was not run"
                 return StopOutcome(container, tuple(commands), True, detail)
         return StopOutcome(container, tuple(commands), False, still_running(sent, timeout_s))
+
+
+def in_a_simulated_container(spec: LaunchSpec) -> bool:
+    """True for a container launch: under ``--simulate`` the simulated engine stands in."""
+    return spec.mode is not LaunchMode.PROCESS
+
+
+def simulated_container_spec(spec: LaunchSpec, engine_args: Sequence[str]) -> LaunchSpec:
+    """``spec`` (``docker run ...``) as the simulated engine on the port it would publish."""
+    argv = (
+        sys.executable,
+        "-m",
+        SIM_ENGINE_MODULE,
+        "serve",
+        spec.served_model_name,
+        "--host",
+        SIM_HOST,
+        "--port",
+        str(spec.port),
+        "--served-model-name",
+        spec.served_model_name,
+        *engine_args,
+    )
+    return dataclasses.replace(spec, mode=LaunchMode.PROCESS, argv=argv, host=SIM_HOST)

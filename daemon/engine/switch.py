@@ -33,6 +33,7 @@ from hwcheck.model import RigProfile
 from hwcheck.threads import run_in_thread
 from recovery.decisions import Reason
 from recovery.facts import Trigger
+from recovery.refusals import LastRefusal
 from recovery.starts import StartAnswer
 from recovery.stops import StopAnswer
 from serving.errors import Conflict, Refused, Unavailable
@@ -68,6 +69,10 @@ class RecoveryRequests(Protocol):
 
     def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
         """The one stop path: one decision, carried out, the answer."""
+        ...
+
+    def last_refusal(self) -> LastRefusal | None:
+        """The last start refused since the last start."""
         ...
 
 
@@ -178,15 +183,19 @@ class ProfileSwitcher:
             engine.activate(name, actor)
             self._set(phase="starting")
             answer = self._starts.request_start(Trigger.START_REQUEST, actor, False)
-            self._ended(answer, stopped)
+            self._ended(answer, stopped, actor)
         except (Refused, Unavailable, SupervisorClosed) as exc:
             self._set(phase="failed", message=str(exc) or type(exc).__name__, ended_at=_now())
         except Exception as exc:  # the progress must end, whatever happened
             log.exception("switch to %s failed", name)
             self._set(phase="failed", message=str(exc), ended_at=_now())
 
-    def _ended(self, answer: StartAnswer, stopped: list[dict[str, Any]]) -> None:
-        """The switch's end from the start's answer (a queued start is done, not failed)."""
+    def _ended(self, answer: StartAnswer, stopped: list[dict[str, Any]], actor: str) -> None:
+        """The switch's end from the start's answer (a queued start is done, not failed).
+
+        A refused start gives the previous profile back: what is in force is what ran
+        before, and the switch's message says so (the engine stays stopped).
+        """
         if answer.started:
             launched = None if answer.outcome is None else answer.outcome.launched
             queued = launched is not None and launched.pid is None
@@ -204,9 +213,17 @@ class ProfileSwitcher:
         reasons = ((left,) if left is not None else ()) + answer.refusals
         refusals = [refusal_document(reason) for reason in reasons]
         why = answer.why_not or "not started"
+        message = why if left is None else f"{left.line}; {why}"
+        previous = (self.progress() or {}).get("previous")
+        if refusals and previous and previous != self._engine.profile:
+            self._engine.activate(previous, actor)
+            message += (
+                f"; profile {previous} is in force again (the engine stays stopped: "
+                "fleetctl start runs it)"
+            )
         self._set(
             phase="refused" if refusals else "failed",
-            message=why if left is None else f"{left.line}; {why}",
+            message=message,
             refusals=refusals,
             stopped_foreign=stopped,
             ended_at=_now(),

@@ -7,7 +7,7 @@ supervisor checks recovery's token before every move asked of it (``recovery.mov
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from daemon.config import Settings
@@ -38,8 +38,13 @@ def wire_engine(
     known_secrets: KnownSecrets,
     defer: Callable[[Callable[[], None]], None],
     on_crash: CrashReport | None = None,
+    sim_engine_args: Sequence[str] | None = None,
 ) -> EngineService:
-    """The engine service for ``profiles``, reporting to ``recovery`` and driven by it."""
+    """The engine service for ``profiles``, reporting to ``recovery`` and driven by it.
+
+    ``sim_engine_args`` (under ``--simulate``): container launches run the simulated engine
+    with these flags instead (``daemon.engine.sim_containers``).
+    """
     reports = ReportsToRecovery()
     engine = EngineService(
         profiles,
@@ -55,6 +60,7 @@ def wire_engine(
         defer=defer,
         on_crash=on_crash,
         move_guard=recovery.engine_moves.check,
+        sim_engine_args=sim_engine_args,
     )
     reports.attach(recovery)
     recovery.attach_engine(SupervisedEngine.for_service(engine, rig_cards))

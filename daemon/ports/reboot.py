@@ -113,8 +113,18 @@ class HostCommandRunner:
         return _run(argv)
 
 
+NO_POWER_CYCLE_COMMAND = (
+    "no [recovery] power_cycle_command: on a real rig a person switches the rig off for about 30 s"
+)
+
+
 class SimulatedHostCommands:
-    """``HostCommands`` under ``--simulate``: the simulated reboot, never the host's command."""
+    """``HostCommands`` under ``--simulate``: the simulated reboot, never the host's command.
+
+    A cold power cycle works without ``power_cycle_command`` here (the README's tour runs
+    ``reboot --confirm --cold`` on a simulated rig): the simulated rig is power-cycled and
+    the record says that a real rig would need the command, or a person at the switch.
+    """
 
     def __init__(
         self,
@@ -139,21 +149,20 @@ class SimulatedHostCommands:
         """No ``reboot_command`` reading: the host's command never runs under ``--simulate``."""
         return None
 
-    def describe(self, cold: bool) -> str | None:
-        """What runs here, and what a real rig would run (None: not configured)."""
+    def describe(self, cold: bool) -> str:
+        """What runs here, and what a real rig would run."""
+        what = "power cycle" if cold else "reboot"
+        return f"the simulated {what} ({self._real(cold, 'would run')})"
+
+    def _real(self, cold: bool, would: str) -> str:
         command = self._commands.describe(cold)
-        if command is None:
-            return None
-        return f"the simulated reboot (a real rig would run: {command})"
+        return NO_POWER_CYCLE_COMMAND if command is None else f"a real rig {would}: {command}"
 
     def run(self, cold: bool) -> str:
-        """Reboot the simulated host; the record names the rig's command."""
-        command = self._commands.describe(cold)
-        if command is None:
-            raise RebootFailed("no [recovery] power_cycle_command is configured")
+        """Reboot (or power-cycle) the simulated host; the record names the rig's command."""
         boot_id = self._simulate_reboot()
         what = "power cycle" if cold else "reboot"
-        return f"the simulated {what} (new boot id {boot_id}); a real rig would have run: {command}"
+        return f"the simulated {what} (new boot id {boot_id}); {self._real(cold, 'would have run')}"
 
 
 def host_commands(

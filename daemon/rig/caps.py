@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from daemon.store import Store
@@ -48,24 +49,41 @@ class CapResult:
 
 
 class CapKeeper:
-    """Applies ``target_w`` to cards that are off it."""
+    """Applies each card's cap to the cards that are off it.
+
+    ``target_w`` is the rig's cap; ``cap_for(index, pci_bus_id)`` a card's own when it has
+    one (``[rig] power_cap_w_by_card``: 180 W on cards 0-3 beside 175 W on the others).
+    """
 
     def __init__(
-        self, backend: GpuBackend, store: Store, target_w: float, tolerance_w: float, dry_run: bool
+        self,
+        backend: GpuBackend,
+        store: Store,
+        target_w: float,
+        tolerance_w: float,
+        dry_run: bool,
+        cap_for: Callable[[int, str], float] | None = None,
     ) -> None:
         self._backend = backend
         self._store = store
+        self._cap_for = cap_for
         self.target_w = target_w
         self.tolerance_w = tolerance_w
         self.dry_run = dry_run
         self._reported: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
 
+    def cap_of(self, card: GpuSnapshot) -> float:
+        """The cap ``card`` should run at."""
+        if self._cap_for is None:
+            return self.target_w
+        return self._cap_for(card.index, card.pci_bus_id)
+
     def off_target(self, card: GpuSnapshot) -> bool:
         """True when the card's limit is known and outside the tolerance."""
         if card.lost or card.power_limit_w is None:
             return False
-        return abs(card.power_limit_w - self.target_w) > self.tolerance_w
+        return abs(card.power_limit_w - self.cap_of(card)) > self.tolerance_w
 
     def apply(
         self, snapshot: RigSnapshot, actor: str, only_off_target: bool = True
@@ -91,22 +109,25 @@ class CapKeeper:
         for card in snapshot.cards:
             if card.lost:
                 results.append(
-                    CapResult(card.index, None, self.target_w, "skipped", "card is lost")
+                    CapResult(card.index, None, self.cap_of(card), "skipped", "card is lost")
                 )
                 continue
             if only_off_target and not self.off_target(card):
-                results.append(CapResult(card.index, card.power_limit_w, self.target_w, "already"))
+                results.append(
+                    CapResult(card.index, card.power_limit_w, self.cap_of(card), "already")
+                )
                 continue
             results.append(self._apply_one(card, actor))
         return results
 
     def _apply_one(self, card: GpuSnapshot, actor: str) -> CapResult:
         before = card.power_limit_w
+        target_w = self.cap_of(card)
         target = f"card {card.index} ({card.pci_bus_id})"
         if self.dry_run:
             key = (card.index, f"dry_run {before}")
             if key in self._reported:
-                return CapResult(card.index, before, self.target_w, "dry_run", "already recorded")
+                return CapResult(card.index, before, target_w, "dry_run", "already recorded")
             self._reported.add(key)
             self._store.audit(
                 actor,
@@ -114,22 +135,20 @@ class CapKeeper:
                 "dry_run",
                 target=target,
                 dry_run=True,
-                reason=f"limit {before} W, target {self.target_w} W",
+                reason=f"limit {before} W, target {target_w} W",
             )
-            return CapResult(
-                card.index, before, self.target_w, "dry_run", "recovery.dry_run is set"
-            )
+            return CapResult(card.index, before, target_w, "dry_run", "recovery.dry_run is set")
         try:
-            self._backend.set_power_limit(card.index, self.target_w)
+            self._backend.set_power_limit(card.index, target_w)
         except BackendError as exc:
             key = (card.index, str(exc))
             if key not in self._reported:
                 self._reported.add(key)
-                log.error("cannot apply the %.0f W cap to %s: %s", self.target_w, target, exc)
+                log.error("cannot apply the %.0f W cap to %s: %s", target_w, target, exc)
                 self._store.record_event(
                     EventKind.RECOVERY,
                     Severity.WARNING,
-                    f"cannot apply the {self.target_w:.0f} W cap to {target}: {exc}",
+                    f"cannot apply the {target_w:.0f} W cap to {target}: {exc}",
                     card.index,
                     card_uuid=card.uuid,
                     pci_bus_id=card.pci_bus_id,
@@ -138,9 +157,9 @@ class CapKeeper:
                 self._store.audit(
                     actor, "apply_power_cap", "failed", target=target, reason=str(exc)
                 )
-            return CapResult(card.index, before, self.target_w, "failed", str(exc))
+            return CapResult(card.index, before, target_w, "failed", str(exc))
         self._reported = {k for k in self._reported if k[0] != card.index}
-        message = f"power cap {self.target_w:.0f} W applied to {target} (was {before} W)"
+        message = f"power cap {target_w:.0f} W applied to {target} (was {before} W)"
         log.info("%s", message)
         self._store.record_event(
             EventKind.RECOVERY,
@@ -155,6 +174,6 @@ class CapKeeper:
             "apply_power_cap",
             "applied",
             target=target,
-            reason=f"limit {before} W, target {self.target_w} W",
+            reason=f"limit {before} W, target {target_w} W",
         )
-        return CapResult(card.index, before, self.target_w, "applied")
+        return CapResult(card.index, before, target_w, "applied")

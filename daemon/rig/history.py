@@ -1,4 +1,6 @@
-"""The dashboard's charts: power, temperature, SM clock and tokens/s over 1 h or 24 h.
+"""The dashboard's charts over 1 h or 24 h: per card, and the engine's tokens/s.
+
+Per card: power, temperature, SM clock, GPU utilisation and memory used.
 
 Reads the store's chart query (raw samples for 1 h, 1-minute rollups for 24 h) and the
 engine samples, and lays them on ONE time grid of fixed buckets, columnar (one list per
@@ -21,7 +23,13 @@ from daemon.store.db import StoreError, StoreInputError
 from daemon.store.rollups import ChartPoint, ChartResolution
 from serving.errors import InvalidInput, Unavailable
 
-CARD_METRICS = ("power_draw_w", "temperature_c", "sm_clock_mhz")
+CARD_METRICS = (
+    "power_draw_w",
+    "temperature_c",
+    "sm_clock_mhz",
+    "utilization_gpu_pct",
+    "memory_used_mib",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,10 +26,12 @@ class RigJudge:
         latch: Callable[[], Latch | None],
         engine_state: Callable[[], str | None],
         changed: Callable[[], None],
+        profile_cards: Callable[[], frozenset[int] | None] = lambda: None,
     ) -> None:
         self._latch = latch
         self._monitor = monitor
         self._engine_state = engine_state
+        self._profile_cards = profile_cards
         self._changed = changed
 
     def rejudge(self) -> None:
@@ -44,8 +46,8 @@ class RigJudge:
         self._monitor.set_verdict(verdict)
 
     def rig_now(self) -> RigNow:
-        """Whether the engine runs and the latch is set: the words of each fault's step."""
-        return rig_now(self._engine_state(), self._latch() is not None)
+        """Whether the engine runs, the latch is set, the profile's cards: how faults read."""
+        return rig_now(self._engine_state(), self._latch() is not None, self._profile_cards())
 
     def latch_changed(self, required: bool) -> None:
         """Recovery set or cleared the latch (its holder has it): the picture says so now."""

@@ -11,7 +11,7 @@ state its typed status: nothing here parses the status document back.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from daemon.rig.monitor import MonitorView, RigMonitor
 from daemon.rig.status_document import view_verdict
@@ -50,8 +50,13 @@ def _xid_counts(snapshot: RigSnapshot, xids: Sequence[ClassifiedXid]) -> dict[in
     return counts
 
 
-def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
-    """Each card of the latest snapshot with its Xid counts and unlock verdict."""
+def card_metrics(
+    view: MonitorView, profile_cards: Collection[int] | None = None
+) -> tuple[CardMetrics, ...]:
+    """Each card of the latest snapshot with its Xid counts and unlock verdict.
+
+    ``profile_cards``: the cards the profile in force uses (None: no engine configured).
+    """
     latest = view.latest
     if latest is None or view.nvml_down is not None:
         return ()
@@ -91,6 +96,12 @@ def card_metrics(view: MonitorView) -> tuple[CardMetrics, ...]:
             sm_clock_max_mhz=card.sm_clock_max_mhz,
             memory_clock_max_mhz=card.memory_clock_max_mhz,
             pcie_replay_count=card.pcie_replay_count,
+            utilization_gpu_pct=card.utilization_gpu_pct,
+            utilization_memory_pct=card.utilization_memory_pct,
+            pcie_tx_kib_s=card.pcie_tx_kib_s,
+            pcie_rx_kib_s=card.pcie_rx_kib_s,
+            processes=None if card.processes is None else len(card.processes),
+            in_profile=None if profile_cards is None else card.index in profile_cards,
         )
         for card in latest.cards
     )
@@ -109,8 +120,10 @@ class DaemonMetrics:
         canaries: Callable[[], tuple[tuple[CanaryMetrics, ...], dict[str, int]]] | None = None,
         pcie_aer: Callable[[], tuple[DeviceAer, ...]] | None = None,
         guard: Callable[[], GuardMetrics] | None = None,
+        profile_cards: Callable[[], Collection[int] | None] = lambda: None,
     ) -> None:
         self._monitor = monitor
+        self._profile_cards = profile_cards
         self._serving_status = serving_status
         self._follower_up = follower_up
         self._latch = latch
@@ -130,7 +143,7 @@ class DaemonMetrics:
             figures = {k: v for k, v in serving.metrics.as_dict().items() if not isinstance(v, str)}
         canaries, signatures = self._canaries() if self._canaries is not None else ((), {})
         return RigMetrics(
-            cards=card_metrics(view),
+            cards=card_metrics(view, self._profile_cards()),
             check_severities=worst_by_check(view.results),
             rig_status=view_verdict(view).rank,
             reboot_required=self._latch() is not None,

@@ -38,6 +38,7 @@ from hwcheck.model import (
     RigSnapshot,
     Severity,
 )
+from hwcheck.resources import HostResources
 
 log = logging.getLogger("fleetd")
 
@@ -71,6 +72,7 @@ class RigPoller:
         host_watch: HostWatch | None = None,
         recovery_inputs: RecoveryInputs | None = None,
         rig_now: RigNowSource = RigNow,
+        resources: Callable[[], HostResources | None] | None = None,
     ) -> None:
         self._settings = settings
         self._host = host
@@ -91,6 +93,7 @@ class RigPoller:
         self._host_inputs: HostInputs | None = None  # the last poll's, for a rejudge
         self._recovery_inputs = recovery_inputs or (lambda: (None, None))
         self._rig_now = rig_now
+        self._resources = resources or (lambda: None)
         self._listeners: list[SnapshotListener] = []
         self._store_severity = Severity.OK
         self._error_logged: str | None = None
@@ -175,6 +178,7 @@ class RigPoller:
                 waiver=waiver,
                 rig_now=self._rig_now(),
                 readings=self._readings.read(),
+                resources=self._resources(),
                 **({} if host is None else host.check_fields()),
             )
         )

@@ -15,15 +15,17 @@ from typing import Any, cast
 
 from daemon.rig.host_watch import HostStatus
 from daemon.rig.monitor import MonitorView
+from hwcheck.causes import card_tags, group_causes
 from hwcheck.checks import card_states, pcie_link
 from hwcheck.explain import explanations
 from hwcheck.hostfacts.document import card_bus_fields
 from hwcheck.model import CheckResult, RigProfile
-from hwcheck.report import card_document, xid_counts_by_card
+from hwcheck.report import card_document, xid_counts_by_card, xid_numbers_by_card
 from hwcheck.verdict import NO_DATA, RigVerdict
 from web.models import (
     CanaryResultDocument,
     CardDocument,
+    CauseDocument,
     CheckDocument,
     DaemonInfoDocument,
     ExplanationDocument,
@@ -52,30 +54,38 @@ def check_documents(results: Sequence[CheckResult]) -> list[CheckDocument]:
 
 
 def card_documents(
-    view: MonitorView, rig: RigProfile, host: HostStatus | None = None
+    view: MonitorView,
+    rig: RigProfile,
+    host: HostStatus | None = None,
+    profile_cards: Sequence[int] | None = None,
 ) -> list[CardDocument]:
     """The cards of the last poll, with their state and the PCIe baseline they should train.
 
     With ``host`` (fleetd watches the host), each card also gets its bus facts: driver,
-    bridges, uplink and AER counters.
+    bridges, uplink and AER counters. ``profile_cards``: the cards the profile in force
+    uses (``in_profile``; None: no engine is configured).
     """
     latest = view.latest
     if latest is None or view.nvml_down is not None:
         return []  # nothing about the cards is known: the nvml check says why
     counts = xid_counts_by_card(latest, view.xids)
     states = card_states(view.results)
+    tags = card_tags(view.results, xid_numbers_by_card(latest, view.xids))
     cards = []
     for card in latest.cards:
         state = "lost" if card.lost else states.get(card.index, "ok")
         gen, width = pcie_link.baseline(rig, card.pci_bus_id)
         bus = {} if host is None else card_bus_fields(host.facts, card.pci_bus_id)
+        shown_tags = tags.get(card.index, ["LOST"] if card.lost else [])
         cards.append(
             CardDocument(
-                **card_document(card, counts.get(card.index, 0), state),
+                **card_document(card, counts.get(card.index, 0), state, shown_tags),
                 **bus,
                 pcie_baseline_gen=gen,
                 pcie_baseline_width=width,
                 lost_kind=None if card.lost_kind is None else card.lost_kind.value,
+                in_profile=None if profile_cards is None else card.index in profile_cards,
+                power_cap_w=rig.power_cap_for(card.index, card.pci_bus_id),
             )
         )
     return cards
@@ -128,6 +138,7 @@ def status_document(
     host: HostStatus | None = None,
 ) -> StatusDocument:
     """The whole document, every block a typed model (``host``: the host truth's section)."""
+    causes = group_causes(view.results)
     extra: dict[str, Any] = {}
     if log_signatures is not None:
         extra["log_signatures"] = [LogSignatureDocument.model_validate(s) for s in log_signatures]
@@ -135,8 +146,9 @@ def status_document(
         extra["host"] = HostDocument.model_validate(host.section)
     return StatusDocument(
         overall=cast(Overall, view_verdict(view).overall),
-        cards=card_documents(view, rig, host),
+        cards=card_documents(view, rig, host, serving.get("cards")),
         checks=check_documents(view.results),
+        causes=[CauseDocument.model_validate(c.as_dict()) for c in causes],
         serving=ServingDocument.model_validate(serving),
         recovery=recovery,
         canaries=[CanaryResultDocument.model_validate(entry) for entry in canaries],
@@ -153,6 +165,7 @@ def status_document(
             for item in explanations(
                 (x.info for x in view.xids),
                 recovery.advice_kind if recovery.reboot_required else None,
+                (cause.id for cause in causes),
             )
         ],
         **extra,

@@ -4,8 +4,8 @@ A board-level fault (PWRBRK# asserted on every slot, an Xid storm after a driver
 turns the same check, or the same Xid class, bad on every card in the same poll: four
 alerts (one per card, so each resolves on its own) but one thing for a person to do.
 Within one pass (one transaction), per-card alerts with the same name, severity and
-status share one notification per sink, naming the cards ("Power brake on cards 0, 1,
-2, 3: ..."), with every member in its ``members``. Nothing waits for it: the pass
+status share one notification per sink, naming the cards ("Power brake on cards 0-3:
+..."; ``hwcheck.card_ranges``, the wording status and the dashboard use), with every member in its ``members``. Nothing waits for it: the pass
 commits its notifications at once, as it always did; grouping only decides how many.
 A card that turns bad in a later pass gets a notification of its own.
 
@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from daemon.store.alert_inhibit import Inhibits, folded_into
 from daemon.store.models import Alert, AlertNotification
+from hwcheck.card_ranges import cards_text
 
 NOTIFICATIONS: Table = AlertNotification.__table__  # type: ignore[assignment]
 _ON_CARD = re.compile(r" on card \d+\b")
@@ -67,11 +68,11 @@ def merged(group: dict[str, Any], member: dict[str, Any]) -> dict[str, Any]:
     """``group`` (a notification's payload) with ``member`` added: cards, summary, members."""
     members = [*(group.get("members") or [_member(group)]), _member(member)]
     cards = sorted({int(m["labels"]["card"]) for m in members})
-    listed = ", ".join(str(card) for card in cards)
+    listed = cards_text(cards)
     first = members[0]["summary"]
-    summary = _ON_CARD.sub(f" on cards {listed}", first, count=1)
+    summary = _ON_CARD.sub(f" on {listed}", first, count=1)
     if summary == first:  # a summary that does not say "on card N"
-        summary = f"{first} (cards {listed})"
+        summary = f"{first} ({listed})"
     return {**group, "summary": summary, "cards": cards, "members": members}
 
 

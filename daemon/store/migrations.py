@@ -332,6 +332,16 @@ def _v6_builds(conn: Connection) -> None:
         _add_column(conn, "engine_samples", Column(name, Float))
 
 
+def _v7_utilization(conn: Connection) -> None:
+    """GPU utilisation per raw sample and its 1-minute min/avg/max (what nvitop charts)."""
+    columns = [("samples", "utilization_gpu_pct", "SMALLINT")] + [
+        ("rollups_1m", f"utilization_gpu_pct_{stat}", "FLOAT") for stat in ("min", "avg", "max")
+    ]
+    for table, column, kind in columns:
+        # A nullable column with no default: both databases add it without a table rewrite.
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "1-minute rollups", _v2_rollups),
@@ -339,6 +349,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "alerts and their delivery outbox", _v4_alerts),
     Migration(5, "canary results and log signature counts", _v5_canaries),
     Migration(6, "engine builds and the engine's own figures", _v6_builds),
+    Migration(7, "GPU utilisation in samples and rollups", _v7_utilization),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

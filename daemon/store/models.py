@@ -93,6 +93,7 @@ class Sample(Base):
     pcie_gen: Mapped[int | None] = mapped_column(SmallInteger)
     pcie_width: Mapped[int | None] = mapped_column(SmallInteger)
     lost: Mapped[bool] = mapped_column(Boolean)
+    utilization_gpu_pct: Mapped[int | None] = mapped_column(SmallInteger)
 
 
 class Rollup1m(Base):
@@ -118,6 +119,9 @@ class Rollup1m(Base):
     memory_used_mib_min: Mapped[float | None] = mapped_column(Float)
     memory_used_mib_avg: Mapped[float | None] = mapped_column(Float)
     memory_used_mib_max: Mapped[float | None] = mapped_column(Float)
+    utilization_gpu_pct_min: Mapped[float | None] = mapped_column(Float)
+    utilization_gpu_pct_avg: Mapped[float | None] = mapped_column(Float)
+    utilization_gpu_pct_max: Mapped[float | None] = mapped_column(Float)
 
 
 class EngineSample(Base):

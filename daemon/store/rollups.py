@@ -50,7 +50,13 @@ ROLLUP_SETTLE_S = 5.0
 ROLLUP_CHUNK_MINUTES = 60
 DELETE_BATCH_ROWS = 20_000
 RAW_CHART_MAX_SPAN_S = 2 * 3600.0
-METRICS = ("power_draw_w", "temperature_c", "sm_clock_mhz", "memory_used_mib")
+METRICS = (
+    "power_draw_w",
+    "temperature_c",
+    "sm_clock_mhz",
+    "memory_used_mib",
+    "utilization_gpu_pct",
+)
 _ROLLUPS: Table = Rollup1m.__table__  # type: ignore[assignment]
 
 
@@ -81,6 +87,7 @@ class ChartPoint(StoredRow):
     temperature_c: MetricStat | None
     sm_clock_mhz: MetricStat | None
     memory_used_mib: MetricStat | None
+    utilization_gpu_pct: MetricStat | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +279,7 @@ def _raw_points(
             Sample.temperature_c,
             Sample.sm_clock_mhz,
             Sample.memory_used_mib,
+            Sample.utilization_gpu_pct,
         )
         .where(Sample.card_id == card_id, Sample.ts >= since, Sample.ts < until)
         .order_by(Sample.ts)
@@ -284,8 +292,9 @@ def _raw_points(
             temperature_c=_stat(temp, temp, temp),
             sm_clock_mhz=_stat(clock, clock, clock),
             memory_used_mib=_stat(mem, mem, mem),
+            utilization_gpu_pct=_stat(busy, busy, busy),
         )
-        for ts, power, temp, clock, mem in session.execute(stmt)
+        for ts, power, temp, clock, mem, busy in session.execute(stmt)
     ]
 
 
@@ -297,6 +306,7 @@ def _point(ts: datetime, n: int, stats: tuple[Any, ...]) -> ChartPoint:
         temperature_c=_stat(*stats[3:6]),
         sm_clock_mhz=_stat(*stats[6:9]),
         memory_used_mib=_stat(*stats[9:12]),
+        utilization_gpu_pct=_stat(*stats[12:15]),
     )
 
 

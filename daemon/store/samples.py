@@ -264,6 +264,7 @@ def _sample_row(card_id: int, ts_us: int, card: GpuSnapshot) -> tuple[Any, ...]:
         card.pcie_gen_current,
         card.pcie_width_current,
         card.lost,
+        card.utilization_gpu_pct,
     )
 
 
@@ -280,6 +281,7 @@ SAMPLE_COLUMNS = (
     "pcie_gen",
     "pcie_width",
     "lost",
+    "utilization_gpu_pct",
 )
 
 

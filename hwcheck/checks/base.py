@@ -26,6 +26,7 @@ from hwcheck.model import (
     RigProfile,
     RigSnapshot,
 )
+from hwcheck.resources import HostResources
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class CheckInput:
       cautious default.
     - ``readings``: fleetd's own readings (``hwcheck.checks.readings``); none in
       ``fleetctl check``, whose fleetd checks then report nothing.
+    - ``resources``: the model's and the state dir's filesystems and the RAM (None: not
+      read, no ``host_resources`` result).
     """
 
     samples: Sequence[RigSnapshot]
@@ -67,6 +70,7 @@ class CheckInput:
     waiver: LatchWaiver | None = None
     rig_now: RigNow = field(default_factory=RigNow)
     readings: Readings = field(default_factory=Readings)
+    resources: HostResources | None = None
 
     def __post_init__(self) -> None:
         if not self.samples:

@@ -16,12 +16,12 @@ APPLY_REMEDY = "`fleetctl caps apply` (caps reset at every boot; fleetd re-appli
 
 
 def check(inp: CheckInput) -> list[CheckResult]:
-    """One result per live card."""
-    cap_w = inp.profile.power_cap_w
+    """One result per live card, judged against its own cap (``power_cap_w_by_card``)."""
     tolerance_w = inp.profile.power_cap_tolerance_w
-    target = f"target {fmt_num(cap_w, 'W')} +/- {fmt_num(tolerance_w, 'W')}"
     results: list[CheckResult] = []
     for card in inp.live_cards():
+        cap_w = inp.profile.power_cap_for(card.index, card.pci_bus_id)
+        target = f"target {fmt_num(cap_w, 'W')} +/- {fmt_num(tolerance_w, 'W')}"
         label = card_label(card)
         limit_w = card.power_limit_w
         if limit_w is None:
@@ -50,7 +50,8 @@ def check(inp: CheckInput) -> list[CheckResult]:
         if (lo is not None and cap_w < lo) or (hi is not None and cap_w > hi):
             remedy = (
                 f"the cap is outside this card's range {fmt_num(lo, 'W')}..{fmt_num(hi, 'W')}: "
-                "set [rig] power_cap_w within it, then `fleetctl caps apply`"
+                "set [rig] power_cap_w (or this card's power_cap_w_by_card) within it, then "
+                "`fleetctl caps apply`"
             )
         default = ""
         if card.power_default_limit_w is not None and limit_w == card.power_default_limit_w:

@@ -21,6 +21,7 @@ from hwcheck.checks import (
     engine_output,
     foreign,
     host_kernel,
+    host_resources,
     kernel_cmdline,
     kernel_log,
     memtest,
@@ -74,6 +75,7 @@ HARDWARE_CHECKS: tuple[RegisteredCheck, ...] = (
     RegisteredCheck(vbios.CHECK_ID, vbios.check),
     RegisteredCheck(clocks.CHECK_ID, clocks.check),
     RegisteredCheck(pcie_errors.CHECK_ID, pcie_errors.check),
+    RegisteredCheck(host_resources.CHECK_ID, host_resources.check),
 )
 # Checks of fleetd's own readings (``CheckInput.readings``): none where the reading is not
 # given (``fleetctl check``; ``engine_output`` on a rig without an engine).

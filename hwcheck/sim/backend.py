@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hwcheck.backend import BackendUnavailable
 from hwcheck.model import GpuSnapshot, LostKind, RigSnapshot
 from hwcheck.nvml_errors import nvml_unavailable
+from hwcheck.sim.workload import EngineLoad, loaded
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
 if TYPE_CHECKING:
@@ -31,6 +32,15 @@ if TYPE_CHECKING:
 # Peak deviation of jittered readings: small next to any check's margin.
 POWER_DRAW_JITTER_W = 1.5
 TEMPERATURE_JITTER_C = 0.8
+
+# What the engine's load sets, unless a scenario or the fault API set it on the card.
+_LOAD_FIELDS = (
+    "memory_used_mib",
+    "utilization_gpu_pct",
+    "utilization_memory_pct",
+    "pcie_tx_kib_s",
+    "pcie_rx_kib_s",
+)
 
 # What a lost card still reports: the identity the driver learned before it went away.
 _LOST_CARD_KEEPS = ("index", "pci_bus_id", "uuid", "name", "serial", "pci_device_id")
@@ -41,8 +51,8 @@ def _wave(sample: int, index: int, phase: float) -> float:
     return math.sin(sample * 0.9 + index * 2.3 + phase)
 
 
-def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
-    """The card as NVML would return it in sample number ``sample``."""
+def present_card(sim: SimCard, sample: int, load: EngineLoad | None = None) -> GpuSnapshot:
+    """The card as NVML would return it in sample number ``sample``, under ``load``."""
     card = sim.card
     if card.lost:
         return lost_card(sim, card.lost_reason, LostKind(card.lost_kind or LostKind.GPU_IS_LOST))
@@ -55,7 +65,11 @@ def present_card(sim: SimCard, sample: int) -> GpuSnapshot:
     mem_temp_c = card.memory_temperature_c
     if mem_temp_c is not None and "memory_temperature_c" not in sim.overridden:
         mem_temp_c = round(mem_temp_c + TEMPERATURE_JITTER_C * _wave(sample, card.index, 2.0), 1)
-    return replace(card, power_draw_w=draw_w, temperature_c=temp_c, memory_temperature_c=mem_temp_c)
+    busy = replace(
+        loaded(card, load, sample),
+        **{name: getattr(card, name) for name in _LOAD_FIELDS if name in sim.overridden},
+    )
+    return replace(busy, power_draw_w=draw_w, temperature_c=temp_c, memory_temperature_c=mem_temp_c)
 
 
 def lost_card(
@@ -157,11 +171,12 @@ class SimulatedBackend:
             return tuple(lost_card(sim, reason) for sim in self._rig.cards())
         self._stuck = None
         delay_s = self._rig.scenario.host.nvml_delay_s
+        load = self._rig.engine_load()
 
         def read() -> tuple[GpuSnapshot, ...]:
             if delay_s:
                 time.sleep(delay_s)  # the simulated sick driver: NVML calls that take long
-            return tuple(present_card(sim, sample) for sim in self._rig.cards())
+            return tuple(present_card(sim, sample, load) for sim in self._rig.cards())
 
         try:
             return self._caller.call(read, self._call_timeout_s)

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ from hwcheck.kernellog.filelog import FileSource, KmsgFileWriter
 from hwcheck.kernellog.kmsg_format import format_xid_text
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
 from hwcheck.model import NVIDIA_VENDOR_ID, ClockEventReason, DeviceHolder, GpuSnapshot, PciDevice
+from hwcheck.resources import FilesystemRoom, HostResources
 from hwcheck.sim.backend import SimulatedBackend
 from hwcheck.sim.cuda import SimulatedCudaProber
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
@@ -46,6 +47,7 @@ from hwcheck.sim.scenario import (
     step_key,
 )
 from hwcheck.sim.state import HostState, StateFiles
+from hwcheck.sim.workload import EngineLoad
 from hwcheck.sim.xid_messages import default_xid_message
 
 KMSG_FILE = "sim-kmsg.log"
@@ -68,6 +70,9 @@ _IMMUTABLE_FIELDS = frozenset({"pci_bus_id", "uuid"})
 
 class SimulationError(ValueError):
     """A fault-API call that cannot be done (bad card, field or value); one line."""
+
+
+SIM_DISK_MIB = 2 * 1024 * 1024  # each simulated filesystem: 2 TiB
 
 
 def _utc_now() -> datetime:
@@ -104,6 +109,7 @@ class SimulatedRig:
         self._wall_clock = wall_clock
         self._lock = threading.RLock()
         self._stopped_containers: set[str] = set()
+        self._engine_load: Callable[[], EngineLoad | None] = lambda: None
         self._files = StateFiles(state_dir)
         self._files.prepare_dir()
         self._state: HostState
@@ -455,6 +461,32 @@ class SimulatedRig:
             self._stopped_containers.add(name)
         return True
 
+    def attach_engine(self, load: Callable[[], EngineLoad | None]) -> None:
+        """Where the simulated cards learn what the engine does to them (fleetd's engine).
+
+        Read at every snapshot: the engine's cards fill, get busy and list its pid, as a
+        real engine's do to NVML (``hwcheck.sim.workload``).
+        """
+        self._engine_load = load
+
+    def engine_load(self) -> EngineLoad | None:
+        """What the attached engine does now (None: no engine runs)."""
+        return self._engine_load()
+
+    def resources(
+        self, paths: Sequence[tuple[str, Path]], ram_needed_mib: int | None
+    ) -> HostResources:
+        """The scenario's room: every filesystem asked about at ``[host] disk_free_pct``."""
+        host = self.scenario.host
+        rooms = tuple(
+            FilesystemRoom(
+                label, str(path), SIM_DISK_MIB, round(SIM_DISK_MIB * host.disk_free_pct / 100)
+            )
+            for label, path in paths
+        )
+        available = round(host.memory_total_mib * 0.8)
+        return HostResources(rooms, host.memory_total_mib, available, ram_needed_mib)
+
     def kernel_module_version(self) -> str | None:
         """The simulated loaded module: ``[host] kernel_module_version``, else card 0's driver."""
         if self.scenario.host.kernel_module_version is not None:
@@ -503,4 +535,5 @@ class SimulatedRig:
             known_good_baseline=lambda: self.host_truth.known_good(self._state.booted_at),
             memtester=SimulatedMemtester(self.scenario),
             kernel_clock_s=self.uptime_s,  # its kmsg records count the simulated uptime
+            resources=self.resources,
         )

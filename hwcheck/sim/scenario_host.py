@@ -18,12 +18,16 @@ from hwcheck.sim.fields import (
     expect_bool,
     expect_int,
     expect_list,
+    expect_number,
     expect_seconds,
     expect_str,
     expect_table,
     reject_unknown,
 )
 from hwcheck.sim.scenario_hostfacts import HOST_FACT_KEYS, HostFactsScenario, build_host_facts
+
+SIM_DISK_FREE_PCT = 60.0
+SIM_MEMORY_MIB = 262_144  # 256 GiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,10 @@ class HostScenario:
     # Host truth: boot chain, nvidia module, bus, P2P, PCIe errors, memory test
     # (``scenario_hostfacts``).
     facts: HostFactsScenario = field(default_factory=HostFactsScenario)
+    # The simulated host's room (``host_resources``): free share of every filesystem the
+    # daemon asks about (the state dir's, the model's), and the RAM.
+    disk_free_pct: float = SIM_DISK_FREE_PCT
+    memory_total_mib: int = SIM_MEMORY_MIB
 
 
 def build_host(table: dict[str, object], count: int) -> HostScenario:
@@ -75,6 +83,8 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
                 "nvml_unavailable",
                 "nvml_back_after_s",
                 "cuda_probe",
+                "disk_free_pct",
+                "memory_total_mib",
                 *HOST_FACT_KEYS,
             }
         ),
@@ -153,7 +163,25 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
         ),
         cuda_probe=_cuda_probe(expect_table("host.cuda_probe", table.get("cuda_probe", {})), count),
         facts=build_host_facts(table, count),
+        disk_free_pct=_disk_free_pct(table.get("disk_free_pct", SIM_DISK_FREE_PCT)),
+        memory_total_mib=_memory_mib(table.get("memory_total_mib", SIM_MEMORY_MIB)),
     )
+
+
+def _disk_free_pct(value: object) -> float:
+    """``[host] disk_free_pct``: 0 to 100."""
+    pct = expect_number("host.disk_free_pct", value)
+    if not 0 <= pct <= 100:
+        raise FieldError("host.disk_free_pct", f"must be 0 to 100, got {pct:g}")
+    return pct
+
+
+def _memory_mib(value: object) -> int:
+    """``[host] memory_total_mib``: above 0."""
+    mib = expect_int("host.memory_total_mib", value)
+    if mib <= 0:
+        raise FieldError("host.memory_total_mib", f"must be above 0, got {mib}")
+    return mib
 
 
 PROBE_OUTCOMES = ("ok", "failed", "timed_out", "unavailable")

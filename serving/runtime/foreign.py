@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,7 +25,6 @@ from serving.recipe.masking import mask_argv
 
 # A command line in a refusal: enough to recognise it, not a screenful of flags.
 COMMAND_CHARS = 160
-_CARD_NODE_RE = re.compile(r"^/dev/nvidia(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -100,12 +98,6 @@ class ContainerProbe(Protocol):
     def stop(self, container: ContainerRef, timeout_s: float) -> StopOutcome:
         """SIGINT, then SIGTERM (``kill --signal``), each waited ``timeout_s``; never SIGKILL."""
         ...
-
-
-def card_of_device(device: str) -> int | None:
-    """``/dev/nvidia3`` -> 3; control nodes (``nvidiactl``, ``nvidia-uvm``) -> None."""
-    match = _CARD_NODE_RE.match(device)
-    return None if match is None else int(match.group(1))
 
 
 def _same_address(bound: str, host: str) -> bool:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from serving.sim.core import EngineLog, SimEngine, crash_trace
 from serving.sim.handler import EngineServer
 from serving.sim.images import build_flag, build_of
+from serving.sim.lifetime import end_with_watched_process
 from serving.sim.options import SimOptions, parse_options
 
 
@@ -187,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     build = build_of(build_flag(args))
     if build is not None:
         args += [str(arg) for arg in build.get("args") or []]
-    return run(parse_options(args))
+    options = parse_options(args)
+    end_with_watched_process()  # under a test session: end with it (serving.sim.lifetime)
+    return run(options)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def test_four_braked_cards_are_one_critical_per_webhook(
     )
     brake = next(r.json() for r in got if r.path == "/json" and r.json()["name"] == "PowerBrake")
     assert brake["severity"] == "critical"  # the unconfirmed warning before it was not sent
-    assert brake["summary"].startswith("Power brake on cards 0, 1, 2, 3: HW power brake")
+    assert brake["summary"].startswith("Power brake on cards 0-3: HW power brake")
     assert brake["cards"] == [0, 1, 2, 3]
     assert brake["rig"] == "braked-rig"  # [rig] name, not the host name
     am = next(r.json() for r in got if r.path == "/am")

@@ -184,7 +184,7 @@ def test_webhook_config_mistakes_are_one_line(tmp_path: Any) -> None:
 
 def board_payload() -> dict[str, Any]:
     """A group notification as daemon.store.alert_batch builds it: four cards, one message."""
-    first = payload(summary="Power brake on cards 0, 1, 2, 3: HW power brake active")
+    first = payload(summary="Power brake on cards 0-3: HW power brake active")
     members = [
         {
             "alert_id": 7 + card,
@@ -203,16 +203,16 @@ def board_payload() -> dict[str, Any]:
 def test_a_board_level_group_is_one_body_with_every_card() -> None:
     note = Notification("id-9", board_payload(), T0)
     doc = json.loads(render("json", note, CTX))
-    assert doc["summary"] == "Power brake on cards 0, 1, 2, 3: HW power brake active"
+    assert doc["summary"] == "Power brake on cards 0-3: HW power brake active"
     assert doc["cards"] == [0, 1, 2, 3] and len(doc["members"]) == 4
     am = json.loads(render("alertmanager", note, CTX))
     assert [a["labels"]["gpu"] for a in am["alerts"]] == ["0", "1", "2", "3"]
     assert am["commonLabels"]["alertname"] == "PowerBrake" and "gpu" not in am["commonLabels"]
-    assert am["commonAnnotations"]["summary"].startswith("Power brake on cards 0, 1, 2, 3")
+    assert am["commonAnnotations"]["summary"].startswith("Power brake on cards 0-3")
     api = json.loads(render("alertmanager_api", note, CTX))
     assert [a["labels"]["gpu"] for a in api] == ["0", "1", "2", "3"]  # Alertmanager groups
     slack = json.loads(render("slack", note, CTX))
-    assert "Power brake on cards 0, 1, 2, 3" in slack["text"]
+    assert "Power brake on cards 0-3" in slack["text"]
 
 
 def test_a_cause_lists_the_symptoms_folded_into_it_in_every_format() -> None:

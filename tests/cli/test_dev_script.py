@@ -130,3 +130,25 @@ def test_nothing_imports_the_optional_vllm_extra() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(req.startswith("vllm") for req in extras["optional-dependencies"]["vllm"])
     assert not any(req.startswith("vllm") for req in extras["dependencies"])
+
+
+def test_one_command_builds_the_wheel_a_rig_installs() -> None:
+    """README "Installing on a rig": ``scripts/dev wheel`` makes the one file pip installs."""
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "dev"), "wheel"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    wheel = Path(result.stdout.strip().splitlines()[-1])
+    assert wheel.parent == ROOT / "dist" and wheel.name.startswith("cmpfleet-")
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for shipped in ("daemon/install/fleetd.service", "daemon/examples/fleet.toml",
+                    "web/dashboard/index.html", "hwcheck/sim/scenarios/healthy.toml"):  # fmt: skip
+        assert shipped in names, shipped
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "fleetctl = " in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -174,3 +174,25 @@ def test_init_force_keeps_the_files_power_cap_unless_the_flag_says_otherwise(
         fleetctl("init", "--simulate", "healthy", "--output", str(fresh), "--force").returncode == 0
     )
     assert load_settings(fresh, environ={}).rig.power_cap_w == 180.0
+
+
+def test_init_records_per_card_caps_beside_the_rigs_and_keeps_them(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    result = fleetctl(
+        "init", "--simulate", "healthy-8", "--output", str(config), "--power-cap-w", "175",
+        "--card-power-cap-w", "0-3=180", "--card-power-cap-w", "0000:81:00.0=170",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rig = load_settings(config, environ={}).rig
+    assert rig.power_cap_w == 175.0
+    assert rig.power_cap_w_by_card == {"0-3": 180.0, "0000:81:00.0": 170.0}
+    # A later init without them leaves them be (the baseline keys are rewritten, not these).
+    again = fleetctl("init", "--simulate", "healthy-8", "--output", str(config), "--force")
+    assert again.returncode == 0, again.stderr
+    assert load_settings(config, environ={}).rig.power_cap_w_by_card == rig.power_cap_w_by_card
+    bad = fleetctl("init", "--simulate", "healthy", "--output", str(tmp_path / "x.toml"),
+                   "--card-power-cap-w", "0=900")  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "fleetctl: --card-power-cap-w 0: Input should be less than or equal to 400"
+    )

@@ -187,9 +187,9 @@ def test_narrow_screens_keep_the_first_columns_and_wide_ones_add_more() -> None:
     at_120 = render(DOCUMENTS["status"], width=120).splitlines()
     header_80 = next(line for line in at_80 if line.startswith("card "))
     header_120 = next(line for line in at_120 if line.startswith("card "))
-    first = ["card", "state", "memory", "power/cap", "temp", "pcie", "xid"]
+    first = ["card", "state", "util", "memory", "power/cap", "temp", "pcie"]
     assert header_80.split()[:7] == first and "sm" not in header_80.split()
-    assert header_120.split()[:7] == first and {"pci", "brake", "sm"} <= set(header_120.split())
+    assert header_120.split()[:7] == first and {"pci", "brake", "vram"} <= set(header_120.split())
     assert max(len(line) for line in at_80) <= 80
     assert max(len(line) for line in at_120) <= 120
 
@@ -262,7 +262,8 @@ def test_top_on_a_real_screen_shows_every_card_the_verdict_and_the_latch(
     assert shown[0].startswith("CRITICAL"), shown
     assert any(line.startswith("advice: ") for line in shown), shown
     for index in range(4):
-        assert any(re.match(rf"^\s+{index}\s+(ok|warning|critical)\s", line) for line in shown)
+        # each card's row: its index, then its state or the tag of its failing check
+        assert any(re.match(rf"^\s+{index}\*?\s+(ok|warning|Xid 31)\s", line) for line in shown)
     assert any("xid_since_boot card 1" in line for line in shown), shown  # the failing check
     assert all(len(line) <= cols for line in shown)
     assert split_words(shown, whole) == [], shown

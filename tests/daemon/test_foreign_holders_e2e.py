@@ -88,8 +88,12 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 def test_a_container_on_the_profiles_cards_refuses_the_start_and_is_named(rig: Rig) -> None:
-    # The autostart was refused the same way: nothing runs.
-    assert rig.serving()["state"] == "stopped"
+    # The autostart was refused the same way: nothing runs, and the engine line says why
+    # until the next start (not a bare "stopped").
+    serving = rig.serving()
+    assert serving["state"] == "stopped"
+    assert serving["refusal"]["trigger"] == "autostart"
+    assert "container trainer" in serving["refusal"]["message"] and serving["refusal"]["codes"]
     result = rig.fleetctl("start")
     assert result.returncode == 4, result.stdout + result.stderr
     assert "container trainer (image pytorch/pytorch:2.6, docker) holds card 2" in result.stderr

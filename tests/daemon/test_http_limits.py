@@ -5,6 +5,7 @@ A real uvicorn (fleetd's ``ApiServer``) on a loopback port, real sockets.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi import FastAPI
 
-from daemon.api.http_limits import MAX_CONNECTIONS, uvicorn_limits
+from daemon.api.http_limits import MAX_CONNECTIONS, request_waiting, uvicorn_limits
 from daemon.api.server import ApiServer
 from tests.support import loopback
 from tests.support.fleetd import free_port
@@ -98,3 +99,26 @@ def test_a_head_under_the_limit_in_one_segment_is_served(server: ApiServer) -> N
     padding = b"x" * (15 * 1024)
     head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + padding + b"\r\n\r\n"
     assert _answer(server, head).startswith(b"HTTP/1.1 200")
+
+
+class SocketTransport(asyncio.BaseTransport):
+    """A transport that is only its socket (what the timers ask it)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return self._sock if name == "socket" else default
+
+
+def test_a_connection_with_the_next_request_waiting_is_not_closed_as_idle() -> None:
+    """The race behind "server disconnected without sending a response": the timer fires
+    after the client reused the connection; its bytes are in the socket, so it is kept."""
+    server_end, client_end = socket.socketpair()
+    with server_end, client_end:
+        transport = SocketTransport(server_end)
+        assert not request_waiting(transport)  # idle: the timers may close it
+        client_end.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert request_waiting(transport)  # a request is here: read and answer it
+    assert not request_waiting(SocketTransport(server_end))  # closed: nothing to wait for

@@ -54,6 +54,11 @@ extra_args = ["--max-num-seqs", "4"]
 preset = "sim-engine"
 served_model_name = "model-c"
 port = {c_port}
+
+[serving.profiles.docker]
+preset = "dsv4-flash-pp4-dspark"
+model = "/models/DeepSeek-V4-Flash"
+port = 0
 """
 
 
@@ -105,7 +110,7 @@ def test_profiles_lists_them_with_the_one_in_force_and_their_lint(rig: Rig) -> N
     document = json.loads(shown.stdout)
     assert (document["active"], document["configured"]) == ("a", "a")
     rows = {row["name"]: row for row in document["profiles"]}
-    assert list(rows) == ["a", "b", "c"]
+    assert list(rows) == ["a", "b", "c", "docker"]
     assert rows["a"]["active"] and not rows["b"]["active"]
     assert rows["b"]["gpus"] == "0,1,2,3"
     assert rows["b"]["served_model_name"] == "model-b"
@@ -113,8 +118,9 @@ def test_profiles_lists_them_with_the_one_in_force_and_their_lint(rig: Rig) -> N
     human = rig.fleetctl("profiles")
     assert human.returncode == 0
     lines = human.stdout.splitlines()
-    assert lines[0].startswith("* a ") and "[active, autostart]" in lines[0]
-    assert lines[2].startswith("  b ") and "lint clean" in lines[2]
+    assert lines[0].split()[:3] == ["profile", "lint", "gpus"]  # piped: one plain row each
+    assert lines[1].startswith("* a ") and "active, autostart" in lines[1]
+    assert lines[2].startswith("  b ") and " clean " in lines[2] and "0,1,2,3" in lines[2]
     assert rig.serving()["profile"] == "a"
 
 
@@ -155,7 +161,10 @@ def test_serve_b_stops_a_cleanly_and_starts_b(rig: Rig) -> None:
 def test_serve_an_unknown_profile_exits_2_naming_the_known_ones(rig: Rig) -> None:
     result = rig.fleetctl("serve", "nosuch")
     assert result.returncode == 2
-    assert result.stderr.strip() == "fleetctl: serve nosuch: no profile 'nosuch' (known: a, b, c)"
+    assert (
+        result.stderr.strip()
+        == "fleetctl: serve nosuch: no profile 'nosuch' (known: a, b, c, docker)"
+    )
     as_json = rig.fleetctl("--json", "serve", "nosuch")
     assert as_json.returncode == 2
     assert json.loads(as_json.stdout)["exit_code"] == 2
@@ -227,6 +236,27 @@ def test_an_engine_of_another_profile_is_a_drift_left_running(rig: Rig) -> None:
     serving = rig.serving()
     assert (serving["profile"], serving["pid"], serving["state"]) == ("b", pid, "ready")
     assert serving["drift"] is None
+
+
+def test_a_real_container_preset_runs_the_simulated_engine_in_its_place(rig: Rig) -> None:
+    """Under --simulate a docker profile never calls the host's docker (none is installed
+    here: it would fail): the simulated engine serves its model name on its port."""
+    served = rig.fleetctl("serve", "docker")
+    assert served.returncode == 0, served.stderr
+    serving = rig.serving()
+    assert (serving["profile"], serving["state"]) == ("docker", "ready")
+    models = loopback.get(f"{serving['url']}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["dsv4s"]  # the preset's served name
+    status = rig.daemon.get("/api/v1/status").json()
+    processes = [p for card in status["cards"] for p in card["processes"]]
+    assert {p["pid"] for p in processes} == {serving["pid"]}
+    assert {p["container"] for p in processes} == {"cmpfleet-engine"}
+    # What a real rig would run is still the recipe's docker line.
+    shown = rig.fleetctl("recipe", "show", "--profile", "docker", "--config", str(rig.config))
+    assert shown.returncode == 0, shown.stderr
+    assert "docker run" in shown.stdout and "dsv4-a100:devel" in shown.stdout
+    back = rig.fleetctl("serve", "b")
+    assert back.returncode == 0, back.stderr
 
 
 def test_under_the_latch_serve_exits_4_and_stops_nothing(rig: Rig) -> None:

@@ -47,7 +47,7 @@ def test_cards_gives_one_line_per_card(two_rigs: TwoRigs, tmp_path: Path) -> Non
     assert lines[1].split()[:3] == ["rig", "card", "state"]  # plain columns, no box drawing
     rows = [line.split() for line in lines[2:]]
     cards = {
-        (row[0], row[1], next(word for word in row if PCI.fullmatch(word)))
+        (row[0], row[1].rstrip("*"), next(word for word in row if PCI.fullmatch(word)))
         for row in rows
         if row[0] in ("alpha", "bravo")
     }

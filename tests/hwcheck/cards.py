@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from hwcheck.advice import RigNow
 from hwcheck.checks import CheckInput, run_checks
 from hwcheck.cuda_results import CardProbe, ProbeOutcome, ProbeRound
 from hwcheck.hostfacts.baseline import HostBaseline
@@ -33,6 +34,7 @@ from hwcheck.model import (
     XidEvent,
     XidInfo,
 )
+from hwcheck.resources import FilesystemRoom, HostResources
 
 DRIVER_VERSION = "570.172.08"
 BOOT_AT = datetime(2026, 9, 29, 13, 0, 0, tzinfo=UTC)
@@ -153,6 +155,15 @@ def make_xid(
     )
 
 
+# Plenty of room: the state dir's filesystem half free, 256 GiB of RAM for a 44 GiB need.
+HEALTHY_ROOM = HostResources(
+    (FilesystemRoom("state dir", "/var/lib/cmpfleet", 512 * 1024, 256 * 1024),),
+    memory_total_mib=256 * 1024,
+    memory_available_mib=200 * 1024,
+    ram_needed_mib=44 * 1024,
+)
+
+
 def make_input(
     samples: Sequence[RigSnapshot] | None = None,
     *,
@@ -166,6 +177,8 @@ def make_input(
     tensor_parallel_size: int = 1,
     probes: ProbeRound | None = None,
     waiver: LatchWaiver | None = None,
+    rig_now: RigNow | None = None,
+    resources: HostResources | Literal["healthy"] | None = "healthy",
 ) -> CheckInput:
     """A CheckInput over a healthy 4-card rig on a healthy patched host unless told otherwise.
 
@@ -193,6 +206,8 @@ def make_input(
         tensor_parallel_size=tensor_parallel_size,
         probes=probes,
         waiver=waiver,
+        rig_now=rig_now or RigNow(),
+        resources=HEALTHY_ROOM if resources == "healthy" else resources,
     )
 
 

@@ -55,6 +55,14 @@ class FakeCard:
     pcie_width_max: int = 4
     persistence_enabled: bool = True
     fan_speed_pct: int | None = None  # passive card: NotSupported
+    utilization_gpu_pct: int | None = 87  # None: NotSupported
+    utilization_memory_pct: int = 41
+    pcie_tx_kib_s: int | None = 2_048  # None: NotSupported
+    pcie_rx_kib_s: int = 15_360
+    # (pid, used bytes or None as NVML_VALUE_NOT_AVAILABLE); None: NotSupported
+    processes: list[tuple[int, int | None]] | None = field(
+        default_factory=lambda: [(4242, 55_705 * MIB)]
+    )
     strings_as_bytes: bool = False  # older nvidia-ml-py returned bytes
     errors: dict[str, type[Exception]] = field(default_factory=dict)
     blocks: dict[str, threading.Event] = field(default_factory=dict)
@@ -335,6 +343,35 @@ class FakeNvml(types.ModuleType):
             raise self.NVMLError_InvalidArgument()
         pair = frozenset({self.cards.index(first), self.cards.index(second)})
         return self.p2p_pairs.get(pair, self.p2p_status)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeCard) -> Any:
+        card = self._enter("nvmlDeviceGetUtilizationRates", handle)
+        rates = self.real.c_nvmlUtilization_t()
+        rates.gpu = self._unsupported_if_none(card.utilization_gpu_pct)
+        rates.memory = card.utilization_memory_pct
+        return rates
+
+    def nvmlDeviceGetPcieThroughput(self, handle: FakeCard, counter: int) -> int:
+        card = self._enter("nvmlDeviceGetPcieThroughput", handle)
+        if counter == self.NVML_PCIE_UTIL_TX_BYTES:
+            return int(self._unsupported_if_none(card.pcie_tx_kib_s))
+        if counter == self.NVML_PCIE_UTIL_RX_BYTES:
+            return int(self._unsupported_if_none(card.pcie_rx_kib_s))
+        raise self.NVMLError_InvalidArgument()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeCard) -> list[Any]:
+        """Friendly objects as the real module returns them (``usedGpuMemory`` None: N/A)."""
+        card = self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
+        listed = []
+        for pid, used in self._unsupported_if_none(card.processes):
+            entry = self.real.c_nvmlProcessInfo_v3_t()
+            entry.pid = pid
+            entry.usedGpuMemory = used if used is not None else 0
+            friendly = self.real.nvmlStructToFriendlyObject(entry)
+            if used is None:
+                friendly.usedGpuMemory = None
+            listed.append(friendly)
+        return listed
 
     def nvmlDeviceGetPersistenceMode(self, handle: FakeCard) -> int:
         card = self._enter("nvmlDeviceGetPersistenceMode", handle)

@@ -193,3 +193,58 @@ def test_power_limit_not_available() -> None:
 
     assert result.severity is Severity.WARNING
     assert "not available" in result.message
+
+
+# -- per-card caps: a real owner's rig runs 175 W at boot, 180 W on cards 0-3 after a wedge
+
+
+def test_each_card_is_judged_against_its_own_cap() -> None:
+    profile = RigProfile(
+        power_cap_w=175.0, power_cap_w_by_card={"0-3": 180.0, "0000:06:00.0": 160.0}
+    )
+    limits = {0: 180.0, 3: 180.0, 4: 175.0, 5: 160.0, 6: 180.0}
+    cards = [make_card(index, power_limit_w=watts) for index, watts in limits.items()]
+    inp = make_input([make_rig(cards)], profile=profile)
+
+    verdicts = {r.card: r.severity for r in results_for(inp, "power_cap")}
+
+    assert verdicts == {0: Severity.OK, 3: Severity.OK, 4: Severity.OK, 5: Severity.OK,
+                        6: Severity.WARNING}  # fmt: skip
+    assert "target 175 W" in result_for(inp, "power_cap", 6).message  # card 6: the rig's cap
+
+
+@pytest.mark.parametrize(
+    ("index", "address", "cap_w"),
+    [
+        (0, "0000:01:00.0", 180.0),  # in the run 0-3
+        (2, "0000:21:00.0", 170.0),  # its address wins over the run
+        (3, "0000:31:00.0", 165.0),  # its index wins over the run
+        (4, "0000:41:00.0", 175.0),  # none of its own: the rig's
+    ],
+)
+def test_a_cards_cap_address_then_index_then_run_then_the_rigs(
+    index: int, address: str, cap_w: float
+) -> None:
+    profile = RigProfile(
+        power_cap_w=175.0,
+        power_cap_w_by_card={"0-3": 180.0, "0000:21:00.0": 170.0, "3": 165.0},
+    )
+    assert profile.power_cap_for(index, address) == cap_w
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("card1", "is not a card"),
+        ("3-1", "goes backwards"),
+        ("00:21.0.0.0", "is not a card"),
+    ],
+)
+def test_a_per_card_cap_key_that_is_no_card_is_refused(key: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        RigProfile(power_cap_w_by_card={key: 180.0})
+
+
+def test_per_card_addresses_are_kept_in_the_one_form() -> None:
+    profile = RigProfile(power_cap_w_by_card={"0000:21:00.0": 170.0, "00000000:41:00.0": 160.0})
+    assert set(profile.power_cap_w_by_card) == {"0000:21:00.0", "0000:41:00.0"}

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from hwcheck.advice import RigNow
 from hwcheck.model import DeviceHolder, RigProfile, Severity
 from tests.hwcheck.cards import make_card, make_input, make_rig, result_for
 
@@ -112,8 +113,44 @@ def test_foreign_holders_are_named_with_pid_and_devices() -> None:
     assert "2 foreign process(es)" in result.message
     assert "pid 1234 Xorg (/dev/nvidia0, /dev/nvidiactl)" in result.message
     assert "pid 2345 sunshine (/dev/nvidia1)" in result.message
-    assert result.remedy.startswith("stop Xorg/display manager or streaming services")
-    assert "[rig] allowed_gpu_processes" in result.remedy
+    assert result.remedy.startswith("Xorg, sunshine: a display server; stop the display manager")
+    assert "container" not in result.remedy
+
+
+def test_the_remedy_fits_what_holds_the_card() -> None:
+    boxed = "docker 3f2a1b0c9d8e"
+    holders = [
+        DeviceHolder(4242, "python3", "/dev/nvidia2", "vllm serve", cgroup_container=boxed),
+        DeviceHolder(5151, "python3", "/dev/nvidia3", "python3 bench.py"),
+    ]
+    result = result_for(make_input(holders=holders), "foreign_gpu_processes", None)
+
+    assert "pid 4242 python3 in container docker 3f2a1b0c9d8e (/dev/nvidia2)" in result.message
+    steps = result.remedy.split("; ")
+    assert steps[0].startswith("container docker 3f2a1b0c9d8e: stop it (docker|podman stop")
+    assert "--stop-foreign" in steps[0]
+    assert steps[1].startswith("pid 5151 (python3): stop it")
+    assert "[rig] allowed_gpu_processes" in steps[1]
+    assert "Xorg" not in result.remedy and "display" not in result.remedy
+
+
+def test_a_holder_of_cards_outside_the_profile_is_information_only() -> None:
+    holders = [
+        DeviceHolder(5151, "python3", "/dev/nvidia7", "python3 bench.py"),
+        DeviceHolder(5151, "python3", "/dev/nvidia6", "python3 bench.py"),
+    ]
+    on_0_5 = RigNow(profile_cards=frozenset(range(6)))
+    result = result_for(make_input(holders=holders, rig_now=on_0_5), "foreign_gpu_processes", None)
+
+    assert result.severity is Severity.OK
+    assert "on cards the profile in force does not use: pid 5151 python3" in result.message
+    on_all = result_for(make_input(holders=holders), "foreign_gpu_processes", None)
+    assert on_all.severity is Severity.WARNING  # a profile on every card: it is in the way
+    on_control = [DeviceHolder(5151, "python3", "/dev/nvidiactl")]  # which card: unknown
+    unknown = result_for(
+        make_input(holders=on_control, rig_now=on_0_5), "foreign_gpu_processes", None
+    )
+    assert unknown.severity is Severity.WARNING
 
 
 def test_persistenced_and_fleetd_are_never_foreign() -> None:

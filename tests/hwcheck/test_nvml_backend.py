@@ -28,7 +28,8 @@ from hwcheck.backend import (
     GpuBackend,
     PowerLimitError,
 )
-from hwcheck.model import GpuSnapshot
+from hwcheck.gpu_processes import ProcessNamer, container_of
+from hwcheck.model import GpuProcess, GpuSnapshot
 from hwcheck.nvml_backend import MODULE_MISSING_MESSAGE, NvmlBackend
 from hwcheck.nvml_gateway import NVML_NAMES_USED
 from tests.hwcheck.fake_pynvml import FakeNvml, cmp170hx
@@ -79,12 +80,23 @@ def card(snapshot_cards: tuple[GpuSnapshot, ...], index: int) -> GpuSnapshot:
 # -- healthy reads ---------------------------------------------------------------------
 
 
+ENGINE_CGROUP = "0::/system.slice/docker-" + "3f2a1b0c9d8e" + "a" * 52 + ".scope\n"
+
+
+def recorded_proc(root: Path) -> Path:
+    """A ``/proc`` with the engine's worker (pid 4242) in a docker container."""
+    (root / "4242").mkdir(parents=True)
+    (root / "4242" / "comm").write_text("VLLM::Worker_PP\n")
+    (root / "4242" / "cgroup").write_text(ENGINE_CGROUP)
+    return root
+
+
 def test_healthy_card_reads_every_field_with_units(
-    make_backend: Callable[..., NvmlBackend],
+    make_backend: Callable[..., NvmlBackend], tmp_path: Path
 ) -> None:
     fake = make_fake(cards=1)
     fake.cards[0].recovery_action = 1
-    backend = make_backend(fake)
+    backend = make_backend(fake, processes=ProcessNamer(recorded_proc(tmp_path)))
     before_s = time.monotonic()
 
     rig = backend.snapshot()
@@ -130,8 +142,48 @@ def test_healthy_card_reads_every_field_with_units(
             sm_clock_max_mhz=1410,
             memory_clock_max_mhz=1728,
             pcie_replay_count=0,
+            utilization_gpu_pct=87,
+            utilization_memory_pct=41,
+            pcie_tx_kib_s=2048,
+            pcie_rx_kib_s=15360,
+            processes=(GpuProcess(4242, 55_705, "VLLM::Worker_PP", "docker 3f2a1b0c9d8e"),),
         ),
     )
+
+
+def test_processes_nvml_lists_without_a_proc_entry_or_memory_keep_none(
+    make_backend: Callable[..., NvmlBackend], tmp_path: Path
+) -> None:
+    fake = make_fake(cards=2)
+    fake.cards[0].processes = [(4242, None), (5151, 1024 * 1024 * 300)]  # 5151: another pid ns
+    fake.cards[1].processes = []
+    backend = make_backend(fake, processes=ProcessNamer(recorded_proc(tmp_path)))
+
+    first, second = backend.snapshot().cards
+
+    assert first.processes == (
+        GpuProcess(4242, None, "VLLM::Worker_PP", "docker 3f2a1b0c9d8e"),
+        GpuProcess(5151, 300, None, None),
+    )
+    assert second.processes == ()  # nothing runs: an empty list, not "not supported"
+
+
+CONTAINER_ID = "3f2a1b0c9d8e" + "b" * 52
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "container"),
+    [
+        (f"0::/system.slice/docker-{CONTAINER_ID}.scope\n", "docker 3f2a1b0c9d8e"),
+        (f"12:memory:/docker/{CONTAINER_ID}\n", "docker 3f2a1b0c9d8e"),
+        (f"0::/machine.slice/libpod-{CONTAINER_ID}.scope/container\n", "podman 3f2a1b0c9d8e"),
+        (f"0::/kubepods/burstable/pod1/{CONTAINER_ID}\n", "container 3f2a1b0c9d8e"),
+        ("0::/user.slice/user-1000.slice/session-3.scope\n", None),
+        ("0::/system.slice/fleetd.service\n", None),
+    ],
+)
+def test_a_process_container_is_read_from_its_cgroup(cgroup: str, container: str | None) -> None:
+    assert container_of(cgroup) == container
 
 
 def test_several_cards_keep_their_own_identity(make_backend: Callable[..., NvmlBackend]) -> None:
@@ -169,6 +221,9 @@ UNSUPPORTED_ON_SOME_CARDS = (
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetTotalEnergyConsumption",  # Volta and newer; GA100 has it, say the docs
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetComputeRunningProcesses",
 )
 
 
@@ -187,6 +242,8 @@ def test_not_supported_fields_are_none_and_the_card_is_not_lost(
     assert (got.clock_event_reasons, got.temperature_c, got.pcie_width_current) == (None,) * 3
     assert (got.persistence_mode, got.memory_temperature_c, got.recovery_action) == (None,) * 3
     assert (got.fan_speed_pct, got.energy_total_mj) == (None, None)
+    assert (got.utilization_gpu_pct, got.utilization_memory_pct) == (None, None)
+    assert (got.pcie_tx_kib_s, got.pcie_rx_kib_s, got.processes) == (None, None, None)
     # what is supported is still read
     assert (got.power_limit_w, got.memory_total_mib, got.pcie_gen_current) == (180.0, 65536, 2)
     assert got.pci_bus_id == "0000:01:00.0"

@@ -19,7 +19,7 @@ from tests.hwcheck.cards import (
 )
 from tests.support.contract import CONTRACT_CHECK_IDS
 
-CONTRACT_IDS = CONTRACT_CHECK_IDS | {"card_lost", "nvml"}
+CONTRACT_IDS = CONTRACT_CHECK_IDS | {"card_lost", "nvml", "host_resources"}
 PER_CARD = {
     "card_lost",
     "vram_unlocked",

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from daemon.engine.preflight import drift_refusal, foreign_refusals, scan_foreign
-from hwcheck.model import DeviceHolder
+from hwcheck.model import DeviceHolder, card_of_device
 from serving.profiles import Profile, ProfileSet
 from serving.recipe.build import build_launch
 from serving.recipe.recipe import recipe_from_table
 from serving.runtime.container_launcher import ContainerLauncher
-from serving.runtime.foreign import ContainerRef, StopOutcome, card_of_device
+from serving.runtime.foreign import ContainerRef, StopOutcome
 from serving.runtime.foreign_containers import RuntimeContainers
 from serving.runtime.launchers import EngineDrifted
 from serving.runtime.states import Drift

@@ -117,7 +117,7 @@ def test_a_board_level_fault_is_one_notification_per_sink_naming_the_cards(store
     notes = store.notifications_of([a.id for a in store.list_alerts(100)])
     assert sorted(n.sink for n in notes) == ["all", "crit"]
     payload = notes[0].payload
-    assert payload["summary"] == "Power brake on cards 0, 1, 2, 3: HW power brake active, 88 W"
+    assert payload["summary"] == "Power brake on cards 0-3: HW power brake active, 88 W"
     assert payload["cards"] == [0, 1, 2, 3]
     assert [m["labels"]["gpu"] for m in payload["members"]] == [0, 1, 2, 3]
     assert len(store.list_alerts(100)) == 4  # still one alert per card: each resolves alone

@@ -1,7 +1,8 @@
 """The dashboard in a real browser: Playwright drives Debian's Chromium against a real
 simulated fleetd on loopback (one browser and one daemon for the whole module).
 
-Screenshots (desktop 1280x800 and phone 390x844, healthy and under the reboot latch) land in
+Screenshots (desktop 1280x800 and phone 390x844, healthy and under the reboot latch; an 8-card
+braked rig at 1366x768 and 390x844) land in
 ``$CMPFLEET_TEST_ARTIFACTS/dashboard`` when that is set (CI keeps them), else in the pytest
 temp dir; the module prints where (``pytest -s`` or ``-rP`` shows it).
 """
@@ -43,6 +44,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 DESKTOP = {"width": 1280, "height": 800}
+LAPTOP = {"width": 1366, "height": 768}
 PHONE = {"width": 390, "height": 844}
 FAST_S = 5  # the page polls every 2 s: anything it shows must show within this
 REBOOT_COMMAND = "/usr/sbin/rig-reboot --now"  # recorded, never run under --simulate
@@ -251,6 +253,67 @@ def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, r
     # Live through the daemon's status stream: no status polling beside it.
     assert rig.daemon.url + "/api/v1/stream?interval_s=2" in rig.requests
     assert rig.requests.count(rig.daemon.url + "/api/v1/status") <= 1, rig.requests
+
+
+def eight_braked_cards(status: dict[str, Any]) -> dict[str, Any]:
+    """The module's real status document, as an 8-card rig whose board brakes every slot."""
+    first = status["cards"][0]
+    message = "HW power brake active with no thermal or power cause in 3 of 3 samples: 88 W"
+    remedy = "Kapton tape over PCIe pin B30 on the braked card's slot"
+    cards = [
+        {**first, "index": n, "pci_bus_id": f"0000:{n + 1:02x}:00.0", "state": "critical",
+         "power_brake_active": True, "tags": ["BRAKE"], "in_profile": True}
+        for n in range(8)
+    ]  # fmt: skip
+    checks = [
+        {"id": "power_brake", "card": n, "severity": "critical",
+         "message": f"card {n}: {message}", "remedy": remedy}
+        for n in range(8)
+    ]  # fmt: skip
+    cause = {
+        "id": "power_brake", "severity": "critical", "cards": list(range(8)),
+        "where": "cards 0-7", "message": message, "remedy": remedy, "confirmed": True,
+        "explained_by": None, "headline": f"power_brake cards 0-7: {message}",
+    }  # fmt: skip
+    return {**status, "overall": "critical", "cards": cards, "checks": checks, "causes": [cause]}
+
+
+def test_eight_braked_cards_fit_a_laptop_and_a_phone_with_the_advice_first(
+    browser: Browser, rig: Rig
+) -> None:
+    """1366x768: the cause's advice, all eight cards, the engine and the checks on the first
+    screen; 390x844: each card's line says BRAKE, never "ok". Screenshots of both."""
+    doc = eight_braked_cards(rig.status())
+    for viewport, name in (
+        (LAPTOP, "eight-cards-1366x768.png"),
+        (PHONE, "eight-cards-390x844.png"),
+    ):
+        context = _context(browser, rig, viewport)
+        try:
+            page = context.new_page()
+            page.route("**/api/v1/stream*", lambda route: route.fulfill(status=404, body="{}"))
+            page.route("**/api/v1/status", lambda route: route.fulfill(json=doc))
+            open_dashboard(page, rig)
+            expect(page.locator("#verdict-detail")).to_contain_text("power_brake cards 0-7")
+            advice = page.locator('#advice .advice-box[data-cause="power_brake"]')
+            expect(advice).to_contain_text("Fix: Kapton tape over PCIe pin B30")
+            lines = page.locator(".tile .tile-line")
+            expect(lines).to_have_count(8)
+            for index in range(8):
+                line = page.locator(f'.tile[data-card="{index}"] .tile-line')
+                expect(line).to_be_visible()
+                expect(line.locator('[data-tag="BRAKE"]')).to_be_visible()
+                expect(line.locator(".line-flags")).not_to_contain_text("ok")
+            height = viewport["height"]
+            box = advice.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= height
+            if viewport is LAPTOP:  # the engine and the checks above the fold too
+                for section in ("#engine h2", "#checks h2", "#check-list li"):
+                    found = page.locator(section).first.bounding_box()
+                    assert found is not None and found["y"] + found["height"] <= height, section
+            page.screenshot(path=rig.shots / name)
+        finally:
+            context.close()
 
 
 def test_times_read_alike_everywhere_in_the_browsers_zone(browser: Browser, rig: Rig) -> None:
@@ -609,7 +672,9 @@ def test_an_injected_xid31_shows_critical_then_the_confirmed_reboot_clears_it(
     try:
         small = phone.new_page()
         open_dashboard(small, rig)
-        expect(small.locator('.tile[data-card="1"] .tile-line')).to_contain_text("Xid 1")
+        line = small.locator('.tile[data-card="1"] .tile-line')
+        expect(line).to_contain_text("Xid 31")  # the failing check's tag, never "ok"
+        expect(line.locator(".line-flags")).not_to_contain_text("ok")
         expect(small.locator('[data-action="start"]')).to_be_disabled()
         small.screenshot(path=rig.shots / "critical-phone.png", full_page=True)
     finally:

@@ -44,6 +44,12 @@ CARD_GAUGES = [
     "cmpfleet_gpu_pcie_link_gen",
     "cmpfleet_gpu_pcie_link_width",
     "cmpfleet_gpu_lost",
+    "cmpfleet_gpu_utilization_ratio",
+    "cmpfleet_gpu_memory_utilization_ratio",
+    "cmpfleet_gpu_pcie_tx_bytes_per_second",
+    "cmpfleet_gpu_pcie_rx_bytes_per_second",
+    "cmpfleet_gpu_processes",
+    "cmpfleet_gpu_in_profile",
 ]
 
 
@@ -180,6 +186,23 @@ def test_every_card_has_every_gauge_in_base_units(rig: Rig) -> None:
     assert set(by_gpu("cmpfleet_gpu_lost").values()) == {0.0}
     assert min(by_gpu("cmpfleet_gpu_sm_clock_hertz").values()) > 1e8  # MHz scaled to Hz
     assert all(0 < watts <= 180 for watts in by_gpu("cmpfleet_gpu_power_watts").values())
+
+
+def test_what_nvitop_shows_is_exported_per_card(rig: Rig) -> None:
+    """The simulated engine runs on every card: each lists its process and holds its memory."""
+    rig.daemon.poll()
+    families = {f.name: f for f in text_string_to_metric_families(rig.scrape())}
+
+    def by_gpu(name: str) -> dict[str, float]:
+        return {s.labels["gpu"]: s.value for s in families[name].samples}
+
+    assert all(0 <= share <= 1 for share in by_gpu("cmpfleet_gpu_utilization_ratio").values())
+    assert set(by_gpu("cmpfleet_gpu_processes").values()) == {1.0}
+    assert set(by_gpu("cmpfleet_gpu_in_profile").values()) == {1.0}
+    used = by_gpu("cmpfleet_gpu_memory_used_bytes")
+    total = by_gpu("cmpfleet_gpu_memory_total_bytes")
+    assert all(0.8 < used[gpu] / total[gpu] < 0.9 for gpu in used)  # gpu_memory_utilization 0.85
+    assert all(rate >= 0 for rate in by_gpu("cmpfleet_gpu_pcie_rx_bytes_per_second").values())
 
 
 def test_grafana_facts_energy_reasons_identity_and_build(rig: Rig) -> None:

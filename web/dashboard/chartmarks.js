@@ -15,12 +15,18 @@ const DRAW_ORDER = { reboot: 0, latch: 1, xid: 2 };
 export function limitsOf(status) {
   const rig = (status && status.rig) || {};
   const power = [];
-  if (rig.power_cap_w) power.push({ value: rig.power_cap_w, label: `cap ${rig.power_cap_w} W`, colour: LIMIT_COLOURS.cap });
-  // A card whose limit is off the target (an uncapped card after a boot) gets its own line.
+  // The rig's cap, and each other cap a card has of its own ([rig] power_cap_w_by_card).
+  const caps = new Set(rig.power_cap_w ? [rig.power_cap_w] : []);
+  for (const card of (status && status.cards) || []) if (card.power_cap_w) caps.add(card.power_cap_w);
+  for (const cap of [...caps].sort((a, b) => a - b)) {
+    power.push({ value: cap, label: `cap ${cap} W`, colour: LIMIT_COLOURS.cap });
+  }
+  // A card whose limit is off its target (an uncapped card after a boot) gets its own line.
   const others = new Set();
   for (const card of (status && status.cards) || []) {
     const limit = card.power_limit_w;
-    if (limit && Math.abs(limit - (rig.power_cap_w || 0)) >= 1) others.add(Math.round(limit));
+    const target = card.power_cap_w || rig.power_cap_w || 0;
+    if (limit && Math.abs(limit - target) >= 1 && !caps.has(Math.round(limit))) others.add(Math.round(limit));
   }
   for (const value of [...others].sort((a, b) => a - b)) {
     power.push({ value, label: `limit ${value} W`, colour: LIMIT_COLOURS.limit });

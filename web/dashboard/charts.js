@@ -1,4 +1,4 @@
-// The four history charts, drawn by the vendored uPlot (window.uPlot) from /api/v1/history.
+// The history charts, drawn by the vendored uPlot (window.uPlot) from /api/v1/history.
 // Charts are built once per layout (span and card set) and then only fed new data. Times
 // are written as everywhere on the page (time.js); the power cap, the temperature limits
 // and the window's Xids, latches and reboots are drawn over the data (chartmarks.js).
@@ -16,11 +16,14 @@ const fromZero = (_u, _min, max, top) => {
   return [0, peak > 0 ? peak * 1.1 : 1];
 };
 const calmTemperature = (_u, min, max, top) => [Math.min(min ?? 30, 30), Math.max(max ?? 60, 60, top) + 5];
+const percent = () => [0, 100];
 
 const CHARTS = [
   { id: "chart-power", metric: "power_draw_w", unit: "W", range: fromZero },
   { id: "chart-temperature", metric: "temperature_c", unit: "°C", range: calmTemperature },
   { id: "chart-clock", metric: "sm_clock_mhz", unit: "MHz", range: fromZero },
+  { id: "chart-utilization", metric: "utilization_gpu_pct", unit: "%", range: percent },
+  { id: "chart-memory", metric: "memory_used_mib", unit: "MiB", range: fromZero },
   { id: "chart-tokens", metric: "tokens_per_s", unit: "tok/s", engine: true, range: fromZero },
   // The engine's own figures (its vLLM metrics): a slower prefill, a DSpark build gone bad.
   { id: "chart-ttft", metric: "ttft_p95_s", unit: "s", engine: true, range: fromZero },
@@ -88,7 +91,8 @@ function dataOf(chart, history) {
     const series = history.engine[chart.metric] || history.ts_s.map(() => null);
     return [history.ts_s, series];
   }
-  return [history.ts_s, ...history.cards.map((card) => card[chart.metric])];
+  // An older daemon's history has no utilisation or memory series: an empty chart.
+  return [history.ts_s, ...history.cards.map((card) => card[chart.metric] || history.ts_s.map(() => null))];
 }
 
 // Holds the uPlot instances; rebuilt when the layout changes, resized with the page.

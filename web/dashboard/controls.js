@@ -49,6 +49,14 @@ export function blockedActions(status) {
     why.restart = why.restart || switching;
     why.serve = switching;
   }
+  const gated = (s.start_blocked || []).filter((r) => r.code !== "reboot_latch");
+  if (gated.length) {
+    // The start gate would refuse a start of this profile now (a critical check on its
+    // cards, its lint errors, a diagnostic holding the cards): Serve may pick another.
+    const refused = `the start gate refuses: ${gated.map((r) => r.message).join("; ")}`;
+    why.start = why.start || refused;
+    why.restart = why.restart || refused;
+  }
   if (recovery.reboot_required) {
     // The start gate refuses every start while the latch is set, whatever the engine does.
     const latched = `reboot required (${recovery.reason || "see the reboot prompt"}): reboot or clear the latch first`;
@@ -57,6 +65,15 @@ export function blockedActions(status) {
     why.serve = latched;
   }
   return why;
+}
+
+// Why the reboot prompt's button cannot do what it says (null: it can).
+export function blockedReboot(status) {
+  const recovery = (status && status.recovery) || {};
+  if (recovery.advice_kind === "cold_power_cycle" && recovery.power_cycle === false) {
+    return "no [recovery] power_cycle_command on this rig: switch it off for about 30 s by hand, then on";
+  }
+  return null;
 }
 
 function gate(button, reason) {
@@ -70,12 +87,20 @@ export function renderControls(status) {
   const why = blockedActions(status);
   for (const button of document.querySelectorAll("[data-action]")) gate(button, why[button.dataset.action]);
   gate(document.getElementById("profile-serve"), why.serve);
-  // Under the latch the reason is also one visible line (the other states show in the
-  // engine's own facts): a phone shows no tooltip.
-  const latched = Boolean(status && status.recovery && status.recovery.reboot_required);
+  // When the gate or the latch keeps Start off, the reason is also one visible line (the
+  // other states show in the engine's own facts): a phone shows no tooltip.
+  const stopped = status && status.serving && !["ready", "starting", "unhealthy", "stopping"].includes(status.serving.state);
+  const gated = Boolean(status && status.recovery && status.recovery.reboot_required) ||
+    Boolean(stopped && why.start && (status.serving.start_blocked || []).length);
   const line = document.getElementById("engine-why-not");
-  line.textContent = latched ? `Start and Restart are off: ${why.start}.` : "";
-  line.hidden = !latched;
+  line.textContent = gated ? `Start and Restart are off: ${why.start}.` : "";
+  line.hidden = !gated;
+  const reboot = document.getElementById("reboot-confirm");
+  const cannot = blockedReboot(status);
+  gate(reboot, cannot);
+  const rebootLine = document.getElementById("reboot-why-not");
+  rebootLine.textContent = cannot ? `The power-cycle button is off: ${cannot}.` : "";
+  rebootLine.hidden = !cannot;
 }
 
 // What an action answered, shown in the box beside its control (``id``) until the next one.

@@ -6,12 +6,12 @@
 import { getJson, isUnreachable, postJson, savedToken, saveToken } from "./api.js";
 import { limitsOf } from "./chartmarks.js";
 import { Charts } from "./charts.js";
+import { renderAdvice, renderCauses } from "./causes.js";
 import { renderControls, showResult } from "./controls.js";
 import { renderHost } from "./host.js";
 import {
   renderCanaries,
   renderCards,
-  renderChecks,
   renderEngine,
   renderEvents,
   renderReboot,
@@ -151,11 +151,12 @@ function showStatus(status) {
   const pid = status.daemon ? status.daemon.pid : null;
   renderVerdict(status);
   renderReboot(status);
+  renderAdvice(status);
   renderCards(status);
   renderEngine(status.serving, Date.now());
   renderControls(status);
   view.charts.setLimits(limitsOf(status));
-  renderChecks(status);
+  renderCauses(status);
   renderCanaries(status, Date.now());
   renderHost(status);
   renderRigInfo(status);
@@ -397,6 +398,11 @@ function wireButtons() {
     });
   }
   $("event-filters").addEventListener("change", () => again("events"));
+  $("cards-view").addEventListener("click", () => {
+    const dense = document.getElementById("cards").classList.contains("dense");
+    window.localStorage.setItem("cmpfleet.cards-view", dense ? "tiles" : "lines");
+    if (view.status) renderCards(view.status);
+  });
   $("event-filters").addEventListener("submit", (submit) => submit.preventDefault());
 }
 

@@ -1,6 +1,7 @@
 // Turns API documents into DOM (through dom.js's ``el``: text only, never markup).
 
-import { compactLine } from "./cardline.js";
+import { causeDetail, causesOf } from "./causes.js";
+import { cardTags, compactLine, memoryText } from "./cardline.js";
 import { depthCurve } from "./depthcurve.js";
 import { el, num, numberFormat } from "./dom.js";
 import { formatTime } from "./time.js";
@@ -19,14 +20,20 @@ export function duration(seconds) {
 
 export const timeOf = formatTime;
 
-// --- verdict -------------------------------------------------------------------------------
-
-function failed(checks) {
-  const rank = { critical: 0, warning: 1 };
-  return (checks || [])
-    .filter((c) => c.severity === "critical" || c.severity === "warning")
-    .sort((a, b) => rank[a.severity] - rank[b.severity]);
+// ``cards 0-3``, ``cards 0, 2, 5-7``: the words hwcheck/card_ranges.py gives the same cards.
+export function cardsText(cards) {
+  const sorted = [...new Set(cards)].sort((a, b) => a - b);
+  const runs = [];
+  for (const card of sorted) {
+    const last = runs[runs.length - 1];
+    if (last && card === last[last.length - 1] + 1) last.push(card);
+    else runs.push([card]);
+  }
+  const parts = runs.map((run) => (run.length > 2 ? `${run[0]}-${run[run.length - 1]}` : run.join(", ")));
+  return `${sorted.length === 1 ? "card" : "cards"} ${parts.join(", ")}`;
 }
+
+// --- verdict -------------------------------------------------------------------------------
 
 export function renderVerdict(status) {
   const overall = status.overall || "unknown";
@@ -34,13 +41,12 @@ export function renderVerdict(status) {
   box.className = `verdict verdict-${overall}`;
   box.dataset.overall = overall;
   document.getElementById("verdict-word").textContent = overall.toUpperCase();
-  const problems = failed(status.checks);
+  const causes = causesOf(status);
   let detail;
   if (status.recovery && status.recovery.reboot_required) {
     detail = `reboot required: ${status.recovery.reason || "see below"}`;
-  } else if (problems.length > 0) {
-    const more = problems.length > 1 ? ` (+${problems.length - 1} more)` : "";
-    detail = problems[0].message + more;
+  } else if (causes.length > 0) {
+    detail = causeDetail(causes);
   } else if (overall === "unknown") {
     detail = (status.rig && status.rig.stale_reason) || "no poll yet";
   } else {
@@ -135,9 +141,20 @@ function tile(card, checks) {
       ? ` · baseline ${link(card.pcie_baseline_gen, card.pcie_baseline_width)}`
       : "";
   const xids = card.xid_since_boot || 0;
+  // The failing checks the vram and brake badges do not already say (BAR1, MEMTEST, Xid 31).
+  const shown = new Set(["LOCKED", "BRAKE", "LOST"]);
+  const tagBadges = cardTags(card, unlocked, xids)
+    .filter((tag) => !shown.has(tag))
+    .map((tag) => el("span", { class: `badge ${card.state === "warning" ? "warn" : "bad"}`, dataset: { badge: "tag", tag } }, tag));
+  const profileBadge = card.in_profile === true
+    ? el("span", { class: "badge info", dataset: { badge: "profile" }, title: "the profile in force runs on this card" }, "in profile")
+    : null;
   return el(
     "article",
-    { class: `tile state-${card.state}`, dataset: { card: card.index, state: card.state } },
+    {
+      class: `tile state-${card.state}${card.in_profile ? " in-profile" : ""}`,
+      dataset: { card: card.index, state: card.state, inProfile: String(card.in_profile ?? "") },
+    },
     el(
       "div",
       { class: "tile-head" },
@@ -145,7 +162,7 @@ function tile(card, checks) {
       el("span", { class: "tile-bus" }, card.pci_bus_id),
     ),
     compactLine(card, unlocked, xids),
-    el("div", { class: "badges" }, badges),
+    el("div", { class: "badges" }, badges, tagBadges, profileBadge),
     card.lost_reason ? el("p", { class: "muted" }, card.lost_reason) : null,
     metric("Power", `${num(draw)} / ${num(cap, "W")}`, {
       name: "power", big: true, level: level(get("power_cap")), title: get("power_cap")?.message,
@@ -161,7 +178,55 @@ function tile(card, checks) {
     metric("Xids since boot", String(xids), {
       name: "xids", big: true, level: xids > 0 ? level(get("xid_since_boot")) || "warn" : "",
     }),
+    ...activity(card),
   );
+}
+
+// What nvitop shows: utilisation, memory used and its share, PCIe traffic, the processes.
+function rate(kib) {
+  if (kib === null || kib === undefined) return "n/a";
+  if (kib >= 1024 * 1024) return `${(kib / 1024 / 1024).toFixed(1)} GiB/s`;
+  if (kib >= 1024) return `${(kib / 1024).toFixed(1)} MiB/s`;
+  return `${kib} KiB/s`;
+}
+
+function activity(card) {
+  if (card.state === "lost") return [];
+  const util = card.utilization_gpu_pct;
+  const memUtil = card.utilization_memory_pct;
+  const used = card.memory_used_pct ?? 0;
+  const processes = card.processes || [];
+  return [
+    metric("GPU / memory busy", `${util ?? "n/a"}${util === null || util === undefined ? "" : " %"} / ${memUtil ?? "n/a"}${memUtil === null || memUtil === undefined ? "" : " %"}`, { name: "util" }),
+    metric("Memory used", memoryText(card), { name: "memory-used" }),
+    el("div", { class: "bar", "aria-hidden": "true" }, el("span", { style: `width:${Math.min(100, used).toFixed(0)}%` })),
+    metric("PCIe tx / rx", `${rate(card.pcie_tx_kib_s)} / ${rate(card.pcie_rx_kib_s)}`, { name: "pcie-traffic" }),
+    el(
+      "ul",
+      { class: "procs", dataset: { metric: "processes" } },
+      card.processes === null || card.processes === undefined
+        ? el("li", { class: "muted" }, "processes: not reported")
+        : processes.length === 0
+          ? el("li", { class: "muted" }, "no processes")
+          : processes.map((p) =>
+              el(
+                "li",
+                { dataset: { pid: p.pid } },
+                `${p.pid} ${p.name || "?"}${p.container ? ` (${p.container})` : ""} · ${num(p.used_memory_mib, "MiB")}`,
+              ),
+            ),
+    ),
+  ];
+}
+
+const DENSE_FROM_CARDS = 5;
+
+// The reader's choice (kept in this browser), else lines from five cards on.
+export function denseChoice(count) {
+  const chosen = window.localStorage.getItem("cmpfleet.cards-view");
+  if (chosen === "lines") return true;
+  if (chosen === "tiles") return false;
+  return count >= DENSE_FROM_CARDS;
 }
 
 export function renderCards(status) {
@@ -169,7 +234,16 @@ export function renderCards(status) {
   const box = document.getElementById("cards");
   const tiles = (status.cards || []).map((card) => tile(card, checks));
   if (tiles.length === 0) tiles.push(el("p", { class: "panel muted" }, "no cards reported yet"));
+  // More than four cards: one line each (the phone's lines, with utilisation and memory),
+  // so an 8-card rig leaves the engine and the checks on a laptop's first screen.
+  const dense = denseChoice(tiles.length);
+  box.classList.toggle("dense", dense);
   box.replaceChildren(...tiles);
+  const toggle = document.getElementById("cards-view");
+  if (toggle) {
+    toggle.textContent = dense ? "Tiles" : "Lines";
+    toggle.title = dense ? "show a tile per card" : "show a line per card";
+  }
 }
 
 // --- engine --------------------------------------------------------------------------------
@@ -181,6 +255,7 @@ export function renderEngine(serving, nowMs) {
   const up = s.state === "ready" || s.state === "starting" || s.state === "unhealthy";
   const facts = [
     ["Profile", s.profile || "none", "profile"],
+    ["Runs on", s.cards && s.cards.length ? cardsText(s.cards) : "n/a", "cards"],
     ["State", s.state || "unknown", "state"],
     [up ? "Uptime" : "For", duration(since), "uptime"],
     ["Tokens/s", num(m.generation_tokens_per_s), "tokens"],
@@ -202,10 +277,14 @@ export function renderEngine(serving, nowMs) {
   const drift = s.drift
     ? `not adopted: pid ${s.drift.pid} runs another recipe than profile ${s.profile} (left running)`
     : null;
+  const refused = s.refusal && !["ready", "starting"].includes(s.state)
+    ? `last start refused (${(s.refusal.codes || []).join(", ") || "refused"}): ${s.refusal.message}`
+    : null;
   const why = [
     sw ? `switching ${sw.previous} -> ${sw.profile}: ${sw.phase}` : null,
     drift,
-    s.reason,
+    refused ? null : s.reason,
+    refused,
     ...(s.last_refusal || []).map((r) => r.message),
   ]
     .filter(Boolean)
@@ -228,27 +307,6 @@ function engineFigures(m) {
     ["Prefix cache hits", pct(m.prefix_cache_hit_ratio), "prefix"],
     ["Preemptions", m.preemptions_total == null ? "n/a" : num(m.preemptions_total), "preemptions"],
   ];
-}
-
-// --- failed checks -------------------------------------------------------------------------
-
-export function renderChecks(status) {
-  const problems = failed(status.checks);
-  const list = document.getElementById("check-list");
-  if (problems.length === 0) {
-    list.replaceChildren(el("li", { class: "none" }, "every check passes"));
-    return;
-  }
-  list.replaceChildren(
-    ...problems.map((check) =>
-      el(
-        "li",
-        { class: check.severity, dataset: { check: check.id, card: check.card ?? "rig" } },
-        el("div", {}, el("strong", {}, check.id), " ", check.message),
-        check.remedy ? el("div", { class: "remedy" }, check.remedy) : null,
-      ),
-    ),
-  );
 }
 
 // --- canaries -----------------------------------------------------------------------------

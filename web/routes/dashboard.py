@@ -24,6 +24,7 @@ ASSETS = {
     "chartmarks.js": "text/javascript; charset=utf-8",
     "cardline.js": "text/javascript; charset=utf-8",
     "depthcurve.js": "text/javascript; charset=utf-8",
+    "causes.js": "text/javascript; charset=utf-8",
     "controls.js": "text/javascript; charset=utf-8",
     "dom.js": "text/javascript; charset=utf-8",
     "time.js": "text/javascript; charset=utf-8",

@@ -16,6 +16,7 @@ from typing import Any
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.engine.serving import POLL_S, show_progress, wait_for
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, Output
+from daemon.cli.views.listview import ListColumn
 from daemon.cli.waiting import end_progress
 
 ENDED_PHASES = frozenset({"done", "refused", "failed"})
@@ -31,22 +32,49 @@ def profiles(out: Output, client: FleetClient) -> int:
         out.emit_json(document)
         return 0
     rows = document["profiles"]
-    width = max((len(row["name"]) for row in rows), default=4)
-    for row in rows:
-        lint = row["lint"]
-        counts = [f"{lint[kind]} {kind}" for kind in ("errors", "warnings", "notes") if lint[kind]]
-        verdict = lint["verdict"] + (f" ({', '.join(counts)})" if counts else "")
-        marks = ("active" if row["active"] else "") + (
-            ", autostart" if row["configured"] and row["active"] else ""
-        )
-        marks = marks or ("autostart" if row["configured"] else "")
-        line = (
-            f"{'*' if row['active'] else ' '} {row['name']:<{width}}  {row['mode']:<7} "
-            f"gpus {row['gpus']:<12} serves {row['served_model_name']}  lint {verdict}"
-        )
-        out.line(line + (f"  [{marks}]" if marks else ""))
-        out.line(f"    {row['source']}")
+    out.table(
+        None,
+        [
+            ListColumn("profile", 0),
+            ListColumn("lint", 1),
+            ListColumn("gpus", 2),
+            ListColumn("mode", 4),
+            ListColumn("serves", 5),
+            ListColumn("in force", 3, flex=True),
+            ListColumn("from", below=True),
+        ],
+        [
+            [
+                f"{'*' if row['active'] else ' '} {row['name']}",
+                lint_words(row["lint"]),
+                str(row["gpus"]),
+                str(row["mode"]),
+                str(row["served_model_name"] or "-"),
+                _marks(row),
+                str(row["source"]),
+            ]
+            for row in rows
+        ],
+    )
     return 0
+
+
+def lint_words(lint: dict[str, Any]) -> str:
+    """``clean``, ``1 warning``, ``2 errors, 1 warning``: the lint verdict in words."""
+    counts = []
+    for kind in ("errors", "warnings", "notes"):
+        n = int(lint.get(kind) or 0)
+        if n:
+            counts.append(f"{n} {kind if n > 1 else kind[:-1]}")
+    return ", ".join(counts) if counts else str(lint.get("verdict", "clean"))
+
+
+def _marks(row: dict[str, Any]) -> str:
+    """``active, autostart``: the profile in force, the one the config autostarts."""
+    marks = ["active"] if row["active"] else []
+    if row["configured"]:
+        marks.append("autostart")
+    return ", ".join(marks) or "-"
 
 
 def _post_switch(out: Output, client: FleetClient, name: str, stop_foreign: bool) -> Any:

@@ -15,6 +15,7 @@ from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.config import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_cli_settings
 from daemon.engine.profiles import profiles_for
 from hwcheck.model import RigProfile
+from serving.errors import NotFound
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
 from serving.recipe.findings import exit_code
 from serving.recipe.lint import RigCards, lint_path, lint_recipe
@@ -33,7 +34,10 @@ def _settings(out: Output, config: Path | None) -> Settings | None:
         return None
 
 
-def _configured_recipe(out: Output, config: Path | None, settings: Settings | None) -> Recipe:
+def _configured_recipe(
+    out: Output, config: Path | None, settings: Settings | None, profile: str | None = None
+) -> tuple[str, Recipe]:
+    """``profile``'s recipe (the configured profile's without it), and its name."""
     if settings is None:
         settings = _settings(out, config) or Settings()
     try:
@@ -41,18 +45,28 @@ def _configured_recipe(out: Output, config: Path | None, settings: Settings | No
     except RecipeError as exc:
         out.fail(str(exc), EXIT_BAD_INPUT)
     if profiles is None:
+        what = f"no profile {profile!r}" if profile else "no recipe given"
         out.fail(
-            "no recipe given and none configured ([serving] recipe): pass a FILE", EXIT_BAD_INPUT
+            f"{what} and none configured ([serving] recipe or [serving.profiles.NAME] in "
+            f"{config or DEFAULT_CONFIG_PATH}): pass a FILE or --config",
+            EXIT_BAD_INPUT,
         )
-    return profiles.get(profiles.configured).recipe
+    name = profile or profiles.configured
+    try:
+        return name, profiles.get(name).recipe
+    except NotFound as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
 
 
-def lint(out: Output, file: Path | None, config: Path | None) -> int:
-    """``recipe lint [FILE]``: 0 clean, 1 warnings only, 2 errors.
+def lint(out: Output, file: Path | None, config: Path | None, profile: str | None = None) -> int:
+    """``recipe lint [FILE | --profile NAME]``: 0 clean, 1 warnings only, 2 errors.
 
     The rig's ``[rig]`` card count and memory (from the config, when readable) judge the
-    parallel sizes and whether the checkpoint fits.
+    parallel sizes and whether the checkpoint fits. Without FILE: the profile NAME of the
+    config (``--profile``), else the profile it autostarts.
     """
+    if file is not None and profile is not None:
+        out.fail("recipe lint takes a FILE or --profile NAME, not both", EXIT_BAD_INPUT)
     settings = _settings(out, config)
     rig = settings.rig if settings is not None else RigProfile()
     cards = RigCards(count=rig.card_count, expected_mib=rig.memory_total_mib)
@@ -62,8 +76,9 @@ def lint(out: Output, file: Path | None, config: Path | None) -> int:
         findings = lint_path(file, cards=cards)
         source = str(file)
     else:
-        findings = lint_recipe(_configured_recipe(out, config, settings), cards=cards)
-        source = "the configured recipe"
+        name, recipe = _configured_recipe(out, config, settings, profile)
+        findings = lint_recipe(recipe, cards=cards)
+        source = f"profile {name}"
     if out.json_mode:
         out.emit_json([f.to_dict() for f in findings])
     elif not findings:
@@ -96,10 +111,38 @@ def _print_diff(out: Output, diff: list[str] | None, last_id: int | None) -> Non
             out.line(line)
 
 
-def show(out: Output, client: FleetClient, file: Path | None, diff: bool) -> int:
-    """``recipe show [FILE] [--diff]``: exact argv and environment (diff: vs last ready)."""
-    if file is not None and not diff:
-        spec = _local_spec(out, file)
+def _profile_spec(out: Output, config: Path | None, profile: str) -> LaunchSpec:
+    """Profile ``profile``'s launch from the config, masked like the daemon's."""
+    _, recipe = _configured_recipe(out, config, None, profile)
+    try:
+        return mask_spec(build_launch(recipe))
+    except RecipeError as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
+
+
+def show(
+    out: Output,
+    client: FleetClient,
+    file: Path | None,
+    diff: bool,
+    profile: str | None = None,
+    config: Path | None = None,
+) -> int:
+    """``recipe show [FILE | --profile NAME] [--diff]``: exact argv and environment.
+
+    ``--diff`` compares with the last launch that reached ready (fleetd's). Without FILE
+    or ``--profile``: the profile in force, as fleetd would launch it.
+    """
+    if file is not None and profile is not None:
+        out.fail("recipe show takes a FILE or --profile NAME, not both", EXIT_BAD_INPUT)
+    local: LaunchSpec | None = None
+    label = str(file)
+    if profile is not None:
+        local, label = _profile_spec(out, config, profile), f"profile {profile}"
+    elif file is not None:
+        local = _local_spec(out, file)
+    if local is not None and not diff:
+        spec = local
         if out.json_mode:
             out.emit_json(spec_to_dict(spec))
         else:
@@ -109,15 +152,15 @@ def show(out: Output, client: FleetClient, file: Path | None, diff: bool) -> int
         document: dict[str, Any] = client.get("/api/v1/serving/recipe", needs_token=True)
     except ClientError as exc:
         out.fail(str(exc), EXIT_FAILED)
-    if file is not None:
-        spec = _local_spec(out, file)
+    if local is not None:
+        spec = local
         last = document["last_ready"]
         document = {"spec": spec_to_dict(spec), "text": show_text(spec), "last_ready": last}
         document["diff"] = None
         if last is not None:
             previous = dataclasses.replace(spec, argv=tuple(last["argv"]), env=dict(last["env"]))
             document["diff"] = diff_specs(
-                previous, spec, old_label=f"last ready launch #{last['id']}", new_label=str(file)
+                previous, spec, old_label=f"last ready launch #{last['id']}", new_label=label
             )
     if out.json_mode:
         out.emit_json(document if diff else document["spec"])

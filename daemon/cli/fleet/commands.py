@@ -153,9 +153,19 @@ def _summary_json(summary: RigSummary) -> dict[str, Any]:
 
 def render_fleet(out: Output, summaries: list[RigSummary], overall: str) -> None:
     """The table, then one verdict line counting rigs per state."""
+    from daemon.cli.views.listview import ListColumn
+
     out.table(
         None,
-        ["rig", "overall", "cards", "engine", "tokens/s", "reboot", "detail"],
+        [
+            ListColumn("rig", 0),
+            ListColumn("overall", 1),
+            ListColumn("cards", 2, right=True),
+            ListColumn("engine", 3),
+            ListColumn("tokens/s", 5, right=True),
+            ListColumn("reboot", 4),
+            ListColumn("detail", flex=True),
+        ],
         [summary_row(s) for s in summaries],
     )
     counts = dict.fromkeys(("critical", "unknown", "warning", "ok"), 0)

@@ -7,6 +7,7 @@ from typing import Any
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_FAILED, Output, severity_cell
+from daemon.cli.views.listview import ListColumn, short_time
 
 TEST_POLL_S = 0.2
 
@@ -56,13 +57,22 @@ def list_alerts(out: Output, client: FleetClient, limit: int, status: str | None
     if not doc["alerts"]:
         out.line("no alerts")
         return 0
+    when = short_time if out.is_terminal else str  # a pipe keeps the whole ISO time
     out.table(
         None,
-        ["id", "started", "severity", "status", "count", "summary", "delivery"],
+        [
+            ListColumn("id", 3, right=True),
+            ListColumn("started", 0),
+            ListColumn("severity", 1),
+            ListColumn("status", 2),
+            ListColumn("count", 4, right=True),
+            ListColumn("summary", flex=True),
+            ListColumn("delivery", below=True),  # the reason this list exists: never off screen
+        ],
         [
             [
                 str(a["id"]),
-                a["started_at"],
+                when(a["started_at"]),
                 severity_cell(a["severity"]),
                 a["status"],
                 str(a["count"]),

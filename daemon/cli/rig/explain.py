@@ -14,7 +14,8 @@ from pathlib import Path
 from daemon.cli.output import EXIT_BAD_INPUT, Output
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
 from hwcheck.advice import ACTION_STEPS, RigNow
-from hwcheck.explain import Explanation, of_advice, of_xid
+from hwcheck.check_texts import CHECK_TEXTS
+from hwcheck.explain import Explanation, of_advice, of_check, of_xid
 from hwcheck.model import Advice, XidInfo
 from hwcheck.recovery_actions import RECOVERY_ACTION_XID, RECOVERY_ACTIONS
 
@@ -55,10 +56,37 @@ def _show_xid(out: Output, info: XidInfo) -> None:
         out.line(f"why that step: fleetctl explain advice {info.advice.value}")
 
 
-def run(out: Output, kind: str, key: str, config: Path | None) -> int:
-    """0 with the text; 2 with one line for an unknown kind or key."""
+def _show_check(out: Output, check_id: str) -> int:
+    """``explain power_brake``: what the check means on these rigs, and what to do."""
+    item = of_check(check_id)
+    text = CHECK_TEXTS.get(check_id)
+    if item is None or text is None:
+        known = ", ".join(sorted(CHECK_TEXTS))
+        out.fail(
+            f"explain: {check_id!r} is not xid N, advice KIND or a check (known checks: {known})",
+            EXIT_BAD_INPUT,
+        )
+    if out.json_mode:
+        out.emit_json([item.as_dict()])
+        return 0
+    out.line(f"{check_id}: {text.title}")
+    out.line(_paragraph(text.meaning))
+    out.line(_paragraph(f"what to do: {text.remedy}"))
+    return 0
+
+
+def run(out: Output, kind: str, key: str | None, config: Path | None) -> int:
+    """0 with the text; 2 with one line for an unknown kind or key.
+
+    ``kind`` is ``xid`` or ``advice`` (with ``key``), or a check id on its own.
+    """
     if kind not in KINDS:
-        out.fail(f"explain: {kind!r} is not one of {', '.join(KINDS)}", EXIT_BAD_INPUT)
+        if key is not None:
+            out.fail(f"explain: {kind!r} is not one of {', '.join(KINDS)}", EXIT_BAD_INPUT)
+        return _show_check(out, kind)
+    if key is None:
+        what = "an Xid number (e.g. 31)" if kind == "xid" else "warm_reboot or cold_power_cycle"
+        out.fail(f"explain {kind} needs {what}", EXIT_BAD_INPUT)
     found: list[Explanation]
     if kind == "xid":
         infos = _xid_infos(key, config, out)

@@ -16,20 +16,39 @@ from typing import Any
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN, Output, severity_cell
+from daemon.cli.views.listview import ListColumn, short_time
 from daemon.cli.views.rigview import Screen, fmt, rig_body
 from daemon.cli.views.screen import SEVERITY_STYLE, Line, Piece
 
 OVERALL_EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 EVENT_SEVERITIES = ("info", "warning", "critical")
+# What matters first: when, how bad, which card, what kind; the id (for ``ack``) and the
+# Xid where they fit (the message names the Xid too).
+EVENT_COLUMNS = (
+    ListColumn("id", 4, right=True),
+    ListColumn("time", 0),
+    ListColumn("kind", 3),
+    ListColumn("severity", 1),
+    ListColumn("card", 2, right=True),
+    ListColumn("xid", 5, right=True),
+    ListColumn("message", flex=True),
+)
 
 
 def status_lines(
-    doc: dict[str, Any], screen: Screen, only: Collection[int] | None = None
+    doc: dict[str, Any],
+    screen: Screen,
+    only: Collection[int] | None = None,
+    processes: bool = False,
 ) -> list[Line]:
-    """The verdict line, then the latch, cards, engine and failing checks."""
+    """The verdict line, then the latch, critical causes, cards, engine and the warnings.
+
+    ``processes``: each card's compute processes under it (``status --verbose``).
+    """
     overall = str(doc.get("overall", "unknown"))
     verdict = Line(Piece("overall: "), Piece(overall.upper(), SEVERITY_STYLE.get(overall, "")))
-    return [verdict, *rig_body(doc, screen, datetime.now(UTC), only, used=1)]
+    now = datetime.now(UTC)
+    return [verdict, *rig_body(doc, screen, now, only, used=1, processes=processes)]
 
 
 def explanation_lines(items: list[dict[str, Any]], width: int | None) -> list[str]:
@@ -81,7 +100,7 @@ def status(
         out.emit_json(doc)
     else:
         width = out.console.width if out.is_terminal else None
-        show_lines(out, status_lines(doc, Screen(width), only))
+        show_lines(out, status_lines(doc, Screen(width), only, processes=verbose))
         explained = doc.get("explanations") or []
         if verbose:
             for line in explanation_lines(explained, width):
@@ -127,13 +146,14 @@ def events(out: Output, client: FleetClient, query: EventFilter) -> int:
     if not rows:
         out.line("no events")
         return 0
+    when = short_time if out.is_terminal else str  # a pipe keeps the whole ISO time
     out.table(
         None,
-        ["id", "time", "kind", "severity", "card", "xid", "message"],
+        EVENT_COLUMNS,
         [
             [
                 str(r["id"]),
-                r["ts"],
+                when(r["ts"]),
                 r["kind"],
                 severity_cell(r["severity"]),
                 "-" if r["card"] is None else str(r["card"]),
@@ -169,10 +189,16 @@ def caps_apply(out: Output, client: FleetClient) -> int:
         out.emit_json(result)
     else:
         out.table(
-            f"Power cap {result['target_w']:.0f} W",
-            ["card", "before", "outcome", "detail"],
+            f"Power cap {result['target_w']:.0f} W (a card's own where it has one)",
+            ["card", "before", "target", "outcome", "detail"],
             [
-                [str(c["card"]), fmt(c["before_w"], " W"), c["outcome"], c["detail"]]
+                [
+                    str(c["card"]),
+                    fmt(c["before_w"], " W"),
+                    fmt(c["target_w"], " W"),
+                    c["outcome"],
+                    c["detail"],
+                ]
                 for c in result["cards"]
             ],
         )

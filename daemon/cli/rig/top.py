@@ -36,6 +36,11 @@ class TopSession:
         self.doc: dict[str, Any] | None = None
         self.error: str | None = None
         self.seen_at: datetime | None = None
+        self.processes = False  # each card's compute processes under it (``p`` toggles)
+
+    def toggle_processes(self) -> None:
+        """``p``: show or hide the process rows."""
+        self.processes = not self.processes
 
     def refresh(self) -> None:
         """Fetch the status once; on failure keep the last picture and remember why."""
@@ -49,7 +54,7 @@ class TopSession:
     def view(self, screen: Screen) -> list[Line]:
         """The frame for what is known now, fitted to ``screen``."""
         source = ViewSource(self._client.url, self.error, self.seen_at)
-        return rig_view(self.doc, source, screen=screen, only=self._only)
+        return rig_view(self.doc, source, screen=screen, only=self._only, processes=self.processes)
 
 
 def top(
@@ -67,6 +72,7 @@ def top(
         session.refresh()
         if session.doc is None:
             out.fail(session.error or "no answer from fleetd", EXIT_UNKNOWN)
+        session.processes = True  # one frame into a pipe: everything, processes included
         out.write(plain(session.view(Screen())))
         return 0
 
@@ -74,5 +80,5 @@ def top(
         session.refresh()
         return session.view(screen)
 
-    run_live(out.console, draw, interval_s)
+    run_live(out.console, draw, interval_s, keys={"p": session.toggle_processes})
     return 0

@@ -10,9 +10,13 @@ is changed only with ``--force``, and then only its baseline keys.
 from __future__ import annotations
 
 import difflib
+import math
 import tempfile
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, Output
 from daemon.cli.setup.config_edit import ConfigEditError, TableUpdate, apply_updates
@@ -23,7 +27,7 @@ from daemon.install.installer import example_config
 from hwcheck.atomic import NotARegularFile, atomic_write, writable_target
 from hwcheck.backend import BackendError
 from hwcheck.host import HostSources
-from hwcheck.model import RigSnapshot
+from hwcheck.model import RigProfile, RigSnapshot
 from hwcheck.regular_file import read_regular
 from hwcheck.sim.scenario import ScenarioError, load_scenario
 from hwcheck.sim.state import SimStateError
@@ -35,10 +39,46 @@ DEFAULT_POWER_CAP_W = 180.0
 WARNING_PREFIX = "# WARNING: a card reports "
 
 
-def card_baseline(snapshot: RigSnapshot, power_cap_w: float | None) -> list[TableUpdate]:
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def card_caps(caps: Sequence[str]) -> dict[str, float]:
+    """``--card-power-cap-w 0-3=180`` options as ``[rig.power_cap_w_by_card]`` keys.
+
+    Checked as fleetd reads them (``RigProfile``): a card index, a run or a PCI address,
+    50 to 400 W; ``ValueError`` with one line naming the option.
+    """
+    found: dict[str, float] = {}
+    for text in caps:
+        card, sep, watts = text.partition("=")
+        if not sep or not card.strip() or not _is_number(watts):
+            raise ValueError(f"--card-power-cap-w {text!r}: expected CARD=WATTS, e.g. 0-3=180")
+        found[card.strip()] = float(watts)
+    try:
+        checked = RigProfile(power_cap_w_by_card=found).power_cap_w_by_card
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        card = ".".join(str(part) for part in error["loc"][1:])
+        problem = error["msg"].removeprefix("Value error, ")
+        raise ValueError(f"--card-power-cap-w {card or ''}: {problem}".replace(" :", ":")) from None
+    return dict(checked)
+
+
+def card_baseline(
+    snapshot: RigSnapshot,
+    power_cap_w: float | None,
+    card_caps_w: Mapping[str, float] | None = None,
+) -> list[TableUpdate]:
     """What init records about the cards: ``[rig]`` keys and ``[rig.pcie_baseline]``.
 
     ``power_cap_w`` is not measured: it is written only when given (``None``: left as is).
+
+    ``card_caps_w``: per-card caps to write into ``[rig.power_cap_w_by_card]`` beside the
+    ones already there (a card's own cap is never dropped by a run without them).
     """
     cards = [c for c in snapshot.cards if not c.lost]
     memories = [c.memory_total_mib for c in cards if c.memory_total_mib is not None]
@@ -64,10 +104,13 @@ def card_baseline(snapshot: RigSnapshot, power_cap_w: float | None) -> list[Tabl
                 f"{card.power_min_limit_w}..{card.power_max_limit_w} W)"
             )
     stamp = f"recorded by fleetctl init on {snapshot.taken_at.isoformat(timespec='seconds')}"
-    return [
+    updates = [
         TableUpdate(("rig",), rig, comments={"card_count": stamp}),
         TableUpdate(("rig", "pcie_baseline"), links, replace=True, comments=notes),
     ]
+    if card_caps_w:
+        updates.append(TableUpdate(("rig", "power_cap_w_by_card"), dict(card_caps_w)))
+    return updates
 
 
 def with_warning(text: str, memory_mib: int | None) -> str:
@@ -123,9 +166,21 @@ def _diff(before: str, after: str, before_name: str, after_name: str) -> list[st
 
 
 def run(
-    out: Output, output: Path, simulate: str | None, power_cap_w: float | None, force: bool
+    out: Output,
+    output: Path,
+    simulate: str | None,
+    power_cap_w: float | None,
+    force: bool,
+    card_caps_w: Sequence[str] = (),
 ) -> int:
-    """Detect, then write the baseline into ``output`` (an existing one only with ``force``)."""
+    """Detect, then write the baseline into ``output`` (an existing one only with ``force``).
+
+    ``card_caps_w``: ``CARD=WATTS`` per-card caps (``--card-power-cap-w``).
+    """
+    try:
+        per_card = card_caps(card_caps_w)
+    except ValueError as exc:
+        out.fail(str(exc), EXIT_BAD_INPUT)
     if simulate is not None and output == DEFAULT_CONFIG_PATH:
         out.fail(
             f"--simulate writes a simulated rig's baseline: pass --output FILE (not {output})",
@@ -177,7 +232,9 @@ def run(
             else with_host_reboot_command(example_config())
         )
         # The host's baseline (boot chain, module, bus, P2P) beside the cards'.
-        updates = card_baseline(snapshot, cap_to_record(power_cap_w, current)) + host_updates
+        updates = (
+            card_baseline(snapshot, cap_to_record(power_cap_w, current), per_card) + host_updates
+        )
         text = baseline_text(current, updates)
     except NotARegularFile as exc:
         out.fail(f"not writing {output}: it is {exc.strerror}", EXIT_FAILED)

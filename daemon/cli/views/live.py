@@ -20,7 +20,7 @@ import sys
 import termios
 import threading
 import tty
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from rich.console import Console
 from rich.live import Live
@@ -34,8 +34,17 @@ QUIT_KEYS = frozenset({"q", "Q"})
 KEY_POLL_S = 0.1
 
 
-def run_live(console: Console, draw: Callable[[Screen], list[Line]], interval_s: float) -> None:
-    """Draw ``draw(screen)`` every ``interval_s`` until ``q`` (one frame when not a terminal)."""
+def run_live(
+    console: Console,
+    draw: Callable[[Screen], list[Line]],
+    interval_s: float,
+    keys: Mapping[str, Callable[[], None]] | None = None,
+) -> None:
+    """Draw ``draw(screen)`` every ``interval_s`` until ``q`` (one frame when not a terminal).
+
+    ``keys``: other keys and what they do (``p`` toggles ``top``'s process rows); the
+    frame is drawn again at once after one.
+    """
     if not console.is_terminal:
         sys.stdout.write(plain(draw(Screen())))
         return
@@ -45,12 +54,25 @@ def run_live(console: Console, draw: Callable[[Screen], list[Line]], interval_s:
         return to_rich(draw(Screen(size.width, size.height)))
 
     quit_event = threading.Event()
+    pressed = threading.Event()
+    actions = dict(keys or {})
+
+    def on_key(key: str) -> None:
+        action = actions.get(key)
+        if action is not None:
+            action()
+        pressed.set()
+
     try:
         with (
-            _keys_quit(quit_event),
+            _keys_quit(quit_event, on_key),
             Live(frame(), console=console, screen=True, auto_refresh=False) as live,
         ):
-            while not quit_event.wait(interval_s):
+            while not quit_event.is_set():
+                pressed.wait(interval_s)
+                pressed.clear()
+                if quit_event.is_set():
+                    break
                 live.update(frame(), refresh=True)
     finally:
         # Ctrl-C can land inside Live's __enter__, after it switched to the alternate screen
@@ -62,14 +84,18 @@ def run_live(console: Console, draw: Callable[[Screen], list[Line]], interval_s:
 
 
 @contextlib.contextmanager
-def _keys_quit(quit_event: threading.Event) -> Iterator[None]:
-    """Watch stdin for a quit key while the block runs (nothing to watch: no keys)."""
+def _keys_quit(
+    quit_event: threading.Event, on_key: Callable[[str], None] = lambda _key: None
+) -> Iterator[None]:
+    """Watch stdin for a quit key (and ``on_key`` for others) while the block runs."""
     fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
     if fd is None:
         yield
         return
     saved = termios.tcgetattr(fd)
-    reader = ServiceThread("live-keys", lambda wake: _read_keys(fd, quit_event, wake.stop_event))
+    reader = ServiceThread(
+        "live-keys", lambda wake: _read_keys(fd, quit_event, wake.stop_event, on_key)
+    )
     tty.setcbreak(fd)
     try:
         reader.start()
@@ -82,8 +108,13 @@ def _keys_quit(quit_event: threading.Event) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
-def _read_keys(fd: int, quit_event: threading.Event, stop: threading.Event) -> None:
-    """Set ``quit_event`` on a quit key or end of input; return when ``stop`` is set."""
+def _read_keys(
+    fd: int,
+    quit_event: threading.Event,
+    stop: threading.Event,
+    on_key: Callable[[str], None] = lambda _key: None,
+) -> None:
+    """Set ``quit_event`` on a quit key or end of input (``on_key`` for any other key)."""
     while not stop.is_set():
         ready, _, _ = select.select([fd], [], [], KEY_POLL_S)
         if not ready:
@@ -91,4 +122,6 @@ def _read_keys(fd: int, quit_event: threading.Event, stop: threading.Event) -> N
         key = os.read(fd, 1).decode(errors="replace")
         if key == "" or key in QUIT_KEYS:
             quit_event.set()
+            on_key(key)  # wakes the drawing loop: it quits at once
             return
+        on_key(key)

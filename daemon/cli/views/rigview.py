@@ -20,22 +20,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from daemon.cli.views.causeview import causes_block, doc_causes
 from daemon.cli.views.screen import SEVERITY_STYLE, Column, Line, Piece, table_lines, wrap
+from hwcheck.card_ranges import cards_text
 
 CARD_COLUMNS = (
     Column("card", 0, right=True),
     Column("state", 1),
-    Column("memory", 2),
-    Column("power/cap", 3),
-    Column("temp", 4, right=True),
-    Column("pcie", 5),
-    Column("xid", 6, right=True),
-    Column("pci", 7),
-    Column("brake", 8),
-    Column("sm clock", 9, right=True),
-    Column("hbm", 10, right=True),
-    Column("name", 11),
+    Column("util", 2, right=True),
+    Column("memory", 3),
+    Column("power/cap", 4),
+    Column("temp", 5, right=True),
+    Column("pcie", 6),
+    Column("xid", 7, right=True),
+    Column("pci", 8),
+    Column("vram", 9),
+    Column("brake", 10),
+    Column("pcie tx/rx", 11, right=True),
+    Column("sm clock", 12, right=True),
+    Column("hbm", 13, right=True),
+    Column("name", 14),
 )
+MAX_TAGS = 2  # a card's state cell: its two worst failing checks, then "+N"
 INDENT = 4  # continuation lines of a check, the latch, the engine
 
 
@@ -80,6 +86,23 @@ def unlock_verdicts(checks: Sequence[dict[str, Any]]) -> dict[int, str]:
 
 
 def _memory(card: dict[str, Any], verdict: str | None) -> Piece:
+    """``55,706/65,536 MiB 85%``: used, total and the share; red when the card is locked."""
+    total, used = card.get("memory_total_mib"), card.get("memory_used_mib")
+    if total is None:
+        text = "n/a"
+    elif used is None:
+        text = f"{total:,} MiB"
+    else:
+        share = card.get("memory_used_pct")
+        share = round(100 * used / total) if share is None and total else share
+        text = f"{used:,}/{total:,} MiB" + ("" if share is None else f" {share:.0f}%")
+    if verdict == "critical":
+        return Piece(f"LOCKED {text}", "bold red")
+    return Piece(text, SEVERITY_STYLE.get(verdict or "", "") if verdict != "ok" else "")
+
+
+def _vram(card: dict[str, Any], verdict: str | None) -> Piece:
+    """``unlocked 65,536 MiB`` / ``LOCKED 8,192 MiB``: what the unlock check says."""
     total = card.get("memory_total_mib")
     size = "n/a" if total is None else f"{total:,} MiB"
     if verdict == "ok":
@@ -87,6 +110,31 @@ def _memory(card: dict[str, Any], verdict: str | None) -> Piece:
     if verdict == "critical":
         return Piece(f"LOCKED {size}", "bold red")
     return Piece(size, SEVERITY_STYLE.get(verdict or "", ""))
+
+
+def _state(card: dict[str, Any]) -> Piece:
+    """The card's failing checks as tags (``BRAKE``, ``BAR1 P2P``), else its state word."""
+    state = str(card.get("state", "unknown"))
+    tags = [str(tag) for tag in card.get("tags") or []]
+    if not tags or state == "ok":
+        return Piece(state, SEVERITY_STYLE.get(state, ""))
+    more = f" +{len(tags) - MAX_TAGS}" if len(tags) > MAX_TAGS else ""
+    style = SEVERITY_STYLE.get(state, "bold red" if state == "lost" else "")
+    return Piece(" ".join(tags[:MAX_TAGS]) + more, style)
+
+
+def _pct(value: object) -> str:
+    return "n/a" if value is None else f"{value}%"
+
+
+def kib_s(value: object) -> str:
+    """A PCIe rate from KiB/s as ``1.4G``/``6.0M``/``12K`` per second (``n/a``)."""
+    if not isinstance(value, int | float):
+        return "n/a"
+    for unit, size in (("G", 1024 * 1024), ("M", 1024)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}K"
 
 
 def _pcie(card: dict[str, Any]) -> Piece:
@@ -104,47 +152,98 @@ def _pcie(card: dict[str, Any]) -> Piece:
 
 
 def card_cells(card: dict[str, Any], verdict: str | None) -> list[Piece]:
-    """One card's cells under ``CARD_COLUMNS``; a lost card shows dashes, not readings."""
+    """One card's cells under ``CARD_COLUMNS``; a lost card shows dashes, not readings.
+
+    The index carries ``*`` when the profile in force uses the card (``in_profile``).
+    """
     xids = int(card.get("xid_since_boot") or 0)
     xid = Piece(str(xids), "bold red" if xids else "")
-    index, pci = Piece(str(card.get("index", "?"))), Piece(str(card.get("pci_bus_id") or "-"))
+    mark = "*" if card.get("in_profile") else ""
+    index = Piece(f"{card.get('index', '?')}{mark}")
+    pci = Piece(str(card.get("pci_bus_id") or "-"))
     name = Piece(str(card.get("name") or "-"))
     if card.get("state") == "lost":
         dash = Piece("-")
         lost = Piece("LOST", "bold red")
-        return [index, lost, dash, dash, dash, dash, xid, pci, dash, dash, dash, name]
+        return [
+            index,
+            lost,
+            dash,
+            dash,
+            dash,
+            dash,
+            dash,
+            xid,
+            pci,
+            dash,
+            dash,
+            dash,
+            dash,
+            dash,
+            name,
+        ]
     known = card.get("clock_event_reasons") is not None or card.get("power_brake_active")
     brake = card.get("power_brake_active")
     clock = card.get("sm_clock_mhz")
     hbm = card.get("memory_temperature_c")
-    state = str(card.get("state", "unknown"))
+    traffic = f"{kib_s(card.get('pcie_tx_kib_s'))}/{kib_s(card.get('pcie_rx_kib_s'))}"
     return [
         index,
-        Piece(state, SEVERITY_STYLE.get(state, "")),
+        _state(card),
+        Piece(_pct(card.get("utilization_gpu_pct"))),
         _memory(card, verdict),
         Piece(f"{fmt(card.get('power_draw_w'))}/{fmt(card.get('power_limit_w'), ' W')}"),
         Piece(fmt(card.get("temperature_c"), " C")),
         _pcie(card),
         xid,
         pci,
+        _vram(card, verdict),
         Piece("ACTIVE", "bold red") if brake else Piece("off" if known else "n/a"),
+        Piece(traffic),
         Piece("n/a" if clock is None else f"{clock:,} MHz"),
         Piece(fmt(hbm, " C")),
         name,
     ]
 
 
+def process_lines(card: dict[str, Any], width: int | None) -> list[Line]:
+    """One line per compute process on the card: pid, name, container, memory."""
+    lines = []
+    for process in card.get("processes") or []:
+        used = process.get("used_memory_mib")
+        words = [
+            f"pid {process.get('pid')}",
+            str(process.get("name") or "?"),
+            str(process.get("container") or "host"),
+            "n/a" if used is None else f"{used:,} MiB",
+        ]
+        lines += wrap([Piece("  ".join(words), "dim")], width, INDENT + 2, 1, lead=INDENT)
+    return lines
+
+
 def cards_lines(
-    doc: dict[str, Any], width: int | None, only: Collection[int] | None = None
+    doc: dict[str, Any],
+    width: int | None,
+    only: Collection[int] | None = None,
+    processes: bool = False,
 ) -> list[Line]:
-    """The card table (header and one line per card); a line when there are no readings."""
+    """The card table (header and one line per card); a line when there are no readings.
+
+    ``processes``: each card's compute processes on the lines under it.
+    """
     cards = [c for c in doc.get("cards") or [] if only is None or int(c.get("index", -1)) in only]
     if not cards:
         why = "no readings" if not doc.get("cards") else "none of the cards asked for"
         return [Line(Piece(f"cards: {why}", SEVERITY_STYLE["unknown"]))]
     verdicts = unlock_verdicts(doc.get("checks") or [])
     rows = [card_cells(card, verdicts.get(int(card.get("index", -1)))) for card in cards]
-    return table_lines(CARD_COLUMNS, rows, width)
+    header, *card_rows = table_lines(CARD_COLUMNS, rows, width)
+    lines = [header]
+    for card, row in zip(cards, card_rows, strict=True):
+        lines.append(row)
+        if processes:
+            lines += process_lines(card, width)
+    return lines
 
 
 def _brief(screen: Screen) -> int | None:
@@ -214,7 +313,9 @@ def engine_lines(
     if serving.get("url"):
         facts.append(str(serving["url"]))
     if serving.get("profile"):
-        facts.append(f"profile {serving['profile']}")
+        cards = serving.get("cards")
+        on = f" on {cards_text(cards)} (*)" if cards else ""
+        facts.append(f"profile {serving['profile']}{on}")
     remaining = serving.get("backoff_remaining_s")
     if remaining is not None:
         facts.append(f"next try in {remaining:.0f} s")
@@ -241,72 +342,32 @@ def engine_lines(
         )
         lines += wrap([Piece(load)], screen.width, INDENT, lead=INDENT)
     reason = serving.get("reason")
-    if reason and state != "ready" and not (latch_reason and reason in latch_reason):
+    refused = bool(refusal_lines(serving, screen))  # it says why the engine is down now
+    if (
+        reason
+        and state != "ready"
+        and not refused
+        and not (latch_reason and reason in latch_reason)
+    ):
         why = Piece(f"why: {reason}")
         lines += wrap([why], screen.width, INDENT, max_lines=_brief(screen), lead=INDENT)
+    lines += refusal_lines(serving, screen)
     if serving.get("crash_class"):
         crash = Piece(f"last crash: {serving['crash_class']}", "yellow")
         lines += wrap([crash], screen.width, INDENT, lead=INDENT)
     return lines
 
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "unknown": 2}
-
-
-def failing_checks(
-    checks: Sequence[dict[str, Any]], only: Collection[int] | None = None
-) -> list[dict[str, Any]]:
-    """The checks that are not ok, critical first (with ``only``: rig-wide ones too)."""
-    failing = [
-        c
-        for c in checks
-        if c.get("severity") != "ok"
-        and (only is None or c.get("card") is None or int(c["card"]) in only)
-    ]
-    return sorted(failing, key=lambda c: SEVERITY_ORDER.get(str(c.get("severity")), 3))
-
-
-def check_lines(check: dict[str, Any], width: int | None, brief: bool = False) -> list[Line]:
-    """``critical xid_since_boot card 1: message`` and its ``fix:`` line (``brief``: 1 line)."""
-    severity = str(check.get("severity", "unknown"))
-    card = check.get("card")
-    where = "" if card is None else f" card {card}"
-    head = [
-        Piece(severity, SEVERITY_STYLE.get(severity, "")),
-        Piece(f"{check.get('id', '?')}{where}: {check.get('message', '')}"),
-    ]
-    if brief:
-        return wrap(head, width, INDENT, max_lines=1)
-    lines = wrap(head, width, INDENT)
-    if check.get("remedy"):
-        lines += wrap([Piece(f"fix: {check['remedy']}")], width, INDENT, lead=INDENT)
-    return lines
-
-
-def checks_block(
-    checks: Sequence[dict[str, Any]], width: int | None, room: int | None, total: int
-) -> list[Line]:
-    """The failing checks in at most ``room`` lines: whole, then one line each, then "+N"."""
-    if not checks:
-        return [Line(Piece(f"checks: all {total} ok", "green"))]
-    whole = [check_lines(check, width) for check in checks]
-    if room is None or sum(len(lines) for lines in whole) <= room:
-        return [line for lines in whole for line in lines]
-    if len(checks) > room:  # not even a line each: as many as fit, then how many more
-        shown = max(0, room - 1)
-        more = Line(
-            Piece(f"+{len(checks) - shown} more failing checks (fleetctl status)", "yellow")
-        )
-        return [*(check_lines(c, width, brief=True)[0] for c in checks[:shown]), more]
-    spare = room - len(checks)  # a line each fits; the worst get their whole text first
-    picked: list[Line] = []
-    for check, full in zip(checks, whole, strict=True):
-        if len(full) - 1 <= spare:
-            picked += full
-            spare -= len(full) - 1
-        else:
-            picked += check_lines(check, width, brief=True)
-    return picked
+def refusal_lines(serving: dict[str, Any], screen: Screen) -> list[Line]:
+    """``refused (reboot_latch): ...``: the last start refused, kept until the next start."""
+    refusal = serving.get("refusal")
+    if not isinstance(refusal, dict) or serving.get("state") in ("ready", "starting"):
+        return []
+    codes = ", ".join(str(code) for code in refusal.get("codes") or []) or "refused"
+    text = f"last start refused ({codes}): {refusal.get('message') or ''}"
+    return wrap(
+        [Piece(text, "yellow")], screen.width, INDENT, max_lines=_brief(screen), lead=INDENT
+    )
 
 
 def rig_body(
@@ -315,20 +376,39 @@ def rig_body(
     now: datetime,
     only: Collection[int] | None = None,
     used: int = 0,
+    processes: bool = False,
 ) -> list[Line]:
-    """Latch, staleness, cards, engine and failing checks, fitted below ``used`` lines."""
+    """Latch, critical causes, cards, engine, then the warnings, fitted below ``used`` lines.
+
+    The critical causes (each with its advice, roots first) come right after the latch, so
+    an 80x24 screen shows the verdict, the root cause and what to do before the card table;
+    the latch and every card always stay, the causes shrink to fit what is left.
+    """
     rig = doc.get("rig") or {}
     recovery = doc.get("recovery") or {}
-    lines = latch_lines(recovery, screen)
+    top = latch_lines(recovery, screen)
     if rig.get("stale_reason"):
-        lines += wrap([Piece("STALE:", "bold magenta"), Piece(rig["stale_reason"])], screen.width)
+        top += wrap([Piece("STALE:", "bold magenta"), Piece(rig["stale_reason"])], screen.width)
     if rig.get("nvml_error"):
-        lines += wrap([Piece("NVML:", "bold red"), Piece(rig["nvml_error"])], screen.width)
-    lines += cards_lines(doc, screen.width, only)
+        top += wrap([Piece("NVML:", "bold red"), Piece(rig["nvml_error"])], screen.width)
+    cards = cards_lines(doc, screen.width, only, processes)
     latched = recovery.get("reason") if recovery.get("reboot_required") else None
+    engine = []
     if isinstance(doc.get("serving"), dict):
-        lines += engine_lines(doc["serving"], screen, now, latched)
-    room = None if screen.height is None else max(1, screen.height - used - len(lines))
-    checks = doc.get("checks") or []
-    lines += checks_block(failing_checks(checks, only), screen.width, room, len(checks))
-    return lines
+        engine = engine_lines(doc["serving"], screen, now, latched)
+    causes = doc_causes(doc, only)
+    critical = [c for c in causes if c.get("severity") == "critical"]
+    others = [c for c in causes if c.get("severity") != "critical"]
+    fixed = used + len(top) + len(cards) + len(engine)
+    room = None if screen.height is None else max(1, screen.height - fixed)
+    first = causes_block(critical, screen.width, room)
+    room_left = None if room is None else max(1 if not first else 0, room - len(first))
+    rest = causes_block(others, screen.width, room_left) if room_left != 0 else []
+    if not causes:
+        total = len(doc.get("checks") or [])
+        rest = [Line(Piece(f"checks: all {total} ok", "green"))]
+    elif others and not rest:
+        rest = [Line(Piece(f"+{len(others)} warnings (fleetctl status)", "yellow"))][
+            : room_left or 0
+        ]
+    return [*top, *first, *cards, *engine, *rest]

@@ -45,7 +45,7 @@ def header(
     daemon = (doc or {}).get("daemon") or {}
     if daemon.get("pid") is not None:
         words.append(Piece(f"fleetd pid {daemon['pid']}"))
-    words.append(Piece("(q quits)", "dim"))
+    words.append(Piece("(p processes, q quits)", "dim"))
     lines = flow(words, screen.width, 2)
     if source.error is not None:
         seen = "never" if source.seen_at is None else age_text(source.seen_at.isoformat(), now)
@@ -124,14 +124,18 @@ def rig_view(
     now: datetime | None = None,
     screen: Screen | None = None,
     only: Collection[int] | None = None,
+    processes: bool = False,
 ) -> list[Line]:
-    """One rig's whole picture, the optional parts only while they fit ``screen``."""
+    """One rig's whole picture, the optional parts only while they fit ``screen``.
+
+    ``processes``: each card's compute processes on the lines under it (``p`` in ``top``).
+    """
     now = now or datetime.now(UTC)
     screen = screen or Screen()
     lines = header(doc, source, screen, now)
     if doc is None:
         return lines
-    lines += rig_body(doc, screen, now, only, used=len(lines))
+    lines += rig_body(doc, screen, now, only, used=len(lines), processes=processes)
     extras = []
     if doc.get("canaries"):  # an older daemon has none
         extras.append(
