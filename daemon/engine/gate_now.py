@@ -23,7 +23,9 @@ KEEP_S = 1.0
 class GateNow:
     """The gate's refusals for a start of the profile in force, kept ``KEEP_S``."""
 
-    def __init__(self, starts: RecoveryRequests, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, starts: RecoveryRequests, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._starts = starts
         self._clock = clock
         self._lock = threading.Lock()
