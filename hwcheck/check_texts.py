@@ -65,8 +65,11 @@ CHECK_TEXTS: dict[str, CheckText] = {
         "throughput, while nvidia-smi still looks healthy ('HW Power Brake Slowdown: "
         "Active'). It is critical only with no thermal or power-cap cause, held over several "
         "samples; the engine still starts (it is slow, not broken).",
-        "Kapton tape over pin B30 on each braked card's edge connector, or risers that do not "
-        "route B30; do nothing on boards that do not assert it.",
+        "first find where the assertion comes from (NVML: from outside the card, 'e.g. by the "
+        "system power supply'): every card braked at once, the board's slots or the power "
+        "supply; one card, its slot or riser. Then, on a board that drives the pin, Kapton "
+        "tape over pin B30 on the card's edge or a riser that does not route B30; taping an "
+        "undriven pin gains nothing.",
     ),
     "power_cap": CheckText(
         "power cap off target",
@@ -197,6 +200,14 @@ CHECK_TEXTS: dict[str, CheckText] = {
         "fleetctl diag memtest wrote and verified patterns on the card and found flipped "
         "bits (or the driver hung): its HBM is faulty, and an engine on it corrupts output.",
         "keep the card out of the profile (gpus) or replace it; test again after a fix.",
+    ),
+    "reboot_command": CheckText(
+        "reboot program missing",
+        "[recovery] reboot_command (or power_cycle_command) names a program this host does "
+        "not have (systemctl on a host without systemd): fleetd still starts and watches, but "
+        "a confirmed reboot cannot run it and is refused with the same words.",
+        'set the key to a command this host has (e.g. ["shutdown", "-r", "now"]), then '
+        "restart fleetd.",
     ),
     "engine_output": CheckText(
         "engine output wrong",

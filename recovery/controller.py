@@ -287,7 +287,7 @@ class RecoveryController:
         A refusal is kept (``last_refusal``) until a start goes ahead.
         """
         answer = self.starts.request(trigger, actor, restart)
-        self.refusals.note(trigger.value, answer.started, answer.refusals, answer.why_not, actor)
+        self.refusals.note(trigger, answer.started, answer.refusals, answer.why_not, actor)
         return answer
 
     def last_refusal(self) -> LastRefusal | None:
