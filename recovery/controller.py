@@ -39,6 +39,7 @@ from recovery.facts import (
     EngineCondition,
     EngineExit,
     Facts,
+    RecipeFacts,
     Trigger,
     XidFact,
 )
@@ -65,8 +66,6 @@ LOG = logging.getLogger("fleetd.recovery")
 
 # Reading the kernel log up to the present before an exit decision waits at most this.
 CATCH_UP_S = 1.5
-# The recipe's facts: the cards it uses (``None``: every card) and its lint errors.
-RecipeFacts = tuple[frozenset[int] | None, tuple[str, ...]]
 
 
 def card_fault_of(card: GpuSnapshot) -> CardFault | None:

@@ -137,6 +137,10 @@ class PastFault:
     power_cycled: bool = False
 
 
+# The recipe's facts: the cards it uses (``None``: every card) and its lint errors.
+RecipeFacts = tuple[frozenset[int] | None, tuple[str, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class Facts:
     """Everything one decision may depend on.

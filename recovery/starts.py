@@ -20,20 +20,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from hwcheck.cuda_results import CardProbe, CudaProber, ProbeOutcome, ProbeRound
 from recovery.decisions import Decision, NoAction, Reason, Refuse, Start, StopAndLatch
-from recovery.executors import Context, Outcome
-from recovery.facts import EngineCondition, Facts, Trigger
+from recovery.executors import Context, Executors, Outcome
+from recovery.facts import EngineCondition, Facts, RecipeFacts, Trigger
 from recovery.gate import WAY_OUT
 from recovery.policy import decide
-from recovery.ports import RigView
+from recovery.ports import EnginePort, RigView
 from recovery.probe_limit import PROBE_MIN_INTERVAL_S, ProbeLimiter
+from recovery.streak import RestartStreak
 from serving.errors import Busy
-
-if TYPE_CHECKING:
-    from recovery.controller import RecoveryController
 
 # A start this soon after a passed probe (the bring-up's) does not probe again.
 PROBE_FRESH_S = 30.0
@@ -98,12 +96,48 @@ def probe_summary(results: Sequence[CardProbe]) -> str:
     return ", ".join(parts)
 
 
+class Controller(Protocol):
+    """Recovery's controller as the start path uses it (``recovery.controller``).
+
+    Declared here, not imported: the controller builds its start path, so the start path
+    names only what it uses of it: the facts of a trigger, the executors that carry a
+    decision out, the restart streak, the engine, the audit of a probe and ``act``.
+    """
+
+    @property
+    def engine(self) -> EnginePort | None:
+        """The engine, when the rig has one."""
+        ...
+
+    @property
+    def executors(self) -> Executors:
+        """What carries a decision out (and records it)."""
+        ...
+
+    @property
+    def streak(self) -> RestartStreak:
+        """The automatic restarts counted for the backoff and the breaker."""
+        ...
+
+    def facts(self, trigger: Trigger, recipe: RecipeFacts | None = None, **more: Any) -> Facts:
+        """The facts a decision on ``trigger`` reads, plus ``more``."""
+        ...
+
+    def act(self, decision: Decision, trigger: Trigger) -> None:
+        """Carry ``decision`` out: a latch at once, the rest on the controller's worker."""
+        ...
+
+    def record_probe(self, why: str, summary: str) -> None:
+        """A probe round in the audit trail."""
+        ...
+
+
 class StartPath:
     """Starts and probes, one at a time (a probe never runs beside a start)."""
 
     def __init__(
         self,
-        controller: RecoveryController,
+        controller: Controller,
         rig: RigView,
         prober: CudaProber,
         clock: Callable[[], float],

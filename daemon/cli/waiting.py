@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 from daemon.cli.client import ClientError
 from daemon.cli.output import EXIT_INTERRUPTED, Output
@@ -28,6 +28,12 @@ def end_progress() -> None:
     if sys.stderr.isatty():
         sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def stopped_waiting(out: Output, carries_on: str) -> NoReturn:
+    """Ctrl-C while waiting: end the progress line, say what fleetd goes on doing, exit 130."""
+    end_progress()
+    out.fail(f"stopped waiting: {carries_on}", EXIT_INTERRUPTED)
 
 
 def show_elapsed(out: Output, started_s: float, text: str) -> None:
@@ -77,8 +83,7 @@ def answer_while_waiting(
         while not request.done.wait(TICK_S):
             tick(started_s)
     except KeyboardInterrupt:
-        end_progress()
-        out.fail(f"stopped waiting: {interrupted}", EXIT_INTERRUPTED)
+        stopped_waiting(out, interrupted)
     if time.monotonic() - started_s >= TICK_S:
         end_progress()
     if request.error is not None:

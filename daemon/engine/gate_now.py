@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.engine.actions import refusal_document
-from daemon.engine.switch import RecoveryRequests
+from daemon.engine.recovery_requests import RecoveryRequests
 
 KEEP_S = 1.0
 

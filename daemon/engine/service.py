@@ -39,8 +39,9 @@ from daemon.engine.preflight import (
 )
 from daemon.engine.profiles import ActiveProfile
 from daemon.engine.recipe_view import recipe_document
+from daemon.engine.recovery_requests import RecoveryRequests
 from daemon.engine.sim_containers import in_a_simulated_container, simulated_container_spec
-from daemon.engine.switch import ProfileSwitcher, RecoveryRequests
+from daemon.engine.switch import ProfileSwitcher
 from daemon.rig.monitor import RigMonitor
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError

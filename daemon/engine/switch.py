@@ -23,27 +23,25 @@ import logging
 import threading
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from daemon.engine.actions import refusal_document
 from daemon.engine.foreign_stop import unstopped_refusal
 from daemon.engine.preflight import rig_cards
+from daemon.engine.recovery_requests import RecoveryRequests
 from daemon.rig.monitor import RigMonitor
 from hwcheck.model import RigProfile
 from hwcheck.threads import run_in_thread
 from recovery.decisions import Reason
 from recovery.facts import Trigger
-from recovery.refusals import LastRefusal
 from recovery.starts import StartAnswer
-from recovery.stops import StopAnswer
 from serving.errors import Conflict, Refused, Unavailable
+from serving.profiles import ProfileSet
 from serving.recipe.build import recipe_hash
 from serving.recipe.findings import exit_code
 from serving.recipe.lint import lint_recipe
-from serving.runtime.states import ServingState, SupervisorClosed
-
-if TYPE_CHECKING:
-    from daemon.engine.service import EngineService
+from serving.recipe.recipe import Recipe
+from serving.runtime.states import ServingState, ServingStatus, SupervisorClosed
 
 log = logging.getLogger("fleetd.engine")
 
@@ -51,28 +49,67 @@ RUNNING_STATES = frozenset({ServingState.STARTING, ServingState.READY, ServingSt
 VERDICTS = {0: "clean", 1: "warnings", 2: "errors"}
 
 
-class RecoveryRequests(Protocol):
-    """Recovery's start and stop paths as a switch (and ``start --stop-foreign``) asks them."""
+class ServingStatusSource(Protocol):
+    """The supervisor as a switch reads it: its status (the drift, the last reason)."""
 
-    def start_refusals(
-        self,
-        recipe_cards: frozenset[int] | None = None,
-        recipe_errors: tuple[str, ...] | None = None,
-        held_elsewhere: tuple[Reason, ...] = (),
-    ) -> tuple[Reason, ...]:
-        """What the start gate refuses now (for this recipe's cards, errors and holders)."""
+    def status(self) -> ServingStatus:
+        """The supervisor's status now."""
         ...
 
-    def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
-        """The one start path: one decision, carried out, the answer."""
+
+class SwitchedEngine(Protocol):
+    """The engine service as a switch drives it (``daemon.engine.service.EngineService``).
+
+    Declared here, not imported: the service builds its switcher, so the switcher names
+    only what it uses of the service (its profiles, its state, the checks before a stop,
+    the foreign stop and the activation of the profile in force).
+    """
+
+    @property
+    def profiles(self) -> ProfileSet:
+        """Every profile of the rig."""
         ...
 
-    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
-        """The one stop path: one decision, carried out, the answer."""
+    @property
+    def profile(self) -> str:
+        """The profile in force."""
         ...
 
-    def last_refusal(self) -> LastRefusal | None:
-        """The last start refused since the last start."""
+    @property
+    def supervisor(self) -> ServingStatusSource:
+        """The engine's supervisor (its status)."""
+        ...
+
+    def state(self) -> tuple[ServingState, int | None]:
+        """The engine's state and pid."""
+        ...
+
+    def status_document(self) -> dict[str, Any]:
+        """The status document's ``serving`` part."""
+        ...
+
+    def held_for(self, recipe: Recipe, stop_foreign: bool) -> tuple[Reason, ...]:
+        """What holds ``recipe``'s port or cards now, the running engine (ours) aside."""
+        ...
+
+    def recipe_cards(self, recipe: Recipe | None = None) -> frozenset[int] | None:
+        """The cards whose checks gate a start of ``recipe``."""
+        ...
+
+    def lint_errors(self, recipe: Recipe | None = None) -> tuple[str, ...]:
+        """The lint errors (one line each) of ``recipe``."""
+        ...
+
+    def refused(self, action: str, refusals: tuple[Reason, ...], actor: str) -> Refused:
+        """A refusal given before anything moved, audited."""
+        ...
+
+    def stop_foreign(self, actor: str, recipe: Recipe | None = None) -> list[dict[str, Any]]:
+        """Stop the foreign containers holding ``recipe``'s port or cards."""
+        ...
+
+    def activate(self, name: str, actor: str) -> str:
+        """Make profile ``name`` the one in force; the previous name."""
         ...
 
 
@@ -85,7 +122,7 @@ class ProfileSwitcher:
 
     def __init__(
         self,
-        engine: EngineService,
+        engine: SwitchedEngine,
         monitor: RigMonitor,
         rig: RigProfile,
         starts: RecoveryRequests,

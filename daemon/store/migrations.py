@@ -286,6 +286,8 @@ def _v5_canaries(conn: Connection) -> None:
     md.create_all(conn)
 
 
+# Frozen with step 6 (steps are history): a figure added later is a later step's column,
+# so this list is not ``daemon.store.samples.ENGINE_FIGURES``, which follows the model.
 ENGINE_FIGURE_COLUMNS = (
     "ttft_p50_s",
     "ttft_p95_s",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,16 +31,6 @@ from daemon.store.models import Card, EngineSample, Sample, StoredRow
 from hwcheck.model import EventKind, GpuSnapshot, RigSnapshot, Severity, normalize_pci_bus_id
 
 LAST_SEEN_EVERY_S = 60.0
-ENGINE_FIGURES = (
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "itl_p50_s",
-    "itl_p95_s",
-    "spec_acceptance_ratio",
-    "spec_mean_accepted_tokens",
-    "prefix_cache_hit_ratio",
-    "preemptions_total",
-)
 _SAMPLES: Table = Sample.__table__  # type: ignore[assignment]
 _ENGINE_SAMPLES: Table = EngineSample.__table__  # type: ignore[assignment]
 
@@ -71,13 +61,18 @@ class CardMove(StoredRow):
 
 @dataclass(frozen=True, slots=True)
 class EngineSampleRow(StoredRow):
-    """Engine metrics at one poll."""
+    """Engine metrics at one poll: fleetd's own readings, then the engine's figures by name.
+
+    The figures (after ``KW_ONLY``) are the stored ones of
+    ``serving.runtime.engine_metrics.EngineFigures``; ``ENGINE_FIGURES`` lists them.
+    """
 
     ts: datetime
     tokens_per_s: float | None
     requests_running: int | None
     requests_waiting: int | None
     kv_cache_usage_pct: float | None
+    _: KW_ONLY
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     itl_p50_s: float | None = None
@@ -86,6 +81,11 @@ class EngineSampleRow(StoredRow):
     spec_mean_accepted_tokens: float | None = None
     prefix_cache_hit_ratio: float | None = None
     preemptions_total: float | None = None
+
+
+# The engine's own figures a sample stores: the row's keyword-only fields, so a figure
+# added to the row (and its table) is stored with no second list to keep in step.
+ENGINE_FIGURES = tuple(field.name for field in fields(EngineSampleRow) if field.kw_only)
 
 
 @dataclass(frozen=True, slots=True)

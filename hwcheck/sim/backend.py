@@ -18,16 +18,16 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from hwcheck.backend import BackendUnavailable
 from hwcheck.model import GpuSnapshot, LostKind, RigSnapshot
 from hwcheck.nvml_errors import nvml_unavailable
+from hwcheck.sim.card import SimCard
+from hwcheck.sim.scenario import Scenario
 from hwcheck.sim.workload import EngineLoad, loaded
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
-
-if TYPE_CHECKING:
-    from hwcheck.sim.rig import SimCard, SimulatedRig
 
 # Peak deviation of jittered readings: small next to any check's margin.
 POWER_DRAW_JITTER_W = 1.5
@@ -107,8 +107,50 @@ class EnergyMeter:
         return tuple(metered)
 
 
+class SimulatedCards(Protocol):
+    """The simulated host as its backend reads it (``hwcheck.sim.rig.SimulatedRig``).
+
+    Declared here, not imported: the rig builds its backend, so the backend names only
+    what it reads of the rig (the cards, the clocks, the boot, the engine's load, the
+    scenario's NVML faults) and the one thing it writes (a power limit).
+    """
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario the rig runs (its host's NVML outage and delay)."""
+        ...
+
+    def cards(self) -> tuple[SimCard, ...]:
+        """Every card as it is now."""
+        ...
+
+    def boot_id(self) -> str:
+        """The simulated boot's id."""
+        ...
+
+    def uptime_s(self) -> float:
+        """Seconds since the simulated boot."""
+        ...
+
+    def wall_now(self) -> datetime:
+        """The rig's wall clock."""
+        ...
+
+    def monotonic_s(self) -> float:
+        """The rig's monotonic clock."""
+        ...
+
+    def engine_load(self) -> EngineLoad | None:
+        """What the attached engine does now (None: no engine runs)."""
+        ...
+
+    def set_power_limit(self, index: int, watts: float) -> None:
+        """Set a card's power limit as NVML would."""
+        ...
+
+
 class SimulatedBackend:
-    """A ``GpuBackend`` reading a ``SimulatedRig`` instead of NVML.
+    """A ``GpuBackend`` reading a simulated rig (``SimulatedCards``) instead of NVML.
 
     The card reads run on a ``TimedCaller`` with ``call_timeout_s``, as the NVML
     backend's do, and the scenario's ``nvml_delay_s`` is spent *inside* that call: a
@@ -118,7 +160,7 @@ class SimulatedBackend:
 
     name = "simulated"
 
-    def __init__(self, rig: SimulatedRig, call_timeout_s: float = 10.0) -> None:
+    def __init__(self, rig: SimulatedCards, call_timeout_s: float = 10.0) -> None:
         if not call_timeout_s > 0:
             raise ValueError(f"call_timeout_s must be positive, got {call_timeout_s!r}")
         self._rig = rig

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRe
 from hwcheck.model import NVIDIA_VENDOR_ID, ClockEventReason, DeviceHolder, GpuSnapshot, PciDevice
 from hwcheck.resources import FilesystemRoom, HostResources
 from hwcheck.sim.backend import SimulatedBackend
+from hwcheck.sim.card import SimCard
 from hwcheck.sim.cuda import SimulatedCudaProber
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
 from hwcheck.sim.hostfacts import STOCK_KERNEL_BAR1_MIB, SimulatedHostFacts
@@ -77,18 +78,6 @@ SIM_DISK_MIB = 2 * 1024 * 1024  # each simulated filesystem: 2 TiB
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class SimCard:
-    """A card as the simulated host has it now, before NVML-style presentation.
-
-    ``overridden`` names the fields changed at runtime: the backend adds its small
-    reading jitter only to values that come from the scenario, never to ones a test set.
-    """
-
-    card: GpuSnapshot
-    overridden: frozenset[str]
 
 
 class SimulatedRig:

@@ -14,10 +14,9 @@ import json
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from serving.guard.app import GuardApp
+from serving.guard.stats import GuardStats
 
 SYNC_PATH = "/guard/sync"
 HINT_STALE_S = 30.0
@@ -51,6 +50,24 @@ class EngineHint:
         self.at_s = time.monotonic()
 
 
+class Synced(Protocol):
+    """The guard as its control socket reaches it (``serving.guard.app.GuardApp``).
+
+    Declared here, not imported: the guard's app routes the control socket here, so this
+    names only what a sync touches: the engine hint it updates and the counters it answers.
+    """
+
+    @property
+    def hint(self) -> EngineHint:
+        """What fleetd last said about the engine."""
+        ...
+
+    @property
+    def stats(self) -> GuardStats:
+        """The guard's counters, usage and sessions."""
+        ...
+
+
 async def _answer(
     send: Callable[[MutableMapping[str, Any]], Awaitable[None]], status: int, body: Any
 ) -> None:
@@ -61,7 +78,7 @@ async def _answer(
 
 
 async def handle_control(
-    app: GuardApp,
+    app: Synced,
     scope: MutableMapping[str, Any],
     receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
     send: Callable[[MutableMapping[str, Any]], Awaitable[None]],

@@ -61,7 +61,10 @@ def test_power_brake_says_brake_on_every_card_row_and_the_fix_once() -> None:
 
     assert first.count("power_brake") == 1
     assert "power_brake cards 0-3: HW power brake active" in first
-    assert "fix: every card is braked at once" in first  # where it comes from, then B30
+    # The advice names where an all-card brake comes from first (the board, the supply),
+    # then the tape; once, on the first screen.
+    assert first.count("fix: every card is braked at once") == 1
+    assert "Kapton tape over PCIe pin B30" in first
     rows = [line.split() for line in lines if line[:4].strip() in {"0", "1", "2", "3"}]
     assert [row[1] for row in rows] == ["BRAKE"] * 4
 

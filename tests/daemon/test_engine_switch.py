@@ -14,8 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from daemon.engine.service import EngineService
-from daemon.engine.switch import ProfileSwitcher
+from daemon.engine.switch import ProfileSwitcher, SwitchedEngine
 from daemon.rig.monitor import RigMonitor
 from hwcheck.model import RigProfile
 from recovery.decisions import Reason, Start, Stop
@@ -127,7 +126,7 @@ class FakeStarts:
 
 def switcher(engine: FakeEngine) -> ProfileSwitcher:
     return ProfileSwitcher(
-        cast(EngineService, engine),
+        cast(SwitchedEngine, engine),
         cast(RigMonitor, None),
         RigProfile(),
         FakeStarts(engine.moves, engine.supervisor),

@@ -328,7 +328,7 @@ def test_a_refused_start_is_kept_with_every_code_until_a_start_is_made(rig: Rig)
     ports.rig_results = (CheckResult("vram_unlocked", 7, Severity.CRITICAL, "locked", "reload"),)
     answer = controller.request_start(Trigger.BRING_UP, "fleetd")
     kept = controller.last_refused_start
-    assert kept is not None and kept.trigger is Trigger.BRING_UP and kept.actor == "fleetd"
+    assert kept is not None and kept.trigger == Trigger.BRING_UP and kept.actor == "fleetd"
     assert [r.code for r in kept.reasons] == ["reboot_latch", "critical_check"]
     bring_up = controller.record_bring_up("boot-2", "engine not started", answer)
     assert [r["code"] for r in bring_up["refusals"]] == ["reboot_latch", "critical_check"]

@@ -7,29 +7,36 @@ them loads typer only.
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from daemon.cli.app_options import JsonFlag, NoWait, StopForeign, WaitTimeout
 from daemon.cli.options import GlobalOptions
 
+if TYPE_CHECKING:
+    from daemon.cli.client import FleetClient
+    from daemon.cli.output import Output
 
-def _engine_action(
+# An engine move through the daemon (``serving.action``, ``profiles.serve``): out, client,
+# its name (the action or the profile), wait, timeout_s, stop_foreign; the exit code.
+EngineMove = Callable[["Output", "FleetClient", str, bool, float, bool], int]
+
+
+def _move_engine(
     ctx: typer.Context,
+    move: EngineMove,
     name: str,
     no_wait: bool,
     timeout_s: float,
     json_mode: bool,
     stop_foreign: bool = False,
-) -> None:
-    from daemon.cli.engine import serving as cmd_serving
-
+) -> NoReturn:
+    """Run one engine move and exit with its code (start, stop, restart and serve alike)."""
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(
-        cmd_serving.action(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
-    )
+    raise typer.Exit(move(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign))
 
 
 def start(
@@ -40,7 +47,9 @@ def start(
     json_mode: JsonFlag = False,
 ) -> None:
     """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
-    _engine_action(ctx, "start", no_wait, timeout_s, json_mode, stop_foreign)
+    from daemon.cli.engine.serving import action
+
+    _move_engine(ctx, action, "start", no_wait, timeout_s, json_mode, stop_foreign)
 
 
 def profiles(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
@@ -61,13 +70,9 @@ def serve(
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop the running engine cleanly and start profile NAME (exit 4 refused, 2 unknown NAME)."""
-    from daemon.cli.engine import profiles as cmd_profiles
+    from daemon.cli.engine.profiles import serve as switch_to
 
-    opts: GlobalOptions = ctx.obj
-    out = opts.output(json_mode)
-    raise typer.Exit(
-        cmd_profiles.serve(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign)
-    )
+    _move_engine(ctx, switch_to, name, no_wait, timeout_s, json_mode, stop_foreign)
 
 
 def stop(
@@ -77,7 +82,9 @@ def stop(
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop the engine gracefully (SIGINT, then SIGTERM; never SIGKILL unless allow_kill)."""
-    _engine_action(ctx, "stop", no_wait, timeout_s, json_mode)
+    from daemon.cli.engine.serving import action
+
+    _move_engine(ctx, action, "stop", no_wait, timeout_s, json_mode)
 
 
 def restart(
@@ -87,7 +94,9 @@ def restart(
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop, then start the engine and wait until it is ready (exit 4 when refused)."""
-    _engine_action(ctx, "restart", no_wait, timeout_s, json_mode)
+    from daemon.cli.engine.serving import action
+
+    _move_engine(ctx, action, "restart", no_wait, timeout_s, json_mode)
 
 
 def reboot(

@@ -15,9 +15,9 @@ from typing import Any
 
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.engine.serving import POLL_S, show_progress, wait_for
-from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, Output
+from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
 from daemon.cli.views.listview import ListColumn
-from daemon.cli.waiting import end_progress
+from daemon.cli.waiting import end_progress, stopped_waiting
 
 ENDED_PHASES = frozenset({"done", "refused", "failed"})
 
@@ -119,11 +119,7 @@ def follow_switch(
                 out.fail(f"the switch is still going after {timeout_s:.0f} s (see fleetctl status)")
             sleep(POLL_S)
     except KeyboardInterrupt:
-        end_progress()
-        out.fail(
-            "stopped waiting: fleetd carries on with the switch (see fleetctl status)",
-            EXIT_INTERRUPTED,
-        )
+        stopped_waiting(out, "fleetd carries on with the switch (see fleetctl status)")
 
 
 def serve(

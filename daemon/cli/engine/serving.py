@@ -19,11 +19,10 @@ from typing import Any
 from daemon.cli.client import ClientError, FleetClient, token_refusal
 from daemon.cli.output import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_REFUSED,
     Output,
 )
-from daemon.cli.waiting import end_progress
+from daemon.cli.waiting import end_progress, stopped_waiting
 
 DONE_STATES = {"start": {"ready"}, "restart": {"ready"}, "stop": {"stopped", "failed"}}
 BAD_STATES = frozenset({"failed", "held", "backoff"})
@@ -105,11 +104,7 @@ def wait_for(
     try:
         return _wait(out, client, action, timeout_s, sleep, stale_line, started, since_before)
     except KeyboardInterrupt:
-        end_progress()
-        out.fail(
-            f"stopped waiting: fleetd carries on with the {action} (see fleetctl status)",
-            EXIT_INTERRUPTED,
-        )
+        stopped_waiting(out, f"fleetd carries on with the {action} (see fleetctl status)")
 
 
 def _wait(
