@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     # Tells a test that this run has read the journal as it was: an entry appended from
     # now on is "new" to it (``-n 0`` starts at the end a real journalctl also sees).
     with (state / "following.jsonl").open("a", encoding="utf-8") as log:
-        log.write(json.dumps(position) + "\n")
+        log.write(json.dumps({"argv": argv, "position": position}) + "\n")
     while True:
         size = entries.stat().st_size
         if size > position:

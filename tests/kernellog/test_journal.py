@@ -53,10 +53,15 @@ class FakeJournal:
         with self.entries.open("a") as out:
             out.write(json.dumps(entry) + "\n")
 
-    def followers(self) -> int:
-        """How many ``-f`` runs have read the journal and now wait for new entries."""
+    def followers(self) -> list[list[str]]:
+        """The argv of each ``-f`` run that has read the journal and now waits for more."""
         path = self.state / "following.jsonl"
-        return len(path.read_text().splitlines()) if path.exists() else 0
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line)["argv"] for line in lines]
+
+    def following_from_now(self) -> bool:
+        """True once a ``-f`` run without a cursor (one that starts "now") is following."""
+        return any("--after-cursor" not in argv for argv in self.followers())
 
     def cursor(self, index: int) -> str:
         return str(json.loads(self.recorded[index])["__CURSOR"])
@@ -153,7 +158,7 @@ def test_a_kernel_cursor_rereads_the_boot_and_no_cursor_starts_now(
         assert from_now.read_available() == []
         # "From now" is when the second journalctl read the journal: wait for it, as an
         # entry written before that is history to it (a loaded machine starts it late).
-        wait_until(lambda: fake_journal.followers() == 2, DEADLINE_S, "the second follower")
+        wait_until(fake_journal.following_from_now, DEADLINE_S, "the follower from now")
         fake_journal.append("later", 7)
         assert [r.text for r in _read_until(from_now, 1)] == ["later"]
     finally:
