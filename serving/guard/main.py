@@ -24,10 +24,8 @@ import uvicorn
 
 from hwcheck.threads import run_in_thread
 from serving.guard.app import GuardApp
-from serving.guard.settings import GuardSettings
+from serving.guard.settings import SETTINGS_ENV, TOKEN_ENV, GuardSettings
 
-SETTINGS_ENV = "CMPFLEET_GUARDPROC_SETTINGS"
-TOKEN_ENV = "CMPFLEET_GUARDPROC_TOKEN"  # noqa: S105 (the variable's name)
 GRACE_S = 5
 PARENT_CHECK_S = 1.0
 BACKLOG = 2048

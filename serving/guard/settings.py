@@ -17,6 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from serving.profiles import PROFILE_NAME_RE
 
+# How fleetd hands the guard process its settings and its control token (the environment:
+# never argv, which other users can read). Here, not in ``main``: fleetd's keeper reads them
+# without importing the guard's web stack (aiohttp, uvicorn) into every fleetd.
+SETTINGS_ENV = "CMPFLEET_GUARDPROC_SETTINGS"
+TOKEN_ENV = "CMPFLEET_GUARDPROC_TOKEN"  # noqa: S105 (the variable's name)
+
 # Request fields a pin may not set: they are the conversation, not a setting.
 UNPINNABLE = frozenset({"messages", "prompt", "stream"})
 KEY_HASH_RE = r"^sha256:[0-9a-f]{32}:[0-9a-f]{64}$"

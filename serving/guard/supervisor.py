@@ -27,8 +27,7 @@ import httpx
 
 from hwcheck.threads import CrashReport, ServiceThread, Wake
 from serving.guard.control import SYNC_PATH
-from serving.guard.main import SETTINGS_ENV, TOKEN_ENV
-from serving.guard.settings import GuardSettings
+from serving.guard.settings import SETTINGS_ENV, TOKEN_ENV, GuardSettings
 
 log = logging.getLogger("fleetd.guard")
 
