@@ -142,7 +142,11 @@ class EngineService:
         self._launch_lock = threading.Lock()
         self._followers = threading.BoundedSemaphore(MAX_FOLLOWERS)
         self.switcher = ProfileSwitcher(self, monitor, settings.rig, starts)
-        self._gate_now = GateNow(starts)
+        self._gate_now = GateNow(
+            starts,
+            lambda: self.profile,
+            lambda: (self.profile, self.recipe_cards(), self.lint_errors()),
+        )
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
         self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
