@@ -8,6 +8,7 @@ entry under its state dir is checked.
 from __future__ import annotations
 
 import logging
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,12 +59,22 @@ def test_every_state_dir_file_is_private_under_umask_0(
     assert Path(f"{files.db}-wal").exists(), "the store is expected in WAL mode"
     sqlite_siblings = {f"{files.db.name}-wal", f"{files.db.name}-shm"}
     named = {path.name for path in files.files()} | sqlite_siblings
-    unnamed = sorted(path.name for path in state.iterdir() if path.name not in named)
+    # The one writer's temporary of a named file (``.NAME.xxxx.tmp``, renamed into place a
+    # moment later: hwcheck.atomic) may be caught in flight; it is that file, and private too.
+    in_flight = re.compile(r"\.(?P<name>.+)\.\w+\.tmp")
+
+    def is_named(name: str) -> bool:
+        match = in_flight.fullmatch(name)
+        return name in named or (match is not None and match["name"] in named)
+
+    unnamed = sorted(path.name for path in state.iterdir() if not is_named(path.name))
     assert not unnamed, f"files in the state dir that StateDir does not name: {unnamed}"
-    modes = {
-        str(path.relative_to(state)): stat.S_IMODE(path.lstat().st_mode)
-        for path in [state, *state.rglob("*")]
-    }
+    modes: dict[str, int] = {}
+    for path in [state, *state.rglob("*")]:
+        try:
+            modes[str(path.relative_to(state))] = stat.S_IMODE(path.lstat().st_mode)
+        except FileNotFoundError:
+            continue  # a temporary renamed into place meanwhile: its target is listed
     wide = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
     assert not wide, f"readable or writable by others under umask 0: {wide}"
     assert modes["."] == 0o700
