@@ -226,8 +226,3 @@ CHECK_TEXTS: dict[str, CheckText] = {
         "swap; [rig] disk_warn_free_pct and ram tolerance tune it.",
     ),
 }
-
-
-def check_text(check_id: str) -> CheckText | None:
-    """The explanation of ``check_id`` (None: no such check)."""
-    return CHECK_TEXTS.get(check_id)

@@ -125,10 +125,6 @@ class RigMonitor:
         with self._lock:
             return None if self._attempt_s is None else time.monotonic() - self._attempt_s
 
-    def add_xid(self, xid: ClassifiedXid) -> None:
-        """An Xid of this boot (already stored)."""
-        self.add_xid_if_new(xid)
-
     def add_xid_if_new(self, xid: ClassifiedXid) -> bool:
         """Add an Xid of this boot unless it is known (``xid_key``); True when it was new.
 

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from serving.canary.settings import LogSignature
 from serving.detectors import MARKUP_PATTERN
@@ -101,8 +101,3 @@ class SignatureTable:
 def hour_of(ts: datetime) -> datetime:
     """The start of ``ts``'s hour (the bucket a line is counted in)."""
     return ts.replace(minute=0, second=0, microsecond=0)
-
-
-def hours_back(now: datetime, hours: int) -> datetime:
-    """The start of the bucket ``hours`` hours before ``now``'s."""
-    return hour_of(now) - timedelta(hours=hours)

@@ -98,11 +98,6 @@ def bad_gateway(why: str, retry_after_s: int) -> GuardError:
     )
 
 
-def bad_request(why: str, param: str | None = None) -> GuardError:
-    """A body the guard must read (a chat or completion request) that is not a JSON object."""
-    return GuardError(400, why, "invalid_request_error", "invalid_request", param)
-
-
 def too_large(limit_mib: float) -> GuardError:
     """A request body over ``[guard] max_body_mib``."""
     return GuardError(
