@@ -17,7 +17,7 @@ Steps (a failing step prints its error and the run goes on to the next):
     stress mode for --stress-s seconds) must be found;
  6. the bench's figures: the test's GiB/s against cuMemcpyDtoD's over the same memory,
     and the ratio (target: at least 0.5);
- 7. the real child process (``python3 -m hwcheck.memtest_child``) with its progress
+ 7. the real child process (``python3 -m hwcheck.memtest.child``) with its progress
     lines, as fleetd runs it.
 Everything is printed; with $OUT set, a JSON summary goes to $OUT/memtest_gpu.json. Exit 0
 when every step passed (or when there is no GPU: it says so), 1 otherwise. A watchdog
@@ -41,14 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hwcheck.memtest import SubprocessMemtester  # noqa: E402
-from hwcheck.memtest_cuda import (  # noqa: E402
+from hwcheck.memtest.children import SubprocessMemtester  # noqa: E402
+from hwcheck.memtest.cuda import (  # noqa: E402
     CardMemory,
     CudaFailed,
     device_count,
     load_driver,
 )
-from hwcheck.memtest_patterns import (  # noqa: E402
+from hwcheck.memtest.patterns import (  # noqa: E402
     ADDRESS,
     CHECKER,
     CHECKER_ARG,
@@ -59,8 +59,8 @@ from hwcheck.memtest_patterns import (  # noqa: E402
     WALKING,
     Sweep,
 )
-from hwcheck.memtest_results import BLOCK_KIB, MemtestPlan, MemtestProgress  # noqa: E402
-from hwcheck.memtest_runner import PLANT_FLIP, card_result  # noqa: E402
+from hwcheck.memtest.results import BLOCK_KIB, MemtestPlan, MemtestProgress  # noqa: E402
+from hwcheck.memtest.runner import PLANT_FLIP, card_result  # noqa: E402
 
 GIB = 1 << 30
 MIB = 1 << 20

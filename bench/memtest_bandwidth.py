@@ -1,6 +1,6 @@
 """The memory test's speed on each card against the card's own device-to-device copy.
 
-For each card: the memory test (hwcheck/memtest.ptx through libcuda, as fleetd's child
+For each card: the memory test (hwcheck/memtest/memtest.ptx through libcuda, as fleetd's child
 runs it) over --gib GiB, its GiB/s per pattern and overall (bytes written and read on
 the card per second), then ``cuMemcpyDtoD`` of the same size in the same run, and the
 ratio. Target: the test moves at least half of what the card's own copy moves (>= 0.5).
@@ -21,10 +21,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hwcheck.memtest_cuda import CardMemory, CudaFailed, device_count, load_driver
-from hwcheck.memtest_patterns import UnknownPattern, parse_patterns
-from hwcheck.memtest_results import BLOCK_KIB, MemtestPlan
-from hwcheck.memtest_runner import card_result
+from hwcheck.memtest.cuda import CardMemory, CudaFailed, device_count, load_driver
+from hwcheck.memtest.patterns import UnknownPattern, parse_patterns
+from hwcheck.memtest.results import BLOCK_KIB, MemtestPlan
+from hwcheck.memtest.runner import card_result
 
 TARGET_RATIO = 0.5
 

@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hwcheck.backend import BackendError
-from hwcheck.nvml_backend import NvmlBackend
+from hwcheck.nvml.backend import NvmlBackend
 
 
 def _probe(call_timeout_s: float) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from hwcheck.cuda_results import CudaProber
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.model import DeviceAer, HostFacts
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
-from hwcheck.memtest_results import Memtester
+from hwcheck.memtest.results import Memtester
 from hwcheck.model import DeviceHolder, PciDevice, RigSnapshot
 from hwcheck.resources import HostResources, read_resources
 

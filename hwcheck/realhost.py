@@ -22,7 +22,7 @@ from hwcheck.kernellog.filelog import FileSource
 from hwcheck.kernellog.history import host_kernel_log_history, open_host_kernel_log
 from hwcheck.kernellog.records import KernelLogCursor, KernelLogSource, KernelRecord
 from hwcheck.model import RigSnapshot
-from hwcheck.nvml_backend import NvmlBackend
+from hwcheck.nvml.backend import NvmlBackend
 from hwcheck.sysfs import scan_cmp_devices
 
 KernelLogChoice = Literal["auto", "kmsg", "journal", "file"]

@@ -60,7 +60,7 @@ def test_the_copy_is_checked_from_the_copy(tree_copy: Path) -> None:
         ("web", "daemon.token", "Layers"),
         ("hwcheck", "serving.errors", "Layers"),
         ("serving", "web.app", "Layers"),
-        ("serving", "hwcheck.nvml_backend", "serving reads only hwcheck's models"),
+        ("serving", "hwcheck.nvml.backend", "serving reads only hwcheck's models"),
         ("serving", "hwcheck.sim.rig", "serving reads only hwcheck's models"),
         ("recovery", "hwcheck.checks", "recovery reads only models"),
     ],

@@ -26,8 +26,8 @@ from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.checks.readings import MemtestReading
 from hwcheck.host import HostSources
-from hwcheck.memtest import SubprocessMemtester
-from hwcheck.memtest_results import (
+from hwcheck.memtest.children import SubprocessMemtester
+from hwcheck.memtest.results import (
     CardMemtest,
     Memtester,
     MemtestOutcome,

@@ -16,7 +16,7 @@ from typing import Any
 from daemon.store.db import Database
 from daemon.store.events import insert_event
 from daemon.store.keyvalue import get_value, lock_key, set_value
-from hwcheck.memtest_results import CardMemtest, MemtestOutcome
+from hwcheck.memtest.results import CardMemtest, MemtestOutcome
 from hwcheck.model import EventKind, Severity
 
 MEMTEST_VERDICTS = "memtest_verdicts"

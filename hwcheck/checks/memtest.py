@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from hwcheck.checks.base import CheckInput, card_label
 from hwcheck.checks.readings import MemtestReading
-from hwcheck.memtest_results import MemtestOutcome
+from hwcheck.memtest.results import MemtestOutcome
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "memtest"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hwcheck.memtest_results import CardMemtest
+from hwcheck.memtest.results import CardMemtest
 from hwcheck.model import Severity
 
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from hwcheck.backend import BackendUnavailable
 from hwcheck.model import GpuSnapshot, LostKind, RigSnapshot
-from hwcheck.nvml_errors import nvml_unavailable
+from hwcheck.nvml.errors import nvml_unavailable
 from hwcheck.sim.card import SimCard
 from hwcheck.sim.scenario import Scenario
 from hwcheck.sim.workload import EngineLoad, loaded

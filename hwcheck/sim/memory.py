@@ -1,7 +1,7 @@
 """A simulated card memory with fault models, swept word by word in the order a card would.
 
-The memory test's procedure (:mod:`hwcheck.memtest_runner`) runs on it exactly as on a
-card: the same sweeps, values (:func:`hwcheck.memtest_patterns.sweep_values`), planted
+The memory test's procedure (:mod:`hwcheck.memtest.runner`) runs on it exactly as on a
+card: the same sweeps, values (:func:`hwcheck.memtest.patterns.sweep_values`), planted
 faults and idle gaps. Each fault model is one the field knows, and each needs its own
 pattern to be seen:
 
@@ -37,8 +37,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from hwcheck.memtest_patterns import BURST_WORDS, MASK32, RANDOM, Sweep, complement, sweep_values
-from hwcheck.memtest_runner import Counts
+from hwcheck.memtest.patterns import BURST_WORDS, MASK32, RANDOM, Sweep, complement, sweep_values
+from hwcheck.memtest.runner import Counts
 
 FAULT_MODELS = ("stuck-bit", "address-alias", "coupling", "load-transient")
 GAP_SKIP_S = 4.0  # the simulated clock's jump at each idle gap

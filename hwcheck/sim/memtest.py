@@ -3,7 +3,7 @@
 Each card's memory is a :class:`~hwcheck.sim.memory.SimMemory` of :data:`SIM_MEMORY_MIB`
 MiB (blocks of :data:`SIM_BLOCK_KIB` KiB in its map, so the map has sixteen), with the
 fault models its scenario names (``[host.cards.N] memtest_faults``, and
-``memtest_errors``: that many stuck bits). :func:`hwcheck.memtest_runner.card_result` runs
+``memtest_errors``: that many stuck bits). :func:`hwcheck.memtest.runner.card_result` runs
 on it exactly as the child runs it on a card: the same patterns, passes, planted faults,
 stress cycles and verdict. The size asked (``--gib``) is capped at the simulated size,
 which the result reports. So that any request answers in a few seconds of Python, the
@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from hwcheck.memtest_patterns import WORD_BYTES
-from hwcheck.memtest_results import CardMemtest, MemtestPlan, ProgressSink
-from hwcheck.memtest_runner import card_result
+from hwcheck.memtest.patterns import WORD_BYTES
+from hwcheck.memtest.results import CardMemtest, MemtestPlan, ProgressSink
+from hwcheck.memtest.runner import card_result
 from hwcheck.sim.memory import GAP_SKIP_S, SimMemory, ValuesCache, fault_models
 from hwcheck.sim.scenario import Scenario
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwcheck.model import NVIDIA_VENDOR_ID, DeviceHolder, PciDevice
-from hwcheck.nvml_errors import NvmlDown
+from hwcheck.nvml.errors import NvmlDown
 from hwcheck.sim.fields import (
     FieldError,
     card_index,

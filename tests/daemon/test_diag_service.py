@@ -18,7 +18,7 @@ from daemon.canaries.diag import DiagService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.checks import memtest as memtest_check
-from hwcheck.memtest_results import (
+from hwcheck.memtest.results import (
     CardMemtest,
     Memtester,
     MemtestOutcome,

@@ -184,7 +184,7 @@ def test_the_wheel_ships_the_memory_test_kernels(venv: FreshVenv) -> None:
     python = venv.path / "bin" / "python"
     where = str(venv.path)
     probe = (
-        "import hwcheck.memtest_cuda as m; t = m.ptx_text(); "
+        "import hwcheck.memtest.cuda as m; t = m.ptx_text(); "
         f"print(m.__file__.startswith({where!r}), b'.entry memtest_verify' in t)"
     )
     done = subprocess.run(

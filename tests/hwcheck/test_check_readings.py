@@ -28,7 +28,7 @@ from hwcheck.checks.readings import (
     StoreFailure,
     StoreReading,
 )
-from hwcheck.memtest_results import CardMemtest, MemtestOutcome
+from hwcheck.memtest.results import CardMemtest, MemtestOutcome
 from hwcheck.model import Severity
 from tests.hwcheck.cards import bus_id, make_input
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hwcheck.memtest import SubprocessMemtester, parse_child_output, progress_of, timeout_s
-from hwcheck.memtest_cuda import CardMemory, load_driver
-from hwcheck.memtest_patterns import RANDOM, WALKING, Sweep
-from hwcheck.memtest_results import (
+from hwcheck.memtest.children import SubprocessMemtester, parse_child_output, progress_of, timeout_s
+from hwcheck.memtest.cuda import CardMemory, load_driver
+from hwcheck.memtest.patterns import RANDOM, WALKING, Sweep
+from hwcheck.memtest.results import (
     BadWord,
     CardMemtest,
     MemtestOutcome,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hwcheck.memtest_patterns import (
+from hwcheck.memtest.patterns import (
     ADDRESS,
     CHECKER,
     MASK32,

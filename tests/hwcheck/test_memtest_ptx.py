@@ -1,8 +1,8 @@
-"""The shipped kernels (hwcheck/memtest.ptx) assemble for the cards' architecture, sm_80.
+"""The shipped kernels (hwcheck/memtest/memtest.ptx) assemble for the cards' architecture, sm_80.
 
 ptxas comes from the ``nvidia-cuda-nvcc-cu12`` wheel of the dev extra (no GPU, no CUDA
 toolkit), so a typo in a kernel fails here, not on a rig. The kernels' parameter lists
-are the ABI ``hwcheck.memtest_cuda`` launches them with (and the fake libcuda reads).
+are the ABI ``hwcheck.memtest.cuda`` launches them with (and the fake libcuda reads).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hwcheck.memtest_cuda import ptx_text
+from hwcheck.memtest.cuda import ptx_text
 
 FILL_PARAMS = ["u64 p_ptr", "u64 p_nvec", "u64 p_word0", "u32 p_mode", "u32 p_arg", "u32 p_xor"]
 VERIFY_PARAMS = [

@@ -21,7 +21,6 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from hwcheck import nvml_gateway
 from hwcheck.backend import (
     BackendUnavailable,
     CardLostError,
@@ -30,12 +29,14 @@ from hwcheck.backend import (
 )
 from hwcheck.gpu_processes import ProcessNamer, container_of
 from hwcheck.model import GpuProcess, GpuSnapshot
-from hwcheck.nvml_backend import MODULE_MISSING_MESSAGE, NvmlBackend
-from hwcheck.nvml_gateway import NVML_NAMES_USED
+from hwcheck.nvml import gateway as nvml_gateway
+from hwcheck.nvml.backend import MODULE_MISSING_MESSAGE, NvmlBackend
+from hwcheck.nvml.gateway import NVML_NAMES_USED
 from tests.hwcheck.fake_pynvml import FakeNvml, cmp170hx
 from tests.support.waiting import wait_until
 
 GATEWAY_SOURCE = Path(nvml_gateway.__file__)
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
 def make_fake(cards: int = 1, **kwargs: object) -> FakeNvml:
@@ -280,7 +281,7 @@ def test_an_unexpected_read_error_is_none_and_logged_once(
     fake = make_fake(cards=1)
     fake.cards[0].errors["nvmlDeviceGetSerial"] = pynvml.NVMLError_NoPermission
     backend = make_backend(fake)
-    with caplog.at_level(logging.WARNING, logger="hwcheck.nvml_cards"):
+    with caplog.at_level(logging.WARNING, logger="hwcheck.nvml.cards"):
         first = backend.snapshot().cards[0]
         second = backend.snapshot().cards[0]
     assert not first.lost
@@ -705,7 +706,7 @@ def test_the_real_library_reads_or_says_why_not_in_one_line() -> None:
 
 
 def test_the_probe_prints_json_or_exits_2_with_one_line() -> None:
-    probe = GATEWAY_SOURCE.parents[1] / "bench" / "nvml_probe.py"
+    probe = ROOT / "bench" / "nvml_probe.py"
     done = subprocess.run(
         [sys.executable, str(probe)], capture_output=True, text=True, timeout=120, check=False
     )
@@ -725,7 +726,7 @@ def test_the_probe_prints_json_or_exits_2_with_one_line() -> None:
 
 def test_only_the_gateway_loads_pynvml() -> None:
     """No product module but the gateway imports ``pynvml`` or names it to be imported."""
-    root = GATEWAY_SOURCE.parents[1]
+    root = ROOT
     loaders: list[str] = []
     for package in ("hwcheck", "serving", "recovery", "web", "daemon"):
         for path in sorted((root / package).rglob("*.py")):
@@ -739,4 +740,4 @@ def test_only_the_gateway_loads_pynvml() -> None:
                 named = isinstance(node, ast.Constant) and node.value == "pynvml"
                 if named or any(name.split(".")[0] == "pynvml" for name in imported):
                     loaders.append(str(path.relative_to(root)))
-    assert sorted(set(loaders)) == ["hwcheck/nvml_gateway.py"]
+    assert sorted(set(loaders)) == ["hwcheck/nvml/gateway.py"]

@@ -16,7 +16,7 @@ import pynvml
 import pytest
 
 from hwcheck.hostfacts.model import P2pPair, P2pStatus
-from hwcheck.nvml_backend import NvmlBackend
+from hwcheck.nvml.backend import NvmlBackend
 from tests.hwcheck.fake_pynvml import MIB, FakeNvml, cmp170hx
 
 

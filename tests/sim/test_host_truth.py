@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hwcheck.hostfacts.model import P2pStatus
-from hwcheck.memtest_results import MemtestOutcome, MemtestPlan, ignore_progress
+from hwcheck.memtest.results import MemtestOutcome, MemtestPlan, ignore_progress
 from hwcheck.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from hwcheck.sim.scenario_hostfacts import SIM_KERNEL
 from tests.sim.clocks import ManualClock

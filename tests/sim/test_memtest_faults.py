@@ -1,6 +1,6 @@
 """Each simulated fault model is found by the pattern made for it, and the light patterns miss the rest.
 
-The memory test's own procedure (``hwcheck.memtest_runner``: the sweeps, plants, idle gaps
+The memory test's own procedure (``hwcheck.memtest.runner``: the sweeps, plants, idle gaps
 and counters a card runs) over the simulated memory (``hwcheck.sim.memory``) with one
 fault model at a time; small memories so the suite stays fast. Nothing is mocked: the
 runner, the pattern values and the fault models are the real ones.
@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from hwcheck.memtest_patterns import PATTERNS, STRESS
-from hwcheck.memtest_results import CardMemtest, MemtestOutcome, MemtestPlan, MemtestProgress
-from hwcheck.memtest_runner import card_result
+from hwcheck.memtest.patterns import PATTERNS, STRESS
+from hwcheck.memtest.results import CardMemtest, MemtestOutcome, MemtestPlan, MemtestProgress
+from hwcheck.memtest.runner import card_result
 from hwcheck.sim.memory import Coupling, SimFaults, SimMemory, fault_models
 
 WORDS = 32 * 1024  # 128 KiB

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from daemon.store import Store
 from daemon.store.memtests import run_severity
-from hwcheck.memtest_results import CardMemtest, MemtestOutcome
+from hwcheck.memtest.results import CardMemtest, MemtestOutcome
 from hwcheck.model import EventKind, Severity
 from tests.store.conftest import T0, at
 

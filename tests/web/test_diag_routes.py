@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from hwcheck.memtest_patterns import PATTERNS
-from hwcheck.memtest_results import MemtestPlan
+from hwcheck.memtest.patterns import PATTERNS
+from hwcheck.memtest.results import MemtestPlan
 from serving.errors import Busy, DomainError, Refused
 from tests.web.test_documents import RecordedServices, request
 from web.app import create_app

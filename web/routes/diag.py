@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, Protocol
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hwcheck.memtest_patterns import PATTERNS, UnknownPattern, parse_patterns
-from hwcheck.memtest_results import MemtestPlan
+from hwcheck.memtest.patterns import PATTERNS, UnknownPattern, parse_patterns
+from hwcheck.memtest.results import MemtestPlan
 from serving.errors import Unavailable
 from web.auth import TokenGuard
 from web.errors import error_responses

@@ -20,9 +20,9 @@ from rich.text import Text
 from daemon.cli.client import ClientError, FleetClient
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
 from daemon.cli.waiting import answer_while_waiting, show_elapsed
-from hwcheck.memtest import timeout_s
-from hwcheck.memtest_patterns import UnknownPattern, parse_patterns
-from hwcheck.memtest_results import MemtestPlan, MemtestProgress
+from hwcheck.memtest.children import timeout_s
+from hwcheck.memtest.patterns import UnknownPattern, parse_patterns
+from hwcheck.memtest.results import MemtestPlan, MemtestProgress
 
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "timed_out": "bold red"}
 PROGRESS_TIMEOUT_S = 2.0

@@ -15,8 +15,8 @@ from typing import Any
 
 from hwcheck.backend import BackendTimeout
 from hwcheck.hostfacts.model import P2pPair, P2pStatus, pair_key
-from hwcheck.nvml_calls import Call
-from hwcheck.nvml_gateway import NvmlCallError, NvmlGateway
+from hwcheck.nvml.calls import Call
+from hwcheck.nvml.gateway import NvmlCallError, NvmlGateway
 
 
 def _handle(gateway: NvmlGateway, index: int) -> Any | None:

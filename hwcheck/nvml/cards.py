@@ -18,11 +18,11 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hwcheck import nvml_values as values
 from hwcheck.backend import BackendTimeout
 from hwcheck.model import GpuProcess, GpuSnapshot, LostKind
-from hwcheck.nvml_calls import Call, Field
-from hwcheck.nvml_gateway import NvmlCallError, NvmlError, NvmlGateway
+from hwcheck.nvml import values
+from hwcheck.nvml.calls import Call, Field
+from hwcheck.nvml.gateway import NvmlCallError, NvmlError, NvmlGateway
 
 logger = logging.getLogger(__name__)
 

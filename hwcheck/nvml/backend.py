@@ -1,9 +1,8 @@
 """The NVML backend: ``GpuBackend`` over nvidia-ml-py, reading every card and setting limits.
 
-The work is split by job: ``nvml_gateway`` (the only module that touches ``pynvml``: loading,
-the timed calls, typed errors), ``nvml_cards`` (one card into a ``GpuSnapshot``: what is
-absent, what means lost), ``nvml_power`` (power limits and their refusals) and
-``nvml_values`` (units). This module puts them behind the protocol and decides what a
+The work is split by job: ``gateway`` (the only module that touches ``pynvml``: loading,
+the timed calls, typed errors), ``cards`` (one card into a ``GpuSnapshot``: what is absent,
+what means lost), ``power`` (power limits and their refusals) and ``values`` (units). This module puts them behind the protocol and decides what a
 rig-wide failure means: without the card count nothing can be read, so NVML is unavailable
 (``BackendUnavailable`` with one line saying what to do).
 """
@@ -19,17 +18,17 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
-from hwcheck import nvml_power
 from hwcheck.backend import BackendTimeout, BackendUnavailable
 from hwcheck.gpu_processes import ProcessNamer
 from hwcheck.hostfacts.model import P2pPair
 from hwcheck.model import GpuSnapshot, RigSnapshot
-from hwcheck.nvml_calls import Call
-from hwcheck.nvml_cards import CardReader
-from hwcheck.nvml_errors import NvmlDown, nvml_unavailable
-from hwcheck.nvml_gateway import MODULE_MISSING_MESSAGE, NvmlCallError, NvmlGateway
-from hwcheck.nvml_p2p import read_p2p
-from hwcheck.nvml_values import text
+from hwcheck.nvml import power as nvml_power
+from hwcheck.nvml.calls import Call
+from hwcheck.nvml.cards import CardReader
+from hwcheck.nvml.errors import NvmlDown, nvml_unavailable
+from hwcheck.nvml.gateway import MODULE_MISSING_MESSAGE, NvmlCallError, NvmlGateway
+from hwcheck.nvml.p2p import read_p2p
+from hwcheck.nvml.values import text
 
 __all__ = ["MODULE_MISSING_MESSAGE", "NvmlBackend"]
 

@@ -2,8 +2,8 @@
 
 :func:`run_plan` drives a :class:`MemoryTarget` through every pattern's sweeps (for each
 pass), plants the self-test's fault when asked, runs the step (stress) mode, and turns
-the target's counters into :class:`~hwcheck.memtest_results.PatternRun` results and a
-card's verdict. The card's target (:mod:`hwcheck.memtest_cuda`) launches the PTX kernels;
+the target's counters into :class:`~hwcheck.memtest.results.PatternRun` results and a
+card's verdict. The card's target (:mod:`hwcheck.memtest.cuda`) launches the PTX kernels;
 the simulation's (:mod:`hwcheck.sim.memory`) sweeps an array with fault models. Both
 therefore run this exact order of fills, checks, plants and idle gaps.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from hwcheck.memtest_patterns import (
+from hwcheck.memtest.patterns import (
     MASK32,
     RANDOM,
     SEED_MULTIPLIER,
@@ -33,7 +33,7 @@ from hwcheck.memtest_patterns import (
     pass_seed,
     pattern_sweeps,
 )
-from hwcheck.memtest_results import (
+from hwcheck.memtest.results import (
     MAX_CARD_BLOCKS,
     MAX_RUN_BLOCKS,
     BadWord,
@@ -43,7 +43,7 @@ from hwcheck.memtest_results import (
     MemtestProgress,
     PatternRun,
 )
-from hwcheck.memtest_verdict import judge
+from hwcheck.memtest.verdict import judge
 
 MAX_RECORDS = 8  # first bad words kept per pattern pass
 PLANT_FLIP = 0x00000101  # the self-test flips two bits of one word

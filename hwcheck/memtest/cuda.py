@@ -1,12 +1,12 @@
-"""The memory test on a card: libcuda through ctypes, the kernels of ``hwcheck/memtest.ptx``.
+"""The memory test on a card: libcuda through ctypes, the kernels of ``hwcheck/memtest/memtest.ptx``.
 
-Only the standard library (ctypes): the child process (:mod:`hwcheck.memtest_child`),
+Only the standard library (ctypes): the child process (:mod:`hwcheck.memtest.child`),
 ``bench/memtest_bandwidth.py`` and ``bench/gpu_memtest_check.py`` run it with a bare
 ``python3`` and the driver's ``libcuda.so.1``: no CUDA toolkit, no torch. The driver
 compiles the PTX text when the module loads (``cuModuleLoadDataEx``, its error log kept
 for the message when it refuses).
 
-:class:`CardMemory` is the card's ``MemoryTarget`` (:mod:`hwcheck.memtest_runner`): it
+:class:`CardMemory` is the card's ``MemoryTarget`` (:mod:`hwcheck.memtest.runner`): it
 takes a context, allocates the memory to test in chunks (all free memory less
 :data:`RESERVE_BYTES` by default), launches ``memtest_fill``/``memtest_verify`` over
 them, and reads back only the counters, the first bad words and the block map.
@@ -22,8 +22,8 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from hwcheck.memtest_patterns import MASK32, WORD_BYTES, Sweep
-from hwcheck.memtest_runner import Counts
+from hwcheck.memtest.patterns import MASK32, WORD_BYTES, Sweep
+from hwcheck.memtest.runner import Counts
 
 LIBRARY_ENV = "CMPFLEET_LIBCUDA"
 MIB = 1 << 20
@@ -122,7 +122,7 @@ def device_count(lib: ctypes.CDLL) -> int:
 
 def ptx_text() -> bytes:
     """The shipped kernels (package data next to this module)."""
-    return importlib.resources.files("hwcheck").joinpath("memtest.ptx").read_bytes()
+    return importlib.resources.files("hwcheck.memtest").joinpath("memtest.ptx").read_bytes()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The memory test's child process: one card, tested on the card by the PTX kernels.
 
-Run as ``python -m hwcheck.memtest_child ORDINAL PLAN_JSON`` by :mod:`hwcheck.memtest`,
+Run as ``python -m hwcheck.memtest.child ORDINAL PLAN_JSON`` by :mod:`hwcheck.memtest.children`,
 never imported by the daemon's own process for the test: a card with bad HBM can hang the
 driver, and only a separate process can be abandoned. These cards have no ECC, so
 nothing else ever says a bit flipped.
@@ -25,15 +25,15 @@ import json
 import sys
 import time
 
-from hwcheck.memtest_cuda import MIB, CardMemory, CudaFailed, load_driver
-from hwcheck.memtest_results import (
+from hwcheck.memtest.cuda import MIB, CardMemory, CudaFailed, load_driver
+from hwcheck.memtest.results import (
     BLOCK_KIB,
     CardMemtest,
     MemtestOutcome,
     MemtestPlan,
     MemtestProgress,
 )
-from hwcheck.memtest_runner import card_result
+from hwcheck.memtest.runner import card_result
 
 PROGRESS_EVERY_S = 0.5
 

@@ -1,10 +1,10 @@
-"""The memory test: the kernels of ``hwcheck/memtest.ptx`` run on each card, in a child per card.
+"""The memory test: the kernels of ``hwcheck/memtest/memtest.ptx`` run on each card, in a child per card.
 
 The cards have no ECC: a bad HBM cell flips bits silently, and an engine on it crashes
 with an illegal memory access that looks like a software bug ("a memory test? none had
-been run", the seeds). :mod:`hwcheck.memtest_child` writes and checks the patterns on the
+been run", the seeds). :mod:`hwcheck.memtest.child` writes and checks the patterns on the
 card (only counts, the first bad words and a block map cross the PCIe link); this module
-runs one child per card, all at once (:func:`hwcheck.memtest_results.run_on_cards`), and
+runs one child per card, all at once (:func:`hwcheck.memtest.results.run_on_cards`), and
 relays each child's progress lines. A child that stops printing for :data:`SILENCE_S` is
 stuck in the driver: it is abandoned, never killed (``hwcheck.child_run``), and its card
 is ``timed_out``; the other cards finish. Never beside a running engine: that is the
@@ -18,8 +18,8 @@ import os
 import sys
 
 from hwcheck.child_run import json_records, run_child_streaming
-from hwcheck.memtest_patterns import PATTERNS, pattern_sweeps
-from hwcheck.memtest_results import (
+from hwcheck.memtest.patterns import PATTERNS, pattern_sweeps
+from hwcheck.memtest.results import (
     CardMemtest,
     MemtestOutcome,
     MemtestPlan,
@@ -86,7 +86,7 @@ class SubprocessMemtester:
         """Run ``plan`` on card ``card`` (NVML index) and return its result."""
         env = dict(os.environ if self._env is None else self._env)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        argv = [sys.executable, "-m", "hwcheck.memtest_child", str(card)]
+        argv = [sys.executable, "-m", "hwcheck.memtest.child", str(card)]
         argv.append(json.dumps(plan.as_dict()))
 
         def on_line(line: str) -> None:

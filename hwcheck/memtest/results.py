@@ -1,6 +1,6 @@
 """The memory test's plan and results: plain data the daemon stores and the ``memtest`` check judges.
 
-Apart from :mod:`hwcheck.memtest` (which runs processes) so that the daemon, the API and
+Apart from :mod:`hwcheck.memtest.children` (which runs processes) so that the daemon, the API and
 the simulation can use them without importing anything that does I/O. Stored results of
 older runs (before the per-pattern results) read back with the new fields empty.
 """
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from hwcheck.memtest_patterns import PATTERNS
+from hwcheck.memtest.patterns import PATTERNS
 
 BLOCK_KIB = 2048  # the block map's unit on a card: 2 MiB
 MAX_RUN_BLOCKS = 64  # blocks listed per pattern run (blocks_failed counts them all)

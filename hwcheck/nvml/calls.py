@@ -1,6 +1,6 @@
 """The NVML readings the readers may ask the gateway for, by name (no ``pynvml`` here).
 
-Split from ``hwcheck.nvml_gateway``, which binds each to its ``pynvml`` function: the names
+Split from ``hwcheck.nvml.gateway``, which binds each to its ``pynvml`` function: the names
 need no NVML, and the gateway stays one module's worth of plumbing as calls are added.
 """
 

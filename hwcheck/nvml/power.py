@@ -10,8 +10,8 @@ import math
 from typing import Any
 
 from hwcheck.backend import BackendError, CardLostError, PowerLimitError
-from hwcheck.nvml_calls import Call
-from hwcheck.nvml_gateway import NvmlCallError, NvmlError, NvmlGateway
+from hwcheck.nvml.calls import Call
+from hwcheck.nvml.gateway import NvmlCallError, NvmlError, NvmlGateway
 
 
 def check_power_request(index: int, watts: float) -> None:

@@ -3,7 +3,7 @@
 Each pattern is a list of sweeps over the tested memory (a fill, or a check that may
 rewrite the complement). The value of a word is a function of its index, never stored,
 so the check recomputes it: :func:`word_value` is the Python twin of ``memtest_word`` in
-``hwcheck/memtest.ptx`` (the planted self-test fault, the simulation and the GPU check's
+``hwcheck/memtest/memtest.ptx`` (the planted self-test fault, the simulation and the GPU check's
 read-back comparison rely on them agreeing). Which fault each pattern is for:
 
 - ``solid``: all zeros, then all ones: a bit stuck at either value.
@@ -23,7 +23,7 @@ read-back comparison rely on them agreeing). Which fault each pattern is for:
   reproduces them), then their complement: data-dependent faults no regular pattern
   hits.
 
-The step (stress) mode for ``--minutes`` is :mod:`hwcheck.memtest_runner`'s: full-bandwidth
+The step (stress) mode for ``--minutes`` is :mod:`hwcheck.memtest.runner`'s: full-bandwidth
 random data over a window that moves through the memory, an idle gap, a light walking
 pattern, many times a second, every word verified: a card whose HBM corrupts data right
 after each jump from idle to full traffic passes every pattern above.

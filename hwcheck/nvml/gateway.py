@@ -4,7 +4,7 @@ This is the only module that touches ``pynvml`` (ruff's banned-api keeps it that
 follows nvitop's ``libnvml.py`` gateway (one place that loads and initialises the library,
 lazily, under a lock, and through which every call goes), but it hands out typed results
 instead of "N/A": each NVML error comes out as ``NvmlCallError`` with an ``NvmlError`` kind,
-so the readers above it (``hwcheck.nvml_cards``, ``hwcheck.nvml_power``) can tell "not
+so the readers above it (``hwcheck.nvml.cards``, ``hwcheck.nvml.power``) can tell "not
 supported" (normal on CMP cards) from "the GPU is lost" (an incident) without knowing
 ``pynvml``'s class names.
 
@@ -29,8 +29,8 @@ from typing import Any
 
 from hwcheck.backend import BackendError, BackendTimeout, BackendUnavailable
 from hwcheck.hostfacts.model import P2pStatus
-from hwcheck.nvml_calls import Call, Field
-from hwcheck.nvml_errors import NvmlDown, nvml_unavailable
+from hwcheck.nvml.calls import Call, Field
+from hwcheck.nvml.errors import NvmlDown, nvml_unavailable
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
 
 logger = logging.getLogger(__name__)
