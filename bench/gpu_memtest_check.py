@@ -27,19 +27,18 @@ ends the run after --limit-s seconds (default 220), writing what it has.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import signal
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gpu_run import GpuRun  # noqa: E402
 
 from hwcheck.memtest.children import SubprocessMemtester  # noqa: E402
 from hwcheck.memtest.cuda import (  # noqa: E402
@@ -65,39 +64,11 @@ from hwcheck.memtest.runner import PLANT_FLIP, card_result  # noqa: E402
 GIB = 1 << 30
 MIB = 1 << 20
 TARGET_RATIO = 0.5
-SUMMARY: dict[str, Any] = {"steps": {}, "passed": False}
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def write_summary() -> None:
-    out = os.environ.get("OUT")
-    if not out:
-        return
-    path = Path(out) / "memtest_gpu.json"
-    path.write_text(json.dumps(SUMMARY, indent=2, default=str) + "\n")
-    say(f"summary written to {path}")
-
-
-def step(name: str, run: Callable[[], dict[str, Any]]) -> bool:
-    """Run one step, print its outcome, keep its figures; an exception fails it alone."""
-    say(f"\n=== {name} ===")
-    SUMMARY["current"] = name
-    started_s = time.monotonic()
-    try:
-        figures = run()
-        ok = bool(figures.pop("ok", True))
-    except Exception as exc:  # a failing step must not stop the others
-        figures = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
-        say(f"ERROR: {type(exc).__name__}: {exc}")
-        ok = False
-    figures["ok"] = ok
-    figures["seconds"] = round(time.monotonic() - started_s, 2)
-    SUMMARY["steps"][name] = figures
-    say(f"--- {name}: {'PASS' if ok else 'FAIL'} ({figures['seconds']} s)")
-    return ok
+RUN = GpuRun("memtest_gpu.json")
+SUMMARY = RUN.summary
+say = RUN.say
+step = RUN.step
+write_summary = RUN.write_summary
 
 
 def counts_of(memory: CardMemory) -> dict[str, Any]:
@@ -278,32 +249,17 @@ def main() -> int:
     parser.add_argument("--stress-s", type=float, default=10.0)
     parser.add_argument("--limit-s", type=int, default=220)
     args = parser.parse_args()
-    SUMMARY.update(
-        python=sys.version.split()[0], machine=platform.machine(), card=args.card, gib=args.gib
-    )
+    SUMMARY.update(card=args.card, gib=args.gib)
 
-    def watchdog(_signum: int, _frame: object) -> None:
-        say(f"\nWATCHDOG: {args.limit_s} s passed during step {SUMMARY.get('current')!r}")
-        SUMMARY["watchdog"] = SUMMARY.get("current")
-        write_summary()
-        os._exit(1)
-
-    signal.signal(signal.SIGALRM, watchdog)
-    signal.alarm(args.limit_s)
+    RUN.arm_watchdog(args.limit_s)
     started_s = time.monotonic()
     try:
         lib = load_driver()
         count = device_count(lib)
     except (OSError, AttributeError, CudaFailed) as exc:
-        say(f"no GPU: {exc}")
-        SUMMARY.update(gpu=False, reason=str(exc), passed=True)
-        write_summary()
-        return 0
+        return RUN.no_gpu(str(exc))
     if count <= args.card:
-        say(f"no GPU: CUDA sees {count} card(s), card {args.card} asked")
-        SUMMARY.update(gpu=False, reason=f"{count} card(s)", passed=True)
-        write_summary()
-        return 0
+        return RUN.no_gpu(f"CUDA sees {count} card(s), card {args.card} asked")
     SUMMARY["gpu"] = True
     say(f"CUDA sees {count} card(s); testing card {args.card} over {args.gib} GiB")
     oks = [

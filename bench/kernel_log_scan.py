@@ -102,7 +102,8 @@ def run_grep(path: Path) -> int:
 
 
 def run_scan_lines(path: Path, catalogue: XidCatalogue) -> int:
-    """The `fleetctl xid scan` path: text stream, scan_lines, classify each event."""
+    """The parser alone: text stream, scan_lines, classify (the CLI also reads who wrote each
+    Xid line, see run_cli_document)."""
     count = 0
     with path.open(encoding="utf-8", errors="replace") as stream:
         for event in scan_lines(stream):

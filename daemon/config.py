@@ -27,6 +27,7 @@ from pydantic import (
 from daemon import defaults
 from daemon.config_bounds import first_problem
 from hwcheck.atomic import NotARegularFile
+from hwcheck.carddiag.settings import DiagSettings
 from hwcheck.checks import KNOWN_CHECK_IDS
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.kernellog.catalogue import XidCatalogue, XidOverride, overrides_by_xid
@@ -34,6 +35,7 @@ from hwcheck.model import RigProfile
 from hwcheck.regular_file import read_regular
 from recovery.settings import RecoverySettings
 from serving.canary.settings import CanarySettings
+from serving.evidence.settings import EvidenceSettings
 from serving.guard.settings import GuardSettings
 from serving.settings import ServingSettings
 
@@ -90,7 +92,7 @@ class WebSettings(_Section):
     @classmethod
     def _host_port(cls, value: str) -> str:
         host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not port.isdecimal() or not 0 < int(port) < 65536:
             raise ValueError(f"expected HOST:PORT, got {value!r}")
         return value
 
@@ -188,6 +190,8 @@ class Settings(_Section):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     canary: CanarySettings = Field(default_factory=CanarySettings)
     guard: GuardSettings = Field(default_factory=GuardSettings)
+    diag: DiagSettings = Field(default_factory=DiagSettings)
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     xid: dict[str, XidOverride] = Field(default_factory=dict)
     # The host baseline's pins (any key wins over the recorded baseline) and its knob.
     host: HostBaseline = Field(default_factory=HostBaseline)

@@ -7,7 +7,8 @@ raw_retention_h = inf`` tracebacked every rollup. So, walking the raw table alon
 models' fields: every duration (a key ending in ``_s``, ``_h`` or ``_days``) must be a
 finite number no larger than its unit's maximum, a number field takes no boolean and no
 string (``interval_s = "2"`` is a typo pydantic would read as 2) and a boolean field
-nothing but a boolean. The first problem is one line naming the key.
+nothing but a boolean, inside lists too (``[canary] depths = ["16000"]``, issue 36). The
+first problem is one line naming the key.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ def _models(annotation: Any) -> tuple[type[BaseModel] | None, str]:
     return None, ""
 
 
+def _list_item(annotation: Any) -> Any:
+    """The item type of a list (or set, or ``tuple[X, ...]``) field, else None."""
+    for plain in _unwrapped(annotation):
+        if get_origin(plain) in (list, tuple, set, frozenset) and get_args(plain):
+            return get_args(plain)[0]
+    return None
+
+
 def _duration_problem(key: str, value: Any) -> str | None:
     for suffix, most in MAX_BY_SUFFIX.items():
         if not key.endswith(suffix) or isinstance(value, bool):
@@ -82,6 +91,11 @@ def first_problem(table: Any, model: type[BaseModel]) -> tuple[tuple[str, ...], 
         problem = _duration_problem(str(key), value) or _type_problem(field.annotation, value)
         if problem is not None:
             return (str(key),), problem
+        item_type = _list_item(field.annotation) if isinstance(value, list) else None
+        for index, item in enumerate(value if item_type is not None else ()):
+            problem = _type_problem(item_type, item)
+            if problem is not None:
+                return (f"{key}[{index}]",), problem
         inner, how = _models(field.annotation)
         if inner is None:
             continue

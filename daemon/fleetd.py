@@ -36,6 +36,19 @@ EXIT_STARTUP = 1  # an unforeseen failure once everything was built: systemd ret
 INSTALL_COMMANDS = ("install", "uninstall")
 
 
+def _state_dir(text: str) -> Path:
+    """A state dir given by a person: never empty.
+
+    ``Path("")`` is the current directory, which fleetd would then narrow to 0700 (under
+    systemd, ``/``): an empty ``--state-dir`` or ``CMPFLEET_STATE_DIR`` is refused (issue 36).
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"the state dir is empty: give a directory (default {DEFAULT_STATE_DIR})"
+        )
+    return Path(text)
+
+
 def example_config_path() -> Path:
     """The packaged example config (what ``--simulate`` uses without ``--config``)."""
     return Path(str(resources.files("daemon") / "examples" / "fleet.toml"))
@@ -60,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, help=f"config file (default {DEFAULT_CONFIG_PATH})")
     parser.add_argument("--simulate", metavar="SCENARIO", help="built-in scenario or file")
     parser.add_argument(
-        "--state-dir", type=Path, help=f"state directory (default {DEFAULT_STATE_DIR})"
+        "--state-dir", type=_state_dir, help=f"state directory (default {DEFAULT_STATE_DIR})"
     )
     parser.add_argument(
         "--listen",
@@ -160,7 +173,13 @@ def main(argv: list[str] | None = None) -> None:
         log.warning(
             "%s holds secrets (%s) and others can read it: chmod 600 it", path, ", ".join(keys)
         )
-    state_dir = args.state_dir or Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR))
+    state_dir = args.state_dir
+    if state_dir is None:
+        try:
+            state_dir = _state_dir(os.environ.get("CMPFLEET_STATE_DIR", str(DEFAULT_STATE_DIR)))
+        except argparse.ArgumentTypeError as exc:
+            sys.stderr.write(f"fleetd: CMPFLEET_STATE_DIR: {exc}\n")
+            sys.exit(EXIT_CONFIG)
     from daemon.startup import StartupError, build_daemon
 
     try:

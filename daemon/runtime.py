@@ -1,4 +1,8 @@
-"""fleetd's wiring: host sources, store, jobs, follower, API server and systemd notify.
+"""fleetd's composition root: it builds every wing's parts, connects them, starts and stops.
+
+No reaction lives here: a wing's reaction to another's news (a poll ended, the latch moved,
+the follower went down, a new boot) is that wing's own method, subscribed below where both
+parts exist (docs/architecture.md, "A new reaction to another wing's news").
 
 Lifecycle: ``start()`` opens everything and returns once the first poll is stored and
 the API answers (then ``READY=1``); ``run()`` is the main loop (watchdog pings, status
@@ -10,70 +14,105 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC
+from functools import partial
 from pathlib import Path
 
 from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from daemon.alerts.service import AlertService
 from daemon.api.server import ApiServer, url_host
 from daemon.api.services import DaemonServices
-from daemon.api.sim_control import SimControl, reboot_simulated_host
+from daemon.api.sim_control import (
+    SimControl,
+    end_as_a_reboot_does,
+    reboot_simulated_host,
+    simulated_host_cannot_reboot,
+)
+from daemon.bench.wiring import build_bench
 from daemon.canaries.diag import build_diag
+from daemon.canaries.engines import FleetCanaries, SideCanaries, build_side_canaries
 from daemon.canaries.service import CanaryService
 from daemon.canaries.wiring import EngineWatch, watch_engine
 from daemon.config import Settings, xid_catalogue
 from daemon.config_secrets import config_secret_values
+from daemon.engine.drain import DrainKeeper
+from daemon.engine.fleet import (
+    DrainThenStopSides,
+    SideEngines,
+    build_side_engines,
+    engine_series,
+    every_engines_cards,
+    every_engines_profile_cards,
+    share_cards,
+    side_state_dir,
+)
 from daemon.engine.guard import GuardService
-from daemon.engine.resource_needs import ram_needed_mib, resource_paths
+from daemon.engine.guard_view import guard_engine_view
+from daemon.engine.resource_needs import read_host_resources
 from daemon.engine.service import EngineService
 from daemon.engine.sim_containers import SimulatedContainers
 from daemon.engine.sim_load import engine_load
+from daemon.engine.sim_xids import faults_for
 from daemon.engine.wiring import wire_engine
+from daemon.evidence.archive import CrashArchive
+from daemon.evidence.recorder import EvidenceRecorder
+from daemon.evidence.wiring import evidence_sources
 from daemon.ports.bringup import BringUp
+from daemon.ports.engine_lifecycle import autostart, stop_engine_on_exit
 from daemon.ports.latch import LatchFile, LatchState
+from daemon.ports.new_boot import NewBoot
 from daemon.ports.parts import MonitorRig, RecoveryMemory, StoreAudit, StoreDocument, StoreLatch
 from daemon.ports.reboot import host_commands
 from daemon.rig.boot import track_boot
 from daemon.rig.caps import CapKeeper
 from daemon.rig.host_watch import build_host_watch
 from daemon.rig.judge import RigJudge
-from daemon.rig.metrics_source import DaemonMetrics
+from daemon.rig.kernellog_health import put_kernel_log_result
+from daemon.rig.metrics_source import rig_collectors
 from daemon.rig.monitor import RigMonitor
-from daemon.rig.poller import RigPoller
+from daemon.rig.passport import Passports
+from daemon.rig.poller import Rejudge, RigPoller
 from daemon.rig.readings import ReadingSources
-from daemon.rig.status_document import view_verdict
+from daemon.rig.rollup_job import RollupJob
 from daemon.rig.xidpath import FollowerThread, XidPath
 from daemon.sdnotify import Notifier
-from daemon.service_loop import ServiceLoop, sample_until_judged
+from daemon.service_loop import ServiceLoop, StatusLine, sample_until_judged
 from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
 from daemon.store.keyvalue import CARD_FAULT_HISTORY
 from daemon.store.writer import StoreWriter, store_remedy
 from daemon.token import ensure_token
-from hwcheck.checks import kernel_log as kernel_log_check
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
-from hwcheck.resources import HostResources
-from hwcheck.sim.rig import SimulatedRig
+from hwcheck.sim.rig import SimulatedRig, SimulationError
 from hwcheck.threads import CrashBoard
 from recovery.controller import RecoveryController
-from recovery.facts import Trigger
-from serving.guard.supervisor import EngineView
+from recovery.history import FaultHistory
+from recovery.ports import AuditTrail
 from serving.profiles import ProfileSet
 from serving.recipe.masking import KnownSecrets
 from serving.recipe.recipe import Recipe
 from serving.runtime.foreign_containers import RuntimeContainers
 from serving.sim.images import ImageStore
 from web.app import create_app
+from web.hosts import allowed_hosts
 from web.loopback import is_loopback
-from web.metrics_model import DurationHistogram
+from web.metrics_canaries import CanariesCollector
+from web.metrics_crashes import CrashesCollector
+from web.metrics_engine import EngineCollector
+from web.metrics_guard import GuardCollector
+from web.metrics_host import HostCollector
+from web.metrics_recovery import RecoveryCollector
+from web.metrics_rig import BuildInfoCollector, poll_duration_histogram
 
 log = logging.getLogger("fleetd")
 
@@ -114,9 +153,11 @@ class Daemon:
         """Build every part, in the order each needs the ones before it; nothing runs yet.
 
         The store first (everything records into it), then the rig's picture and the Xid
-        path, the process around them (API, watchdog loop, alerts), recovery, the engine
-        it drives, the parts beside the engine (bring-up, canaries, host watch, memory
-        test), what the API serves, and last the poll that feeds them all.
+        path, the process around them (API, watchdog loop, alerts), recovery (with the host
+        watch it asks), the engine it drives, the parts beside the engine (bring-up,
+        canaries, passports, memory test), what the API serves, and last the poll that
+        feeds them all. Each wing's reaction to another's news is subscribed here, where
+        both exist (the wing owns the reaction; this only connects).
         """
         self.settings = settings
         self.state_dir = state_dir
@@ -135,26 +176,87 @@ class Daemon:
         self._build_process(api or ApiServer(settings.web.listen))  # build_daemon binds it first
         self._build_recovery()
         self.engine: EngineService | None = None  # the judge reads its state: none until built
-        self.engine = self._build_engine(
-            profiles or (None if recipe is None else ProfileSet.single(recipe))
+        self.side_engines = SideEngines()  # and their cards: none until built
+        profiles = profiles or (None if recipe is None else ProfileSet.single(recipe))
+        self.engine = self._build_engine(profiles)
+        # [serving] run's other profiles: an engine each, with its own recovery controller.
+        self.side_engines = build_side_engines(
+            profiles, settings.serving.run, state_dir, self._new_recovery, self.audit, self._wire
         )
+        share_cards(self.engine, self.recovery, self.side_engines)
+        for controller in self.side_engines.controllers():
+            self.xid_path.add_listener(controller.on_xid)
         if sim is not None and self.engine is not None:
-            sim.attach_engine(engine_load(self.engine))  # its cards show the engine's load
+            # its cards show the engine's load
+            sim.attach_engine(engine_load(self.engine, StateDir(self.state_dir).sim_engine_load))
+            for side in self.side_engines:  # each loads its own cards
+                side_files = StateDir(side_state_dir(self.state_dir, side.name))
+                sim.attach_engine(engine_load(side.service, side_files.sim_engine_load))
         self._build_beside_engine()
         self.guard = self._build_guard(guard_sockets)
+        self.evidence = self._build_evidence()
+        if self.guard is not None and self.engine is not None:
+            self.engine.attach_guard(self.guard.summary)
+        self.drain = DrainKeeper(
+            self.store,
+            lambda: self.monitor.view().boot_id,
+            settings.recovery.drain_grace_s,
+            self.guard,
+            self.api.state_changed,
+        )
+        self.recovery.executors.attach_drain(DrainThenStopSides(self.drain, self.side_engines))
         self.services = self._build_services()
-        self.poller = self._build_poller()
-        self.poll_durations = DurationHistogram()
-        self.metrics = DaemonMetrics(
+        self.bench = build_bench(
+            self.store,
+            self.engine,
+            None if self.watch is None else self.watch.builds,
+            self.caps,
+            self.host.gpu,
             self.monitor,
-            lambda: None if self.engine is None else self.engine.supervisor.status(),
-            lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
             self.latch_state.in_force,
-            self.poll_durations,
-            canaries=None if self.canaries is None else self.canaries.metrics,
-            pcie_aer=self.host_watch.aer_counters,
-            guard=None if self.guard is None else self.guard.metrics,
-            profile_cards=lambda: None if self.engine is None else self.engine.profile_cards(),
+            StateDir(self.state_dir).bench_sweep,
+            self.services.status_document,
+        )
+        self.poller = self._build_poller()
+        for controller in self.side_engines.controllers():
+            self.poller.add_snapshot_listener(controller.on_snapshot)
+        self.services.attach_side_engines(self.side_engines, self.side_canaries.status_entries)
+        self.poller.add_snapshot_listener(self.evidence.on_snapshot)
+        self.sim_faults = faults_for(
+            sim,
+            self.engine,
+            StateDir(state_dir).sim_cards,
+            self.crashes.report,
+        )
+        if self.sim_faults is not None:
+            self.poller.add_snapshot_listener(self.sim_faults.on_snapshot)
+        self.poll_durations = poll_duration_histogram()
+        self.metrics = CollectorRegistry(auto_describe=False)
+        for collector in self._metrics_collectors():
+            self.metrics.register(collector)
+
+    def _metrics_collectors(self) -> tuple[Collector, ...]:
+        """Each wing's ``/metrics`` collector, reading that wing's memory at scrape time."""
+        return (
+            *rig_collectors(
+                self.monitor,
+                lambda: self.follower.alive() and self.follower.health.down_for_s() is None,
+                self.poll_durations,
+                lambda: every_engines_profile_cards(self.engine, self.side_engines),
+            ),
+            HostCollector(self.host_watch.aer_counters),
+            EngineCollector(
+                lambda: None if self.engine is None else self.engine.supervisor.status(),
+                lambda: engine_series(self.engine, self.side_engines),
+            ),
+            CanariesCollector(
+                None if self.canaries is None else self.canaries.metrics,
+                self.side_canaries.metrics,
+            ),
+            RecoveryCollector(lambda: self.latch_state.in_force() is not None, self.drain.active),
+            CrashesCollector(self.evidence.counts),
+            *(() if self.guard is None else (GuardCollector(self.guard.metrics),)),
+            BuildInfoCollector(),
         )
 
     # -- building (in __init__'s order) -------------------------------------------------
@@ -187,8 +289,11 @@ class Daemon:
             self.catalogue,
             self.store,
             self.xid_path,
-            on_health_change=self._kernel_log_changed,
             on_crash=self.crashes.report,
+        )
+        # The follower went down or came back: status says so now, not at the next poll.
+        self.follower.add_health_listener(
+            partial(put_kernel_log_result, self.monitor, self.follower.health)
         )
 
     def _build_process(self, api: ApiServer) -> None:
@@ -206,6 +311,7 @@ class Daemon:
         )
         # A stored event or latch change re-renders the status at once, not at the next poll.
         self.store.add_news_listener(self.api.state_changed)
+        self.follower.add_health_listener(self.api.state_changed)  # after its check's result
         # The latch in force: its one holder, in memory (status, verdict, alerts, /metrics).
         self.latch_state = LatchState(LatchFile(StateDir(self.state_dir).latch), self.store)
         self.alerts = AlertService(
@@ -220,41 +326,65 @@ class Daemon:
     def _build_recovery(self) -> None:
         """The rig's verdict, the latch in force and the recovery controller with its ports."""
         settings, host = self.settings, self.host
+        # Host truth: the judge and the host's reboot ask it about the default boot entry.
+        self.host_watch = build_host_watch(
+            host,
+            settings,
+            self.state_dir,
+            self.writer,
+            self.store,
+            lambda: None if self.engine is None else self.engine.recipe,
+        )
         self.judge = RigJudge(
             self.monitor,
             self.latch_state.in_force,
             lambda: None if self.engine is None else self.engine.state()[0].value,
             self.api.state_changed,
-            lambda: None if self.engine is None else self.engine.recipe_cards(),
+            lambda: every_engines_cards(self.engine, self.side_engines),
+            self.host_watch.wrong_next_boot_known,
         )
+        self.alerts.engine.add_firing_listener(self.judge.alerts_changed)
+        self.rejudge_checks = Rejudge()  # the poller subscribes once built
         self.recovery_memory = RecoveryMemory(self.store)
-        self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self._rejudge_checks)
+        self.rig_view = MonitorRig(self.monitor, self.recovery_memory, self.rejudge_checks)
         self.audit = StoreAudit(self.store, settings.recovery.dry_run)
         self.host_commands = host_commands(
             settings,
             self.sim is not None,
             self.simulate_reboot,
-            self._wrong_next_boot,
+            self.host_watch.wrong_next_boot,
+            partial(simulated_host_cannot_reboot, self.sim),
         )
-        self.recovery = RecoveryController(
-            settings.recovery,
-            autostart=settings.serving.autostart,
+        self.latch_port = StoreLatch(
+            self.latch_state,
+            self.recovery_memory,
+            lambda: self.monitor.view().boot_id,
+            self.writer.submit,
+        )
+        # Recovery set or cleared the latch: the verdict, the picture and the alerts now.
+        self.latch_port.add_change_listener(self.judge.latch_changed)
+        self.latch_port.add_change_listener(self.alerts.engine.latch_changed)
+        self._prober = host.cuda_prober or SubprocessCudaProber()
+        self.fault_history = FaultHistory(
+            StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit)
+        )
+        self.recovery = self._new_recovery()
+        self.xid_path.add_listener(self.recovery.on_xid)
+
+    def _new_recovery(self, audit: AuditTrail | None = None) -> RecoveryController:
+        """A recovery controller on the rig's ports (one per engine: ``daemon.engine.fleet``)."""
+        return RecoveryController(
+            self.settings.recovery,
+            autostart=self.settings.serving.autostart,
             rig=self.rig_view,
-            latch=StoreLatch(
-                self.latch_state,
-                self.recovery_memory,
-                lambda: self.monitor.view().boot_id,
-                self._latch_changed,
-                self.writer.submit,
-            ),
-            audit=self.audit,
-            prober=host.cuda_prober or SubprocessCudaProber(),
+            latch=self.latch_port,
+            audit=self.audit if audit is None else audit,
+            prober=self._prober,
             host=self.host_commands,
-            history=StoreDocument(self.store, CARD_FAULT_HISTORY, self.writer.submit),
+            history=self.fault_history,
             catch_up=self.follower.catch_up,
             on_crash=self.crashes.report,
         )
-        self.xid_path.add_listener(self.recovery.on_xid)
 
     def _build_engine(self, profiles: ProfileSet | None) -> EngineService | None:
         """The engine recovery drives (None on a rig without a recipe)."""
@@ -265,6 +395,12 @@ class Daemon:
         )
         if profiles is None:
             return None
+        return self._wire(profiles, self.state_dir, self.recovery)
+
+    def _wire(
+        self, profiles: ProfileSet, state_dir: Path, recovery: RecoveryController
+    ) -> EngineService:
+        """An engine service for ``profiles`` keeping its files in ``state_dir``."""
         # Masked in every engine log line fleetd serves (each launch adds its own).
         secrets = KnownSecrets(
             {self.token, *config_secret_values(self.settings, self.alerts.sinks)}
@@ -272,21 +408,23 @@ class Daemon:
         return wire_engine(
             profiles,
             self.settings,
-            self.state_dir,
+            state_dir,
             self.store,
             self.monitor,
             self.host,
-            self.recovery,
+            recovery,
             rig_cards=self.rig_view.cards,
             containers=self.sim_containers,
             known_secrets=secrets,
             defer=self.writer.submit,
             on_crash=self.crashes.report,
             sim_engine_args=None if self.sim is None else self._sim_engine_args,
+            primary=state_dir == self.state_dir,
+            sim_images=StateDir(self.state_dir).sim_images,
         )
 
     def _build_beside_engine(self) -> None:
-        """The bring-up after a boot, the engine's watchers, the host watch, the memory test."""
+        """The bring-up after a boot, the engine's watchers, the passports, the memory test."""
         settings, host = self.settings, self.host
         self.bring_up = BringUp(
             self.recovery,
@@ -309,17 +447,21 @@ class Daemon:
                 on_crash=self.crashes.report,
             )
         self.canaries: CanaryService | None = None if self.watch is None else self.watch.canaries
-        self.host_watch = build_host_watch(
-            host,
-            settings,
-            self.state_dir,
-            self.writer,
-            self.store,
-            lambda: None if self.engine is None else self.engine.recipe,
+        # Each side engine's own canaries: its on_fail goes to its own controller.
+        self.side_canaries: SideCanaries = build_side_canaries(
+            settings, self.store, self.side_engines, self.monitor, on_crash=self.crashes.report
         )
         held = self.recovery.starts.cards_held
+        self.passports = Passports(self.store, self.monitor, self.rejudge_checks)
         self.diag = build_diag(
-            self.store, self.monitor, host, self.engine, held, self._rejudge_checks
+            self.store,
+            self.monitor,
+            host,
+            self.engine,
+            held,
+            self.rejudge_checks,
+            rig=settings.rig,
+            limits=settings.diag.limits(),
         )
 
     def _build_guard(
@@ -333,10 +475,38 @@ class Daemon:
             sockets,
             self.store,
             self.writer.submit,
-            self._guard_engine_view,
+            lambda: guard_engine_view(
+                self.engine, self.drain, self.side_engines
+            ),  # the drain is built after
             tick_s=self.settings.poll.interval_s,
             on_crash=self.crashes.report,
         )
+
+    def _build_evidence(self) -> EvidenceRecorder:
+        """The crash black box: told by recovery after each latch and stop, fed by each poll."""
+        guard = self.guard
+        recorder = EvidenceRecorder(
+            self.state_dir,
+            self.settings.evidence,
+            evidence_sources(
+                self.store,
+                self.monitor,
+                self.engine,
+                defer=self.writer.submit,
+                known=KnownSecrets(
+                    {self.token, *config_secret_values(self.settings, self.alerts.sinks)}
+                ),
+                booted_kernel=platform.release if self.sim is None else self.sim.booted_kernel,
+                guard_sessions=None if guard is None else lambda: guard.overview()["sessions"],
+                kernel_records=self.host.kernel_log_history,
+                read_rig=self.host.gpu.snapshot,
+                sides={side.name: side.service for side in self.side_engines},
+            ),
+            on_crash=self.crashes.report,
+        )
+        self.recovery.attach_witness(recorder)
+        self.side_engines.attach_witness(recorder)
+        return recorder
 
     def _build_services(self) -> DaemonServices:
         """What the API and fleetctl read and ask of fleetd."""
@@ -357,16 +527,37 @@ class Daemon:
             host_watch=self.host_watch,
             latch_in_force=self.latch_state.in_force,
             audit_rows=self.audit.last,
+            evidence=self.evidence.status,
+            drain=self.drain.document,
         )
 
     def _build_poller(self) -> RigPoller:
-        """The poll, fed by every part above; fleetd's own checks get their parts' readings."""
+        """The poll, fed by every part above; fleetd's own checks get their parts' readings.
+
+        Beside it the rollup job, and the ``STATUS=`` line each poll ends with.
+        """
+        self.status_line = StatusLine(self.monitor, self.services.serving_state, self.notifier)
+        self.rollups = RollupJob(
+            self.store, self.writer.submit, self.settings.store, self.services.history_cache
+        )
         readings = ReadingSources(
             kernel_log=self.follower.health.reading,
             store=self.writer.reading,
             canaries=None if self.canaries is None else self.canaries.reading,
             memtest=self.diag.reading,
             host_commands=self.host_commands.reading,
+        )
+        self.new_boot = NewBoot(
+            self.store,
+            self.latch_state,
+            self.monitor,
+            self.host_watch,
+            self.recovery_memory,
+            self.recovery,
+            self.follower,
+            self.bring_up,
+            self._stop,
+            others=self.side_engines,
         )
         poller = RigPoller(
             self.settings,
@@ -377,62 +568,25 @@ class Daemon:
             self.caps,
             self.follower,
             own_gpu_pids=self.services.own_gpu_pids,
-            on_new_boot=self._on_new_boot,
-            on_polled=self._polled,
+            on_new_boot=self.new_boot.on_new_boot,
             record_metrics=None if self.watch is None else self.watch.poll,
             readings=readings,
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),
             rig_now=self.judge.rig_now,
-            resources=self._resources,
+            resources=partial(read_host_resources, self.host, self.state_dir, self.engine),
+            out_of_service=self.passports.marks,
         )
         poller.add_snapshot_listener(self.recovery.on_snapshot)
+        # After each poll: the rig's verdict, then one ``STATUS=`` line for systemd.
+        poller.add_polled_listener(self.judge.rejudge)
+        poller.add_polled_listener(self.status_line.polled)
+        # Recovery, a passport or a memory test changed what the checks read: judge again.
+        self.rejudge_checks.add_listener(poller.rejudge)
+        self.rejudge_checks.add_listener(self.api.state_changed)
         return poller
 
     # -- helpers ----------------------------------------------------------------------
-    def _guard_engine_view(self) -> EngineView:
-        """What the guard is told each tick: the engine's URL, state and profile."""
-        if self.engine is None:
-            return EngineView(None, None, None)
-        status = self.engine.supervisor.status()
-        return EngineView(status.url, status.state.value, self.engine.profile)
-
-    def _wrong_next_boot(self) -> str | None:
-        """The host watch's judgement of the default boot entry (built after recovery)."""
-        return self.host_watch.wrong_next_boot()
-
-    def _polled(self) -> None:
-        """After each poll: the rig's verdict, then one ``STATUS=`` line for systemd."""
-        self.judge.rejudge()
-        self.notifier.status(self.summary())
-
-    def _latch_changed(self, required: bool) -> None:
-        """Recovery set or cleared the latch: the verdict, the picture and the alerts now."""
-        self.judge.latch_changed(required)
-        self.alerts.engine.wake()
-
-    def _rejudge_checks(self) -> None:
-        """Recovery changed what the checks read (a clear, a probe): judge again now."""
-        self.poller.rejudge()
-        self.api.state_changed()
-
-    def _allowed_hosts(self) -> list[str] | None:
-        """A loopback listener's ``Host`` names beside loopback's: this machine's, the config's."""
-        if not is_loopback(self.api.host):
-            return None  # every request needs the token there: no rebinding to fear
-        return [socket.gethostname(), *self.settings.web.allowed_hosts]
-
-    def _resources(self) -> HostResources:
-        """The state dir's and the model's filesystems and the RAM, for ``host_resources``."""
-        recipe = None if self.engine is None else self.engine.recipe
-        paths = resource_paths(self.state_dir, recipe)
-        return self.host.resources(paths, ram_needed_mib(recipe))
-
-    def _kernel_log_changed(self) -> None:
-        """The follower went down or came back: status says so now, not at the next poll."""
-        self.monitor.put_result(kernel_log_check.judge(self.follower.health.reading()))
-        self.api.state_changed()
-
     # -- jobs -------------------------------------------------------------------------
     def poll(self) -> None:
         """One poll (``daemon.rig.poller``), timed for /metrics; then the latch mirror's refresh."""
@@ -444,59 +598,26 @@ class Daemon:
             self.api.state_changed()  # a failed poll changes the picture too (stale, errors)
         self.writer.submit(self.latch_state.catch_up)
 
-    def _on_new_boot(self, boot_id: str) -> None:
-        """The host rebooted while we ran (the simulated rig can): start a fresh boot."""
-        log.warning("boot id changed to %s: the host rebooted", boot_id)
-        self.follower.stop()
-        self._begin_boot(boot_id)
-
-    def _begin_boot(self, boot_id: str) -> None:
-        """Record the new boot (clearing the latch), count its Xids afresh, follow its log.
-
-        The follower must be stopped; the bring-up then runs on the recovery worker.
-        """
-        track_boot(self.store, boot_id)
-        self.latch_state.new_boot(boot_id)
-        self.monitor.new_boot(boot_id)
-        self.host_watch.new_boot()
-        self.recovery_memory.new_boot()
-        self.recovery.new_boot(boot_id)
-        self.follower.start()
-        self.recovery.submit(lambda: self._bring_up_now(boot_id))
-
-    def _bring_up_now(self, boot_id: str) -> None:
-        if not self._stop.is_set():
-            self.bring_up.run(boot_id)
-
     def simulate_reboot(self) -> str:
         """``POST /api/v1/sim/reboot`` and a confirmed reboot under ``--simulate``."""
         if self.sim is None:
             raise RuntimeError("not simulating")
-        return reboot_simulated_host(
-            self.sim, self.recovery, self.engine, self.poller.lock, self.follower, self._begin_boot
-        )
-
-    def rollup(self) -> None:
-        """Roll raw samples into 1-minute rollups and prune both windows (a store job)."""
-        self.writer.submit(self._rollup_now)
-
-    def _rollup_now(self) -> None:
-        report = self.store.rollup_and_prune(
-            datetime.now(UTC),
-            raw_retention_s=self.settings.store.raw_retention_h * 3600,
-            rollup_retention_s=self.settings.store.rollup_retention_days * 86400,
-        )
-        if report.minutes_rolled:  # the 24 h chart reads rollups: a kept one is out of date
-            self.services.history_cache.rollups_changed()
-
-    def summary(self) -> str:
-        """One line for ``STATUS=`` and the logs: the verdict the status serves."""
-        view = self.monitor.view()
-        latest = view.latest
-        cards = len(latest.cards) if latest else 0
-        overall = view_verdict(view).overall
-        serving = self.services.serving_state()
-        return f"{cards} cards {overall}; engine {serving}; {len(view.xids)} Xid since boot"
+        self.sim.check_can_reboot()  # refused before any engine ends
+        self.side_engines.begin_host_reboot()
+        for side in self.side_engines:
+            end_as_a_reboot_does(side.service, side.recovery)
+        try:
+            return reboot_simulated_host(
+                self.sim,
+                self.recovery,
+                self.engine,
+                self.poller.lock,
+                self.follower,
+                self.new_boot.begin_boot,
+            )
+        except SimulationError:  # the old boot stays: the side engines may restart again
+            self.side_engines.end_host_reboot()
+            raise
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -506,16 +627,23 @@ class Daemon:
         # one line, before any thread has begun to report the same fault its own way.
         rebooted = track_boot(self.store, boot_id)
         self.alerts.start()
+        self.evidence.start()
+        if self.sim_faults is not None:
+            self.sim_faults.start()
         self.api.start(
             create_app(
                 self.services,
                 metrics=self.metrics,
                 alerts=self.alerts,
-                canary=self.canaries,
-                allowed_hosts=self._allowed_hosts(),
+                canary=self._canary_control(),
+                allowed_hosts=allowed_hosts(self.api.host, self.settings.web.allowed_hosts),
                 diag=self.diag,
                 traffic=self.guard,
                 builds=None if self.watch is None else self.watch.builds_api,
+                cards=self.passports,
+                crashes=CrashArchive(self.evidence),
+                bench=None if self.engine is None else self.bench,
+                drain=self.drain,
             ),
             on_crash=self.crashes.report,
         )
@@ -523,9 +651,11 @@ class Daemon:
         self.monitor.new_boot(boot_id, self.store.xids_for_boot(boot_id, self.catalogue))
         self.recovery_memory.load(boot_id)
         self.recovery.new_boot(boot_id)
+        self.side_engines.new_boot(boot_id)
         if self.watch is not None:
             self.watch.load()
         self.store.record_event(EventKind.DAEMON, Severity.INFO, f"fleetd started (pid {_pid()})")
+        self.bench.service.recover()  # a sweep cut short by a dead fleetd: its caps put back
         try:
             self.poll()
         except Exception as exc:  # the daemon still runs and reports why (3 a.m. rule)
@@ -547,7 +677,7 @@ class Daemon:
         self.scheduler.add_listener(self._job_failed, EVENT_JOB_ERROR)
         for job, every_s in (
             (self.poll, self.settings.poll.interval_s),
-            (self.rollup, self.settings.poll.rollup_interval_s),
+            (self.rollups.rollup, self.settings.poll.rollup_interval_s),
         ):
             self.scheduler.add_job(
                 job, "interval", seconds=every_s, id=job.__name__, max_instances=1, coalesce=True
@@ -555,13 +685,18 @@ class Daemon:
         self.scheduler.start()
         # A stop asked for during start-up must not leave a cold-starting engine behind.
         if not adopted and not self._stop.is_set():
-            self._autostart(rebooted)
+            now = self.monitor.view().boot_id  # a simulated reboot may have come meanwhile
+            engine = self.engine is not None
+            autostart(self.bring_up, self.recovery, now, rebooted=rebooted, has_engine=engine)
+        if not self._stop.is_set():
+            self.side_engines.open()
         if self.canaries is not None:
             self.canaries.start()
+        self.side_canaries.start()
         if self.guard is not None:
             self.guard.start()
         self.api.wait_ready(self._stop, READY_TIMEOUT_S)
-        self.notifier.ready(self.summary())
+        self.notifier.ready(self.status_line.summary())
         log.info(
             "fleetd ready on http://%s:%s (%s)",
             self.api.host,
@@ -569,14 +704,12 @@ class Daemon:
             "simulated rig" if self.sim else "real rig",
         )
 
-    def _autostart(self, rebooted: bool) -> None:
-        """After a reboot the whole bring-up; else autostart's decision (logged when no)."""
-        if rebooted:
-            self.bring_up.run(self.monitor.view().boot_id)
-            return
-        answer = self.recovery.request_start(Trigger.AUTOSTART, actor="fleetd")
-        if self.engine is not None and not answer.started:
-            log.warning("not autostarting the engine: %s", answer.why_not)
+    def _canary_control(self) -> CanaryService | FleetCanaries | None:
+        """What the canary routes ask: the primary's service, or every engine's when several run."""
+        engine = self.engine
+        if self.canaries is None or engine is None or not len(self.side_canaries):
+            return self.canaries
+        return FleetCanaries(self.canaries, lambda: engine.profile, self.side_canaries)
 
     def _judge_now(self) -> None:
         """Every check on fresh samples of this boot (the bring-up's step)."""
@@ -588,18 +721,6 @@ class Daemon:
         sample_until_judged(
             self.monitor, self.poll, self.settings.rig.brake_sustained_samples, self._stop
         )
-
-    def _stop_engine_on_exit(self) -> None:
-        """``[serving] stop_on_exit``: recovery stops the engine cleanly before fleetd exits."""
-        if not self.settings.serving.stop_on_exit or self.engine is None:
-            return  # the engine outlives fleetd
-        try:
-            answer = self.recovery.request_stop(Trigger.SHUTDOWN, "fleetd")
-        except Exception as exc:  # the exit goes on; the engine is left as it is, said so
-            log.error("the engine could not be stopped on exit: %s", exc)
-            return
-        if not answer.stopped:
-            log.warning("the engine did not stop on exit: %s", answer.why_not)
 
     def _job_failed(self, event: JobExecutionEvent) -> None:
         # APScheduler has already logged the traceback; the next run still happens.
@@ -628,13 +749,27 @@ class Daemon:
         steps: list[tuple[str, Callable[[], object]]] = [
             ("the jobs", lambda: self.scheduler.running and self.scheduler.shutdown(wait=True)),
             ("the canaries", self.canaries.stop if self.canaries else lambda: None),
+            ("the side engines' canaries", self.side_canaries.stop),
             # The guard's last usage is stored before the writer closes.
             ("the traffic guard", self.guard.stop if self.guard else lambda: None),
+            ("the crash black box", self.evidence.stop),
+            (
+                "the simulated faults",
+                self.sim_faults.stop if self.sim_faults else lambda: None,
+            ),  # its events before the writer
             ("the store writer", lambda: self.writer.close(STORE_DRAIN_S)),  # follower still on
             ("the kernel-log follower", self.follower.stop),
-            ("the engine", self._stop_engine_on_exit),  # only with [serving] stop_on_exit
+            (
+                "the engine",  # only with [serving] stop_on_exit
+                lambda: stop_engine_on_exit(
+                    self.recovery,
+                    stop_on_exit=self.settings.serving.stop_on_exit and self.engine is not None,
+                    sides=self.side_engines,
+                ),
+            ),
             ("recovery", self.recovery.close),
             ("the engine service", self.services.close_serving),
+            ("the side engines", self.side_engines.close),
             ("the API", self.api.stop),
             ("the alerts", self.alerts.stop),  # after the last events; the outbox keeps the rest
             ("the stop event", self._record_stop),

@@ -32,7 +32,7 @@ class Notifier:
         pid = env.get("WATCHDOG_PID", "")
         own = not pid or pid == str(os.getpid())
         self.watchdog_interval_s: float | None = (
-            int(usec) / 2_000_000 if usec.isdigit() and int(usec) > 0 and own else None
+            int(usec) / 2_000_000 if usec.isdecimal() and int(usec) > 0 and own else None
         )
 
     @property

@@ -3,7 +3,8 @@
 systemd restarts a ``Type=notify`` service whose ``WATCHDOG=1`` stops coming, so the ping
 is withheld exactly when a restart would help: polls stopped, the API thread gone, a
 background thread crashed (``hwcheck.threads.CrashBoard``), or the kernel-log follower
-down for longer than ``[poll] kernel_log_down_watchdog_s``.
+down for longer than ``[poll] kernel_log_down_watchdog_s``. After each poll one
+``STATUS=`` line says the verdict the status serves (``StatusLine``).
 """
 
 from __future__ import annotations
@@ -16,11 +17,36 @@ from collections.abc import Callable
 from daemon.api.server import ApiServer
 from daemon.config import PollSettings
 from daemon.rig.monitor import RigMonitor
+from daemon.rig.status_document import view_verdict
 from daemon.rig.xidpath import FollowerThread
 from daemon.sdnotify import Notifier
 from hwcheck.threads import CrashBoard
 
 log = logging.getLogger("fleetd")
+
+
+class StatusLine:
+    """One line for ``STATUS=`` and the logs: the verdict the status serves."""
+
+    def __init__(
+        self, monitor: RigMonitor, serving_state: Callable[[], str], notifier: Notifier
+    ) -> None:
+        self._monitor = monitor
+        self._serving_state = serving_state
+        self._notifier = notifier
+
+    def summary(self) -> str:
+        """``2 cards ok; engine ready; 0 Xid since boot``."""
+        view = self._monitor.view()
+        latest = view.latest
+        cards = len(latest.cards) if latest else 0
+        overall = view_verdict(view).overall
+        serving = self._serving_state()
+        return f"{cards} cards {overall}; engine {serving}; {len(view.xids)} Xid since boot"
+
+    def polled(self) -> None:
+        """After each poll (its verdict judged): the line systemd shows."""
+        self._notifier.status(self.summary())
 
 
 class ServiceLoop:

@@ -163,6 +163,15 @@ def sim_engine_table(
     return {**table, "ready_after_s": ready_s}
 
 
+def check_simulation(simulate: str, environ: Mapping[str, str]) -> None:
+    """``StartupError`` for a scenario (or its ``[engine]``) that does not load; reads no state."""
+    try:
+        scenario = load_scenario(simulate)
+        parse_engine_scenario(sim_engine_table(scenario.engine, environ), scenario.source)
+    except (ScenarioError, EngineScenarioError) as exc:
+        raise StartupError(str(exc)) from None
+
+
 def build_host(
     settings: Settings,
     state_dir: Path,
@@ -201,6 +210,29 @@ def store_url_source(config_path: Path | None, environ: Mapping[str, str]) -> st
     return f"{config_path or 'config'}: store.url"
 
 
+def guard_address_clash(guard_listen: str | None, api_listen: str) -> str | None:
+    """The line to refuse with when ``[guard] listen`` is fleetd's own API address.
+
+    Both sockets are bound with ``SO_REUSEADDR`` before either listens, so the second bind
+    succeeded and the API's ``listen`` failed later, blaming "another program", exit 1
+    (which systemd retries) (issue 36). A person's mistake: one line, exit 2, before
+    anything is bound. Port 0 (any free port) never clashes.
+    """
+    if guard_listen is None:
+        return None
+    guard_host, _, guard_port = guard_listen.rpartition(":")
+    api_host, _, api_port = api_listen.rpartition(":")
+    if guard_port != api_port or guard_port in ("", "0"):
+        return None
+    hosts = {guard_host.strip("[]"), api_host.strip("[]")}
+    if len(hosts) == 1 or hosts & {"0.0.0.0", "::", ""}:  # noqa: S104 (a comparison)
+        return (
+            f"guard.listen {guard_listen}: that is fleetd's own API address "
+            f"({api_listen}, [web] listen or --listen): give the guard another port"
+        )
+    return None
+
+
 def build_daemon(
     settings: Settings,
     state_dir: Path,
@@ -214,6 +246,12 @@ def build_daemon(
     still be unreachable (a closed port, a path SQLite cannot open): that failure names the
     file and key, or the variable, that set the URL.
     """
+    if simulate is not None:
+        # A bad scenario name refuses before the state dir is touched (no chmod, no lock).
+        check_simulation(simulate, os.environ if environ is None else environ)
+    clash = guard_address_clash(settings.guard.listen, settings.web.listen)
+    if clash is not None:
+        raise StartupError(clash)
     prepare_state_dir(state_dir)
     lock_state_dir(state_dir)  # held (fd kept open) until the process ends
     api = ApiServer(settings.web.listen)
@@ -236,7 +274,8 @@ def build_daemon(
         raise
     try:
         build_file = None if rig is None else StateDir(state_dir).sim_images
-        profiles = profiles_for(settings, config_path, sim_engine, build_file)
+        sim_dir = None if rig is None else state_dir
+        profiles = profiles_for(settings, config_path, sim_engine, build_file, sim_dir)
         engine_args = () if sim_engine is None else simulated_engine_args(sim_engine)
         return Daemon(
             settings,

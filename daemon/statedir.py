@@ -21,17 +21,22 @@ from pathlib import Path
 from daemon.defaults import TOKEN_FILE
 from hwcheck.atomic import NotARegularFile, kind_of
 from hwcheck.hostfacts.baseline import BASELINE_FILE
+from hwcheck.sim.power_model import POWER_FILE
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
+from serving.evidence.bundles import CRASHES_DIR
 from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
 from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
+from serving.sim.crash_depth import CARDS_FILE as SIM_CARDS_FILE
 from serving.sim.images import IMAGES_FILE
+from serving.sim.perf import LOAD_FILE
 
 DB_FILE = "fleet.db"
 LOCK_FILE = "fleetd.lock"
 ENGINE_PORT_FILE = "engine-port"
 LATCH_FILE = "latch.json"
 ACTIVE_PROFILE_FILE = "profile.json"
+BENCH_SWEEP_FILE = "bench-sweep.json"
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -104,6 +109,16 @@ class StateDir:
         return self.root / IMAGES_FILE
 
     @property
+    def sim_cards(self) -> Path:
+        """Under ``--simulate``: each simulated card's memory, for the engine's KV pool line."""
+        return self.root / SIM_CARDS_FILE
+
+    @property
+    def crashes(self) -> Path:
+        """The crash bundles (a directory per event) and the boot fingerprints."""
+        return self.root / CRASHES_DIR
+
+    @property
     def sim_state(self) -> Path:
         """Under ``--simulate``: the simulated host's state (fired steps, card overrides)."""
         return self.root / STATE_FILE
@@ -117,6 +132,21 @@ class StateDir:
     def sim_kernel_log_rotated(self) -> Path:
         """Under ``--simulate``: the previous boot's simulated kernel log."""
         return self.root / KMSG_ROTATED_FILE
+
+    @property
+    def sim_engine_power(self) -> Path:
+        """Under ``--simulate``: what the caps do to the simulated engine's speed."""
+        return self.root / POWER_FILE
+
+    @property
+    def sim_engine_load(self) -> Path:
+        """Under ``--simulate``: the requests the simulated engine runs (its cards' draw)."""
+        return self.root / LOAD_FILE
+
+    @property
+    def bench_sweep(self) -> Path:
+        """A cap sweep in progress: the caps to put back if fleetd dies before its end."""
+        return self.root / BENCH_SWEEP_FILE
 
     @property
     def host_baseline(self) -> Path:
@@ -136,10 +166,16 @@ class StateDir:
             self.engine_log,
             self.supervisor_state,
             self.sim_boot_id,
+            self.sim_images,
             self.sim_state,
             self.sim_kernel_log,
             self.sim_kernel_log_rotated,
+            self.sim_engine_power,
+            self.sim_engine_load,
+            self.bench_sweep,
             self.host_baseline,
+            self.crashes,
+            self.sim_cards,
         )
 
     def create_private_file(self, path: Path) -> None:

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 from hwcheck.model import Advice, XidAction
 
+# The host steps that reboot: a wrong default boot entry refuses them until it is fixed.
+_REBOOTS = frozenset({Advice.WARM_REBOOT, Advice.COLD_POWER_CYCLE})
+
 
 @dataclass(frozen=True, slots=True)
 class RigNow:
@@ -30,6 +33,14 @@ class RigNow:
     # The cards the profile in force uses (None: every card, or no engine configured): a
     # foreign holder of only other cards is information, not a warning.
     profile_cards: frozenset[int] | None = None
+    # The step the latch in force asks for (its rung: a warm reboot, a cold power cycle,
+    # the card out) and the card it is about: every host step reads the latch's rung, so a
+    # check's fix line never says "reboot" once the latch has escalated past it.
+    latch_advice: Advice | None = None
+    latch_card: int | None = None
+    # The default boot entry is not the baseline kernel: a reboot would be refused, so a
+    # host step says to fix the entry first.
+    wrong_boot: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,9 @@ class Step:
     stopped: str
     latched: str | None = None
     why: str = ""
+    # The host-level step this is (a reboot, a power cycle, the card out; None: not one):
+    # under a latch, a host step reads the latch's rung instead.
+    host: Advice | None = None
 
     @classmethod
     def same(cls, text: str) -> Step:
@@ -53,16 +67,31 @@ class Step:
         return cls(text, text)
 
     def text(self, now: RigNow) -> str:
-        """The one action for the state the rig is in now."""
+        """The one action for the state the rig is in now.
+
+        A host step under a latch is the latch's own step (its rung), and ahead of any
+        reboot comes the boot entry when it would boot the wrong kernel.
+        """
+        rung = now.latch_advice if now.latched else None
+        if self.host is not None and rung is not None and rung is not self.host:
+            return ADVICE_STEPS[rung].text(now)
         if now.latched and self.latched is not None:
-            return self.latched
-        return self.running if now.engine_running else self.stopped
+            text = self.latched
+        else:
+            text = self.running if now.engine_running else self.stopped
+        if "{card}" in text:
+            card = now.latch_card
+            text = text.replace("{card}", "the card" if card is None else f"card {card}")
+        if self.host in _REBOOTS and now.wrong_boot:
+            text = f"fix the boot entry first ({now.wrong_boot}: see host_kernel), then {text}"
+        return text
 
 
 # The one table of what each advice tells a person (status, latch, alerts, dashboard, top,
 # explain), by the rig's state now.
 ADVICE_STEPS: dict[Advice, Step] = {
     Advice.WARM_REBOOT: Step(
+        host=Advice.WARM_REBOOT,
         running="reboot the host: fleetctl reboot --confirm (it stops the engine cleanly first)",
         stopped="reboot the host: fleetctl reboot --confirm (the engine is already stopped)",
         why=(
@@ -75,6 +104,7 @@ ADVICE_STEPS: dict[Advice, Step] = {
         ),
     ),
     Advice.COLD_POWER_CYCLE: Step(
+        host=Advice.COLD_POWER_CYCLE,
         running=(
             "power the rig off for about 30 s, then on: fleetctl reboot --confirm --cold "
             "(it stops the engine cleanly first)"
@@ -89,6 +119,27 @@ ADVICE_STEPS: dict[Advice, Step] = {
             "--confirm --cold stops the engine cleanly, then runs [recovery] "
             "power_cycle_command (an IPMI call, for example); with none configured, power the "
             "rig off by hand. Until then the reboot-required latch refuses every engine start."
+        ),
+    ),
+    Advice.TAKE_CARD_OUT: Step(
+        host=Advice.TAKE_CARD_OUT,
+        running=(
+            "take {card} out: stop the engine (fleetctl stop), serve a profile whose gpus "
+            "leave it out (fleetctl clear-reboot-latch --reason TEXT, then fleetctl serve "
+            "PROFILE), and reseat or replace it with the rig powered off"
+        ),
+        stopped=(
+            "take {card} out: serve a profile whose gpus leave it out (fleetctl "
+            "clear-reboot-latch --reason TEXT, then fleetctl serve PROFILE), and reseat or "
+            "replace it with the rig powered off"
+        ),
+        why=(
+            "The card faulted again after a warm reboot and a cold power cycle: no reboot "
+            "fixes it. Another reboot only brings the same fault back, so the card comes "
+            "out of the profile (a profile whose gpus leave it out, served once a person "
+            "clears the latch), then is reseated in its riser or replaced with the rig "
+            "powered off. fleetctl reboot --confirm is refused while this is the advice "
+            "(--force overrides)."
         ),
     ),
 }

@@ -21,43 +21,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hwcheck.card_ranges import cards_text
+from hwcheck.checks import xid_since_boot
+from hwcheck.checks.registry import CHECKS
 from hwcheck.model import CheckResult, Severity
 
-# Which failing checks a critical one explains (docs/domain.md: a stock kernel boots
-# without the bridge-window patch, its arguments, the patched module and the unlock
-# module; NVML down hides every card reading; a lost card fails whatever reads it).
+# Which failing checks a critical one explains (each check's ``SPEC.explains``; docs/domain.md:
+# a stock kernel boots without the bridge-window patch, its arguments, the patched module
+# and the unlock module; NVML down hides every card reading; a lost card fails whatever
+# reads it).
 EXPLAINS: Mapping[str, frozenset[str]] = {
-    "nvml": frozenset({"card_count", "card_lost", "driver_version", "persistence_mode"}),
-    "host_kernel": frozenset(
-        {"kernel_cmdline", "driver_module", "bar1", "p2p", "vram_unlocked", "clocks"}
-    ),
-    "kernel_cmdline": frozenset({"bar1", "p2p"}),
-    "driver_module": frozenset({"p2p", "vram_unlocked", "driver_version", "card_count"}),
-    "card_lost": frozenset({"card_count", "cuda_probe", "memtest"}),
-    "power_brake": frozenset({"engine_output"}),
+    spec.id: spec.explains for spec in CHECKS if spec.explains
 }
 
-# The short word a card row shows for its failing check (phones, 80 columns).
-TAGS: Mapping[str, str] = {
-    "card_lost": "LOST",
-    "vram_unlocked": "LOCKED",
-    "power_brake": "BRAKE",
-    "power_cap": "CAP",
-    "pcie_link": "LINK",
-    "temperature": "HOT",
-    "cuda_probe": "CUDA",
-    "persistence_mode": "PERSIST",
-    "foreign_gpu_processes": "FOREIGN",
-    "driver_module": "DRIVER",
-    "bar1": "BAR1",
-    "p2p": "P2P",
-    "vbios": "VBIOS",
-    "clocks": "CLOCKS",
-    "pcie_errors": "PCIE ERR",
-    "memtest": "MEMTEST",
-    "host_resources": "DISK",
-}
-XID_CHECK = "xid_since_boot"
+# The short word a card row shows for its failing check (phones, 80 columns): ``SPEC.tag``.
+TAGS: Mapping[str, str] = {spec.id: spec.tag for spec in CHECKS if spec.tag is not None}
+XID_CHECK = xid_since_boot.CHECK_ID
 
 _LABEL = re.compile(r"^card \d+( \([0-9a-f:.]+\))?: ")
 _VARYING = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]|\d[\d,.]*")

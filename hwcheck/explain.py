@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hwcheck.advice import ADVICE_STEPS
 from hwcheck.check_texts import CHECK_TEXTS
+from hwcheck.checks import xid_since_boot
 from hwcheck.model import Advice, XidInfo
 
 
@@ -31,8 +32,26 @@ class Explanation:
 
 
 def of_xid(info: XidInfo) -> Explanation:
-    """What the catalogue (with the config's overrides) says about one Xid."""
-    return Explanation(f"xid {info.xid}", info.title, info.explanation)
+    """What the catalogue (with the config's overrides) says about one Xid.
+
+    The text ends with NVIDIA's resolution for the code and, where cmpfleet's action
+    departs from it, why on a CMP rig.
+    """
+    return Explanation(f"xid {info.xid}", info.title, " ".join(xid_text(info)))
+
+
+def xid_text(info: XidInfo) -> list[str]:
+    """The explanation, then NVIDIA's resolution and cmpfleet's action (and why they differ)."""
+    lines = [info.explanation]
+    nvidia = info.nvidia or "not in NVIDIA's published catalogue"
+    lines.append(f"NVIDIA's resolution: {nvidia}.")
+    if info.differs:
+        lines.append(
+            f"cmpfleet: {info.action.value}, which differs; why on a CMP rig: {info.differs}."
+        )
+    else:
+        lines.append(f"cmpfleet: {info.action.value}, following NVIDIA.")
+    return lines
 
 
 def of_advice(advice: Advice) -> Explanation:
@@ -59,7 +78,7 @@ def explanations(
     if advice is not None:
         found.append(of_advice(advice))
     for check_id in checks:
-        item = None if check_id == "xid_since_boot" else of_check(check_id)
+        item = None if check_id == xid_since_boot.CHECK_ID else of_check(check_id)
         if item is not None:
             found.append(item)
     unique: dict[tuple[str, str], Explanation] = {}

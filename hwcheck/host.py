@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwcheck.backend import GpuBackend
+from hwcheck.carddiag.diagnoser import Diagnoser
 from hwcheck.cuda_results import CudaProber
 from hwcheck.hostfacts.baseline import HostBaseline
 from hwcheck.hostfacts.model import DeviceAer, HostFacts
@@ -43,6 +44,7 @@ class HostSources:
     - ``known_good_baseline``: the simulated rig's baseline (None on a real host: there
       the baseline is recorded from what is read).
     - ``memtester``: the simulated memory test (None: the real subprocess test).
+    - ``diagnoser``: the simulated card diagnostics (None: the real child processes).
     - ``kernel_clock_s``: the clock kernel-log stamps count on (``CLOCK_MONOTONIC``; the
       simulated rig's uptime), to map a record's stamp to wall time.
     - ``resources``: the filesystems of ``(label, path)``s and the RAM, with the RAM the
@@ -62,6 +64,7 @@ class HostSources:
     pcie_aer: Callable[[RigSnapshot], tuple[DeviceAer, ...]] | None = None
     known_good_baseline: Callable[[], HostBaseline] | None = None
     memtester: Memtester | None = None
+    diagnoser: Diagnoser | None = None
     kernel_clock_s: Callable[[], float] = time.monotonic
     resources: ResourceReader = read_resources
 

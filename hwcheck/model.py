@@ -173,6 +173,14 @@ class GpuSnapshot:
     utilization_memory_pct: int | None = None
     pcie_tx_kib_s: int | None = None
     pcie_rx_kib_s: int | None = None
+    # Row remapping (Ampere's spare HBM rows, NVML's GetRemappedRows, persisted on the card):
+    # rows remapped after correctable and uncorrectable errors, a remap waiting for the next
+    # reset, a remap that failed (no spare row left: NVIDIA's RMA case). None: the card does
+    # not report it (a CMP 170HX reports no ECC; docs/domain.md).
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    row_remap_pending: bool | None = None
+    row_remap_failed: bool | None = None
     processes: tuple[GpuProcess, ...] | None = None
     lost: bool = False
     lost_reason: str | None = None
@@ -337,6 +345,7 @@ class EventKind(enum.StrEnum):
     CANARY = "canary"
     DIAG = "diag"  # a diagnostic run (the memory test)
     GUARD = "guard"  # the traffic guard: its process, and agent sessions crossing a threshold
+    CRASH = "crash"  # a crash bundle, its verdict and recurrence; a boot's smaller KV pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,7 +465,7 @@ class RigProfile(_ConfigSection):
                 return by_card[key]
         for key, watts in by_card.items():
             first, dash, last = key.partition("-")
-            if dash and first.isdigit() and int(first) <= index <= int(last):
+            if dash and first.isdecimal() and int(first) <= index <= int(last):
                 return watts
         return self.power_cap_w
 
@@ -478,7 +487,7 @@ def _card_key(key: str) -> str:
     """``"0"``, ``"0-3"`` or a PCI address (normalised); ``ValueError`` naming the key else."""
     text = key.strip()
     first, dash, last = text.partition("-")
-    if first.isdigit() and (not dash or last.isdigit()):
+    if first.isdecimal() and (not dash or last.isdecimal()):
         if dash and int(last) < int(first):
             raise ValueError(f"{key!r}: the run of cards goes backwards")
         return text
@@ -499,6 +508,8 @@ class Advice(enum.StrEnum):
 
     WARM_REBOOT = "warm_reboot"
     COLD_POWER_CYCLE = "cold_power_cycle"
+    # The rung after a cold power cycle that did not help: no reboot fixes the card.
+    TAKE_CARD_OUT = "take_card_out"
 
 
 # A title's length: "Xid 154 (<title>) on 0000:21:00.0" stays within 80 characters.
@@ -521,6 +532,10 @@ class XidInfo:
     xid_class: XidClass
     action: XidAction
     explanation: str
+    # NVIDIA's published resolution for the code ("MNEMONIC: BUCKET (what it asks)"), and
+    # why cmpfleet's action departs from it on a CMP rig, with its source ("" = it follows).
+    nvidia: str = ""
+    differs: str = ""
 
     @property
     def latches(self) -> bool:

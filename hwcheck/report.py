@@ -15,6 +15,7 @@ from typing import Any
 from hwcheck.causes import card_tags, group_causes
 from hwcheck.checks import card_states
 from hwcheck.model import CheckResult, ClassifiedXid, GpuSnapshot, RigSnapshot
+from hwcheck.readings import READINGS
 from hwcheck.verdict import RigVerdict, judge
 
 
@@ -42,24 +43,21 @@ def xid_numbers_by_card(
     return numbers
 
 
-def utilisation_fields(card: GpuSnapshot) -> dict[str, Any]:
-    """What nvitop shows of a card: busy shares, memory used and its share, PCIe, processes.
+def reading_fields(card: GpuSnapshot) -> dict[str, Any]:
+    """Each declared reading's API field (``hwcheck.readings``), as the document shows it.
 
-    ``processes`` is None where the driver does not list them, ``[]`` when none run.
+    ``processes`` is the listing (None where the driver does not list them, ``[]`` when
+    none run); every other reading is its value as NVML gave it.
     """
-    share = None
-    if card.memory_used_mib is not None and card.memory_total_mib:
-        share = round(100 * card.memory_used_mib / card.memory_total_mib, 1)
-    return {
-        "utilization_gpu_pct": card.utilization_gpu_pct,
-        "utilization_memory_pct": card.utilization_memory_pct,
-        "memory_used_pct": share,
-        "pcie_tx_kib_s": card.pcie_tx_kib_s,
-        "pcie_rx_kib_s": card.pcie_rx_kib_s,
-        "processes": None
-        if card.processes is None
-        else [process.as_dict() for process in card.processes],
-    }
+    shown: dict[str, Any] = {}
+    for reading in READINGS:
+        if reading.api_field is None:
+            continue
+        value = getattr(card, reading.name)
+        if isinstance(value, tuple):
+            value = [process.as_dict() for process in value]
+        shown[reading.api_field] = value
+    return shown
 
 
 def card_document(
@@ -69,37 +67,28 @@ def card_document(
 
     ``tags``: its failing checks in short (``BRAKE``, ``BAR1``, ``Xid 31``), worst first:
     what a card row shows where a whole message does not fit (a phone, 80 columns).
+    The readings are ``reading_fields``'; ``memory_used_pct`` is worked out here.
     """
+    share = None
+    if card.memory_used_mib is not None and card.memory_total_mib:
+        share = round(100 * card.memory_used_mib / card.memory_total_mib, 1)
     return {
         "index": card.index,
         "pci_bus_id": card.pci_bus_id,
         "uuid": card.uuid,
         "name": card.name,
         "serial": card.serial,
-        "memory_total_mib": card.memory_total_mib,
-        "memory_used_mib": card.memory_used_mib,
-        "power_limit_w": card.power_limit_w,
-        "power_draw_w": card.power_draw_w,
-        "power_brake_active": card.power_brake_active,
+        **reading_fields(card),
         "clock_event_reasons": card.clock_event_names,
-        "sm_clock_mhz": card.sm_clock_mhz,
-        "temperature_c": card.temperature_c,
-        "memory_temperature_c": card.memory_temperature_c,  # HBM, judged by temperature
-        "pcie_gen": card.pcie_gen_current,
-        "pcie_width": card.pcie_width_current,
         "pcie_gen_max": card.pcie_gen_max,
         "pcie_width_max": card.pcie_width_max,
         "persistence_mode": card.persistence_mode,
         "vbios_version": card.vbios_version,
-        "bar1_total_mib": card.bar1_total_mib,
-        "sm_clock_max_mhz": card.sm_clock_max_mhz,
-        "memory_clock_max_mhz": card.memory_clock_max_mhz,
-        "pcie_replay_count": card.pcie_replay_count,
         "xid_since_boot": xid_since_boot,
         "state": state,
         "tags": list(tags),
         "lost_reason": card.lost_reason,
-        **utilisation_fields(card),
+        "memory_used_pct": share,
     }
 
 

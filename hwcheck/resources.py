@@ -54,7 +54,7 @@ def _meminfo(proc_root: Path) -> dict[str, int]:
     for line in text.splitlines():
         key, _, rest = line.partition(":")
         words = rest.split()
-        if words and words[0].isdigit():
+        if words and words[0].isdecimal():
             found[key.strip()] = int(words[0]) // 1024  # kB
     return found
 

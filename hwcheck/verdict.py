@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hwcheck.advice import RigNow
-from hwcheck.model import CheckResult, Severity, worst_severity
+from hwcheck.model import Advice, CheckResult, Severity, worst_severity
 
 # An engine in these states serves nothing: the rig is not OK even if every card is.
 ENGINE_DOWN_STATES = frozenset({"failed", "held", "backoff", "unhealthy"})
@@ -42,6 +42,20 @@ class RigVerdict:
 
 
 NO_DATA = RigVerdict(UNKNOWN, "no poll yet")
+ALERT_WHY = "alert "  # a verdict an alert set says so first: "alert NAME: summary"
+
+
+@dataclass(frozen=True, slots=True)
+class FiringAlert:
+    """An alert firing now that no check result carries (an engine metric, a canary...).
+
+    A page a person got must read the same in the verdict: a warning paged while status
+    said OK (exit 0) is two answers to one question.
+    """
+
+    name: str
+    severity: Severity
+    summary: str
 
 
 def judge(
@@ -49,8 +63,26 @@ def judge(
     *,
     latch_reason: str | None = None,
     engine_state: str | None = None,
+    alerts: Sequence[FiringAlert] = (),
 ) -> RigVerdict:
-    """The verdict on ``results``, the latch (critical) and an engine that serves nothing."""
+    """The verdict on ``results``, the latch, the engine and the alerts firing now.
+
+    The latch is critical, an engine that serves nothing a warning, and each firing alert
+    counts at its severity.
+    """
+    verdict = _judge_rig(results, latch_reason, engine_state)
+    firing = [a for a in alerts if a.severity.rank > 0]
+    if not firing:
+        return verdict
+    worst = max(firing, key=lambda a: a.severity.rank)
+    if worst.severity.rank <= RANKS[verdict.overall]:  # unknown (3) stays unknown
+        return verdict
+    return RigVerdict(worst.severity.value, f"{ALERT_WHY}{worst.name}: {worst.summary}")
+
+
+def _judge_rig(
+    results: Sequence[CheckResult], latch_reason: str | None, engine_state: str | None
+) -> RigVerdict:
     worst = worst_severity(list(results))
     problems = sorted(
         (r for r in results if r.severity.rank > 0), key=lambda r: r.severity.rank, reverse=True
@@ -64,11 +96,24 @@ def judge(
 
 
 def rig_now(
-    engine_state: str | None, latched: bool, profile_cards: frozenset[int] | None = None
+    engine_state: str | None,
+    latched: bool,
+    profile_cards: frozenset[int] | None = None,
+    *,
+    latch_advice: Advice | None = None,
+    latch_card: int | None = None,
+    wrong_boot: str | None = None,
 ) -> RigNow:
-    """The state a fault's step is worded for (``hwcheck.model.Step``): no engine, stopped."""
+    """The state a fault's step is worded for (``hwcheck.model.Step``).
+
+    No engine, stopped, the latch's rung and card, a default boot entry a reboot would
+    refuse.
+    """
     return RigNow(
         engine_running=engine_state in ENGINE_RUNNING_STATES,
         latched=latched,
         profile_cards=profile_cards,
+        latch_advice=latch_advice if latched else None,
+        latch_card=latch_card if latched else None,
+        wrong_boot=wrong_boot,
     )

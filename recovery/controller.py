@@ -31,7 +31,8 @@ from typing import Any
 from hwcheck.cuda_results import CudaProber
 from hwcheck.model import ClassifiedXid, GpuSnapshot, LatchWaiver, LostKind, RigSnapshot, xid_key
 from hwcheck.threads import CrashReport, ServiceThread, Wake
-from recovery.decisions import Decision, NoAction, Reason, StopAndLatch
+from recovery.actions import Action, RefusalCode
+from recovery.decisions import Decision, NoAction, Reason, StopAndHold, StopAndLatch
 from recovery.executors import Context, Executors, describe
 from recovery.facts import (
     STOPS,
@@ -49,11 +50,12 @@ from recovery.moves import EngineMoves
 from recovery.policy import decide, reads_recipe
 from recovery.ports import (
     AuditTrail,
-    DocumentStore,
     EnginePort,
     HostCommands,
     LatchPort,
     RigView,
+    StopNotice,
+    StopWitness,
 )
 from recovery.refusals import LastRefusal, RefusalMemory
 from recovery.settings import RecoverySettings, policy_settings
@@ -90,7 +92,7 @@ class RecoveryController:
         audit: AuditTrail,
         prober: CudaProber,
         host: HostCommands,
-        history: DocumentStore,
+        history: FaultHistory,
         catch_up: Callable[[float], bool],
         clock: Callable[[], float] = time.monotonic,
         on_crash: CrashReport | None = None,
@@ -103,10 +105,14 @@ class RecoveryController:
         self._audit = audit
         self._catch_up = catch_up
         self._clock = clock
-        self.history = FaultHistory(history)
+        # One per rig, shared by every engine's controller: a fault, a boot and the way the
+        # host rebooted are the host's (separate copies saved over one another's).
+        self.history = history
         self.executors = Executors(latch, audit, host, self.history, self.dry_run)
         self.streak = RestartStreak()
         self._engine: EnginePort | None = None
+        self._others_cards: Callable[[], frozenset[int]] = frozenset
+        self._witness: StopWitness | None = None
         self._faulty_cards: dict[int, CardFault] = {}
         self._rebooting = threading.Event()
         self._reboot_lock = threading.Lock()
@@ -123,6 +129,23 @@ class RecoveryController:
         """The engine it drives (its mechanics: start, stop, the backoff, the hold)."""
         self._engine = engine
         self.executors.attach_engine(engine)
+
+    def attach_others_cards(self, others_cards: Callable[[], frozenset[int]]) -> None:
+        """The cards the rig's other engines use (several engines): their warnings, not ours."""
+        self._others_cards = others_cards
+
+    def attach_witness(self, witness: StopWitness) -> None:
+        """The crash black box, told of every latch, recovery's stops and every exit."""
+        self._witness = witness
+
+    def _tell_witness(self, notice: StopNotice) -> None:
+        witness = self._witness
+        if witness is None:
+            return
+        try:
+            witness.witness(notice)
+        except Exception:  # evidence must never stand in recovery's way
+            LOG.exception("the crash black box failed to take a note")
 
     @property
     def engine(self) -> EnginePort | None:
@@ -198,18 +221,31 @@ class RecoveryController:
             operator_hold=False if engine is None else engine.held_by_a_person(),
             host_rebooting=self._rebooting.is_set(),
             cards_held_by=self.starts.cards_held_by,
+            others_cards=self._others_cards(),
             settings=self.settings,
         )
         return replace(base, **more)
 
     # -- carrying out -----------------------------------------------------------------
-    def act(self, decision: Decision, trigger: Trigger) -> None:
-        """Carry ``decision`` out: a latch at once, the rest (a stop) on the worker."""
+    def act(
+        self,
+        decision: Decision,
+        trigger: Trigger,
+        xids: tuple[tuple[int, int | None], ...] = (),
+    ) -> None:
+        """Carry ``decision`` out: a latch at once, the rest (a stop) on the worker.
+
+        The black box is told last (a note only: it reads on its own thread), so neither
+        the latch nor the stop waits on evidence.
+        """
         if isinstance(decision, NoAction):
             return
-        if isinstance(decision, StopAndLatch):
-            self.executors.latch_now(decision)
-        self.submit(lambda: self._carry_out(decision, Context(trigger)))
+        latched = isinstance(decision, StopAndLatch) and self.executors.latch_now(decision)
+        self.submit(lambda: self._carry_out(decision, Context(trigger, latched=latched)))
+        if isinstance(decision, StopAndLatch | StopAndHold):
+            action, reason = describe(decision)
+            card = decision.card if isinstance(decision, StopAndLatch) else None
+            self._tell_witness(StopNotice(str(trigger), action, reason, card, xids))
 
     def _carry_out(self, decision: Decision, context: Context) -> None:
         outcome = self.executors.carry_out(decision, context)
@@ -221,7 +257,7 @@ class RecoveryController:
         """The Xid path's listener: every new Xid goes to the policy."""
         fact = XidFact(item.info, card, item.event.pci_bus_id)
         decision = decide(self.facts(Trigger.XID, new_xids=(fact,)), self._clock())
-        self.act(decision, Trigger.XID)
+        self.act(decision, Trigger.XID, ((fact.xid, card),))
         if not isinstance(decision, StopAndLatch) and not self.dry_run:
             # A suspicious event while no engine runs: is the card still usable? One such
             # probe waits at a time; the Xids behind it fold into it (``probe_limit``).
@@ -268,6 +304,19 @@ class RecoveryController:
         decision = decide(self.facts(Trigger.ENGINE_EXIT, engine_exit=exit_), self._clock())
         self.streak.note(decision)
         self._carry_out(decision, Context(Trigger.ENGINE_EXIT))
+        action, reason = describe(decision)
+        self._tell_witness(
+            StopNotice(
+                str(Trigger.ENGINE_EXIT),
+                action,
+                reason,
+                card=decision.card if isinstance(decision, StopAndLatch) else None,
+                crash_class=None if exit_.crash_class is None else str(exit_.crash_class),
+                exit_code=exit_.exit_code,
+                description=exit_.description,
+                ready_for_s=exit_.ready_for_s,
+            )
+        )
 
     def on_backoff_due(self) -> None:
         """The supervisor's report that a backoff is over: the start path, on the worker."""
@@ -414,12 +463,12 @@ class RecoveryController:
             ],
         }
         self._last_bring_up = document
-        self._audit.record("fleetd", "bring_up", "the host rebooted", summary)
+        self._audit.record("fleetd", Action.BRING_UP, "the host rebooted", summary)
         return document
 
     def record_probe(self, why: str, summary: str) -> None:
         """A probe round in the audit trail (recovery's own)."""
-        self._audit.record("recovery", "probe", why, summary)
+        self._audit.record("recovery", Action.PROBE, why, summary)
 
     # -- a person's requests ----------------------------------------------------------
     def reboot(
@@ -427,11 +476,18 @@ class RecoveryController:
     ) -> dict[str, Any]:
         """``reboot``: explain without ``confirm``; else clean stop, then the command.
 
-        ``force``: boot a default entry that is not the baseline kernel anyway.
+        ``force``: boot a default entry that is not the baseline kernel anyway, or reboot
+        warm while the latch asks for a cold power cycle.
         """
         if not confirm:
             message = self.executors.explain_reboot(cold)
-            return {"confirmed": False, "done": False, "cold": cold, "message": message}
+            return {
+                "confirmed": False,
+                "done": False,
+                "cold": cold,
+                "message": message,
+                "advised": self.executors.advised_flags(),
+            }
         # One at a time: concurrent confirmed reboots collapse into the first (issue 22).
         if not self._reboot_lock.acquire(blocking=False):
             raise Conflict(f"a reboot is already in progress ({self._reboot_by})", "reboot_busy")
@@ -442,9 +498,13 @@ class RecoveryController:
         finally:
             self._reboot_lock.release()
         if not outcome.done:
-            code = outcome.refusals[0].code if outcome.refusals else "reboot_refused"
+            code = outcome.refusals[0].code if outcome.refusals else RefusalCode.REBOOT_REFUSED
             raise Refused(outcome.message, code)
         return {"confirmed": True, "done": True, "cold": cold, "message": outcome.message}
+
+    def wrong_boot(self) -> str | None:
+        """The default boot entry a confirmed reboot would refuse (None: fine)."""
+        return self.executors.wrong_boot()
 
     def power_cycle_available(self) -> bool:
         """True when ``reboot --confirm --cold`` can power-cycle here (not only explain)."""

@@ -114,7 +114,8 @@ class StopAndLatch:
 
     def advice_text(self, engine_running: bool) -> str:
         """The exact next step for a person, once the latch is set."""
-        return ADVICE_STEPS[self.advice].text(RigNow(engine_running, latched=True))
+        now = RigNow(engine_running, latched=True, latch_advice=self.advice, latch_card=self.card)
+        return ADVICE_STEPS[self.advice].text(now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,9 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from hwcheck.model import LatchWaiver
+from hwcheck.advice import ADVICE_STEPS, RigNow
+from hwcheck.model import Advice, LatchWaiver
+from recovery.actions import Action, RefusalCode
 from recovery.decisions import (
     AdviseInspection,
     Decision,
@@ -35,24 +37,25 @@ from recovery.history import FaultHistory
 from recovery.moves import EngineMoves
 from recovery.ports import (
     AuditTrail,
+    DrainPort,
     EnginePort,
     HostCommands,
     LatchPort,
     Launched,
-    StartKind,
     StopKind,
 )
 from serving.errors import Refused, Unavailable
+from serving.runtime.start_kind import StartFor
 
 LOG = logging.getLogger("fleetd.recovery")
 ACTOR = "recovery"
 # A decision on these triggers answers the supervisor, which waits for what follows.
 _ANSWERS_ENGINE = frozenset({Trigger.ENGINE_EXIT, Trigger.BACKOFF_DUE})
 _START_KINDS = {
-    Trigger.START_REQUEST: StartKind.PERSON,
-    Trigger.AUTOSTART: StartKind.AUTOMATIC,
-    Trigger.BRING_UP: StartKind.AUTOMATIC,
-    Trigger.BACKOFF_DUE: StartKind.RESTART,
+    Trigger.START_REQUEST: StartFor.PERSON,
+    Trigger.AUTOSTART: StartFor.AUTOMATIC,
+    Trigger.BRING_UP: StartFor.AUTOMATIC,
+    Trigger.BACKOFF_DUE: StartFor.RESTART,
 }
 _STOP_KINDS = {
     Trigger.STOP_REQUEST: StopKind.PERSON,
@@ -69,11 +72,18 @@ MANUAL_POWER_CYCLE = (
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """Why a decision is carried out: its trigger, who asked, and whether it is a restart."""
+    """Why a decision is carried out: its trigger, who asked, and whether it is a restart.
+
+    ``latched``: the latch was set already when the decision was made (``latch_now``), so
+    the stop that follows on the worker must not set it again: a person may have cleared
+    it in between (the engine was already stopped, nothing else to wait for), and a second
+    set would undo their clear and count the card's fault twice.
+    """
 
     trigger: Trigger
     actor: str = ACTOR
     restart: bool = False
+    latched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +118,15 @@ class Executors:
         self._history = history
         self.dry_run = dry_run
         self.moves = EngineMoves()
+        self._drain: DrainPort | None = None
 
     def attach_engine(self, engine: EnginePort) -> None:
         """The engine they drive (a rig without one has nothing to start or stop)."""
         self._engine = engine
+
+    def attach_drain(self, drain: DrainPort) -> None:
+        """The rig's drain, which a confirmed reboot begins before it stops the engine."""
+        self._drain = drain
 
     # -- decisions ----------------------------------------------------------------------
     def latch_now(self, decision: StopAndLatch) -> bool:
@@ -124,7 +139,7 @@ class Executors:
         if self.dry_run:
             return False
         try:
-            self._latch.set_latch(decision.reason, decision.advice)
+            self._latch.set_latch(decision.reason, decision.advice, decision.card)
         except Exception:
             LOG.exception("the reboot latch could not be written; the engine is stopped anyway")
             return False
@@ -153,7 +168,7 @@ class Executors:
             return Outcome(False, f"dry run: {action} not carried out ({reason})")
         match decision:
             case StopAndLatch():
-                return self._stop_and_latch(decision, action)
+                return self._stop_and_latch(decision, action, context.latched)
             case StopAndHold():
                 return self._stop_and_hold(decision, action)
             case Start() if canary_restart:
@@ -180,10 +195,11 @@ class Executors:
         self._audit.record(ACTOR, action, reason, "done")
         return Outcome(True, reason)
 
-    def _stop_and_latch(self, decision: StopAndLatch, action: str) -> Outcome:
+    def _stop_and_latch(self, decision: StopAndLatch, action: Action, latched: bool) -> Outcome:
         # The latch first: it blocks every restart at once and shows in the status, while a
-        # graceful stop may take minutes.
-        self.latch_now(decision)
+        # graceful stop may take minutes (unless the decision's caller set it already).
+        if not latched:
+            self.latch_now(decision)
         stopped = self._stop_engine(decision.reason, StopKind.FLEETD)
         result = (
             "latch set, engine stopped"
@@ -193,14 +209,14 @@ class Executors:
         self._audit.record(ACTOR, action, decision.reason, result)
         return Outcome(stopped, f"{result}: {decision.advice_text(engine_running=not stopped)}")
 
-    def _stop_and_hold(self, decision: StopAndHold, action: str) -> Outcome:
+    def _stop_and_hold(self, decision: StopAndHold, action: Action) -> Outcome:
         engine = self._engine
         stopped = engine is not None and engine.stop_and_hold(decision.reason)
         result = "engine stopped and held" if stopped else "the engine would not stop"
         self._audit.record(ACTOR, action, decision.reason, result)
         return Outcome(stopped, f"{result}: {decision.reason}")
 
-    def _restart_for_canaries(self, decision: Start, action: str) -> Outcome:
+    def _restart_for_canaries(self, decision: Start, action: Action) -> Outcome:
         engine = self._engine
         if engine is None:
             return Outcome(False, "no engine is configured on this rig")
@@ -276,6 +292,30 @@ class Executors:
         """True when a cold power cycle has a command to run (the simulated one counts)."""
         return self._host.describe(True) is not None
 
+    def wrong_boot(self) -> str | None:
+        """The default boot entry a confirmed reboot would refuse without ``force``."""
+        return self._host.wrong_boot()
+
+    def advised_flags(self) -> str | None:
+        """The ``fleetctl reboot`` flags the latch in force asks for (None: no latch)."""
+        latch = self._latch.latch()
+        if latch is None:
+            return None
+        return "--confirm" if latch.advice is Advice.WARM_REBOOT else "--confirm --cold"
+
+    def _against_the_advice(self, cold: bool) -> str | None:
+        """Why a warm reboot goes against the latch's rung (None: it does not)."""
+        latch = self._latch.latch()
+        if cold or latch is None or latch.advice is Advice.WARM_REBOOT:
+            return None
+        words = ADVICE_STEPS[latch.advice].text(
+            RigNow(False, latched=True, latch_advice=latch.advice, latch_card=latch.card)
+        )
+        return (
+            f"the latch asks for more than a warm reboot ({words}); a warm reboot has not "
+            "helped this card"
+        )
+
     def explain_reboot(self, cold: bool) -> str:
         """What ``reboot --confirm [--cold]`` would do, without doing it."""
         command = self._host.describe(cold)
@@ -283,11 +323,23 @@ class Executors:
             return MANUAL_POWER_CYCLE
         what = "power-cycles the rig with" if cold else "runs"
         flags = "--confirm --cold" if cold else "--confirm"
+        drains = ""
+        if self._drain is not None:
+            drains = (
+                "drains the rig (the guard answers 503 draining, so load balancers move the "
+                f"traffic; running requests get up to {self._drain.default_grace_s:g} s), then "
+            )
         text = (
-            f"fleetctl reboot {flags} stops the engine cleanly (its graceful signals, never "
-            f"SIGKILL unless [serving] allow_kill), then {what} {command}; if the engine will "
-            "not stop it does not reboot"
+            f"fleetctl reboot {flags} {drains}stops the engine cleanly (its graceful signals, "
+            f"never SIGKILL unless [serving] allow_kill), then {what} {command}; if the engine "
+            "will not stop it does not reboot"
         )
+        against = self._against_the_advice(cold)
+        if against is not None:
+            text += (
+                f". BUT {against}: {flags} is refused (fleetctl reboot --confirm --cold "
+                f"power-cycles; {flags} --force reboots warm anyway)"
+            )
         missing = self._host.unavailable(cold)
         if missing is not None:
             text += f". BUT {missing}: {flags} is refused until it is fixed"
@@ -303,12 +355,22 @@ class Executors:
         """What refuses a confirmed reboot before anything stops (None: it may go on)."""
         missing = self._host.unavailable(cold)
         if missing is not None:
-            return Reason("reboot_command", f"{missing}: not rebooting; nothing was stopped")
+            return Reason(
+                RefusalCode.REBOOT_COMMAND, f"{missing}: not rebooting; nothing was stopped"
+            )
+        against = None if force else self._against_the_advice(cold)
+        if against is not None:
+            return Reason(
+                RefusalCode.COLD_ADVISED,
+                f"{against}: not rebooting warm; nothing was stopped",
+                "power-cycle instead: fleetctl reboot --confirm --cold, or reboot warm "
+                "anyway: fleetctl reboot --confirm --force",
+            )
         wrong = None if force else self._host.wrong_boot()
         if wrong is not None:
             flags = "--confirm --cold" if cold else "--confirm"
             return Reason(
-                "boot_entry",
+                RefusalCode.BOOT_ENTRY,
                 f"{wrong}: not rebooting into it; nothing was stopped",
                 "make the baseline kernel the default boot entry again (fleetctl status: "
                 f"host_kernel says how), or boot this entry anyway: fleetctl reboot {flags} "
@@ -319,10 +381,11 @@ class Executors:
     def reboot(self, actor: str, cold: bool = False, force: bool = False) -> Outcome:
         """A person confirmed: stop cleanly, then reboot (or power-cycle) if the stop took.
 
-        Refused before anything stops when the command's program is not on this host, or
-        when the default boot entry is not the baseline kernel (unless ``force``).
+        Refused before anything stops when the command's program is not on this host, and
+        (unless ``force``) when the default boot entry is not the baseline kernel or when it
+        is a warm reboot while the latch asks for more (a cold power cycle, the card out).
         """
-        action = "power_cycle" if cold else "reboot"
+        action = Action.POWER_CYCLE if cold else Action.REBOOT
         why = "confirmed by a person" + (" (--force)" if force else "")
         if self._host.describe(cold) is None:
             self._audit.record(actor, action, why, "not configured: explained the manual way")
@@ -334,6 +397,19 @@ class Executors:
         if self.dry_run:
             self._audit.record(actor, action, why, "dry run: not carried out")
             return Outcome(False, f"dry run: the {action.replace('_', ' ')} was not carried out")
+        if self._drain is not None:  # load balancers move traffic away before the stop
+            prepared = self._drain.before_reboot(actor)
+            self._audit.record(
+                actor, Action.DRAIN, f"{action.replace('_', ' ')} {why}", prepared.words
+            )
+            if prepared.still_running:
+                names = ", ".join(prepared.still_running)
+                message = (
+                    f"engine {names} would not stop: not rebooting (stop it, or power-cycle "
+                    "by hand); this engine keeps serving"
+                )
+                self._audit.record(actor, action, why, message)
+                return Outcome(False, message)
         with self.moves.held():
             stopped = self._stop_engine(f"{action.replace('_', ' ')} {why}", StopKind.FLEETD)
         if not stopped:
@@ -357,7 +433,7 @@ class Executors:
         cleared = self._latch.clear_latch(reason, actor, waiver)
         result = "latch cleared" if cleared else "the latch was not set"
         result += "; faults seen before now no longer refuse a start (a new one latches again)"
-        self._audit.record(actor, "clear_latch", reason, result)
+        self._audit.record(actor, Action.CLEAR_LATCH, reason, result)
         return Outcome(cleared, result)
 
 
@@ -369,25 +445,25 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def describe(decision: Decision) -> tuple[str, str]:
+def describe(decision: Decision) -> tuple[Action, str]:
     """The audit trail's action name and reason for ``decision``."""
     match decision:
         case StopAndLatch():
-            return "stop_and_latch", decision.reason
+            return Action.STOP_AND_LATCH, decision.reason
         case RestartAfter():
-            return "restart_after", decision.reason
+            return Action.RESTART_AFTER, decision.reason
         case Start():
-            return "start", decision.reason
+            return Action.START, decision.reason
         case Stop():
-            return "stop", decision.reason
+            return Action.STOP, decision.reason
         case Hold():
-            return "hold", decision.reason
+            return Action.HOLD, decision.reason
         case StopAndHold():
-            return "stop_and_hold", decision.reason
+            return Action.STOP_AND_HOLD, decision.reason
         case Refuse():
             # The short reasons: what to do is each reason's own (the refusal's ``reasons``).
-            return "refuse", decision.headline
+            return Action.REFUSE, decision.headline
         case AdviseInspection():
-            return "advise_inspection", decision.reason
+            return Action.ADVISE_INSPECTION, decision.reason
         case NoAction():
-            return "none", decision.reason
+            return Action.NONE, decision.reason

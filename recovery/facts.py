@@ -118,6 +118,7 @@ class LatchFact:
 
     reason: str
     advice: Advice = Advice.WARM_REBOOT
+    card: int | None = None  # the card the fault is on (None: the rig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,9 @@ class PastFault:
 
     ``boots_ago`` counts the reboots since (1: the boot just before this one);
     ``rebooted_at`` is when the first of them was seen; ``power_cycled`` is true when one of
-    them was a confirmed cold power cycle (then a warm reboot was not what failed).
+    them was a confirmed cold power cycle (then a warm reboot was not what failed);
+    ``warm_reboots`` and ``cold_cycles`` count them (a reboot fleetd did not run counts as
+    warm): the attempts the next rung names.
     """
 
     card: int
@@ -135,6 +138,8 @@ class PastFault:
     at: str
     rebooted_at: str = ""
     power_cycled: bool = False
+    warm_reboots: int = 0
+    cold_cycles: int = 0
 
 
 # The recipe's facts: the cards it uses (``None``: every card) and its lint errors.
@@ -161,6 +166,8 @@ class Facts:
     cards held by another process, named): a switch gathers it before it stops the
     running engine, so a start that cannot happen never costs the engine that serves.
     ``canary_action`` and ``canary_reason`` are what a failing canary round asks for and why.
+    ``others_cards`` are the cards the rig's other engines use (several engines: ``[serving]
+    run``): a card's non-gating result there is that engine's warning, not this one's.
     """
 
     trigger: Trigger
@@ -183,4 +190,5 @@ class Facts:
     held_elsewhere: tuple[Reason, ...] = ()
     canary_action: str | None = None  # on_fail's "restart" or "hold" (CANARY_FAIL only)
     canary_reason: str = ""
+    others_cards: frozenset[int] = frozenset()
     settings: PolicySettings = field(default_factory=PolicySettings)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from hwcheck.causes import group_causes
 from hwcheck.model import Advice, CheckResult, Severity
+from recovery.actions import RefusalCode
 from recovery.decisions import Reason
 from recovery.facts import Facts
 
@@ -27,6 +28,10 @@ WAY_OUT = {
         "power-cycle the rig (fleetctl reboot --confirm --cold, or off for about 30 s by hand), "
         f"or clear the latch ({CLEAR_LATCH})"
     ),
+    Advice.TAKE_CARD_OUT: (
+        f"clear the latch ({CLEAR_LATCH}) and serve a profile without the card (fleetctl serve "
+        "PROFILE), or reseat or replace the card with the rig powered off"
+    ),
 }
 
 
@@ -34,7 +39,9 @@ def _reasons(checks: list[CheckResult]) -> list[Reason]:
     """One reason per cause: a fault on several cards is one line naming them."""
     return [
         Reason(
-            "critical_check" if cause.severity is Severity.CRITICAL else "warning_check",
+            RefusalCode.CRITICAL_CHECK
+            if cause.severity is Severity.CRITICAL
+            else RefusalCode.WARNING_CHECK,
             f"{cause.id} ({cause.where}): {cause.message}"
             if cause.cards
             else f"{cause.id}: {cause.message}",
@@ -54,6 +61,14 @@ def gates(check: CheckResult, facts: Facts) -> bool:
     return check.card is None or cards is None or check.card in cards
 
 
+def concerns(check: CheckResult, facts: Facts) -> bool:
+    """False for a result on a card only another engine of this rig uses (its warning)."""
+    cards = facts.recipe_cards
+    if check.card is None or check.card not in facts.others_cards:
+        return True
+    return cards is not None and check.card in cards
+
+
 def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
     """``(refusals, warnings)`` for a start now (no refusal: it may start)."""
     refusals: list[Reason] = []
@@ -61,22 +76,24 @@ def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
     latch = facts.latch
     if latch is not None:
         refusals.append(
-            Reason("reboot_latch", f"reboot required: {latch.reason}", WAY_OUT[latch.advice])
+            Reason(
+                RefusalCode.REBOOT_LATCH, f"reboot required: {latch.reason}", WAY_OUT[latch.advice]
+            )
         )
     if facts.cards_held_by is not None:
         refusals.append(
             Reason(
-                "cards_busy",
+                RefusalCode.CARDS_BUSY,
                 f"{facts.cards_held_by} has the cards to itself",
                 "wait until it ends, then start again",
             )
         )
     refusals.extend(
-        Reason("lint", f"recipe: {error}", "fix the recipe (fleetctl recipe lint)")
+        Reason(RefusalCode.LINT, f"recipe: {error}", "fix the recipe (fleetctl recipe lint)")
         for error in facts.recipe_errors
     )
     refusals.extend(facts.held_elsewhere)  # the port or the cards another process holds
     failing = [c for c in facts.checks if c.severity not in (Severity.OK, Severity.INFO)]
     refusals += _reasons([c for c in failing if gates(c, facts)])
-    warnings += _reasons([c for c in failing if not gates(c, facts)])
+    warnings += _reasons([c for c in failing if not gates(c, facts) and concerns(c, facts)])
     return tuple(refusals), tuple(warnings)

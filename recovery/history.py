@@ -111,6 +111,7 @@ class FaultHistory:
                 if index is None or index >= now or not isinstance(card, int):
                     continue
                 later = self._boots[index + 1 :]
+                cold = sum(1 for boot in later if boot.get("after") == "cold")
                 found.append(
                     PastFault(
                         card=card,
@@ -118,7 +119,9 @@ class FaultHistory:
                         what=str(fault.get("what", "a hardware fault")),
                         at=str(fault.get("at", "?")),
                         rebooted_at=str(later[0].get("at", "")) if later else "",
-                        power_cycled=any(boot.get("after") == "cold" for boot in later),
+                        power_cycled=cold > 0,
+                        warm_reboots=len(later) - cold,
+                        cold_cycles=cold,
                     )
                 )
             return tuple(found)

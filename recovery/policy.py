@@ -17,6 +17,7 @@ reload ``nvidia_uvm``, reset a GPU or kill workers: the decisions cannot express
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 from hwcheck.model import Advice, LostKind, XidClass
 from hwcheck.recovery_actions import recovery_action_info, recovery_action_words
@@ -38,6 +39,7 @@ from recovery.facts import (
     CardFault,
     EngineCondition,
     Facts,
+    PastFault,
     PolicySettings,
     ProbeOutcome,
     Trigger,
@@ -130,23 +132,88 @@ def _hardware_faults(facts: Facts) -> Iterator[StopAndLatch]:
         )
 
 
-def escalate(fault: StopAndLatch, facts: Facts) -> StopAndLatch:
-    """A cold power cycle for a card whose earlier fault a warm reboot did not fix."""
+def short_time(iso: str) -> str:
+    """``2026-12-06 04:42 UTC`` for a person (a phone), from a stored ISO time.
+
+    Anything that is not an ISO time is shown as it is.
+    """
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return f"{when:%Y-%m-%d %H:%M} UTC"
+
+
+def _times(count: int, one: str) -> str:
+    return f"{count} {one}" if count == 1 else f"{count} {one}s"
+
+
+def attempts_words(first: PastFault) -> str:
+    """The reboots since the card's first fault in the chain, counted for the next rung.
+
+    "1 warm reboot and 1 cold power cycle".
+    """
+    parts = []
+    if first.warm_reboots:
+        parts.append(_times(first.warm_reboots, "warm reboot"))
+    if first.cold_cycles:
+        parts.append(_times(first.cold_cycles, "cold power cycle"))
+    return " and ".join(parts) or "a reboot"
+
+
+def _chain(card: int, facts: Facts) -> list[PastFault]:
+    """The card's earlier faults that follow each other within ``escalate_within_boots``.
+
+    Nearest first; a fault far back, after a quiet run, starts no chain.
+    """
     within = facts.settings.escalate_within_boots
-    if fault.card is None or fault.advice is Advice.COLD_POWER_CYCLE or within < 1:
+    mine = sorted((p for p in facts.past_faults if p.card == card), key=lambda p: p.boots_ago)
+    chain: list[PastFault] = []
+    reach = 0
+    for past in mine:
+        if past.boots_ago < 1:
+            continue
+        if past.boots_ago - reach > within:
+            break
+        chain.append(past)
+        reach = past.boots_ago
+    return chain
+
+
+def escalate(fault: StopAndLatch, facts: Facts) -> StopAndLatch:
+    """The next rung for a card whose earlier fault a reboot did not fix.
+
+    After a warm reboot: a cold power cycle. After a cold power cycle too: the card out
+    (its profile without it, reseated or replaced), counting the attempts; never back to
+    a warm reboot.
+    """
+    within = facts.settings.escalate_within_boots
+    if fault.card is None or within < 1:
         return fault
-    earlier = [
-        past
-        for past in facts.past_faults
-        if past.card == fault.card and 1 <= past.boots_ago <= within and not past.power_cycled
-    ]
-    if not earlier:
+    chain = _chain(fault.card, facts)
+    if not chain:
         return fault
-    last = min(earlier, key=lambda past: past.boots_ago)
+    last, first = chain[0], chain[-1]
+    if any(past.power_cycled for past in chain):
+        history = (
+            f"card {fault.card} faulted again after {attempts_words(first)} (first {first.what}, "
+            f"at {short_time(first.at)}): no reboot fixes it, take it out"
+        )
+        return StopAndLatch(
+            f"{fault.reason}; {history}", Advice.TAKE_CARD_OUT, fault.card, fault.what
+        )
+    if fault.advice is Advice.COLD_POWER_CYCLE:
+        return fault
     boots = "the boot before this one" if last.boots_ago == 1 else f"{last.boots_ago} boots ago"
-    reboot = f"the warm reboot at {last.rebooted_at}" if last.rebooted_at else "the warm reboot"
+    reboot = (
+        f"the warm reboot at {short_time(last.rebooted_at)}"
+        if last.rebooted_at
+        else "the warm reboot"
+    )
     history = (
-        f"card {fault.card} had a hardware fault {boots} ({last.what}, at {last.at}) and "
+        f"card {fault.card} had a hardware fault {boots} ({last.what}, at {short_time(last.at)}) and "
         f"{reboot} after it did not help: it needs a cold power cycle"
     )
     return StopAndLatch(
@@ -154,12 +221,15 @@ def escalate(fault: StopAndLatch, facts: Facts) -> StopAndLatch:
     )
 
 
+_RUNG = {Advice.TAKE_CARD_OUT: 2, Advice.COLD_POWER_CYCLE: 1, Advice.WARM_REBOOT: 0}
+
+
 def _worst(faults: list[StopAndLatch]) -> StopAndLatch:
-    """The fault to act on: a cold power cycle outranks a warm reboot; else the first seen."""
-    for fault in faults:
-        if fault.advice is Advice.COLD_POWER_CYCLE:
-            return fault
-    return faults[0]
+    """The fault to act on: the highest rung, else the first seen.
+
+    The card out outranks a cold power cycle, which outranks a warm reboot.
+    """
+    return max(faults, key=lambda fault: _RUNG[fault.advice])
 
 
 def _after_exit(facts: Facts, now_s: float) -> Decision:

@@ -15,16 +15,10 @@ from typing import Any, Protocol
 
 from hwcheck.cuda_results import ProbeRound
 from hwcheck.model import Advice, CheckResult, ClassifiedXid, GpuSnapshot, LatchWaiver
+from recovery.actions import Action
 from recovery.decisions import Reason
 from recovery.facts import EngineCondition, LatchFact
-
-
-class StartKind(enum.StrEnum):
-    """Who a start is for: a person, an automatic start (autostart, bring-up), a restart."""
-
-    PERSON = "person"
-    AUTOMATIC = "automatic"
-    RESTART = "restart"  # the end of a backoff: counted in the running restart total
+from serving.runtime.start_kind import StartFor
 
 
 class StopKind(enum.StrEnum):
@@ -74,7 +68,7 @@ class EnginePort(Protocol):
         """The recipe's lint errors, one line each."""
         ...
 
-    def start(self, reason: str, kind: StartKind) -> Launched:
+    def start(self, reason: str, kind: StartFor) -> Launched:
         """Launch now (a no-op when it runs)."""
         ...
 
@@ -142,12 +136,41 @@ class LatchPort(Protocol):
         """The latch in force, or None."""
         ...
 
-    def set_latch(self, reason: str, advice: Advice) -> None:
+    def set_latch(self, reason: str, advice: Advice, card: int | None = None) -> None:
         """Set it (a second fault keeps the first reason and time)."""
         ...
 
     def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
         """The operator override, with what it waives; False when it was not set."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeReboot:
+    """What a confirmed reboot's preparation did: its words, and what it could not stop.
+
+    ``still_running``: the other engines of the rig (``[serving] run``) that would not
+    stop; a reboot then refuses like it does when its own engine will not stop (recovery
+    rule 2: never a reboot over an engine that did not stop cleanly).
+    """
+
+    words: str
+    still_running: tuple[str, ...] = ()
+
+
+class DrainPort(Protocol):
+    """The rig's drain (``daemon.engine.drain``): a confirmed reboot drains before it stops."""
+
+    @property
+    def default_grace_s(self) -> float:
+        """The grace a reboot's drain gives running requests (``[recovery] drain_grace_s``)."""
+        ...
+
+    def before_reboot(self, actor: str) -> BeforeReboot:
+        """Begin the drain, wait until no request runs or its grace is over; what it did.
+
+        On a rig of several engines it then stops the others, naming those that would not.
+        """
         ...
 
 
@@ -157,7 +180,7 @@ class AuditTrail(Protocol):
     def record(
         self,
         actor: str,
-        action: str,
+        action: Action,
         reason: str,
         result: str,
         warnings: tuple[str, ...] = (),
@@ -200,4 +223,39 @@ class DocumentStore(Protocol):
 
     def save(self, document: dict[str, Any]) -> None:
         """Replace it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StopNotice:
+    """An event the black box keeps evidence of: a latch, a stop recovery made, an exit.
+
+    ``trigger`` and ``action`` are the trigger's and the decision's names; ``xids`` the
+    new Xids that decided it as ``(xid, card)``; ``crash_class`` the classifier's class of
+    an exit (its enum value), ``description`` the supervisor's account of it; ``engine``
+    the side engine whose controller saw it, on a rig of several engines.
+    """
+
+    trigger: str
+    action: str
+    reason: str
+    card: int | None = None
+    xids: tuple[tuple[int, int | None], ...] = ()
+    crash_class: str | None = None
+    exit_code: int | None = None
+    description: str | None = None
+    ready_for_s: float | None = None
+    engine: str | None = None  # the side engine it concerns (None: the primary)
+
+
+class StopWitness(Protocol):
+    """fleetd's crash black box, told of each event after the latch and the stop signal.
+
+    ``witness`` must not block (it runs on the follower's, the poller's and the recovery
+    worker's threads): it takes a note and reads the rest on its own thread, so evidence
+    never delays or blocks recovery.
+    """
+
+    def witness(self, notice: StopNotice) -> None:
+        """Keep evidence of ``notice`` (returns at once; never raises)."""
         ...

@@ -32,6 +32,8 @@ class LastRefusal:
             "trigger": self.trigger,
             "codes": list(dict.fromkeys(reason.code for reason in self.reasons)),
             "message": self.message,
+            # The reasons without their fixes: the causes above them say what to do once.
+            "headline": "; ".join(dict.fromkeys(reason.message for reason in self.reasons)),
         }
 
 

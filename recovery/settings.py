@@ -19,31 +19,23 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hwcheck.checks import CHECKS
+
 # Unsafe to start on: no driver, a missing, lost or locked card, a hardware Xid, a wedged
 # card, a critical temperature, the host facts judged against the rig's baseline (the
 # host checks) and a card whose memory test found flipped bits (no ECC: it would serve
-# wrong answers silently). Speed and hygiene problems (the power brake, a cap off target,
-# foreign processes, the engine's own output, vbios, clocks, pcie_errors) warn instead.
-DEFAULT_GATE_CHECKS: tuple[str, ...] = (
-    "nvml",
-    "card_count",
-    "card_lost",
-    "vram_unlocked",
-    "xid_since_boot",
-    "cuda_probe",
-    "temperature",
-    "host_kernel",
-    "kernel_cmdline",
-    "driver_module",
-    "bar1",
-    "p2p",
-    "memtest",
-)
+# wrong answers silently): each check's ``SPEC.gate``. Speed and hygiene problems (the
+# power brake, a cap off target, foreign processes, the engine's own output, vbios,
+# clocks, pcie_errors) warn instead.
+DEFAULT_GATE_CHECKS: tuple[str, ...] = tuple(spec.id for spec in CHECKS if spec.gate)
 
 
 def _argv(value: list[str] | None) -> list[str] | None:
     if value is not None and (not value or not all(part.strip() for part in value)):
         raise ValueError('expected an argv list of non-empty strings, e.g. ["ipmitool", ...]')
+    if value is not None and any("\0" in part for part in value):
+        # exec cannot pass a NUL: it raised at run time, when the reboot was due (issue 36)
+        raise ValueError("an argument holds a NUL character, which no command can be given")
     return value
 
 
@@ -63,6 +55,8 @@ class RecoverySettings(BaseModel):
     gate_checks: tuple[Annotated[str, Field(min_length=1)], ...] = DEFAULT_GATE_CHECKS
     escalate_within_boots: Annotated[int, Field(ge=0, le=100)] = 1
     probe_min_interval_s: Annotated[float, Field(ge=0)] = 60.0
+    # A drain's grace (``fleetctl drain`` without --grace-s, and a confirmed reboot's drain).
+    drain_grace_s: Annotated[float, Field(ge=0, le=86400)] = 120.0
 
     @field_validator("reboot_command", "power_cycle_command")
     @classmethod

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from hwcheck.cuda_results import CardProbe, CudaProber, ProbeOutcome, ProbeRound
+from recovery.actions import RefusalCode
 from recovery.decisions import Decision, NoAction, Reason, Refuse, Start, StopAndLatch
 from recovery.executors import Context, Executors, Outcome
 from recovery.facts import EngineCondition, Facts, RecipeFacts, Trigger
@@ -60,7 +61,9 @@ class StartAnswer:
             case Refuse(reasons=reasons):
                 return reasons
             case StopAndLatch(reason=reason, advice=advice):
-                return (Reason("reboot_latch", f"reboot required: {reason}", WAY_OUT[advice]),)
+                return (
+                    Reason(RefusalCode.REBOOT_LATCH, f"reboot required: {reason}", WAY_OUT[advice]),
+                )
         return () if self.outcome is None else self.outcome.refusals
 
     @property
@@ -193,9 +196,10 @@ class StartPath:
                 recipe = (facts.recipe_cards, facts.recipe_errors)
                 facts = controller.facts(trigger, recipe, probes=probes)
             decision = decide(facts, self._clock())
-            if isinstance(decision, StopAndLatch):
-                controller.executors.latch_now(decision)
-            outcome = controller.executors.carry_out(decision, Context(trigger, actor, restart))
+            executors = controller.executors
+            latched = isinstance(decision, StopAndLatch) and executors.latch_now(decision)
+            context = Context(trigger, actor, restart, latched=latched)
+            outcome = executors.carry_out(decision, context)
             if trigger is Trigger.BACKOFF_DUE and isinstance(decision, Start) and outcome.done:
                 controller.streak.count_restart(self._clock())
             return StartAnswer(decision, outcome)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from serving.canary.settings import compiled_regex
 from serving.profiles import DEFAULT_PROFILE, PROFILE_NAME_RE
+from serving.recipe.checkpoint import VerifyMode
 from serving.runtime.provenance import DEFAULT_LABELS
 
 
@@ -60,6 +61,10 @@ class ServingSettings(_Section):
     recipe: str | dict[str, Any] | None = None
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     profile: str | None = None
+    # The profiles to keep running (``serving.engines``): one name today, the profile in force.
+    run: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=16
+    )
     log_signatures: list[LogSignatureRule] = Field(default_factory=list)
     stop_foreign_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     autostart: bool = True
@@ -81,6 +86,9 @@ class ServingSettings(_Section):
     acceptance_alert_share: Annotated[float, Field(ge=0, le=1)] = 0.6
     ttft_alert_factor: Annotated[float, Field(ge=1, le=1000)] = 3.0
     metrics_baseline_min_samples: Annotated[int, Field(ge=1, le=100_000)] = 20
+    # The checkpoint checked before every start (``serving.recipe.checkpoint``): shards,
+    # sizes and headers (quick), plus hashes against ``fleetctl recipe manifest`` (full).
+    verify_checkpoint: VerifyMode = VerifyMode.QUICK
 
     @field_validator("provenance_command")
     @classmethod
@@ -104,8 +112,21 @@ class ServingSettings(_Section):
                 raise ValueError(f"profile {name!r}: recipe should be a path (a string)")
         return value
 
+    @field_validator("run")
+    @classmethod
+    def _run_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            twice = sorted({name for name in value if value.count(name) > 1})
+            if twice:
+                raise ValueError(f"names {', '.join(twice)} twice")
+        return value
+
     @model_validator(mode="after")
     def _known_profile(self) -> ServingSettings:
+        if self.run is not None and self.profile is not None and self.run != [self.profile]:
+            raise ValueError(
+                f"[serving] profile {self.profile!r} and run {self.run!r} disagree: give one"
+            )
         if self.recipe is not None and DEFAULT_PROFILE in self.profiles:
             raise ValueError(
                 f"[serving] recipe is the profile {DEFAULT_PROFILE!r}: "
@@ -120,7 +141,9 @@ class ServingSettings(_Section):
         return self
 
     def active_default(self) -> str:
-        """The profile autostarted: ``profile``, else ``default``, else the first profile."""
+        """The profile autostarted: ``run``'s, ``profile``, else ``default``, else the first."""
+        if self.run:
+            return self.run[0]
         if self.profile is not None:
             return self.profile
         if self.recipe is None and self.profiles:

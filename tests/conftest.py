@@ -13,6 +13,8 @@ import os
 import signal
 from types import FrameType
 
+import pytest
+
 from serving.sim.lifetime import WATCH_VARIABLE
 
 os.environ[WATCH_VARIABLE] = str(os.getpid())
@@ -23,3 +25,15 @@ def _interrupted(_signum: int, _frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGTERM, _interrupted)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow modules (any test marked ``slow``) first, each module's order kept.
+
+    ``scripts/dev test`` hands whole files to eight xdist workers in collection order
+    (``--dist loadfile --no-loadscope-reorder``). xdist's own order puts the files with the
+    most tests first, so the few long end-to-end files started last and one of them ran
+    on alone for a minute or more after the others were done.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)

@@ -62,7 +62,7 @@ def test_the_copy_is_checked_from_the_copy(tree_copy: Path) -> None:
         ("serving", "web.app", "Layers"),
         ("serving", "hwcheck.nvml.backend", "serving reads only hwcheck's models"),
         ("serving", "hwcheck.sim.rig", "serving reads only hwcheck's models"),
-        ("recovery", "hwcheck.checks", "recovery reads only models"),
+        ("recovery", "hwcheck.nvml.gateway", "recovery reads only models"),
     ],
 )
 def test_a_wrong_import_fails_the_lint(
@@ -72,6 +72,6 @@ def test_a_wrong_import_fails_the_lint(
     breach.write_text(f'"""A wrong arrow."""\n\nimport {wrong_import}  # noqa: F401\n')
     result = lint_imports(tree_copy)
     assert result.returncode != 0, result.stdout
-    broken = [line for line in result.stdout.splitlines() if line.endswith("BROKEN")]
+    broken = [line for line in result.stdout.splitlines() if " BROKEN" in line]  # (N ignored)
     assert any(line.startswith(contract) for line in broken), result.stdout
     assert f"{package}.layer_breach -> {wrong_import}" in result.stdout, result.stdout

@@ -17,19 +17,21 @@ from collections.abc import Collection
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
+from prometheus_client.registry import CollectorRegistry
 
 from web.auth import RemoteToken, TokenGuard
 from web.errors import install_error_handlers
 from web.hosts import LoopbackHosts
 from web.limits import MAX_BODY_BYTES, BodyLimit
-from web.metrics_model import MetricsSource
 from web.openapi_doc import install_plain_openapi
 from web.rendered import InvalidateOnMutation, RenderedDocuments, rendered_documents
 from web.routes import alerts as alert_routes
+from web.routes import bench as bench_routes
 from web.routes import builds as builds_routes
 from web.routes import (
     canaries,
     caps,
+    checks,
     dashboard,
     events,
     health,
@@ -40,13 +42,20 @@ from web.routes import (
     sim,
     status,
 )
+from web.routes import cards as cards_routes
+from web.routes import crashes as crash_routes
 from web.routes import diag as diag_routes
+from web.routes import drain as drain_routes
 from web.routes import guard as guard_routes
 from web.routes import metrics as metrics_routes
 from web.routes.alerts import AlertControl
+from web.routes.bench import BenchControl
 from web.routes.builds import BuildsControl
 from web.routes.canaries import CanaryControl
+from web.routes.cards import CardControl
+from web.routes.crashes import CrashArchive
 from web.routes.diag import DiagControl
+from web.routes.drain import DrainControl
 from web.routes.guard import GuardControl
 from web.services import WebServices
 from web.status_views import StatusViews
@@ -60,24 +69,31 @@ def create_app(
     services: WebServices,
     max_body_bytes: int = MAX_BODY_BYTES,
     *,
-    metrics: MetricsSource | None = None,
+    metrics: CollectorRegistry | None = None,
     alerts: AlertControl | None = None,
     canary: CanaryControl | None = None,
     allowed_hosts: Collection[str] | None = None,
     diag: DiagControl | None = None,
     traffic: GuardControl | None = None,
     builds: BuildsControl | None = None,
+    cards: CardControl | None = None,
+    crashes: CrashArchive | None = None,
+    bench: BenchControl | None = None,
+    drain: DrainControl | None = None,
 ) -> FastAPI:
     """Build the app around ``services`` (no globals: everything hangs off the app).
 
-    ``metrics`` serves ``/metrics`` (the daemon always passes it; a test of other routes
-    may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
+    ``metrics``: the registry ``/metrics`` renders, its wings' collectors registered by
+    the daemon (which always passes it; a test of other routes may leave it out). ``alerts``: the daemon's alerting (``/api/v1/alerts``), absent in
     stand-ins without it. ``canary`` serves the canary routes (409 without one: no engine).
     ``allowed_hosts`` (a loopback listener's): besides loopback names, the ``Host`` names
     served; any other is refused (``web.hosts``: DNS rebinding). ``None``: no such check.
     ``diag``: the daemon's diagnostics (the memory test); absent in stand-ins without it.
     ``traffic``: the traffic guard (``/api/v1/guard``), when ``[guard]`` is configured.
     ``builds``: the engine builds seen (``/api/v1/builds``; 409 without one: no engine).
+    ``cards``: the cards' passports (``/api/v1/cards``); absent in stand-ins without them.
+    ``bench``: the bench and the report (``/api/v1/bench``, ``/api/v1/report``; 409 without).
+    ``drain``: the rig's drain (``/api/v1/drain``, ``/api/v1/undrain``; 409 without one).
     """
     app = _offline_app()
     documents = rendered_documents(app)
@@ -96,12 +112,17 @@ def create_app(
         logs.router(services, gate, guard),
         recovery.router(services, guard),
         history.router(services),
+        checks.router(),
         canaries.router(canary, guard),
         diag_routes.router(diag, guard),
         sim.router(services, guard),
         dashboard.router(),
         guard_routes.router(traffic),
         builds_routes.router(builds, guard),
+        cards_routes.router(cards, guard),
+        crash_routes.router(crashes),
+        bench_routes.router(bench, guard),
+        drain_routes.router(drain, guard),
     ]
     if alerts is not None:
         routers.append(alert_routes.router(alerts, guard))

@@ -12,11 +12,22 @@ A request without ``Host`` (an HTTP/1.0 tool) is no browser and passes.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Collection
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from web.loopback import is_loopback
+
+
+def allowed_hosts(listen_host: str, configured: Collection[str]) -> list[str] | None:
+    """A loopback listener's ``Host`` names beside loopback's: this machine's, the config's.
+
+    None beyond loopback: every request needs the token there, no rebinding to fear.
+    """
+    if not is_loopback(listen_host):
+        return None
+    return [socket.gethostname(), *configured]
 
 
 def host_name(header: str) -> str:

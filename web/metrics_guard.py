@@ -8,27 +8,28 @@ client key's configured name, never the key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from serving.guard.counters import GUARD_COUNTERS
 from web.metrics_model import GuardMetrics
 
-# Guard counter -> (metric name, help). Each is a plain counter without labels.
-COUNTERS = {
-    "requests": ("cmpfleet_guard_requests", "Requests the guard received."),
-    "unauthorized": ("cmpfleet_guard_unauthorized", "Requests refused for a missing or wrong key."),
-    "pinned": ("cmpfleet_guard_pinned_requests", "Requests the guard set a pinned field on."),
-    "mirrored": ("cmpfleet_guard_mirrored_replies", "Replies whose reasoning field was mirrored."),
-    "cap_refused": ("cmpfleet_guard_context_refused", "Requests refused over max_context_tokens."),
-    "cap_warned": ("cmpfleet_guard_context_warned", "Requests over the cap, flagged (warn mode)."),
-    "engine_unavailable": (
-        "cmpfleet_guard_engine_unavailable",
-        "Requests answered 503 because the engine did not answer.",
+# The fair queue's figures -> (metric name, help, counter or gauge).
+QUEUE = {
+    "depth": ("cmpfleet_guard_queue_depth", "Requests waiting in the fair queue now.", False),
+    "running": ("cmpfleet_guard_queue_running", "Requests at the engine through the queue.", False),
+    "waited": ("cmpfleet_guard_queue_waited", "Requests that waited for a slot.", True),
+    "wait_s_total": (
+        "cmpfleet_guard_queue_wait_seconds",
+        "Seconds requests spent waiting in the fair queue, in total.",
+        True,
     ),
-    "streams_lost": (
-        "cmpfleet_guard_streams_lost",
-        "Streamed replies the engine broke off (ended with an error event).",
+    "wait_s_max": (
+        "cmpfleet_guard_queue_wait_max_seconds",
+        "The longest wait in the fair queue since the guard started.",
+        False,
     ),
 }
 
@@ -47,8 +48,11 @@ def guard_metrics(guard: GuardMetrics | None) -> Iterator[Metric]:
         "Guard processes restarted after an exit.",
         value=float(guard.restarts),
     )
-    for name, (metric, help_text) in COUNTERS.items():
-        yield CounterMetricFamily(metric, help_text, value=float(guard.counters.get(name, 0)))
+    for name, row in GUARD_COUNTERS.items():
+        if row.metric is not None:
+            yield CounterMetricFamily(
+                row.metric, row.help, value=float(guard.counters.get(name, 0))
+            )
     signs = CounterMetricFamily(
         "cmpfleet_guard_reply_signs",
         "Replies showing a sign of a sick engine (leaks and loops), by detector.",
@@ -65,6 +69,20 @@ def guard_metrics(guard: GuardMetrics | None) -> Iterator[Metric]:
     for (key, kind), count in sorted(guard.tokens.items()):
         tokens.add_metric([key, kind], float(count))
     yield tokens
+    repairs = CounterMetricFamily(
+        "cmpfleet_guard_repairs",
+        "Repairs the guard made to agent traffic ([guard.repair]), by client key and repair.",
+        labels=["key", "repair"],
+    )
+    for (key, repair), count in sorted(guard.repairs.items()):
+        repairs.add_metric([key, repair], float(count))
+    yield repairs
+    for figure, (metric, help_text, counter) in QUEUE.items():
+        value = float(guard.queue.get(figure, 0))
+        if counter:
+            yield CounterMetricFamily(metric, help_text, value=value)
+        else:
+            yield GaugeMetricFamily(metric, help_text, value=value)
     yield GaugeMetricFamily(
         "cmpfleet_guard_sessions",
         "Agent sessions seen in the last hour.",
@@ -77,3 +95,14 @@ def guard_metrics(guard: GuardMetrics | None) -> Iterator[Metric]:
     if guard.deepest_session_tokens is not None:
         deepest.add_metric([], float(guard.deepest_session_tokens))
     yield deepest
+
+
+class GuardCollector(Collector):
+    """The guard's families at each scrape, from fleetd's guard keeper (memory only)."""
+
+    def __init__(self, guard: Callable[[], GuardMetrics]) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[Metric]:
+        """Every ``cmpfleet_guard_`` family."""
+        yield from guard_metrics(self._guard())

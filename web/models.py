@@ -12,13 +12,14 @@ Field names and meanings are docs/reference.md's ("JSON documents", "HTTP API").
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from hwcheck.model import Advice, EventKind, Severity
 from serving.runtime.classify import CrashClass
 from serving.runtime.states import ServingState
+from web.models_drain import DrainDocument
 from web.models_host import AerDocument, HostDocument
 
 # An int stays an int and a float a float (a plain ``float`` would turn 180 into 180.0).
@@ -141,6 +142,14 @@ class CardDocument(Document):
     memory_used_pct: Number | None = Field(None, description="memory_used_mib of the total, %")
     pcie_tx_kib_s: int | None = Field(None, description="PCIe sent, KiB/s")
     pcie_rx_kib_s: int | None = Field(None, description="PCIe received, KiB/s")
+    remapped_rows_correctable: int | None = Field(
+        None, description="rows remapped after correctable errors (null: not reported)"
+    )
+    remapped_rows_uncorrectable: int | None = Field(
+        None, description="rows remapped after uncorrectable errors (null: not reported)"
+    )
+    row_remap_pending: bool | None = Field(None, description="a remap waits for the next reset")
+    row_remap_failed: bool | None = Field(None, description="a remap failed: no spare row left")
     processes: list[GpuProcessDocument] | None = Field(
         None, description="its compute processes (null: the driver does not list them)"
     )
@@ -183,6 +192,8 @@ class SwitchProgressDocument(Document):
     id: str
     previous: str = Field(description="the profile in force before the switch")
     profile: str = Field(description="the profile switched to")
+    image: str | None = Field(None, description="the image pinned (a rollback's digest)")
+    previous_image: str | None = Field(None, description="the image pinned before the switch")
     phase: Literal["stopping", "starting", "done", "refused", "failed"]
     message: str | None
     refusals: list[RefusalDocument]
@@ -218,6 +229,9 @@ class ServingDocument(Document):
     backoff_remaining_s: Number | None = None
     last_refusal: list[RefusalDocument] | None = None
     profile: str | None = Field(None, description="the launch profile in force")
+    pinned_image: str | None = Field(
+        None, description="the image a rollback pinned the profile to (by digest)"
+    )
     cards: list[int] | None = Field(None, description="the cards the profile in force uses")
     refusal: LastRefusalDocument | None = Field(
         None, description="the last start refused, kept until the next start"
@@ -227,6 +241,11 @@ class ServingDocument(Document):
     )
     drift: DriftDocument | None = None
     switch: SwitchProgressDocument | None = None
+    guard: dict[str, Any] | None = Field(
+        default=None,
+        description="the traffic guard in front of the engine ([guard]): listen, up, "
+        "sessions, refused (over the cap), leaks_last_hour, loops_last_hour",
+    )
 
 
 class RecoveryDecisionDocument(Document):
@@ -272,7 +291,8 @@ class RecoveryDocument(Document):
     since: IsoTime | None
     advice: str | None = Field(description="the exact next step for a person")
     advice_kind: Advice | None = Field(
-        default=None, description="warm_reboot or cold_power_cycle: which step the advice is"
+        default=None,
+        description="warm_reboot, cold_power_cycle or take_card_out: which step the advice is",
     )
     way_out: str | None = Field(
         default=None, description="every way out: the reboot (or power cycle), or a recorded clear"
@@ -286,13 +306,19 @@ class RecoveryDocument(Document):
     decisions: list[RecoveryDecisionDocument] | None = None
     bring_up: BringUpDocument | None = None
     last_refused_start: RefusedStartDocument | None = None
+    evidence: dict[str, Any] | None = Field(
+        default=None,
+        description="the crash black box: bundles kept, the last, the boot fingerprint, and "
+        "degraded (why evidence could not be written; recovery goes on without it)",
+    )
 
 
 class RebootRequest(BaseModel):
     """``POST /api/v1/recovery/reboot`` body: without ``confirm`` it only explains.
 
     ``cold``: a power cycle (``[recovery] power_cycle_command``) instead of a reboot.
-    ``force``: reboot even when the default boot entry is not the baseline kernel.
+    ``force``: reboot even when the default boot entry is not the baseline kernel, or
+    warm while the latch asks for a cold power cycle (or the card out).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -315,6 +341,10 @@ class RebootDocument(Document):
     confirmed: bool
     done: bool
     message: str
+    advised: str | None = Field(
+        default=None,
+        description="the fleetctl reboot flags the latch in force asks for (none: no latch)",
+    )
 
 
 class ClearLatchDocument(Document):
@@ -398,6 +428,16 @@ class ExplanationDocument(Document):
     text: str
 
 
+class EngineDocument(ServingDocument):
+    """One engine of the status's ``engines``: its ``serving`` block and its own canaries."""
+
+    canaries: list[CanaryResultDocument] | None = Field(
+        None,
+        description="this engine's canaries, shaped as the top-level ``canaries`` (which "
+        "stays the primary engine's)",
+    )
+
+
 class StatusDocument(Document):
     """``GET /api/v1/status``: the same document as ``fleetctl status --json``."""
 
@@ -408,6 +448,11 @@ class StatusDocument(Document):
         None, description="the failing checks grouped by cause, worst and root causes first"
     )
     serving: ServingDocument
+    engines: list[EngineDocument] | None = Field(
+        None,
+        description="every engine fleetd runs, one block each (``profile``, ``cards``, "
+        "``canaries``); the first is ``serving``",
+    )
     recovery: RecoveryDocument
     rig: RigInfoDocument | None = None
     daemon: DaemonInfoDocument | None = None
@@ -419,6 +464,9 @@ class StatusDocument(Document):
         "events and alerts carry only headlines",
     )
     host: HostDocument | None = None
+    drain: DrainDocument | None = Field(
+        None, description="the rig's drain: its guard answers 503 while ``draining``"
+    )
 
 
 class EventDocument(Document):
@@ -548,12 +596,27 @@ class SimRebootDocument(Document):
     boot_id: str
 
 
+class EngineCanariesDocument(Document):
+    """One engine's canaries in ``GET /api/v1/canary``'s ``engines``."""
+
+    engine: str = Field(description="the engine's profile (one of ``[serving] run``)")
+    canaries: list[CanaryResultDocument]
+    log_signatures: list[LogSignatureDocument] | None = Field(
+        None, description="the primary engine's only (the counts are kept for its log)"
+    )
+
+
 class CanaryOverviewDocument(Document):
     """``GET /api/v1/canary``: last results, signature counts, recent history."""
 
     canaries: list[CanaryResultDocument]
     log_signatures: list[LogSignatureDocument]
     history: list[CanaryResultDocument]
+    engines: list[EngineCanariesDocument] | None = Field(
+        None,
+        description="where several engines run: each engine's last results, the primary "
+        "first (``canaries``, ``log_signatures`` and ``history`` stay the primary's)",
+    )
 
 
 class CanaryRunDocument(Document):

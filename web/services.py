@@ -77,11 +77,14 @@ class WebServices(Protocol):
         """Re-apply the configured power cap to cards that are off it."""
         ...
 
-    def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
+    def serving_action(
+        self, action: str, stop_foreign: bool = False, engine: str | None = None
+    ) -> dict[str, Any]:
         """``start|stop|restart`` the engine; ``Refused``/``Conflict`` with the reason if refused.
 
         ``stop_foreign`` (start only): stop foreign containers holding the port or the
-        profile's cards first.
+        profile's cards first. ``engine``: which engine, by its profile (None: the primary;
+        ``NotFound`` when no engine serves that profile).
         """
         ...
 
@@ -97,12 +100,12 @@ class WebServices(Protocol):
         """
         ...
 
-    def serving_logs(self, lines: int) -> list[str]:
-        """The last ``lines`` lines of the engine's log."""
+    def serving_logs(self, lines: int, engine: str | None = None) -> list[str]:
+        """The last ``lines`` lines of the engine's log (``engine``: as ``serving_action``)."""
         ...
 
-    def serving_follow(self, lines: int) -> Iterator[str | None]:
-        """The last ``lines`` lines, then new lines as the engine writes them."""
+    def serving_follow(self, lines: int, engine: str | None = None) -> Iterator[str | None]:
+        """The last ``lines`` lines, then new ones as the engine (``engine``: by profile) writes them."""
         ...
 
     def serving_recipe(self) -> RecipeDocument:

@@ -11,6 +11,8 @@ readers still cost one render.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import Request
 from fastapi.exceptions import ResponseValidationError
 from pydantic import ValidationError
@@ -20,7 +22,8 @@ from web.models import StatusDocument
 from web.rendered import RenderedDocument, RenderedDocuments
 from web.services import WebServices
 
-# Keys of the status document's ``serving`` block that hold engine output.
+# Keys of the status document's ``serving`` block (and each of ``engines``) that hold
+# engine output.
 LOG_TEXT_KEYS = ("last_log_line",)
 
 
@@ -35,7 +38,8 @@ def render_status(services: WebServices, *, log_text: bool) -> bytes:
         validated = StatusDocument.model_validate(services.status_document())
     except ValidationError as exc:
         raise ResponseValidationError(exc.errors(include_url=False)) from None
-    exclude = None if log_text else {"serving": set(LOG_TEXT_KEYS)}
+    hidden: dict[str, Any] = dict.fromkeys(LOG_TEXT_KEYS, True)
+    exclude = None if log_text else {"serving": hidden, "engines": {"__all__": hidden}}
     return validated.model_dump_json(exclude_unset=True, exclude=exclude).encode()
 
 

@@ -25,15 +25,21 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from daemon.alerts.inhibit import causes_first
 from daemon.alerts.rules import event_signals, latch_signal, latched_xid_advice
 from daemon.store import Latch, Store, StoreError
 from daemon.store.alerts import AlertPolicy, AlertSignal, SinkRoute
+from hwcheck.model import Severity
 from hwcheck.threads import CrashReport, ServiceThread, Wake
+from hwcheck.verdict import FiringAlert
 
 log = logging.getLogger("fleetd.alerts")
 
 EVENT_BATCH = 500
 STORE_RETRY_S = 1.0
+FIRING_LIMIT = 500
+# Alerts the verdict already carries: the check results themselves.
+_IN_THE_VERDICT = frozenset({"check"})
 
 
 class AlertEngine:
@@ -60,15 +66,46 @@ class AlertEngine:
         self._error: str | None = None
         self._pending: list[AlertSignal] = []
         self._lock = threading.Lock()
+        self._firing_listeners: list[Callable[[list[FiringAlert]], None]] = []
+        self._firing_stale = True
 
     def start(self) -> None:
         """Start following (the cursor is set to the newest event on a first run)."""
         self._store.add_news_listener(self.wake)
         self._thread.start()
 
+    def add_firing_listener(self, listener: Callable[[list[FiringAlert]], None]) -> None:
+        """Told the alerts firing now after each change.
+
+        Not the checks' own (the verdict's input), not one-shot news, and not one whose
+        cause is gone and that only waits out the group window before it resolves.
+        """
+        self._firing_listeners.append(listener)
+
+    def _publish_firing(self) -> None:
+        """The firing alerts to the listeners (the verdict), once after each applied pass."""
+        if not self._firing_stale or not self._firing_listeners:
+            return
+        rows = self._store.list_alerts(FIRING_LIMIT, status="firing")
+        firing = [
+            FiringAlert(str(row.labels.get("alertname") or row.rule), row.severity, row.summary)
+            for row in rows
+            if row.rule not in _IN_THE_VERDICT
+            and not row.one_shot
+            and row.resolve_due_at is None  # its cause is gone: only the group window waits
+            and Severity(row.severity).rank > 0
+        ]
+        self._firing_stale = False
+        for listener in self._firing_listeners:
+            listener(firing)
+
     def wake(self) -> None:
         """Look for new events now."""
         self._thread.wake()
+
+    def latch_changed(self, required: bool) -> None:
+        """The latch in force was set or cleared: its alert fires or resolves now."""
+        self.wake()
 
     def add(self, signal: AlertSignal) -> None:
         """A signal from outside the events (an unclean stop found at start)."""
@@ -105,7 +142,15 @@ class AlertEngine:
         return max(0.0, (due - datetime.now(UTC)).total_seconds())
 
     def step(self, now: datetime | None = None) -> datetime | None:
-        """One pass: new events, the latch, what fell due. When the next item falls due."""
+        """One pass: new events, the latch, what fell due, then what fires to the verdict.
+
+        Returns when the next item falls due.
+        """
+        due = self._step(now)
+        self._publish_firing()
+        return due
+
+    def _step(self, now: datetime | None) -> datetime | None:
         ts = now or datetime.now(UTC)
         cursor = self._store.alert_cursor()
         if cursor is None:
@@ -128,7 +173,7 @@ class AlertEngine:
             return due
         try:
             queued = self._store.apply_alert_signals(
-                signals,
+                causes_first(signals, self._policy.inhibits),
                 self._routes,
                 self._policy,
                 cursor=events[-1].id if events else None,
@@ -139,6 +184,7 @@ class AlertEngine:
                 self._pending[:0] = outside
             raise
         self._latched = said
+        self._firing_stale = True
         if queued:
             self._on_queued()
         if len(events) == EVENT_BATCH:

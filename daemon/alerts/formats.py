@@ -72,6 +72,16 @@ def _headline(payload: dict[str, Any], rig: str) -> str:
     return f"{payload['severity'].upper()} on {rig}: {payload['summary']}{again}"
 
 
+def _when(iso: str) -> str:
+    """An ISO time as a phone shows it: ``2026-12-06 09:00 UTC`` (the text as is if not one)."""
+    try:
+        moment = datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return str(iso)
+    zone = "UTC" if moment.utcoffset() == timedelta(0) else moment.strftime("%z")
+    return f"{moment:%Y-%m-%d %H:%M} {zone}".rstrip()
+
+
 def _affected(payload: dict[str, Any]) -> str:
     """The symptoms folded into this alert, on one line."""
     return "; ".join(str(summary) for summary in payload.get("also_affected") or [])
@@ -124,7 +134,7 @@ def am_labels(payload: dict[str, Any], rig: str) -> dict[str, str]:
         name = _LABEL_NAME.sub("_", str(key))
         if value is None or str(value) == "" or name in labels:
             continue
-        labels[name if not name[0].isdigit() else f"_{name}"] = str(value)
+        labels[name if not name[0].isdecimal() else f"_{name}"] = str(value)
     labels["source"] = "cmpfleet"
     return labels
 
@@ -188,7 +198,7 @@ def render_slack(note: Notification, ctx: RenderContext) -> Any:
     if p.get("also_affected"):
         lines.append(f"*Also affected:* {_affected(p)}")
     if p["count"] > 1:
-        lines.append(f"Seen {p['count']} times since {p['started_at']}")
+        lines.append(f"Seen {p['count']} times since {_when(p['started_at'])}")
     lines.append(f"_cmpfleet alert {p['alert_id']} · id {note.uid}_")
     return {"text": "\n".join(lines), "mrkdwn": True}
 
@@ -214,8 +224,11 @@ def render_discord(note: Notification, ctx: RenderContext) -> Any:
         "footer": {"text": f"cmpfleet alert {p['alert_id']} · id {note.uid}"},
         "timestamp": p["resolved_at"] if resolved else p["started_at"],
     }
+    # The notification line names the alert only: the embed's title is the headline, so a
+    # phone does not show the same ten lines twice.
+    state = "RESOLVED" if resolved else p["severity"].upper()
     return {
-        "content": _headline(p, ctx.rig)[:DISCORD_CONTENT_CHARS],
+        "content": f"{state} on {ctx.rig}: {alert_name(p)}"[:DISCORD_CONTENT_CHARS],
         "embeds": [embed],
         "allowed_mentions": {"parse": []},
     }

@@ -27,23 +27,24 @@ from daemon.alerts.words import lock_screen
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from hwcheck.model import Severity
+from recovery.actions import OWN_ALERT, REFUSALS, Action, refusal_code
 
 _PROBLEM = (Severity.WARNING, Severity.CRITICAL)
 # Recovery decisions (``details.action``) whose effect raises its own alert.
-COVERED_RECOVERY_ACTIONS = frozenset({"stop_and_latch", "hold", "restart_after"})
+COVERED_RECOVERY_ACTIONS = OWN_ALERT
 # Who acts without a person asking (audit actors); anyone else is a person.
 AUTOMATIC_ACTORS = frozenset({"recovery", "fleetd"})
 # Reason codes whose cause alerts on its own: check results (their check alert), foreign
 # holders of the cards (``foreign_gpu_processes``), the latch (``RebootRequired``).
-SELF_ALERTING = frozenset(
-    {"warning_check", "critical_check", "foreign_gpu_processes", "gpus_held", "reboot_latch"}
-)
-ACTION_ADVICE = {
+SELF_ALERTING = frozenset(code for code, row in REFUSALS.items() if row.own_alert)
+ACTION_ADVICE: dict[str, str] = {
     "apply_power_cap": (
         "Run fleetd as root (setting a power limit needs it) or set [rig] power_cap_w within "
         "the card's range, then fleetctl caps apply."
     ),
-    "advise_inspection": "Inspect the card the summary names (fleetctl status shows its checks).",
+    Action.ADVISE_INSPECTION: (
+        "Inspect the card the summary names (fleetctl status shows its checks)."
+    ),
 }
 DEFAULT_ADVICE = "Do what the summary's cause needs; fleetctl status shows each check's fix."
 
@@ -54,7 +55,16 @@ def _card_words(event: EventRow) -> str:
 
 def _own_alerts(facts: RecoveryFacts) -> bool:
     """True when every reason recorded alerts on its own (no codes: unknown, so no)."""
-    return bool(facts.codes) and all(code in SELF_ALERTING for code in facts.codes)
+    codes = [refusal_code(code) for code in facts.codes]
+    return bool(codes) and all(code is not None and code in SELF_ALERTING for code in codes)
+
+
+def _action(name: str | None) -> Action | None:
+    """The recorded action as recovery's member (None: none, or not recovery's)."""
+    try:
+        return Action(name or "")
+    except ValueError:
+        return None
 
 
 def _advice(facts: RecoveryFacts) -> str:
@@ -80,17 +90,17 @@ def recovery_signals(event: EventRow) -> list[AlertSignal]:
     facts = RecoveryFacts.of(event)
     if event.severity not in _PROBLEM:
         return []
-    action = facts.action or ""
+    action = _action(facts.action)
     if action in COVERED_RECOVERY_ACTIONS and not facts.dry_run:
         return []
     person = facts.actor is not None and facts.actor not in AUTOMATIC_ACTORS
     result = facts.result or ""
     first = facts.first or event.message
-    if action == "start" and result.startswith("done"):  # it started, with warnings
+    if action is Action.START and result.startswith("done"):  # it started, with warnings
         if person or _own_alerts(facts):
             return []
         summary = lock_screen(f"Engine started with warnings: {first}")
-    elif action == "refuse" or result.startswith("refused"):
+    elif action is Action.REFUSE or result.startswith("refused"):
         if person or _own_alerts(facts):
             return []
         return [

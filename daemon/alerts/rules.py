@@ -35,6 +35,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from daemon.alerts.crash_rules import crash_signals
 from daemon.alerts.event_facts import CheckFacts, EngineMetricFacts, ServingFacts, XidFacts
 from daemon.alerts.guard_rules import guard_signals
 from daemon.alerts.recovery_rules import recovery_signals
@@ -42,44 +43,21 @@ from daemon.alerts.words import lock_screen
 from daemon.store.alerts import AlertSignal
 from daemon.store.events import EventRow
 from daemon.store.keyvalue import Latch
-from hwcheck.advice import ACTION_STEPS, ADVICE_STEPS, RigNow
-from hwcheck.model import EventKind, Severity
+from hwcheck.advice import ACTION_STEPS, RigNow
+from hwcheck.checks import CHECKS
+from hwcheck.model import Advice, EventKind, Severity
 from serving.runtime.states import ServingChange, ServingState
 
 ADVICE_UNCLEAN = (
     "Nothing is lost, but find out why: `journalctl -u fleetd -b -1` (OOM, crash, power)."
 )
-# Friendly names of checks whose alerts people meet most often: a noun, to which the
-# summary adds " on card N" (never a title ending in "on": "Power brake on on card 0").
+# Each check's alert name and title (its ``SPEC.alert``): a noun, to which the summary adds
+# " on card N" (never a title ending in "on": "Power brake on on card 0").
 CHECK_TITLES = {
-    "vram_unlocked": ("VramRelocked", "VRAM relocked"),
-    "power_brake": ("PowerBrake", "Power brake"),
-    "power_cap": ("PowerCapDrift", "Power cap drifted"),
-    "temperature": ("Thermal", "Too hot"),
-    "nvml": ("NvmlUnavailable", "NVML unavailable"),
-    "kernel_log": ("KernelLogBlind", "Kernel-log follower down: Xids go unseen"),
-    "card_lost": ("CardLost", "Card lost"),
-    "card_count": ("CardMissing", "Card missing"),
-    "pcie_link": ("PcieLinkDegraded", "PCIe link degraded"),
-    "driver_version": ("DriverMismatch", "Driver mismatch"),
-    "persistence_mode": ("PersistenceOff", "Persistence mode off"),
-    "foreign_gpu_processes": ("ForeignGpuProcess", "Foreign process on the GPUs"),
-    "store": ("StoreUnwritable", "History cannot be written"),
-    # Host truth, judged against the host baseline.
-    "host_kernel": ("HostKernelDrift", "Not the baseline kernel"),
-    "kernel_cmdline": ("KernelArgsMissing", "Kernel arguments missing"),
-    "driver_module": ("DriverModuleDrift", "Not the baseline nvidia module"),
-    "bar1": ("Bar1Lost", "64 GB BAR1 gone"),
-    "p2p": ("P2pLost", "P2P lost"),
-    "vbios": ("VbiosChanged", "VBIOS changed"),
-    "clocks": ("ClocksCapped", "Max clocks below baseline"),
-    "pcie_errors": ("PcieErrors", "PCIe errors climbing"),
-    "host_resources": ("HostResourcesLow", "Disk or RAM short"),
-    "memtest": ("MemoryTestFailed", "Memory test failed"),
-    "reboot_command": ("RebootCommandMissing", "Reboot command missing"),
+    spec.id: (spec.alert.name, spec.alert.title) for spec in CHECKS if spec.alert is not None
 }
 # Left to their own events: Xids alert per Xid, the canaries per canary (``canary:<name>``).
-SKIPPED_CHECKS = frozenset({"xid_since_boot", "engine_output"})
+SKIPPED_CHECKS = frozenset(spec.id for spec in CHECKS if spec.alert is None)
 ENGINE_ADVICE = {
     "crash": "fleetd restarts it with backoff; if it keeps crashing read `fleetctl logs`.",
     "held": "Restarts are on hold: read `fleetctl logs`, fix the cause, then `fleetctl start`.",
@@ -135,9 +113,17 @@ def _card_words(event: EventRow) -> str:
     return "rig" if event.card is None else f"card {event.card}"
 
 
+# The latch's step first, so a summary cut at the lock screen's length keeps what to do.
+LATCH_HEADS = {
+    Advice.WARM_REBOOT: "Reboot required",
+    Advice.COLD_POWER_CYCLE: "Cold power cycle required (a warm reboot did not help)",
+    Advice.TAKE_CARD_OUT: "Take the card out (no reboot helped)",
+}
+
+
 def latch_advice(latch: Latch) -> str:
     """The latch's step, as an alert reads it (the engine stopped, the latch set)."""
-    return _sentence(ADVICE_STEPS[latch.advice].text(_AFTER_RECOVERY[True]))
+    return _sentence(latch.advice_text(engine_running=False))
 
 
 def xid_signals(event: EventRow, latch: Latch | None = None) -> list[AlertSignal]:
@@ -313,6 +299,8 @@ def event_signals(event: EventRow, latch: Latch | None = None) -> list[AlertSign
         return canary_signals(event)
     if event.kind is EventKind.GUARD:
         return guard_signals(event)
+    if event.kind is EventKind.CRASH:
+        return crash_signals(event)
     if event.is_new_boot:
         return [
             AlertSignal("xid:", fire=False, prefix=True),
@@ -334,7 +322,7 @@ def latch_signal(latch: Latch | None) -> AlertSignal:
         fire=True,
         rule="reboot_required",
         severity=Severity.CRITICAL,
-        summary=lock_screen(f"Reboot required: {latch.reason}"),
+        summary=lock_screen(f"{LATCH_HEADS[latch.advice]}: {latch.reason}"),
         advice=latch_advice(latch),
         labels={"alertname": "RebootRequired", "latch_source": latch.source},
     )

@@ -15,6 +15,7 @@ from typing import Any, Protocol, overload
 
 from daemon.canaries.runner import not_run_entry
 from daemon.engine.actions import refusal_document, start_document
+from daemon.engine.fleet import SideEngine, SideEngines
 from daemon.ports.parts import RECOVERY_ACTIONS
 from daemon.rig.caps import CapKeeper
 from daemon.rig.history_cache import HistoryCache
@@ -36,6 +37,7 @@ from serving.canary.model import CANARY_NAMES
 from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from web.models import (
     BringUpDocument,
+    EngineDocument,
     EventDocument,
     RecipeDocument,
     RecoveryDecisionDocument,
@@ -44,12 +46,15 @@ from web.models import (
     RefusedStartDocument,
     StatusDocument,
 )
+from web.models_drain import DrainDocument
 from web.routes.canaries import CanaryControl
 from web.services import EventQuery, SimulationControl
 
 
 class EngineControl(Protocol):
     """The engine service (``daemon.engine.service``) as the daemon's services see it."""
+
+    profile: str
 
     def status_document(self) -> dict[str, Any]:
         """The status's ``serving`` block (docs/reference.md "JSON documents")."""
@@ -90,6 +95,18 @@ class EngineControl(Protocol):
         ...
 
 
+class StartStop(Protocol):
+    """An engine's recovery controller as a person's start, stop or restart asks it."""
+
+    def request_start(self, trigger: Trigger, actor: str, restart: bool) -> StartAnswer:
+        """The one start path: one decision, carried out, the answer."""
+        ...
+
+    def request_stop(self, trigger: Trigger, actor: str, reason: str = "") -> StopAnswer:
+        """The one stop path: one decision, carried out, the answer."""
+        ...
+
+
 class RecoveryControl(Protocol):
     """Recovery's controller (``recovery.controller``) as the API sees it."""
 
@@ -123,6 +140,10 @@ class RecoveryControl(Protocol):
 
     def power_cycle_available(self) -> bool:
         """True when ``reboot --confirm --cold`` can power-cycle (not only explain)."""
+        ...
+
+    def wrong_boot(self) -> str | None:
+        """The default boot entry a confirmed reboot would refuse (None: fine)."""
         ...
 
 
@@ -168,9 +189,12 @@ class DaemonServices:
         host_watch: HostWatch | None = None,
         latch_in_force: Callable[[], Latch | None] | None = None,
         audit_rows: Callable[[int], list[AuditRow]] | None = None,
+        evidence: Callable[[], dict[str, Any]] | None = None,
+        drain: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._store = store
-        self.history_cache = HistoryCache(store)  # runtime drops it after each rollup
+        self._evidence = evidence
+        self.history_cache = HistoryCache(store)  # dropped after each rollup (rig.rollup_job)
         self._monitor = monitor
         self._engine = engine
         self._caps = caps
@@ -187,6 +211,35 @@ class DaemonServices:
         # From memory when given (issue 22: the status must not depend on the store).
         self._latch_in_force = latch_in_force or store.get_latch
         self._audit_rows = audit_rows or (lambda limit: store.list_audit(limit=limit))
+        self._drain = drain
+        self._sides = SideEngines()
+        self._side_canaries: Callable[[], dict[str, list[dict[str, Any]]]] = dict
+
+    def attach_side_engines(
+        self,
+        sides: SideEngines,
+        canaries: Callable[[], dict[str, list[dict[str, Any]]]] = dict,
+    ) -> None:
+        """The engines beside the primary one (``daemon.engine.fleet``): ``engines``' rest.
+
+        ``canaries``: each side engine's canary entries by profile (``daemon.canaries.engines``).
+        """
+        self._sides = sides
+        self._side_canaries = canaries
+
+    def _side(self, engine: str | None) -> SideEngine | None:
+        """The side engine ``engine`` names; None for the primary (no name, or its profile)."""
+        if engine is None or (self._engine is not None and engine == self._engine.profile):
+            return None
+        if engine not in self._sides.names():
+            known = [
+                *([] if self._engine is None else [self._engine.profile]),
+                *self._sides.names(),
+            ]
+            raise NotFound(
+                f"no engine {engine!r} on this rig (engines: {', '.join(known) or 'none'})"
+            )
+        return self._sides.get(engine)
 
     @property
     def sim(self) -> SimulationControl | None:
@@ -216,16 +269,29 @@ class DaemonServices:
         """The engine's state word."""
         return str(self.serving_document()["state"])
 
-    def serving_action(self, action: str, stop_foreign: bool = False) -> dict[str, Any]:
+    def serving_action(
+        self, action: str, stop_foreign: bool = False, engine: str | None = None
+    ) -> dict[str, Any]:
         """A person's stop (recovery's stop path), start or restart (its start path).
 
         ``stop_foreign`` (start only) first stops the foreign containers holding the port
-        or the profile's cards, unless the start gate refuses the start anyway.
+        or the profile's cards, unless the start gate refuses the start anyway. ``engine``:
+        a side engine's profile is moved by that engine's own controller.
         """
-        engine = self._require_engine()
         if action not in ("start", "restart", "stop"):
             raise NotFound(f"unknown action {action!r}")
-        recovery = self._require_recovery()
+        side = self._side(engine)
+        if side is not None:
+            return self._move(action, stop_foreign, side.service, side.recovery)
+        return self._move(action, stop_foreign, self._require_engine(), self._require_recovery())
+
+    def _move(
+        self,
+        action: str,
+        stop_foreign: bool,
+        engine: EngineControl,
+        recovery: StartStop,
+    ) -> dict[str, Any]:
         if action == "stop":
             stop = recovery.request_stop(Trigger.STOP_REQUEST, "api")
             return {"action": "stop", "accepted": stop.stopped, "serving": engine.status_document()}
@@ -243,12 +309,18 @@ class DaemonServices:
         """``POST /api/v1/serving/switch``: stop cleanly, switch, recovery's start path."""
         return self._require_engine().switch(profile, "api", stop_foreign=stop_foreign)
 
-    def serving_logs(self, lines: int) -> list[str]:
-        """The engine log's last lines."""
+    def serving_logs(self, lines: int, engine: str | None = None) -> list[str]:
+        """The engine log's last lines (``engine``: a side engine's, by its profile)."""
+        side = self._side(engine)
+        if side is not None:
+            return side.service.logs(lines)
         return [] if self._engine is None else self._engine.logs(lines)
 
-    def serving_follow(self, lines: int) -> Iterator[str | None]:
-        """``logs --follow``: the last ``lines`` lines, then new ones."""
+    def serving_follow(self, lines: int, engine: str | None = None) -> Iterator[str | None]:
+        """``logs --follow``: the last ``lines`` lines, then new ones (``engine``: by profile)."""
+        side = self._side(engine)
+        if side is not None:
+            return side.service.follow(lines)
         return self._require_engine().follow(lines)
 
     def serving_recipe(self) -> RecipeDocument:
@@ -267,11 +339,13 @@ class DaemonServices:
         if latch is None:
             doc = RecoveryDocument(reboot_required=False, reason=None, since=None, advice=None)
         else:
+            wrong_boot = None if self._recovery is None else self._recovery.wrong_boot()
+            running = self.serving_state() in ENGINE_RUNNING_STATES
             doc = RecoveryDocument(
                 reboot_required=True,
                 reason=latch.reason,
                 since=iso(latch.since),
-                advice=latch.advice_text(self.serving_state() in ENGINE_RUNNING_STATES),
+                advice=latch.advice_text(running, wrong_boot),
                 advice_kind=latch.advice,
                 way_out=WAY_OUT[latch.advice],
             )
@@ -281,6 +355,7 @@ class DaemonServices:
             doc.power_cycle = self._recovery.power_cycle_available()
             doc.decisions = self.last_decisions()
             doc.bring_up = None if bring_up is None else BringUpDocument.model_validate(bring_up)
+            doc.evidence = None if self._evidence is None else self._evidence()
             refused = self._recovery.last_refused_start
             if refused is not None:
                 doc.last_refused_start = RefusedStartDocument(
@@ -326,10 +401,36 @@ class DaemonServices:
 
     def status_document(self) -> StatusDocument:
         """The whole status document (``fleetctl status --json``), typed."""
+        sides = self._sides.status_documents()  # read once: the engines list and in_profile
+        document = self._status_document(sides)
+        # The primary engine (the same block as ``serving``), then each side engine.
+        side_canaries = self._side_canaries() if sides else {}
+        document.engines = [
+            EngineDocument.model_validate(
+                {**document.serving.model_dump(exclude_unset=True), "canaries": document.canaries}
+            ),
+            *(
+                EngineDocument.model_validate(
+                    {**side, "canaries": side_canaries.get(str(side.get("profile")))}
+                )
+                for side in sides
+            ),
+        ]
+        if self._drain is not None:
+            document.drain = DrainDocument.model_validate(self._drain())
+        return document
+
+    def _status_document(self, sides: list[dict[str, Any]]) -> StatusDocument:
+        serving = self.serving_document()
+        engine_cards = None
+        if sides:  # in_profile: a card any engine runs on
+            engine_cards = sorted(
+                {*(serving.get("cards") or ()), *(c for s in sides for c in s.get("cards") or ())}
+            )
         return status_document(
             self._monitor.view(),
             rig=self._rig,
-            serving=self.serving_document(),
+            serving=serving,
             recovery=self.recovery_document(),
             canaries=(
                 [not_run_entry(name, "no engine is configured") for name in CANARY_NAMES]
@@ -343,12 +444,19 @@ class DaemonServices:
             kernel_records_lost=self._follower.lost_records,
             started_at=iso(self._started_at),
             gpu_pids=sorted(self.own_gpu_pids()),
+            engine_cards=engine_cards,
             host=None if self._host_watch is None else self._host_watch.status(),
         )
 
     def own_gpu_pids(self) -> set[int]:
-        """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine tree."""
+        """Processes whose ``/dev/nvidia*`` handles are the rig's own: fleetd, the engine trees.
+
+        Every engine's: a side engine's workers hold the cards too, and read as foreign
+        they would fail ``foreign_gpu_processes`` and gate the other's start.
+        """
         engine_pids = self._engine.engine_pids() if self._engine is not None else set()
+        for side in self._sides:
+            engine_pids |= side.service.engine_pids()
         return {os.getpid(), *engine_pids}
 
     def list_events(self, query: EventQuery) -> list[EventDocument]:

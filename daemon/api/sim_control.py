@@ -46,6 +46,10 @@ class SimControl:
             seq = self._rig.inject_xid(card, xid, message)
         except SimulationError as exc:
             raise InvalidInput(str(exc)) from None
+        except OSError as exc:  # the simulated kernel log lives in the state dir (read-only?)
+            raise Unavailable(
+                f"the simulated kernel log cannot be written: {exc.strerror or exc}"
+            ) from None
         return {"card": card, "xid": xid, "seq": seq, "boot_id": self._rig.boot_id()}
 
     def set_card(self, index: int, fields: dict[str, Any]) -> dict[str, Any]:
@@ -158,3 +162,13 @@ def reboot_simulated_host(
             raise SimulationError(f"the simulated reboot failed: {exc}") from None
         begin_boot(boot_id)
     return boot_id
+
+
+def simulated_host_cannot_reboot(sim: SimulatedRig | None) -> str | None:
+    """Why the simulated host cannot reboot now (read-only state dir), else None."""
+    try:
+        if sim is not None:
+            sim.check_can_reboot()
+    except SimulationError as exc:
+        return str(exc)
+    return None

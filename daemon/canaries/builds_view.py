@@ -3,7 +3,8 @@
 Each build (``daemon.store.builds``) with its facts, first and last seen, and each
 canary's newest verdict on it (deep ones with their per-depth figures); then the
 regressions (``serving.canary.regressions``): canaries failing on the newest build that
-judged them, naming the last build they passed on and the first they failed on.
+judged them, naming the last build they passed on and the first they failed on; and the
+last good build (``daemon.engine.rollback``), where ``fleetctl rollback`` goes.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.engine.builds import BuildTracker
+from daemon.engine.rollback import last_good, rollback_target
+from daemon.engine.service import EngineService
 from daemon.store import BuildRow, BuildVerdict, Store
 from serving.canary.regressions import BuildStandings, Regression, Standing, regressions
-from serving.errors import InvalidInput, Unavailable
+from serving.errors import Conflict, InvalidInput, NotFound, Unavailable
 from serving.runtime.provenance import build_name
 from serving.sim.images import SIM_ENGINE_IMAGE, ImageStore, ImageStoreError
 from serving.sim.scenario import EngineScenarioError, override_args
@@ -91,24 +94,93 @@ def builds_document(
         entry["current"] = build.id == current_id
         entry["canaries"] = per_build.get(build.id, {})
         entries.append(entry)
+    good = last_good(builds, verdicts, current_id)
     return {
         "builds": entries,
         "regressions": [r.as_dict() for r in build_regressions(builds, verdicts)],
+        "last_good": None if good is None else _build_entry(good),
+    }
+
+
+def _build_entry(build: BuildRow) -> dict[str, Any]:
+    """A build as an answer names it: id, key, name, image digest and ID."""
+    return {
+        "id": build.id,
+        "build_key": build.build_key,
+        "name": display_name(build),
+        "image_digest": build.image_digest,
+        "image_id": build.image_id,
     }
 
 
 class BuildsApi:
     """What ``web.routes.builds`` asks: the builds document, and (simulating) an image rebuild."""
 
-    def __init__(self, store: Store, tracker: BuildTracker, images: ImageStore | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        tracker: BuildTracker,
+        images: ImageStore | None,
+        engine: EngineService | None = None,
+    ) -> None:
         self._store = store
         self._tracker = tracker
         self._images = images
+        self._engine = engine
 
     def builds_document(self, limit: int) -> dict[str, Any]:
         """``GET /api/v1/builds``."""
         current = self._tracker.current()
         return builds_document(self._store, None if current is None else current.id, limit)
+
+    def rollback(
+        self, to: str | None, stop_foreign: bool = False, actor: str = "operator"
+    ) -> dict[str, Any]:
+        """``POST /api/v1/serving/rollback``: serve the last good build (or ``to``) again.
+
+        A container profile switches to the build's image by digest, through the same gate,
+        preflight and recovery moves as ``serve`` (``EngineService.switch``); a bare
+        process gets what to run (``manual``), and nothing moves. ``NotFound`` for an
+        unknown ``to`` (naming the known builds), ``Conflict`` when there is no way back.
+        """
+        engine = self._engine
+        if engine is None:
+            raise Unavailable("no engine to roll back", "no_engine")
+        builds = self._store.list_builds(limit=MAX_BUILDS)
+        verdicts = self._store.build_verdicts([b.id for b in builds])
+        current = self._tracker.current()
+        current_id = None if current is None else current.id
+        try:
+            target = rollback_target(builds, verdicts, current_id, engine.profiles, to)
+        except (NotFound, Conflict) as exc:
+            self._store.audit(actor, "engine_rollback", "refused", target=to, reason=str(exc))
+            raise
+        build = _build_entry(target.build)
+        if target.image is None:
+            return {
+                "accepted": False,
+                "manual": True,
+                "profile": target.profile,
+                "build": build,
+                "instructions": target.instructions(),
+            }
+        if target.build.id == current_id:
+            answer: dict[str, Any] = {
+                "profile": target.profile,
+                "accepted": True,
+                "already_active": True,
+                "serving": engine.status_document(),
+            }
+        else:
+            answer = engine.switch(target.profile, actor, stop_foreign, target.image)
+        self._store.audit(
+            actor,
+            "engine_rollback",
+            "accepted",
+            target=target.build.build_key[:8],
+            reason=f"rollback to {build['name']}: profile {target.profile}, image {target.image}",
+        )
+        return {**answer, "build": build, "image": target.image}
 
     def rebuild_image(
         self, image: str | None, engine: dict[str, Any], labels: dict[str, str], version: str | None

@@ -17,13 +17,22 @@ import dataclasses
 import logging
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from daemon.canaries.card_diag import (
+    WATCH_EVERY_S,
+    CardDiagService,
+    ThermalGuard,
+    cards_to_test,
+    refuse_while_the_engine_runs,
+)
 from daemon.engine.service import EngineService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.carddiag.diagnoser import SubprocessDiagnoser
+from hwcheck.carddiag.model import DiagKind, ThermalLimits
 from hwcheck.checks.readings import MemtestReading
 from hwcheck.host import HostSources
 from hwcheck.memtest.children import SubprocessMemtester
@@ -35,13 +44,14 @@ from hwcheck.memtest.results import (
     MemtestProgress,
     run_on_cards,
 )
-from serving.errors import Busy, Conflict, InvalidInput, NotFound, Refused
+from hwcheck.model import RigProfile
+from hwcheck.thermal_stop import StopAsked
+from serving.errors import Busy, InvalidInput, Unavailable
 from serving.runtime.states import ServingState
 
 log = logging.getLogger("fleetd")
 
 # The engine holds no card in these states (a backoff restarts it soon: not idle).
-ENGINE_IDLE = frozenset({ServingState.STOPPED, ServingState.FAILED, ServingState.HELD})
 MIB_PER_GIB = 1024
 MEMTEST = "the memory test"
 
@@ -51,8 +61,8 @@ HoldCards = Callable[[str], AbstractContextManager[None]]
 
 def exit_code(results: list[CardMemtest]) -> int:
     """fleetctl's exit: 2 when a card failed, 1 when one could not be tested, else 0."""
-    if any(r.outcome.failure for r in results):
-        return 2
+    if any(r.outcome.failure or r.outcome is MemtestOutcome.STOPPED_HOT for r in results):
+        return 2  # a stopped-hot card is a finding too: never a pass
     return 0 if all(r.outcome is MemtestOutcome.PASSED for r in results) else 1
 
 
@@ -67,6 +77,7 @@ class DiagService:
         engine_state: Callable[[], tuple[ServingState, int | None]] | None,
         hold_cards: HoldCards | None = None,
         rejudge: Callable[[], None] | None = None,
+        stop_for: Callable[[int], StopAsked] | None = None,
     ) -> None:
         self._store = store
         self._monitor = monitor
@@ -76,17 +87,31 @@ class DiagService:
         # A verdict changes the ``memtest`` check: judged at once, so the status read right
         # after the run shows it rather than the one from before until the next poll.
         self._rejudge = rejudge or (lambda: None)
+        self._stop_for = stop_for  # each card's thermal guard ([diag] stop_core_c, stop_hbm_c)
         self._running = threading.Lock()
         self._lock = threading.Lock()
         self._verdicts = store.memtest_verdicts()
         self._progress: dict[int, MemtestProgress] = {}
+        self.cards: CardDiagService | None = None  # diag pcie and compute (build_diag)
+
+    def card_diag(
+        self, kind: DiagKind, card: int | None, actor: str, seconds: float = 0.0
+    ) -> dict[str, Any]:
+        """``POST /api/v1/diag/pcie|compute``: run it now (refusals are ``serving.errors``)."""
+        if self.cards is None:
+            raise Unavailable("no card diagnostics in this daemon", "no_diag")
+        return self.cards.run(kind, card, actor, seconds)
 
     # -- the memory test -------------------------------------------------------------
 
     def memtest(
-        self, card: int | None, plan: MemtestPlan, actor: str, seed: int | None = None
+        self,
+        card: int | Sequence[int] | None,
+        plan: MemtestPlan,
+        actor: str,
+        seed: int | None = None,
     ) -> dict[str, Any]:
-        """Run ``plan`` on ``card`` (every card when None), all at once; the run's document.
+        """Run ``plan`` on ``card`` (one, several, or every card when None), all at once.
 
         ``seed``: the random data's (None: a fresh one, reported in the document).
         """
@@ -106,7 +131,11 @@ class DiagService:
                     actor,
                 )
                 results = run_on_cards(
-                    self._memtester, [index for index, _ in cards], plan, self._on_progress
+                    self._memtester,
+                    [index for index, _ in cards],
+                    plan,
+                    self._on_progress,
+                    self._stop_for,
                 )
         finally:
             with self._lock:
@@ -119,15 +148,7 @@ class DiagService:
             self._progress[progress.card] = progress
 
     def _refuse_while_the_engine_runs(self) -> None:
-        if self._engine_state is None:
-            return
-        state, pid = self._engine_state()
-        if state not in ENGINE_IDLE or pid is not None:
-            raise Refused(
-                f"the engine is {state.value}: stop it first (fleetctl stop); the memory "
-                "test needs the cards to itself",
-                "engine_running",
-            )
+        refuse_while_the_engine_runs(self._engine_state, MEMTEST)
 
     def _refuse_more_than_the_cards_have(self, cards: list[int], mib: int) -> None:
         """Refuse a size above a card's memory, in one line, before anything runs.
@@ -148,22 +169,34 @@ class DiagService:
                 "memtest_too_large",
             )
 
-    def _cards(self, card: int | None) -> list[tuple[int, str]]:
+    def _cards(self, card: int | Sequence[int] | None) -> list[tuple[int, str]]:
         """``(index, PCI address)`` of the cards to test (the live ones of the last poll)."""
-        latest = self._monitor.view().latest
-        if latest is None:
-            raise Conflict("no poll of the cards yet: try again in a moment", "no_data")
-        live = [(c.index, c.pci_bus_id) for c in latest.cards if not c.lost]
-        if card is None:
-            if not live:
-                raise Conflict("no card answers: nothing to test", "no_cards")
-            return live
-        known = {c.index: c for c in latest.cards}
-        if card not in known:
-            raise NotFound(f"card {card} does not exist (cards: {sorted(known)})", "no_such_card")
-        if known[card].lost:
-            raise Conflict(f"card {card} is lost: reboot before testing it", "card_lost")
-        return [(card, known[card].pci_bus_id)]
+        return [(c.index, c.pci_bus_id) for c in cards_to_test(self._monitor, card)]
+
+    def _not_retested(
+        self, results: list[CardMemtest], addresses: dict[int, str], plan: MemtestPlan
+    ) -> dict[str, str]:
+        """A pass that does not cover what failed before on its card: address -> why.
+
+        The failure stands (a plain run does not clear what only the stress mode found).
+        """
+        with self._lock:
+            stored = MemtestReading.from_stored(self._verdicts).verdicts
+        minutes = plan.stress_s / 60
+        found: dict[str, str] = {}
+        for result in results:
+            before = stored.get(addresses[result.card])
+            if result.outcome is not MemtestOutcome.PASSED or before is None:
+                continue
+            if not before.result.outcome.failure:
+                continue
+            need = before.retest
+            if not need.covered_by(plan.patterns, minutes):
+                found[addresses[result.card]] = (
+                    f"card {result.card} passed, but this run did not test what failed "
+                    f"({need.what()}): the failure stands; run {need.command(result.card)}"
+                )
+        return found
 
     def _record(
         self,
@@ -179,17 +212,27 @@ class DiagService:
             if failed
             else "memory test"
         )
-        message = f"{head}: " + "; ".join(summaries)
+        kept = self._not_retested(results, addresses, plan)
+        message = f"{head}: " + "; ".join([*summaries, *kept.values()])
         documents = [{**r.as_dict(), "pci_bus_id": addresses[r.card]} for r in results]
         run = plan_document(plan)
         details = {"memtest": documents, **run, "actor": actor}
         pairs = [(r, addresses[r.card]) for r in results]
-        self._store.record_memtest(pairs, message=message, details=details)
+        self._store.record_memtest(
+            pairs, message=message, details=details, minutes=plan.stress_s / 60, kept=kept
+        )
         with self._lock:
             self._verdicts = self._store.memtest_verdicts()
         log.log(logging.ERROR if failed else logging.INFO, "%s", message)
         self._rejudge()
-        return {**run, "cards": documents, "exit_code": exit_code(results), "message": message}
+        code = exit_code(results)
+        return {
+            **run,
+            "cards": documents,
+            "exit_code": max(code, 1) if kept else code,
+            "message": message,
+            "not_cleared": list(kept.values()),
+        }
 
     # -- what the daemon shows -------------------------------------------------------
 
@@ -241,12 +284,36 @@ def build_diag(
     engine: EngineService | None,
     hold_cards: HoldCards,
     rejudge: Callable[[], None],
+    *,
+    rig: RigProfile | None = None,
+    limits: ThermalLimits | None = None,
 ) -> DiagService:
-    """fleetd's diagnostics: the scenario's memory test under ``--simulate``, else the real one.
+    """fleetd's diagnostics: the scenario's under ``--simulate``, else the real ones.
 
     While a test runs, recovery (``hold_cards``) refuses every start and runs no probe.
+    The card diagnostics' thermal guard reads at 1 s on a rig; on a simulated one, whose
+    steps take no time, at every step.
     """
     memtester = host.memtester or SubprocessMemtester()
-    return DiagService(
-        store, monitor, memtester, None if engine is None else engine.state, hold_cards, rejudge
+    engine_state = None if engine is None else engine.state
+    watch_every_s = 0.0 if host.simulated else WATCH_EVERY_S
+    thermal = limits or ThermalLimits()
+
+    def guard(card: int) -> ThermalGuard:
+        return ThermalGuard(host.gpu, card, thermal, watch_every_s)
+
+    service = DiagService(
+        store, monitor, memtester, engine_state, hold_cards, rejudge, stop_for=guard
     )
+    service.cards = CardDiagService(
+        store,
+        monitor,
+        host.gpu,
+        host.diagnoser or SubprocessDiagnoser(),
+        engine_state,
+        hold_cards,
+        rig or RigProfile(),
+        thermal,
+        watch_every_s=watch_every_s,
+    )
+    return service

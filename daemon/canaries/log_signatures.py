@@ -22,7 +22,8 @@ from daemon.store import Store, StoreError
 from hwcheck.model import EventKind, Severity
 from hwcheck.threads import CrashReport, ServiceThread, Wake
 from serving.canary.signatures import INFO, SignatureTable, hour_of
-from serving.runtime.logcapture import LAUNCH_MARKER_PREFIX, LogCapture, LogSubscription
+from serving.runtime.classify import LAUNCH_MARKER_PREFIX
+from serving.runtime.logcapture import LogCapture, LogSubscription
 
 log = logging.getLogger("fleetd.canary")
 

@@ -6,6 +6,13 @@ and keep it down until a person starts it; recovery decides (``recovery.policy``
 under the reboot latch, and its breaker counts the restarts. A ``throughput`` failure
 while the power brake is on never acts: the engine is not what is wrong. Only ``fail``
 verdicts act (a warning alerts, it does not restart an engine).
+
+Restarts asked by canaries are counted by rounds, not in the breaker's time window: a
+cold start of 20-45 minutes plus a round is longer than ``breaker_window_s /
+breaker_max_restarts``, so the window never filled and an always-failing canary restarted
+the engine every round, forever (issue 36). After ``restarts_in_a_row`` failing rounds
+that each asked for a restart, with no passing round between, the next failing round
+asks for a hold instead: a person looks.
 """
 
 from __future__ import annotations
@@ -35,11 +42,17 @@ class OnFail:
     """Called with each round's results; asks recovery when ``on_fail`` says so."""
 
     def __init__(
-        self, action: str, ask: AskRecovery, power_brake_active: Callable[[], bool]
+        self,
+        action: str,
+        ask: AskRecovery,
+        power_brake_active: Callable[[], bool],
+        restarts_in_a_row: int = 3,
     ) -> None:
         self._action = action
         self._ask = ask
         self._brake = power_brake_active
+        self._max_in_a_row = restarts_in_a_row
+        self._in_a_row = 0  # failing rounds that asked for a restart, none passing between
 
     def __call__(self, results: list[CanaryResult]) -> None:
         """Act once on this round's failures (nothing for ``alert`` or a clean round)."""
@@ -47,8 +60,17 @@ class OnFail:
             return
         failures = acting_failures(results, self._brake())
         if not failures:
+            self._in_a_row = 0  # a round that passes ends the streak
             return
         what = "; ".join(f"{r.name}: {r.message}" for r in failures)
-        reason = f"canary failed ({what})"
-        decided = self._ask(self._action, reason[:500])
-        log.warning("canary on_fail = %s: %s", self._action, decided)
+        reason = f"canary failed ({what})"[:500]
+        action = self._action
+        if action == "restart" and self._in_a_row >= self._max_in_a_row:
+            action = "hold"
+            reason += (
+                f"; {self._in_a_row} restarts in a row did not fix it: stopped and held "
+                "(on_fail restarts_in_a_row)"
+            )
+        decided = self._ask(action, reason)
+        self._in_a_row = self._in_a_row + 1 if action == "restart" else 0
+        log.warning("canary on_fail = %s: %s", action, decided)

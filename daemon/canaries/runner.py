@@ -12,6 +12,10 @@ the engine run serving now is (``build_of``); a deep verdict judges the build, s
 current across restarts of the same build, and a change to ``fail`` names the last build
 the canary passed on. After each round, ``on_round`` hears its results (``[canary]
 on_fail``).
+
+One runner per engine (``daemon.canaries.engines``): ``engine`` names a side engine
+(``[serving] run``), whose rows, events and log lines carry its profile; ``None`` is the
+primary engine, whose rows and words are what they were with one engine.
 """
 
 from __future__ import annotations
@@ -74,8 +78,12 @@ class CanaryRunner:
         on_crash: CrashReport | None = None,
         build_of: BuildOf | None = None,
         on_round: Callable[[list[CanaryResult]], None] | None = None,
+        engine: str | None = None,
     ) -> None:
         self._settings = settings
+        self._engine = engine
+        # A side engine's log lines and events name it; the primary's read as with one engine.
+        self._prefix = "" if engine is None else f"engine {engine}: "
         self._store = store
         self._serving_status = serving_status
         self._model = model
@@ -84,7 +92,11 @@ class CanaryRunner:
         self._api_factory = api_factory
         self._round_lock = threading.Lock()
         self._thread = ServiceThread.every(
-            "canary", tick_s, self._tick_logged, on_crash=on_crash, log=log
+            "canary" if engine is None else f"canary-{engine}",
+            tick_s,
+            self._tick_logged,
+            on_crash=on_crash,
+            log=log,
         )
         self._judged: dict[str, CanaryRow] = {}
         self._ready_seen: str | None = None
@@ -97,7 +109,7 @@ class CanaryRunner:
     def start(self) -> None:
         """Load the last judged results and start the schedule thread (when enabled)."""
         try:
-            self._judged = self._store.latest_canary_results(judged_only=True)
+            self._judged = self._store.latest_canary_results(judged_only=True, engine=self._engine)
         except StoreError as exc:
             log.warning("canary history not read: %s", exc)
         deep = [row.ts for name, row in self._judged.items() if name in DEEP_NAMES]
@@ -168,7 +180,13 @@ class CanaryRunner:
                 api.close()
             self._next_due_s = time.monotonic() + self._settings.interval_s
             summary = ", ".join(f"{r.name} {r.result}" for r in results)
-            log.info("canary round (%s, %.1f s): %s", why, time.monotonic() - started, summary)
+            log.info(
+                "%scanary round (%s, %.1f s): %s",
+                self._prefix,
+                why,
+                time.monotonic() - started,
+                summary,
+            )
             self._persist(results, serving)
         self._after_round(results)
         return results
@@ -187,7 +205,13 @@ class CanaryRunner:
                 api.close()
             self._deep.ran(interrupted=deep.interrupted is not None)
             summary = ", ".join(f"{r.name} {r.result}" for r in results)
-            log.info("deep canary round (%s, %.1f s): %s", why, time.monotonic() - started, summary)
+            log.info(
+                "%sdeep canary round (%s, %.1f s): %s",
+                self._prefix,
+                why,
+                time.monotonic() - started,
+                summary,
+            )
             self._persist(results, serving)
         self._after_round(results)
         return results
@@ -212,7 +236,8 @@ class CanaryRunner:
                 [
                     {**r.as_dict(), "ts": r.ts, "result": r.result.value, "build_id": build_id}
                     for r in results
-                ]
+                ],
+                engine=self._engine,
             )
         except StoreError as exc:
             log.error("canary results not stored: %s", exc)
@@ -232,7 +257,7 @@ class CanaryRunner:
         outcome = Outcome(row.result)
         severity = Severity.INFO if outcome is Outcome.PASS else outcome.severity
         was = "" if before is None else f" (was {before.result})"
-        message = f"canary {row.name}: {row.result}{was}: {row.message}"
+        message = f"{self._prefix}canary {row.name}: {row.result}{was}: {row.message}"
         regression = None
         if outcome is not Outcome.PASS and row.build_id is not None:
             regression = regression_line(self._store, row.name, row.build_id)
@@ -252,6 +277,7 @@ class CanaryRunner:
                     "previous": None if before is None else before.result,
                     "build_id": row.build_id,
                     "regression": regression,
+                    **({} if self._engine is None else {"engine": self._engine}),
                 },
             )
         except StoreError as exc:
@@ -268,8 +294,8 @@ class CanaryRunner:
         """
         serving = self._serving_status()
         try:
-            judged = self._store.latest_canary_results(judged_only=True)
-            latest = self._store.latest_canary_results()
+            judged = self._store.latest_canary_results(judged_only=True, engine=self._engine)
+            latest = self._store.latest_canary_results(engine=self._engine)
         except StoreError:
             judged, latest = self._judged, {}
         entries = []
@@ -321,7 +347,8 @@ class CanaryRunner:
 
     def history(self, limit: int) -> list[dict[str, Any]]:
         """Stored results, newest first."""
-        return [_entry(row) for row in self._store.list_canary_results(limit=limit)]
+        rows = self._store.list_canary_results(limit=limit, engine=self._engine)
+        return [_entry(row) for row in rows]
 
 
 def not_run_entry(name: str, advice: str) -> dict[str, Any]:

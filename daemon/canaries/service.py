@@ -17,6 +17,7 @@ from daemon.engine.builds import BuildTracker
 from daemon.engine.service import EngineService
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.checks import power_brake
 from hwcheck.checks.readings import CanaryReading
 from hwcheck.model import Severity
 from hwcheck.threads import CrashReport
@@ -85,18 +86,23 @@ def build_canaries(
     on_crash: CrashReport | None = None,
     builds: BuildTracker | None = None,
     ask_recovery: Callable[[str, str], str] | None = None,
+    side: str | None = None,
 ) -> CanaryService:
     """The canary service for this engine (the schedule runs only when enabled).
 
     The log signatures are the built-ins, ``[[canary.log_signatures]]`` and, with their
     severity, ``[[serving.log_signatures]]``. ``builds`` stamps each verdict with the
     build it judged; ``ask_recovery`` carries ``[canary] on_fail`` out (recovery decides).
+    ``side``: the profile of a side engine (``daemon.canaries.engines``): its verdicts are
+    kept as its own, and it counts no log signatures (their hourly counts are the rig's,
+    kept for the primary engine's log).
     """
     settings = config.canary
 
     def power_brake_active() -> bool:
         return any(
-            r.id == "power_brake" and r.severity is not Severity.OK for r in monitor.view().results
+            r.id == power_brake.CHECK_ID and r.severity is not Severity.OK
+            for r in monitor.view().results
         )
 
     def expectations() -> Expectations:
@@ -106,7 +112,7 @@ def build_canaries(
             recipe.expected_prefill_tok_s,
             recipe.expected_reasoning_field,
             max_model_len=recipe.max_model_len,
-            speculative=None if recipe.speculative is None else recipe.speculative.method,
+            speculative=None if recipe.speculation is None else recipe.speculation.method,
         )
 
     def build_of(mark: str, wait_s: float) -> int | None:
@@ -115,7 +121,9 @@ def build_canaries(
 
     on_round = None
     if ask_recovery is not None:
-        on_round = OnFail(settings.on_fail, ask_recovery, power_brake_active)
+        on_round = OnFail(
+            settings.on_fail, ask_recovery, power_brake_active, settings.restarts_in_a_row
+        )
     runner = CanaryRunner(
         settings,
         store,
@@ -126,7 +134,10 @@ def build_canaries(
         on_crash=on_crash,
         build_of=build_of,
         on_round=on_round,
+        engine=side,
     )
+    if side is not None:
+        return CanaryService(runner, None)
     rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
     table = SignatureTable.build(settings.log_signatures, rules)
     counter = LogSignatureCounter(table, store, engine.supervisor.log_capture, on_crash=on_crash)

@@ -68,6 +68,6 @@ def watch_engine(
             ask_recovery=ask_recovery,
         ),
         builds=builds,
-        builds_api=BuildsApi(store, builds, images),
+        builds_api=BuildsApi(store, builds, images, engine),
         metrics=EngineMetricsWatch(store, settings.serving),
     )

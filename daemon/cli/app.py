@@ -23,10 +23,12 @@ import typer
 from typer.core import TyperGroup
 
 from daemon.cli.app_options import HELP_MARKUP, JsonFlag
+from daemon.cli.engine import bench_commands
 from daemon.cli.engine import commands as app_engine
 from daemon.cli.fleet.commands import OnlyOption, fleet_app
 from daemon.cli.options import DEFAULT_URL, GlobalOptions
 from daemon.cli.pipes import OutputClosed
+from daemon.cli.rig import crash_commands as app_crashes
 from daemon.defaults import DEFAULT_CONFIG_PATH
 from web.version import __version__
 
@@ -84,7 +86,7 @@ alerts_app = typer.Typer(
 app.add_typer(alerts_app, name="alerts")
 guard_app = typer.Typer(
     no_args_is_help=True,
-    help="The traffic guard: client keys and their token use.",
+    help="The traffic guard: client keys, their token use and repairs, sessions.",
     rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(guard_app, name="guard")
@@ -203,7 +205,9 @@ def explain(
     kind: Annotated[str, typer.Argument(help="xid, advice, or a check id (power_brake, bar1).")],
     key: Annotated[
         str | None,
-        typer.Argument(help="The Xid number, or the advice (warm_reboot, cold_power_cycle)."),
+        typer.Argument(
+            help="The Xid number, or the advice (warm_reboot, cold_power_cycle, take_card_out)."
+        ),
     ] = None,
     config: XidConfig = None,
     json_mode: JsonFlag = False,
@@ -328,6 +332,8 @@ def caps_apply(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
 
 
 app_engine.register(app)
+app_crashes.register(app)
+bench_commands.register(app)
 
 
 RecipeFile = Annotated[
@@ -373,6 +379,39 @@ def recipe_show(
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
     raise typer.Exit(cmd_recipe.show(out, opts.client(out), file, diff, profile, config))
+
+
+@recipe_app.command("verify")
+def recipe_verify(
+    ctx: typer.Context,
+    file: RecipeFile = None,
+    profile: ProfileOption = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Also hash every shard against the manifest.")
+    ] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Check the checkpoint: every shard there, its size and header (exit 0 whole, 2 not)."""
+    from daemon.cli.engine import checkpoint as cmd_checkpoint
+
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_checkpoint.verify(opts.output(json_mode), file, config, profile, full))
+
+
+@recipe_app.command("manifest")
+def recipe_manifest(
+    ctx: typer.Context,
+    file: RecipeFile = None,
+    profile: ProfileOption = None,
+    config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Hash every shard once into cmpfleet-manifest.json beside them (for verify --full)."""
+    from daemon.cli.engine import checkpoint as cmd_checkpoint
+
+    opts: GlobalOptions = ctx.obj
+    raise typer.Exit(cmd_checkpoint.manifest(opts.output(json_mode), file, config, profile))
 
 
 @canary_app.command("run")
@@ -435,11 +474,96 @@ def guard_usage(
     raise typer.Exit(cmd_guard.usage(out, opts.client(out, 3), hours))
 
 
+CardOption = Annotated[
+    int | None, typer.Option("--card", min=0, max=63, help="Only this card (NVML index).")
+]
+
+
+@app.command("card")
+def card(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(help="An index, serial, UUID or PCI address; or `export`.")
+    ],
+    serial: Annotated[
+        str | None, typer.Argument(help="With `export`: the card's serial (or any NAME).")
+    ] = None,
+    out_of_service: Annotated[
+        str | None,
+        typer.Option("--out-of-service", help="Bench the card: shown, never paged, no gate."),
+    ] = None,
+    in_service: Annotated[
+        bool, typer.Option("--in-service", help="Bring a benched card back.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="export: the JSON file (.html beside it).")
+    ] = None,
+    json_mode: JsonFlag = False,
+) -> None:
+    """A card's passport (diags, Xids, slots); `card export SERIAL`; --out-of-service REASON."""
+    from daemon.cli.rig import card as cmd_card
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    if name == "export":
+        if serial is None:
+            out.fail("card export needs the card's SERIAL", 2)
+        raise typer.Exit(cmd_card.export(out, opts.client(out), serial, output))
+    if serial is not None:
+        out.fail(f"card {name}: unexpected {serial!r} (card NAME, or card export SERIAL)", 2)
+    if out_of_service is not None and in_service:
+        out.fail("--out-of-service and --in-service: one or the other", 2)
+    if out_of_service is not None or in_service:
+        raise typer.Exit(cmd_card.mark(out, opts.client(out), name, out_of_service))
+    raise typer.Exit(cmd_card.show(out, opts.client(out), name))
+
+
+@diag_app.command("pcie")
+def diag_pcie(ctx: typer.Context, card: CardOption = None, json_mode: JsonFlag = False) -> None:
+    """Test each card's link both ways, data compared, all at once and alone (2: a finding)."""
+    from daemon.cli.rig import card_diag as cmd_card_diag
+
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_card_diag.run(out, opts.client(out), "pcie", card, 0.0))
+
+
+@diag_app.command("compute")
+def diag_compute(
+    ctx: typer.Context,
+    card: CardOption = None,
+    minutes: Annotated[
+        float,
+        typer.Option("--minutes", min=0, max=1440, help="Keep every SM busy this long."),
+    ] = 0.0,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Check every SM and the tensor cores bit for bit (engine stopped: else exit 4; 2: wrong)."""
+    from daemon.cli.rig import card_diag as cmd_card_diag
+
+    opts: GlobalOptions = ctx.find_root().obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_card_diag.run(out, opts.client(out), "compute", card, minutes))
+
+
+@guard_app.command("sessions")
+def guard_sessions(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """The last hour's agent sessions: depth, cleaned turns, repairs, stale mark."""
+    from daemon.cli.engine import guard as cmd_guard
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_guard.sessions(out, opts.client(out, 3)))
+
+
 @diag_app.command("memtest")
 def diag_memtest(
     ctx: typer.Context,
     card: Annotated[
-        int | None, typer.Option("--card", min=0, max=63, help="Only this card (NVML index).")
+        list[int] | None,
+        typer.Option(
+            "--card", min=0, max=63, help="Only this card (NVML index; repeat for several)."
+        ),
     ] = None,
     gib: Annotated[
         float | None,
@@ -477,7 +601,9 @@ def diag_memtest(
 
     opts: GlobalOptions = ctx.find_root().obj
     out = opts.output(json_mode)
-    request = cmd_diag.MemtestArgs(card, gib, patterns, passes, minutes, inject, seed)
+    # Every --card given is tested (typer once kept the last one alone: issue 36).
+    chosen = tuple(sorted(set(card))) if card else None
+    request = cmd_diag.MemtestArgs(chosen, gib, patterns, passes, minutes, inject, seed)
     raise typer.Exit(cmd_diag.run_memtest(out, opts.client(out), request))
 
 

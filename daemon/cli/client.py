@@ -97,7 +97,14 @@ def locate_token(
         return Token(_checked_token(env, "$FLEETCTL_TOKEN"), "$FLEETCTL_TOKEN")
     if url is not None and not is_local_url(url):
         return None
-    path = Path(os.environ.get("CMPFLEET_STATE_DIR", DEFAULT_STATE_DIR)) / TOKEN_FILE
+    state_dir = os.environ.get("CMPFLEET_STATE_DIR", str(DEFAULT_STATE_DIR))
+    if not state_dir.strip():
+        # Path("") is the current directory: a token file found there is nobody's (issue 36).
+        raise ClientError(
+            f"CMPFLEET_STATE_DIR is empty: give the daemon's state dir (default "
+            f"{DEFAULT_STATE_DIR}) or unset it"
+        )
+    path = Path(state_dir) / TOKEN_FILE
     try:
         token = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):

@@ -52,7 +52,7 @@ def url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"{url!r} is not an http(s)://HOST[:PORT] URL"
     port = _port_text(parts.netloc)
-    if port is not None and (not port.isdigit() or not 0 < int(port) < PORT_LIMIT):
+    if port is not None and (not port.isdecimal() or not 0 < int(port) < PORT_LIMIT):
         return f"{url!r}: port {port} is out of range (1-65535)"
     return None
 

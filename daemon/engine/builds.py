@@ -14,6 +14,7 @@ verdicts with it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from hwcheck.threads import run_in_thread
 from serving.recipe.build import build_launch
 from serving.recipe.recipe import Recipe
 from serving.runtime.provenance import (
+    VERSION_MAX_BYTES,
     BuildFacts,
     ProvenanceError,
     image_facts_of,
@@ -63,14 +65,29 @@ class BuildProbe(Protocol):
 
 
 def engine_version(base_url: str, timeout_s: float = VERSION_TIMEOUT_S) -> tuple[str | None, str]:
-    """``GET /version``'s version, or ``None`` and why."""
+    """``GET /version``'s version, or ``None`` and why.
+
+    Bounded like ``provenance_command``'s output: at most ``VERSION_MAX_BYTES`` read and
+    ``timeout_s`` in all (httpx's timeout is per read: an answer that trickles a byte at a
+    time never met it). A 300 MB answer was read, logged and stored whole (issue 36).
+    """
+    deadline_s = time.monotonic() + timeout_s
     try:
-        with httpx.Client(trust_env=False) as client:
-            response = client.get(f"{base_url.rstrip('/')}/version", timeout=timeout_s)
-        if response.status_code != 200:
-            return None, f"GET /version answered HTTP {response.status_code}"
-        version = parse_version(response.json())
-    except (httpx.HTTPError, ValueError) as exc:
+        with (
+            httpx.Client(trust_env=False) as client,
+            client.stream("GET", f"{base_url.rstrip('/')}/version", timeout=timeout_s) as response,
+        ):
+            if response.status_code != 200:
+                return None, f"GET /version answered HTTP {response.status_code}"
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > VERSION_MAX_BYTES:
+                    return None, f"GET /version answered over {VERSION_MAX_BYTES // 1024} KiB"
+                if time.monotonic() > deadline_s:
+                    return None, f"GET /version took over {timeout_s:g} s"
+        version = parse_version(json.loads(bytes(body)))
+    except (httpx.HTTPError, ValueError, RecursionError) as exc:
         return None, f"GET /version failed: {exc.__class__.__name__}"
     return version, "" if version else "GET /version gave no version"
 
@@ -85,8 +102,13 @@ def capture_build(
     container_name: str | None = None,
     simulated: bool = False,
     version_of: Callable[[str], tuple[str | None, str]] = engine_version,
+    pinned: str | None = None,
 ) -> BuildFacts:
-    """The facts of the build an engine run (ready at ``base_url``) is."""
+    """The facts of the build an engine run (ready at ``base_url``) is.
+
+    ``pinned``: the image reference a rollback runs instead of the recipe's tag; it is
+    what is inspected when the runtime cannot say which image the container runs.
+    """
     notes: list[str] = []
     facts = BuildFacts(recipe_hash)
     runtime, image = (recipe.mode, recipe.image) if recipe.is_container else ("docker", None)
@@ -96,9 +118,10 @@ def capture_build(
         running = None
         if recipe.is_container and container_name:
             running = probe.image_of_container(runtime, container_name)
-        text = probe.inspect_image(runtime, running or image)
+        asked = running or (pinned if recipe.is_container else None) or image
+        text = probe.inspect_image(runtime, asked)
         if text is None:
-            notes.append(f"{runtime} image inspect {running or image} gave no answer")
+            notes.append(f"{runtime} image inspect {asked} gave no answer")
         else:
             try:
                 inspected = parse_image_inspect(text)
@@ -180,11 +203,14 @@ class BuildTracker:
                 self._serving,
                 container_name=spec.container_name,
                 simulated=is_simulated_engine(recipe),
+                pinned=self._engine.pinned_image,
             )
             build = self._store.record_build(facts.as_dict(), datetime.now(UTC))
             if latest is not None and latest[1].pid == pid:
                 self._store.set_launch_build(latest[0], build.id)
             log.info("engine build %s: %s", build.build_key[:8], _summary(facts))
+        except StoreError as exc:  # the store's own fault: said in one line (its check pages)
+            log.error("the engine's build could not be recorded: %s", exc)
         except Exception:  # a failed capture leaves the run without a build, never the daemon
             log.exception("the engine's build could not be captured")
         finally:
@@ -202,10 +228,10 @@ class BuildTracker:
                 self._lock.wait(left)
             return self._builds.get(mark)
 
-    def current(self) -> BuildRow | None:
-        """The build of the run serving now, if captured."""
+    def current(self, wait_s: float = 0.0) -> BuildRow | None:
+        """The build of the run serving now, if captured (waiting up to ``wait_s`` for it)."""
         status = self._engine.supervisor.status()
-        return self.build_for(run_mark(status.pid, status.since.isoformat()))
+        return self.build_for(run_mark(status.pid, status.since.isoformat()), wait_s)
 
 
 def _summary(facts: BuildFacts) -> str:

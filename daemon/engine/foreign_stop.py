@@ -15,6 +15,7 @@ from typing import Any
 
 from daemon.store import Store
 from hwcheck.model import EventKind, Severity
+from recovery.actions import RefusalCode
 from recovery.decisions import Reason
 from serving.runtime.foreign import ContainerProbe, ContainerRef, StopOutcome
 from serving.runtime.states import Drift
@@ -52,7 +53,7 @@ def unstopped_refusal(stopped: list[dict[str, Any]]) -> Reason | None:
         for entry in left
     )
     return Reason(
-        "foreign_not_stopped",
+        RefusalCode.FOREIGN_NOT_STOPPED,
         f"foreign container not stopped: {named}",
         "stop it yourself (its own way out, or a reboot); fleetd never kills it",
     )

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,7 +49,9 @@ def bind_guard_sockets(
 
     Bound by fleetd at start-up (a taken port refuses the start, like the API's), held for
     fleetd's lifetime and handed to each guard process: a guard restart never loses the
-    port, and clients wait in the backlog meanwhile.
+    port, and clients wait in the backlog meanwhile. Both stay non-inheritable: only the
+    guard gets them (``pass_fds``). An engine that inherited them (it outlives fleetd)
+    kept the port bound after a fleetd restart, which then could not listen (issue 36).
     """
     host, _, port = (settings.listen or "").rpartition(":")
     host = host.strip("[]")
@@ -69,11 +71,11 @@ def bind_guard_sockets(
                 ) from None
             time.sleep(0.2)
     public.listen(2048)
-    public.set_inheritable(True)
+    public.set_inheritable(False)  # Python's default, said here: this is the bug it avoids
     control = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     control.bind(("127.0.0.1", 0))
     control.listen(64)
-    control.set_inheritable(True)
+    control.set_inheritable(False)
     return public, control
 
 
@@ -82,13 +84,23 @@ class _Usage:
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    repairs: dict[str, int] = field(default_factory=dict)  # the guard's repairs, by kind
 
     def plus(self, other: _Usage) -> _Usage:
         return _Usage(
             self.requests + other.requests,
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            dict(Counter(self.repairs) + Counter(other.repairs)),
         )
+
+
+def _repairs(row: dict[str, Any]) -> dict[str, int]:
+    """A usage row's repairs (absent in rows stored before repairs existed)."""
+    found = row.get("repairs")
+    if not isinstance(found, dict):
+        return {}
+    return {str(name): int(count) for name, count in found.items() if isinstance(count, int)}
 
 
 def _iso(ts: float) -> str:
@@ -133,6 +145,23 @@ class GuardService:
         self.supervisor.stop()
         self._save_usage()
 
+    def sync_now(self) -> None:
+        """Tell the guard now (a drain begins or ends), not at the next tick."""
+        self.supervisor.sync_now()
+
+    def in_flight(self) -> int | None:
+        """Requests the guard is serving, as last reported (None: no guard answers)."""
+        if not self.supervisor.up:
+            return None
+        with self._lock:
+            found = self._report.get("in_flight")
+        return found if isinstance(found, int) else None
+
+    def drain_taken(self) -> bool:
+        """True once the guard's last answer said it drains (no request passes since)."""
+        with self._lock:
+            return self._report.get("draining") is True
+
     # -- what the keeper reports ----------------------------------------------------------
     def take_change(self, change: GuardChange) -> None:
         """The guard process started, exited or hung: logged and recorded."""
@@ -157,7 +186,10 @@ class GuardService:
             self._report = report
             self._usage = {
                 (str(row["key"]), int(row["hour"])): _Usage(
-                    int(row["requests"]), int(row["prompt_tokens"]), int(row["completion_tokens"])
+                    int(row["requests"]),
+                    int(row["prompt_tokens"]),
+                    int(row["completion_tokens"]),
+                    _repairs(row),
                 )
                 for row in report.get("usage") or []
             }
@@ -200,7 +232,10 @@ class GuardService:
             try:
                 key = (str(row["key"]), int(row["hour"]))
                 self._base_usage[key] = _Usage(
-                    int(row["requests"]), int(row["prompt_tokens"]), int(row["completion_tokens"])
+                    int(row["requests"]),
+                    int(row["prompt_tokens"]),
+                    int(row["completion_tokens"]),
+                    _repairs(row),
                 )
             except (KeyError, TypeError, ValueError):
                 continue
@@ -214,6 +249,7 @@ class GuardService:
                 "requests": used.requests,
                 "prompt_tokens": used.prompt_tokens,
                 "completion_tokens": used.completion_tokens,
+                "repairs": used.repairs,
             }
             for (key, hour), used in sorted(self._totals().items())
             if hour >= oldest
@@ -234,6 +270,7 @@ class GuardService:
                 "requests": used.requests,
                 "prompt_tokens": used.prompt_tokens,
                 "completion_tokens": used.completion_tokens,
+                "repairs": used.repairs,
             }
             for (key, hour), used in sorted(
                 self._totals().items(), key=lambda i: (i[0][1], i[0][0])
@@ -264,17 +301,37 @@ class GuardService:
             "sessions": sessions,
             "leaks_last_hour": sum(int(row.get("leaks_last_hour", 0)) for row in sessions),
             "loops_last_hour": sum(int(row.get("loops_last_hour", 0)) for row in sessions),
+            "repairs": self._report.get("repairs") or {},
+            "queue": self._report.get("queue") or {},
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The status's ``serving.guard``: where it listens, whether it is up, what it saw."""
+        counters, _ = self._counters()
+        with self._lock:
+            sessions = list(self._report.get("sessions") or [])
+        return {
+            "listen": self.supervisor.address,
+            "up": self.supervisor.up,
+            "sessions": len(sessions),
+            "refused": int(counters.get("cap_refused", 0)),
+            "leaks_last_hour": sum(int(row.get("leaks_last_hour", 0)) for row in sessions),
+            "loops_last_hour": sum(int(row.get("loops_last_hour", 0)) for row in sessions),
         }
 
     def metrics(self) -> GuardMetrics:
         """The guard's part of ``/metrics``."""
         counters, signs = self._counters()
         tokens: Counter[tuple[str, str]] = Counter()
+        repairs: Counter[tuple[str, str]] = Counter()
         for (key, _), used in self._totals().items():
             tokens[(key, "prompt")] += used.prompt_tokens
             tokens[(key, "completion")] += used.completion_tokens
+            for name, count in used.repairs.items():
+                repairs[(key, name)] += count
         with self._lock:
             sessions = list(self._report.get("sessions") or [])
+            queue = self._report.get("queue") or {}
         depths = [int(row.get("depth_tokens", 0)) for row in sessions]
         return GuardMetrics(
             up=self.supervisor.up,
@@ -284,4 +341,6 @@ class GuardService:
             tokens=dict(tokens),
             sessions=len(sessions),
             deepest_session_tokens=max(depths) if depths else None,
+            repairs=dict(repairs),
+            queue=dict(queue),
         )

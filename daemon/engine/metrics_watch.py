@@ -59,10 +59,11 @@ class EngineMetricsWatch:
             return
         with self._lock:
             for sample in samples:
-                if sample.spec_acceptance_ratio is not None:
-                    self._acceptance.append((sample.ts, sample.spec_acceptance_ratio))
-                if sample.ttft_p95_s is not None:
-                    self._ttft.append((sample.ts, sample.ttft_p95_s))
+                stored = sample.figures
+                if stored.spec_acceptance_ratio is not None:
+                    self._acceptance.append((sample.ts, stored.spec_acceptance_ratio))
+                if stored.ttft_p95_s is not None:
+                    self._ttft.append((sample.ts, stored.ttft_p95_s))
 
     def observe(self, metrics: EngineMetrics | None) -> list[Alarm]:
         """Judge a sample not seen before; the alarms that changed (each recorded)."""

@@ -12,15 +12,18 @@ profile does not use, or on the driver's control nodes only, warn and never refu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from daemon.rig.monitor import RigMonitor
-from hwcheck.checks.foreign import is_allowed
+from hwcheck.checks.foreign_gpu_processes import is_allowed
 from hwcheck.model import DeviceHolder, RigProfile, card_of_device
+from recovery.actions import RefusalCode
 from serving.profiles import ProfileSet
 from serving.recipe.cards import card_indices
+from serving.recipe.checkpoint import CheckpointError, VerifyMode, verify_checkpoint
 from serving.recipe.lint import RigCards, lint_recipe
+from serving.recipe.model_dir import host_model_path
 from serving.recipe.recipe import Recipe
 from serving.runtime.foreign import (
     ContainerProbe,
@@ -55,13 +58,40 @@ def rig_card_ids(monitor: RigMonitor) -> list[tuple[int, str]]:
     return [] if latest is None else [(card.index, card.uuid) for card in latest.cards]
 
 
-def lint_refusals(recipe: Recipe, cards: RigCards) -> list[Refusal]:
-    """The recipe's lint errors (waived ones are notes and do not refuse)."""
+def lint_refusals(
+    recipe: Recipe, cards: RigCards, labels: Mapping[str, str] | None = None
+) -> list[Refusal]:
+    """The recipe's lint errors (waived ones are notes and do not refuse).
+
+    ``labels``: the provenance labels its builds recorded (evidence of the fork).
+    """
     return [
         Refusal("lint", finding.line())
-        for finding in lint_recipe(recipe, host_checks=False, cards=cards)
+        for finding in lint_recipe(recipe, host_checks=False, cards=cards, labels=labels)
         if finding.severity == "error"
     ]
+
+
+def checkpoint_refusals(recipe: Recipe, mode: VerifyMode) -> list[Refusal]:
+    """A missing, short or unreadable shard refuses the start, before any card is touched.
+
+    Only a checkpoint this host can read is judged: a hub id, a container path no mount
+    covers, or a directory that is not there (lint's ``model-path`` warning says so) pass.
+    One line names the first bad file; a cold start that would fail on it 20 to 45 minutes
+    in never begins.
+    """
+    if mode is VerifyMode.OFF:
+        return []
+    path = host_model_path(recipe.model, recipe.mounts, recipe.is_container)
+    if path is None or not path.is_dir():
+        return []
+    try:
+        report = verify_checkpoint(path, mode)
+    except CheckpointError as exc:
+        return [Refusal("checkpoint", f"{exc} (`fleetctl recipe verify` checks it)")]
+    if report.ok:
+        return []
+    return [Refusal("checkpoint", f"{report.summary()} (`fleetctl recipe verify` lists all)")]
 
 
 @dataclass
@@ -174,15 +204,15 @@ def foreign_refusals(recipe: Recipe, scan: ForeignScan) -> list[Refusal]:
     if scan.port:
         named = "; ".join(holder.describe() for holder in scan.port)
         message = f"port {recipe.port} on {recipe.host} is taken: {named} ({_hint(scan.port)})"
-        refusals.append(Refusal("port_in_use", message))
+        refusals.append(Refusal(RefusalCode.PORT_IN_USE, message))
     if scan.cards:
         named = "; ".join(holder.describe() for holder in scan.cards)
         message = f"the profile's cards are held: {named} ({_hint(scan.cards)})"
-        refusals.append(Refusal("gpus_held", message))
+        refusals.append(Refusal(RefusalCode.GPUS_HELD, message))
     if scan.elsewhere:
         named = "; ".join(holder.describe() for holder in scan.elsewhere[:5])
         message = f"other processes hold GPUs outside this profile's cards: {named}"
-        refusals.append(Refusal("foreign_gpu_processes", message, blocking=False))
+        refusals.append(Refusal(RefusalCode.FOREIGN_GPU_PROCESSES, message, blocking=False))
     return refusals
 
 
@@ -215,4 +245,4 @@ def drift_refusal(drift: Drift, profiles: ProfileSet, active: str) -> Refusal:
         steps.append(f"`fleetctl start --stop-foreign` stops it and starts {active!r}")
     else:
         steps.append(f"stop it (`kill -INT {drift.pid}`, vLLM's graceful stop), then start")
-    return Refusal("engine_drift", f"{message}: {', or '.join(steps)}")
+    return Refusal(RefusalCode.ENGINE_DRIFT, f"{message}: {', or '.join(steps)}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from daemon.config import Settings
 from daemon.statedir import StateDir
 from hwcheck.atomic import atomic_write
+from serving.engines import judge_run
 from serving.profiles import DEFAULT_PROFILE, Profile, ProfileSet
 from serving.recipe.lint import waivable_rule_ids
 from serving.recipe.recipe import (
@@ -32,6 +33,8 @@ from serving.recipe.recipe import (
     preset_recipe,
     recipe_from_table,
 )
+from serving.recipe.rulesets import ROW_CHUNK_ENV
+from serving.sim.crash_depth import CARDS_FILE
 from serving.sim.scenario import EngineScenario, simulated_engine_args
 
 log = logging.getLogger("fleetd.profiles")
@@ -103,32 +106,58 @@ def resolve_profiles(
         name = DEFAULT_PROFILE if item.key == "serving.recipe" else item.key.rsplit(".", 1)[1]
         source = str(item.path) if item.path is not None else f"[{item.key}]"
         profiles.append(Profile(name, _load(item), source))
+    configured = settings.serving.active_default()
     if simulated is not None and DEFAULT_PROFILE not in {p.name for p in profiles}:
-        if settings.serving.recipe is None and not settings.serving.profiles:
-            profiles.append(Profile(DEFAULT_PROFILE, simulated, "the simulated engine"))
-        elif settings.serving.active_default() == DEFAULT_PROFILE:
-            profiles.insert(0, Profile(DEFAULT_PROFILE, simulated, "the simulated engine"))
+        # Under --simulate the simulated engine stays the default profile: a configured
+        # [serving.profiles.X] is one more to serve, not a silent replacement of it (it is
+        # in force only when [serving] profile names it).
+        profiles.insert(0, Profile(DEFAULT_PROFILE, simulated, "the simulated engine"))
+        if settings.serving.profile is None:
+            configured = DEFAULT_PROFILE
     if not profiles:
         return None
-    configured = settings.serving.active_default()
+    run = settings.serving.run
+    if run is not None:  # refused in one line: a card or a port shared, several engines
+        configured = judge_run(ProfileSet(profiles, profiles[0].name), run)
     if configured not in {p.name for p in profiles}:
         raise RecipeError(f"serving.profile: {configured!r} names no recipe")
     return ProfileSet(profiles, configured)
 
 
-def simulated_recipe(sim_engine: EngineScenario, build_file: Path | None = None) -> Recipe:
+def simulated_recipe(
+    sim_engine: EngineScenario,
+    build_file: Path | None = None,
+    state_dir: Path | None = None,
+) -> Recipe:
     """The simulated engine with the scenario's ``[engine]`` behaviour.
 
     ``build_file`` is the simulated image file (``serving.sim.images``) the engine reads
-    its build from; ``[engine] speculative = false`` serves it without DSpark.
+    its build from; ``[engine] speculative = false`` serves it without DSpark. In
+    ``state_dir`` it reads what the caps do to its speed and writes its load
+    (``serving.sim.perf``).
     """
     recipe = preset_recipe(SIM_PRESET)
     extra = (*recipe.extra_args, *simulated_engine_args(sim_engine))
     if build_file is not None:
         extra = (*extra, "--sim-build-file", str(build_file))
+        # Beside it, the simulated cards' memory (``daemon.engine.sim_xids`` keeps it).
+        extra = (*extra, "--sim-cards-file", str(build_file.with_name(CARDS_FILE)))
+    if state_dir is not None:
+        files = StateDir(state_dir)
+        extra = (*extra, "--sim-power-file", str(files.sim_engine_power))
+        extra = (*extra, "--sim-load-file", str(files.sim_engine_load))
     update: dict[str, object] = {"extra_args": extra}
     if not sim_engine.speculative:
         update["speculative"] = None
+    chunk = sim_engine.logits_row_chunk
+    if chunk is not None:
+        env = {k: v for k, v in recipe.env.items() if k != ROW_CHUNK_ENV}
+        if chunk:
+            env[ROW_CHUNK_ENV] = str(chunk)
+        else:
+            waive = {**recipe.lint.waive, "row-chunk-unset": "the scenario's launch, on purpose"}
+            update["lint"] = recipe.lint.model_copy(update={"waive": waive})
+        update["env"] = env
     return recipe.model_copy(update=update)
 
 
@@ -137,12 +166,13 @@ def profiles_for(
     config_path: Path | None,
     sim_engine: EngineScenario | None,
     build_file: Path | None = None,
+    state_dir: Path | None = None,
 ) -> ProfileSet | None:
     """The profiles of the config at ``config_path`` (the simulated engine under ``--simulate``).
 
     Raises ``RecipeError`` (one line, naming the config key) for a bad profile.
     """
-    simulated = None if sim_engine is None else simulated_recipe(sim_engine, build_file)
+    simulated = None if sim_engine is None else simulated_recipe(sim_engine, build_file, state_dir)
     config_dir = config_path.parent if config_path is not None else None
     profiles = resolve_profiles(settings, config_dir, simulated)
     if profiles is None or not settings.guard.enabled:
@@ -177,7 +207,11 @@ def recipe_for_daemon(
 
 
 class ActiveProfile:
-    """``<state-dir>/profile.json``: the profile in force and the configured one it replaced."""
+    """``<state-dir>/profile.json``: the profile in force and the configured one it replaced.
+
+    ``image``: the image reference a rollback pinned the profile in force to
+    (``repo@sha256:...``; ``daemon.engine.rollback``), absent otherwise.
+    """
 
     def __init__(self, state_dir: Path) -> None:
         self._path = StateDir(state_dir).active_profile
@@ -199,9 +233,20 @@ class ActiveProfile:
             return profiles.configured
         return name
 
-    def save(self, name: str, profiles: ProfileSet) -> None:
+    def pinned_image(self, name: str) -> str | None:
+        """The image a rollback pinned profile ``name`` to (None: its recipe's own)."""
+        try:
+            saved = json.loads(self._path.read_text())
+            image = saved.get("image") if saved.get("profile") == name else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        return image if isinstance(image, str) and image else None
+
+    def save(self, name: str, profiles: ProfileSet, image: str | None = None) -> None:
         """Keep ``name`` in force across fleetd restarts (a failure is logged, not raised)."""
-        document = {"profile": name, "configured": profiles.configured}
+        document: dict[str, str] = {"profile": name, "configured": profiles.configured}
+        if image is not None:
+            document["image"] = image
         try:
             atomic_write(self._path, json.dumps(document) + "\n")
         except OSError as exc:

@@ -18,11 +18,11 @@ from daemon.engine.service import EngineService
 from hwcheck.model import GpuSnapshot
 from recovery.decisions import Reason
 from recovery.facts import EngineCondition, EngineExit
-from recovery.ports import Launched, StartKind, StopKind
+from recovery.ports import Launched, StopKind
 from serving.errors import Refused, Unavailable
 from serving.recipe.cards import gate_cards
-from serving.runtime.commands import StartFor
 from serving.runtime.reports import RunEnded
+from serving.runtime.start_kind import StartFor
 from serving.runtime.states import ServingState, StartRefused, SupervisorClosed
 from serving.runtime.supervisor import Supervisor
 
@@ -30,11 +30,6 @@ from serving.runtime.supervisor import Supervisor
 RUNNING_STATES = frozenset(
     {ServingState.STARTING, ServingState.READY, ServingState.UNHEALTHY, ServingState.STOPPING}
 )
-_KINDS = {
-    StartKind.PERSON: StartFor.PERSON,
-    StartKind.AUTOMATIC: StartFor.AUTOMATIC,
-    StartKind.RESTART: StartFor.RESTART,
-}
 
 
 def cards_of(gpus: str, cards: tuple[GpuSnapshot, ...]) -> frozenset[int] | None:
@@ -122,12 +117,12 @@ class SupervisedEngine:
         if self._persons_stop is not None:
             self._persons_stop.person_starts()
 
-    def start(self, reason: str, kind: StartKind) -> Launched:
+    def start(self, reason: str, kind: StartFor) -> Launched:
         """Launch; the mechanics' refusal as ``Refused``, every reason with its code."""
-        if kind is StartKind.PERSON:
+        if kind is StartFor.PERSON:
             self._person_starts()
         try:
-            result = self._supervisor.start(reason, _KINDS[kind])
+            result = self._supervisor.start(reason, kind)
         except StartRefused as exc:
             reasons = tuple(Reason(r.code, r.message) for r in exc.refusals)
             first = reasons[0].code if reasons else "refused"

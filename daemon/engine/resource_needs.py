@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from daemon.engine.service import EngineService
+from hwcheck.host import HostSources
+from hwcheck.resources import HostResources
 from serving.recipe.model_dir import host_model_path
 from serving.recipe.recipe import Recipe, shm_size_bytes
 
@@ -37,3 +40,14 @@ def ram_needed_mib(recipe: Recipe | None) -> int | None:
     ranks = max(1, recipe.pipeline_parallel_size or 1)
     shm_mib = 0 if recipe.shm_size is None else shm_size_bytes(recipe.shm_size) // MIB
     return BASE_RAM_MIB + HOST_PROCESS_MIB * (ranks + 1) + shm_mib
+
+
+def read_host_resources(
+    host: HostSources, state_dir: Path, engine: EngineService | None
+) -> HostResources:
+    """The state dir's and the model's filesystems and the RAM, for ``host_resources``.
+
+    The profile in force is read at each call: ``fleetctl serve`` changes it.
+    """
+    recipe = None if engine is None else engine.recipe
+    return host.resources(resource_paths(state_dir, recipe), ram_needed_mib(recipe))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from daemon.engine.foreign_stop import stop_foreign_containers, unstopped_refusa
 from daemon.engine.gate_now import GateNow
 from daemon.engine.preflight import (
     blocking_for_switch,
+    checkpoint_refusals,
     drift_refusal,
     foreign_refusals,
     lint_refusals,
@@ -47,13 +48,15 @@ from daemon.statedir import StateDir
 from daemon.store import Store, StoreError
 from hwcheck.atomic import atomic_write
 from hwcheck.host import HostSources
+from hwcheck.kernellog.oom import oom_kill_record
 from hwcheck.model import EventKind, Severity
 from hwcheck.threads import CrashReport
 from recovery.decisions import Reason
 from serving.errors import Busy, Refused, Unavailable
 from serving.profiles import ProfileSet
-from serving.recipe.build import build_launch
+from serving.recipe.build import build_launch, recipe_hash
 from serving.recipe.cards import gate_cards
+from serving.recipe.checkpoint import VerifyMode, min_mode
 from serving.recipe.masking import KnownSecrets, mask_argv
 from serving.recipe.recipe import Recipe
 from serving.recipe.spec import LaunchSpec
@@ -80,6 +83,8 @@ log = logging.getLogger("fleetd.engine")
 
 SIM_ENGINE_MODULE = "serving.sim.engine"
 MAX_FOLLOWERS = 8
+# How many recent builds a recipe's labels are looked up in.
+LABEL_BUILDS = 20
 
 
 def is_simulated_engine(recipe: Recipe) -> bool:
@@ -90,6 +95,15 @@ def is_simulated_engine(recipe: Recipe) -> bool:
 def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:
     """The launcher for every mode (profiles may run as a process or a container)."""
     return ModeLauncher(state_dir)
+
+
+def oom_record_of(host: HostSources, pids: Collection[int]) -> str | None:
+    """The kernel log's OOM-killer record for one of ``pids`` this boot (the kernel's own).
+
+    Asked by the supervisor when the engine ended by a SIGKILL it did not send.
+    """
+    texts = (r.text for r in host.kernel_log_history() if not r.from_user_space)
+    return oom_kill_record(texts, set(pids))
 
 
 class EngineService:
@@ -113,13 +127,24 @@ class EngineService:
         defer: Callable[[Callable[[], None]], None] | None = None,
         on_crash: CrashReport | None = None,
         sim_engine_args: Sequence[str] | None = None,
+        primary: bool = True,
+        sim_images: Path | None = None,
     ) -> None:
         self.profiles = profiles
+        # The simulated container runtime's image file: the host's, one for every engine
+        # (a side engine's own state dir would hold a file no rebuild or pull ever writes).
+        self._sim_images = sim_images or StateDir(state_dir).sim_images
+        # The rig's first engine keeps its state in the store (the status's ``serving``);
+        # an engine beside it (``daemon.engine.fleet``) keeps its person's stop in memory.
+        self._primary = primary
         # Under --simulate: a container launch runs the simulated engine with these flags.
         self._sim_engine_args = None if sim_engine_args is None else tuple(sim_engine_args)
+        self._guard_summary: Callable[[], dict[str, Any]] | None = None
         self._active_file = ActiveProfile(state_dir)
         self.profile = self._active_file.choose(profiles)
-        self._active_file.save(self.profile, profiles)
+        # A rollback's digest (``daemon.engine.rollback``): the image the profile runs.
+        self.pinned_image = self._active_file.pinned_image(self.profile)
+        self._active_file.save(self.profile, profiles, self.pinned_image)
         self.recipe = profiles.get(self.profile).recipe
         self._containers = containers or RuntimeContainers()
         # Serving events reach the store through ``defer`` (fleetd's store writer): a
@@ -149,7 +174,10 @@ class EngineService:
         )
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
-        self._operator_stop = bool((store.get_serving_state() or {}).get("operator_stop"))
+        # A side engine's state is kept under its own key (``serving_state:NAME``).
+        self._state_key = None if primary else self.profile
+        kept = store.get_serving_state(self._state_key) or {}
+        self._operator_stop = bool(kept.get("operator_stop"))
         self.supervisor = Supervisor(
             self._spec,
             launcher_factory(self.recipe, state_dir),
@@ -161,6 +189,7 @@ class EngineService:
             known_secrets=self._with_recipe_secrets(known_secrets),
             on_crash=on_crash,
             guard=move_guard,
+            oom_record=lambda pids: oom_record_of(host, pids),
         )
 
     def _with_recipe_secrets(self, known: KnownSecrets | None) -> KnownSecrets:
@@ -178,9 +207,12 @@ class EngineService:
 
     # -- the supervisor's hooks ---------------------------------------------------------
     def _spec(self) -> LaunchSpec:
-        spec = build_launch(self.recipe, port=self._engine_port())
+        image = self.pinned_image if self.recipe.is_container else None
+        spec = build_launch(self.recipe, port=self._engine_port(), image=image)
         if self._sim_engine_args is not None and in_a_simulated_container(spec):
-            spec = simulated_container_spec(spec, self._sim_engine_args)
+            build_file = str(self._sim_images)
+            runs = image or self.recipe.image
+            spec = simulated_container_spec(spec, self._sim_engine_args, build_file, runs)
         return dataclasses.replace(spec, profile=self.profile)
 
     def _engine_port(self) -> int | None:
@@ -224,6 +256,7 @@ class EngineService:
         if status.drift is not None:
             refusals.append(drift_refusal(status.drift, self.profiles, self.profile))
         refusals += foreign_refusals(self.recipe, self._scan_foreign())
+        refusals += checkpoint_refusals(self.recipe, self._settings.serving.verify_checkpoint)
         return refusals
 
     def recipe_cards(self, recipe: Recipe | None = None) -> frozenset[int] | None:
@@ -246,7 +279,22 @@ class EngineService:
         """
         recipe = self.recipe if recipe is None else recipe
         cards = rig_cards(self._monitor, self._settings.rig)
-        return tuple(refusal.message for refusal in lint_refusals(recipe, cards))
+        labels = self.build_labels(recipe)
+        return tuple(refusal.message for refusal in lint_refusals(recipe, cards, labels))
+
+    def build_labels(self, recipe: Recipe) -> dict[str, str] | None:
+        """The provenance labels the newest build of ``recipe`` recorded (None: none yet).
+
+        Lint counts the fork's labels (``dsv4.patch-series``) as evidence of the fork,
+        where the image's name does not say (``serving.recipe.family_evidence``).
+        """
+        digest = recipe_hash(recipe)
+        try:
+            builds = self._store.list_builds(limit=LABEL_BUILDS)
+        except StoreError:
+            return None
+        found = next((build for build in builds if build.recipe_hash == digest), None)
+        return None if found is None or not found.labels else dict(found.labels)
 
     def _scan_foreign(self, recipe: Recipe | None = None) -> Any:
         """Who, not ours, holds ``recipe``'s (the active profile's) port or cards."""
@@ -266,12 +314,16 @@ class EngineService:
         )
 
     def held_for(self, recipe: Recipe, stop_foreign: bool) -> tuple[Reason, ...]:
-        """What holds ``recipe``'s port or cards now, the running engine (ours) aside.
+        """What holds ``recipe``'s port or cards now (ours aside), or a broken checkpoint.
 
         A switch asks before it stops the engine that serves (``engine_preflight``); with
         ``stop_foreign`` the foreign containers would be stopped first: only the others hold.
         """
         held = blocking_for_switch(recipe, self._scan_foreign(recipe), stop_foreign)
+        # A broken checkpoint would refuse the start too: known before A stops serving.
+        # Quick at most here: a full hash is the start's own preflight, not the request's.
+        mode = min_mode(self._settings.serving.verify_checkpoint, VerifyMode.QUICK)
+        held += checkpoint_refusals(recipe, mode)
         return tuple(Reason(refusal.code, refusal.message) for refusal in held)
 
     def stop_foreign(self, actor: str, recipe: Recipe | None = None) -> list[dict[str, Any]]:
@@ -294,7 +346,8 @@ class EngineService:
         severity = event.severity.as_event()
         log.log(
             logging.WARNING if severity.rank > Severity.OK.rank else logging.INFO,
-            "engine %s: %s",
+            "engine %s%s: %s",
+            "" if self._primary else f"{self.profile} ",
             event.state,
             event.message,
         )
@@ -309,8 +362,12 @@ class EngineService:
             log.exception("could not record a serving event")
 
     def _record(self, event: ServingEvent) -> None:
+        # An engine beside the primary names itself: every event, and the alerts built on
+        # them, say which engine (``daemon.engine.fleet``).
+        message = event.message if self._primary else f"engine {self.profile}: {event.message}"
+        details = event.as_dict() if self._primary else {**event.as_dict(), "engine": self.profile}
         self._store.record_event(
-            EventKind.SERVING, event.severity.as_event(), event.message, details=event.as_dict()
+            EventKind.SERVING, event.severity.as_event(), message, details=details
         )
         if event.kind is ServingChange.STATE:
             self._store.set_serving_state(
@@ -318,7 +375,8 @@ class EngineService:
                     "state": str(event.state),
                     "reason": self.supervisor.status().reason,
                     "operator_stop": self._operator_stop,
-                }
+                },
+                self._state_key,
             )
         launch = event.launch
         if launch is None:
@@ -329,7 +387,7 @@ class EngineService:
                 row_id = self._launch_row_of_adopted(launch.argv)
             if row_id is None:
                 row_id = self._store.record_launch(
-                    launch.argv, launch.env, launch.recipe_hash, launch.started_at
+                    launch.argv, launch.env, launch.recipe_hash, launch.started_at, self._state_key
                 )
             self._launch_ids[launch.launch_id] = row_id
             self.latest_launch = (row_id, launch)
@@ -392,7 +450,7 @@ class EngineService:
         An adopted engine is the same launch, not a new one: its row keeps the real
         environment, so ``recipe show --diff`` stays right after a fleetd restart.
         """
-        for row in self._store.list_launches(limit=20):
+        for row in self._store.list_launches(limit=20, engine=self._state_key):
             if row.ended_at is None and tuple(row.argv) == tuple(mask_argv(argv)):
                 return row.id
         return None
@@ -438,6 +496,8 @@ class EngineService:
         """The status's ``serving`` block plus extras (the active ``profile`` among them)."""
         document = self.supervisor.status().as_dict()
         document["profile"] = self.profile
+        if self.pinned_image is not None:
+            document["pinned_image"] = self.pinned_image
         document["cards"] = self.profile_cards()
         refusal = self._starts.last_refusal()
         if refusal is not None:
@@ -446,14 +506,27 @@ class EngineService:
         switch = self.switcher.progress()
         if switch is not None:
             document["switch"] = switch
+        if self._guard_summary is not None:
+            document["guard"] = self._guard_summary()
         return document
 
+    def attach_guard(self, summary: Callable[[], dict[str, Any]]) -> None:
+        """The traffic guard in front of the engine: the status's ``serving.guard``."""
+        self._guard_summary = summary
+
     def switch(
-        self, name: str, actor: str = "operator", stop_foreign: bool = False
+        self,
+        name: str,
+        actor: str = "operator",
+        stop_foreign: bool = False,
+        image: str | None = None,
     ) -> dict[str, Any]:
-        """``fleetctl serve NAME`` (``engine_switch``): stop cleanly, switch, start NAME."""
+        """``fleetctl serve NAME`` (``engine_switch``): stop cleanly, switch, start NAME.
+
+        ``image``: a rollback's image reference to run NAME with (``daemon.engine.rollback``).
+        """
         try:
-            return self.switcher.switch(name, actor, stop_foreign)
+            return self.switcher.switch(name, actor, stop_foreign, image)
         except SupervisorClosed:
             raise Unavailable("fleetd is shutting down", "closed") from None
 
@@ -461,23 +534,32 @@ class EngineService:
         """``GET /api/v1/serving/profiles``."""
         return self.switcher.profiles_document()
 
-    def activate(self, name: str, actor: str) -> str:
+    def activate(self, name: str, actor: str, image: str | None = None) -> str:
         """Make profile ``name`` the one in force (the engine must be stopped); the old name.
 
-        Kept across fleetd restarts; recorded as an event and an audit row.
+        ``image``: run this image reference instead of the recipe's (a rollback's digest);
+        None ends any earlier pin. Kept across fleetd restarts; recorded as an event and
+        an audit row.
         """
         profile = self.profiles.get(name)
         previous = self.profile
         self.recipe = profile.recipe
         self.profile = name
-        self._active_file.save(name, self.profiles)
-        message = f"launch profile switched from {previous} to {name} by {actor}"
+        self.pinned_image = image
+        self._active_file.save(name, self.profiles, image)
+        pinned = f" pinned to image {image}" if image is not None else ""
+        message = f"launch profile switched from {previous} to {name}{pinned} by {actor}"
         log.info("%s", message)
         self._store.record_event(
             EventKind.OPERATOR,
             Severity.INFO,
             message,
-            details={"profile": name, "from": previous, "source": profile.source},
+            details={
+                "profile": name,
+                "from": previous,
+                "source": profile.source,
+                "image": image,
+            },
         )
         self._store.audit(actor, "profile_switch", "done", target=name, reason=message)
         return previous
@@ -507,11 +589,15 @@ class EngineService:
     def recipe_document(self) -> RecipeDocument:
         """What ``fleetctl recipe show`` prints: the spec, and the diff to the last ready launch."""
         known = self.supervisor.log_capture.secrets
-        return recipe_document(self._spec(), self._store.last_ready_launch(), known)
+        return recipe_document(self._spec(), self._store.last_ready_launch(self._state_key), known)
 
     def logs(self, lines: int) -> list[str]:
         """The engine log's last lines."""
         return self.supervisor.logs(lines)
+
+    def launch_logs(self, lines: int) -> list[str]:
+        """The current launch's last lines, the file read up to now (a boot fingerprint)."""
+        return self.supervisor.launch_logs(lines)
 
     def follow(self, backlog: int, idle_s: float = 1.0) -> Iterator[str | None]:
         """The last ``backlog`` lines, then new ones as they come (for ``logs --follow``).

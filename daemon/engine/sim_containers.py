@@ -113,8 +113,23 @@ def in_a_simulated_container(spec: LaunchSpec) -> bool:
     return spec.mode is not LaunchMode.PROCESS
 
 
-def simulated_container_spec(spec: LaunchSpec, engine_args: Sequence[str]) -> LaunchSpec:
-    """``spec`` (``docker run ...``) as the simulated engine on the port it would publish."""
+def simulated_container_spec(
+    spec: LaunchSpec,
+    engine_args: Sequence[str],
+    build_file: str | None = None,
+    image: str | None = None,
+) -> LaunchSpec:
+    """``spec`` (``docker run ...``) as the simulated engine on the port it would publish.
+
+    ``build_file`` and ``image``: the simulated image file and the image (tag or digest
+    reference) the container would run, so the engine behaves as that build does: a
+    rebuilt tag runs its new build, a rollback's digest its old one.
+    """
+    build = (
+        ()
+        if build_file is None or image is None
+        else ("--sim-build-file", build_file, "--sim-image", image)
+    )
     argv = (
         sys.executable,
         "-m",
@@ -128,5 +143,6 @@ def simulated_container_spec(spec: LaunchSpec, engine_args: Sequence[str]) -> La
         "--served-model-name",
         spec.served_model_name,
         *engine_args,
+        *build,
     )
     return dataclasses.replace(spec, mode=LaunchMode.PROCESS, argv=argv, host=SIM_HOST)

@@ -10,7 +10,9 @@ PCIe traffic and process on its cards as they would on a real rig
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 from daemon.engine.service import EngineService
 from hwcheck.sim.workload import EngineLoad, EnginePhase
@@ -21,8 +23,25 @@ _SERVING = frozenset({ServingState.READY, ServingState.UNHEALTHY, ServingState.S
 DEFAULT_MEMORY_FRACTION = 0.9  # vLLM's own default gpu_memory_utilization
 
 
-def engine_load(engine: EngineService) -> Callable[[], EngineLoad | None]:
-    """A reader of what ``engine`` does to its cards now (None while it does not run)."""
+def load_fraction(load_file: Path | None) -> float:
+    """The share of the simulated engine's slots running requests (its own file; 0: none)."""
+    if load_file is None:
+        return 0.0
+    try:
+        data = json.loads(load_file.read_text())
+        return min(max(float(data["running"]) / max(float(data["max_num_seqs"]), 1.0), 0.0), 1.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def engine_load(
+    engine: EngineService, load_file: Path | None = None
+) -> Callable[[], EngineLoad | None]:
+    """A reader of what ``engine`` does to its cards now (None while it does not run).
+
+    ``load_file``: where the simulated engine says how many requests it runs
+    (``serving.sim.perf``), read at each snapshot so the cards' draw follows the load.
+    """
 
     def load() -> EngineLoad | None:
         status = engine.supervisor.status()
@@ -38,6 +57,7 @@ def engine_load(engine: EngineService) -> Callable[[], EngineLoad | None]:
             busy=bool(running),
             memory_fraction=recipe.gpu_memory_utilization or DEFAULT_MEMORY_FRACTION,
             container=container,
+            load_fraction=load_fraction(load_file),
         )
 
     return load

@@ -76,6 +76,11 @@ class SwitchedEngine(Protocol):
         ...
 
     @property
+    def pinned_image(self) -> str | None:
+        """The image a rollback pinned the profile in force to (None: its recipe's)."""
+        ...
+
+    @property
     def supervisor(self) -> ServingStatusSource:
         """The engine's supervisor (its status)."""
         ...
@@ -100,6 +105,10 @@ class SwitchedEngine(Protocol):
         """The lint errors (one line each) of ``recipe``."""
         ...
 
+    def build_labels(self, recipe: Recipe) -> dict[str, str] | None:
+        """The provenance labels the newest build of ``recipe`` recorded."""
+        ...
+
     def refused(self, action: str, refusals: tuple[Reason, ...], actor: str) -> Refused:
         """A refusal given before anything moved, audited."""
         ...
@@ -108,8 +117,8 @@ class SwitchedEngine(Protocol):
         """Stop the foreign containers holding ``recipe``'s port or cards."""
         ...
 
-    def activate(self, name: str, actor: str) -> str:
-        """Make profile ``name`` the one in force; the previous name."""
+    def activate(self, name: str, actor: str, image: str | None = None) -> str:
+        """Make profile ``name`` (with ``image`` pinned, if any) the one in force."""
         ...
 
 
@@ -144,8 +153,15 @@ class ProfileSwitcher:
             if self._progress is not None:
                 self._progress.update(changes)
 
-    def switch(self, name: str, actor: str, stop_foreign: bool = False) -> dict[str, Any]:
-        """Begin switching to profile ``name``; refusals that need no stop come at once."""
+    def switch(
+        self, name: str, actor: str, stop_foreign: bool = False, image: str | None = None
+    ) -> dict[str, Any]:
+        """Begin switching to profile ``name``; refusals that need no stop come at once.
+
+        ``image``: run NAME with this image reference (a rollback's digest); a switch
+        without one ends an earlier pin, so ``serve`` of the profile in force while pinned
+        goes back to its recipe's image.
+        """
         engine = self._engine
         profile = engine.profiles.get(name)  # NotFound names the known ones
         with self._lock:
@@ -155,7 +171,7 @@ class ProfileSwitcher:
                     "switch_in_progress",
                 )
         state, pid = engine.state()
-        if name == engine.profile and state in RUNNING_STATES:
+        if name == engine.profile and image == engine.pinned_image and state in RUNNING_STATES:
             return {
                 "profile": name,
                 "accepted": True,
@@ -176,14 +192,16 @@ class ProfileSwitcher:
             self._progress = {
                 "id": switch_id,
                 "previous": engine.profile,
+                "previous_image": engine.pinned_image,
                 "profile": name,
+                "image": image,
                 "phase": "stopping" if pid is not None else "starting",
                 "message": None,
                 "refusals": [],
                 "started_at": _now(),
                 "ended_at": None,
             }
-        run_in_thread("engine-switch", lambda: self._run(name, actor, stop_foreign), log=log)
+        run_in_thread("engine-switch", lambda: self._run(name, actor, stop_foreign, image), log=log)
         return {
             "profile": name,
             "accepted": True,
@@ -197,7 +215,7 @@ class ProfileSwitcher:
         drift = self._engine.supervisor.status().drift
         return drift is not None and name in self._engine.profiles.matching(drift.recipe_hash)
 
-    def _run(self, name: str, actor: str, stop_foreign: bool) -> None:
+    def _run(self, name: str, actor: str, stop_foreign: bool, image: str | None) -> None:
         engine = self._engine
         try:
             # The foreign holders go first, each signal by signal: one that will not stop
@@ -217,7 +235,7 @@ class ProfileSwitcher:
                 self._set(phase="failed", message=reason, ended_at=_now())
                 log.warning("switch to %s abandoned: %s", name, reason)
                 return
-            engine.activate(name, actor)
+            engine.activate(name, actor, image)
             self._set(phase="starting")
             answer = self._starts.request_start(Trigger.START_REQUEST, actor, False)
             self._ended(answer, stopped, actor)
@@ -251,9 +269,11 @@ class ProfileSwitcher:
         refusals = [refusal_document(reason) for reason in reasons]
         why = answer.why_not or "not started"
         message = why if left is None else f"{left.line}; {why}"
-        previous = (self.progress() or {}).get("previous")
-        if refusals and previous and previous != self._engine.profile:
-            self._engine.activate(previous, actor)
+        progress = self.progress() or {}
+        previous, previous_image = progress.get("previous"), progress.get("previous_image")
+        moved = previous != self._engine.profile or previous_image != self._engine.pinned_image
+        if refusals and previous and moved:
+            self._engine.activate(previous, actor, previous_image)
             message += (
                 f"; profile {previous} is in force again (the engine stays stopped: "
                 "fleetctl start runs it)"
@@ -274,7 +294,8 @@ class ProfileSwitcher:
         for name in engine.profiles.names:
             profile = engine.profiles.get(name)
             recipe = profile.recipe
-            findings = lint_recipe(recipe, host_checks=False, cards=cards)
+            labels = engine.build_labels(recipe)
+            findings = lint_recipe(recipe, host_checks=False, cards=cards, labels=labels)
             counts = {
                 severity: sum(1 for f in findings if f.severity == severity)
                 for severity in ("error", "warning", "note")

@@ -39,11 +39,15 @@ def wire_engine(
     defer: Callable[[Callable[[], None]], None],
     on_crash: CrashReport | None = None,
     sim_engine_args: Sequence[str] | None = None,
+    primary: bool = True,
+    sim_images: Path | None = None,
 ) -> EngineService:
     """The engine service for ``profiles``, reporting to ``recovery`` and driven by it.
 
     ``sim_engine_args`` (under ``--simulate``): container launches run the simulated engine
-    with these flags instead (``daemon.engine.sim_containers``).
+    with these flags instead (``daemon.engine.sim_containers``). ``primary``: the rig's
+    first engine, whose state the store keeps (a side engine's is its own: ``fleet``).
+    ``sim_images``: the simulated container runtime's image file (the rig's, every engine's).
     """
     reports = ReportsToRecovery()
     engine = EngineService(
@@ -61,6 +65,8 @@ def wire_engine(
         on_crash=on_crash,
         move_guard=recovery.engine_moves.check,
         sim_engine_args=sim_engine_args,
+        primary=primary,
+        sim_images=sim_images,
     )
     reports.attach(recovery)
     recovery.attach_engine(SupervisedEngine.for_service(engine, rig_cards))

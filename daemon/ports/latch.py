@@ -132,12 +132,12 @@ class LatchState:
             self._adopt(stored, generation)
         return stored
 
-    def set(self, reason: str, source: str, advice: Advice) -> Latch:
+    def set(self, reason: str, source: str, advice: Advice, card: int | None = None) -> Latch:
         """Set it now, in memory and in the file (a second fault keeps the first)."""
         with self._lock:
             if self._latch is not None:
                 return self._latch
-            latch = Latch(reason, source, datetime.now(UTC), advice)
+            latch = Latch(reason, source, datetime.now(UTC), advice, card)
             self._latch = latch
             self._generation += 1
         self._write_file(latch)
@@ -166,7 +166,9 @@ class LatchState:
                 if stored is not None:
                     self._adopt(stored, generation)
                 return
-            self._store.set_latch(live.reason, live.source, live.advice, now=live.since)
+            self._store.set_latch(
+                live.reason, live.source, live.advice, now=live.since, card=live.card
+            )
             if self.in_force() is None:  # a person cleared it meanwhile: so does the store
                 self._store.clear_latch("cleared while the store caught up", "fleetd", "operator")
         except StoreError as exc:

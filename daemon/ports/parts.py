@@ -30,37 +30,15 @@ from hwcheck.model import (
     LatchWaiver,
     Severity,
 )
+from recovery.actions import SHOWN_IN_STATUS, Action, severity_of
 from recovery.decisions import Reason
 from recovery.facts import LatchFact
 
 log = logging.getLogger("fleetd.recovery")
 
 # Audit actions that are recovery's (shown as the last decisions in the status).
-RECOVERY_ACTIONS = frozenset(
-    {
-        "stop_and_latch",
-        "restart_after",
-        "start",
-        "stop",
-        "hold",
-        "refuse",
-        "advise_inspection",
-        "none",
-        "reboot",
-        "power_cycle",
-        "clear_latch",
-        "bring_up",
-        "probe",
-    }
-)
+RECOVERY_ACTIONS = SHOWN_IN_STATUS
 KEPT_IN_MEMORY = 50  # audit rows the status can show while the store cannot be read
-_SEVERITY_OF_ACTION = {
-    "stop_and_latch": Severity.CRITICAL,
-    "hold": Severity.CRITICAL,
-    "advise_inspection": Severity.WARNING,
-    "refuse": Severity.WARNING,
-    "restart_after": Severity.WARNING,
-}
 
 
 class RecoveryMemory:
@@ -147,7 +125,11 @@ class RecoveryMemory:
 
 
 class StoreLatch:
-    """``LatchPort`` on the latch in force (``daemon.ports.latch``); ``changed`` re-judges.
+    """``LatchPort`` on the latch in force (``daemon.ports.latch``); its listeners react.
+
+    A set or clear tells each change listener at once (``required``): the rig's verdict
+    (``RigJudge.latch_changed``) and the alert engine (``AlertEngine.latch_changed``)
+    subscribe where fleetd builds them.
 
     Acting comes first: the latch is set in memory and its state file at once, and the
     store catches up through ``defer`` (the store writer), so a locked, full or corrupt
@@ -159,23 +141,30 @@ class StoreLatch:
         state: LatchState,
         memory: RecoveryMemory,
         boot_id: Callable[[], str],
-        changed: Callable[[bool], None],
         defer: Callable[[Callable[[], None]], None],
     ) -> None:
         self._state = state
         self._memory = memory
         self._boot_id = boot_id
-        self._changed = changed
+        self._listeners: list[Callable[[bool], None]] = []
         self._defer = defer
+
+    def add_change_listener(self, listener: Callable[[bool], None]) -> None:
+        """Call ``listener(required)`` after each set or clear (on the caller's thread)."""
+        self._listeners.append(listener)
+
+    def _changed(self, required: bool) -> None:
+        for listener in self._listeners:
+            listener(required)
 
     def latch(self) -> LatchFact | None:
         """The latch in force (this process's, or one another process stored)."""
         latch = self._state.latch()
-        return None if latch is None else LatchFact(latch.reason, latch.advice)
+        return None if latch is None else LatchFact(latch.reason, latch.advice, latch.card)
 
-    def set_latch(self, reason: str, advice: Advice) -> None:
+    def set_latch(self, reason: str, advice: Advice, card: int | None = None) -> None:
         """Set it (a second fault keeps the first reason and time); the store after."""
-        self._state.set(reason, "recovery", advice)
+        self._state.set(reason, "recovery", advice, card)
         fault_points.reached(fault_points.LATCH_SET)
         self._changed(True)
         self._defer(self._state.catch_up)
@@ -213,7 +202,7 @@ class StoreAudit:
     def record(
         self,
         actor: str,
-        action: str,
+        action: Action,
         reason: str,
         result: str,
         warnings: tuple[str, ...] = (),
@@ -224,10 +213,10 @@ class StoreAudit:
         The event's details carry the reasons' ``codes`` and the first ``remedy``: the
         alert rules tell from the codes what alerts on its own, and advise the remedy.
         """
-        if action == "stop_and_latch":
+        if action == Action.STOP_AND_LATCH:
             fault_points.reached(fault_points.DECISION_RECORDING)
         dry_run = self._dry_run and result.startswith("dry run")
-        severity = _SEVERITY_OF_ACTION.get(action, Severity.WARNING if warnings else Severity.INFO)
+        severity = severity_of(action, bool(warnings))
         log.log(
             logging.WARNING if severity.rank > Severity.INFO.rank else logging.INFO,
             "recovery %s by %s: %s -> %s",

@@ -132,14 +132,24 @@ class SimulatedHostCommands:
         reboot: Sequence[str],
         power_cycle: Sequence[str] | None,
         next_boot: Callable[[], str | None] = lambda: None,
+        cannot_reboot: Callable[[], str | None] = lambda: None,
     ) -> None:
-        """``next_boot``: the simulated host's default entry when it is not the baseline."""
+        """Commands of the simulated host.
+
+        ``next_boot``: the simulated host's default entry when it is not the baseline;
+        ``cannot_reboot``: why the simulated host cannot reboot now (its disk read-only).
+        """
         self._simulate_reboot = simulate_reboot
+        self._cannot_reboot = cannot_reboot
         self._commands = HostCommandRunner(reboot, power_cycle, next_boot)
 
     def unavailable(self, cold: bool) -> str | None:
-        """Nothing stands in the simulated reboot's way (the host's program is never run)."""
-        return None
+        """Why the simulated reboot cannot run: asked before the engine is stopped.
+
+        The host's program is never run; a read-only state dir (the simulated host's disk)
+        would fail the reboot after the engine was stopped for it (issue 36).
+        """
+        return self._cannot_reboot()
 
     def wrong_boot(self) -> str | None:
         """The simulated default entry, judged as a real one (the simulated reboot boots it)."""
@@ -170,6 +180,7 @@ def host_commands(
     simulated: bool,
     simulate_reboot: Callable[[], str],
     next_boot: Callable[[], str | None] = lambda: None,
+    cannot_reboot: Callable[[], str | None] = lambda: None,
 ) -> HostCommandRunner | SimulatedHostCommands:
     """The host's reboot and power-cycle commands, or under ``--simulate`` the simulated reboot.
 
@@ -179,7 +190,11 @@ def host_commands(
     recovery = settings.recovery
     if simulated:
         return SimulatedHostCommands(
-            simulate_reboot, recovery.reboot_command, recovery.power_cycle_command, next_boot
+            simulate_reboot,
+            recovery.reboot_command,
+            recovery.power_cycle_command,
+            next_boot,
+            cannot_reboot,
         )
     return HostCommandRunner(recovery.reboot_command, recovery.power_cycle_command, next_boot)
 

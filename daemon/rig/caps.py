@@ -48,6 +48,16 @@ class CapResult:
         }
 
 
+def reading_is_stale(results: list[CapResult]) -> bool:
+    """True when the reading that asked for caps no longer says what the cards are.
+
+    A cap set now, or found set already (the bring-up after a reboot re-applies the caps
+    too): a 250 W reading taken before it did must not be judged, or every reboot pages a
+    false PowerCapDrift.
+    """
+    return any(result.outcome in ("applied", "already") for result in results)
+
+
 class CapKeeper:
     """Applies each card's cap to the cards that are off it.
 
@@ -72,9 +82,22 @@ class CapKeeper:
         self.dry_run = dry_run
         self._reported: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
+        self._override: dict[int, float] | None = None
+
+    def override(self, caps_w: dict[int, float] | None) -> None:
+        """Hold the cards at ``caps_w`` (a cap sweep's step) until ``None`` ends it.
+
+        While held, the poller keeps these caps instead of the configured ones, so it
+        does not fight the sweep.
+        """
+        with self._lock:
+            self._override = None if caps_w is None else dict(caps_w)
 
     def cap_of(self, card: GpuSnapshot) -> float:
         """The cap ``card`` should run at."""
+        held = self._override
+        if held is not None and card.index in held:
+            return held[card.index]
         if self._cap_for is None:
             return self.target_w
         return self._cap_for(card.index, card.pci_bus_id)

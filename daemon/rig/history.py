@@ -21,15 +21,11 @@ from daemon.rig.chart_markers import chart_markers
 from daemon.store import Store
 from daemon.store.db import StoreError, StoreInputError
 from daemon.store.rollups import ChartPoint, ChartResolution
+from hwcheck.readings import charted_columns
 from serving.errors import InvalidInput, Unavailable
 
-CARD_METRICS = (
-    "power_draw_w",
-    "temperature_c",
-    "sm_clock_mhz",
-    "utilization_gpu_pct",
-    "memory_used_mib",
-)
+# The charted readings (``hwcheck.readings``), as the store's chart query names them.
+CARD_METRICS = charted_columns()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +104,9 @@ def history_document(
         ]
         engine: dict[str, Buckets] = {name: defaultdict(list) for name in ENGINE_SERIES}
         for sample in store.list_engine_samples(since, until):
+            columns = sample.to_columns()
             for name, buckets in engine.items():
-                value = getattr(sample, name)
+                value = columns[name]
                 if value is not None:
                     buckets[_bucket(sample.ts, chosen.step_s)].append(value)
         markers = chart_markers(store, since, until)

@@ -163,6 +163,12 @@ class HostWatch:
             facts = self._read_facts(snapshot) or facts
         return wrong_next_boot(facts, self.baseline())
 
+    def wrong_next_boot_known(self) -> str | None:
+        """The same judgement on the facts already read (each poll's words; no file read)."""
+        with self._lock:
+            facts = self._state.facts
+        return wrong_next_boot(facts, self.baseline())
+
     def aer_counters(self) -> tuple[DeviceAer, ...]:
         """The AER counters last read (cards and the ports above them), for ``/metrics``."""
         with self._lock:

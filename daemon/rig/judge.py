@@ -9,12 +9,13 @@ memory: no reader waits on the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Latch
 from hwcheck.advice import RigNow
-from hwcheck.verdict import judge, rig_now
+from hwcheck.verdict import FiringAlert, judge, rig_now
 
 
 class RigJudge:
@@ -27,27 +28,55 @@ class RigJudge:
         engine_state: Callable[[], str | None],
         changed: Callable[[], None],
         profile_cards: Callable[[], frozenset[int] | None] = lambda: None,
+        wrong_boot: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._latch = latch
+        self._wrong_boot = wrong_boot
         self._monitor = monitor
         self._engine_state = engine_state
         self._profile_cards = profile_cards
         self._changed = changed
+        self._alerts_lock = threading.Lock()
+        self._alerts: tuple[FiringAlert, ...] = ()
 
     def rejudge(self) -> None:
         """The verdict on the last results, the latch and the engine, into the monitor."""
         results = self._monitor.view().results
         latch = self._latch()
+        with self._alerts_lock:
+            alerts = self._alerts
         verdict = judge(
             results,
             latch_reason=None if latch is None else latch.reason,
             engine_state=self._engine_state(),
+            alerts=alerts,
         )
         self._monitor.set_verdict(verdict)
 
+    def alerts_changed(self, firing: Sequence[FiringAlert]) -> None:
+        """The alerts firing now (the alert engine's): the verdict shows each at its severity."""
+        with self._alerts_lock:
+            if tuple(firing) == self._alerts:
+                return
+            self._alerts = tuple(firing)
+        self.rejudge()
+        self._changed()
+
     def rig_now(self) -> RigNow:
-        """Whether the engine runs, the latch is set, the profile's cards: how faults read."""
-        return rig_now(self._engine_state(), self._latch() is not None, self._profile_cards())
+        """How faults read now.
+
+        Whether the engine runs, the latch (its rung and card), the profile's cards and a
+        wrong default boot entry.
+        """
+        latch = self._latch()
+        return rig_now(
+            self._engine_state(),
+            latch is not None,
+            self._profile_cards(),
+            latch_advice=None if latch is None else latch.advice,
+            latch_card=None if latch is None else latch.card,
+            wrong_boot=self._wrong_boot(),
+        )
 
     def latch_changed(self, required: bool) -> None:
         """Recovery set or cleared the latch (its holder has it): the picture says so now."""

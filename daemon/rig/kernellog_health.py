@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hwcheck.checks.kernel_log import CHECK_ID
+from daemon.rig.monitor import RigMonitor
+from hwcheck.checks.kernel_log import CHECK_ID, judge
 from hwcheck.checks.readings import BlindSpellReading, KernelLogReading
 from hwcheck.model import EventKind, Severity
 
@@ -187,3 +188,12 @@ class FollowerHealth:
                     self._pending.pop(0)
         finally:
             self._flushing.release()
+
+
+def put_kernel_log_result(monitor: RigMonitor, health: FollowerHealth) -> None:
+    """The follower went down or came back: the ``kernel_log`` check says so now.
+
+    Subscribed to the follower's health where fleetd builds it, so the status does not
+    wait for the next poll to show the rig blind (or seeing again).
+    """
+    monitor.put_result(judge(health.reading()))

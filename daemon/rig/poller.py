@@ -3,7 +3,8 @@
 The live picture goes to the monitor first (it never waits on the store); the store
 writes go to the store writer's thread. A failing poll is logged once per new error,
 not once per poll: a broken host at a short interval must not flood the journal.
-Snapshot listeners (recovery's card-fault watch) see every snapshot after the checks.
+Snapshot listeners (recovery's card-fault watch) see every snapshot after the checks;
+polled listeners (the rig's verdict, the ``STATUS=`` line) run after each poll or rejudge.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from daemon.config import Settings
-from daemon.rig.caps import CapKeeper
+from daemon.rig.caps import CapKeeper, reading_is_stale
 from daemon.rig.host_watch import HostInputs, HostWatch
 from daemon.rig.monitor import RigMonitor
+from daemon.rig.passport import bench_results
 from daemon.rig.readings import ReadingSources
 from daemon.rig.xidpath import FollowerThread
 from daemon.store import Store, StoreError
@@ -51,6 +53,27 @@ RigNowSource = Callable[[], RigNow]
 RecoveryInputs = Callable[[], tuple[ProbeRound | None, LatchWaiver | None]]
 
 
+class Rejudge:
+    """A request to judge the checks again now: what they read changed between polls.
+
+    Asked by parts built before the poll (recovery's rig view after a clear or a probe,
+    the passports, the memory test); the poller subscribes its ``rejudge`` where it is
+    built, and the API its re-render after it.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` on each request, in the order added (on the asker's thread)."""
+        self._listeners.append(listener)
+
+    def __call__(self) -> None:
+        """Judge again now: every listener, in order."""
+        for listener in self._listeners:
+            listener()
+
+
 class RigPoller:
     """The poll job and what it remembers between polls (holders scan, store health)."""
 
@@ -66,16 +89,17 @@ class RigPoller:
         *,
         own_gpu_pids: Callable[[], set[int]],
         on_new_boot: Callable[[str], None],
-        on_polled: Callable[[], None],
         record_metrics: Callable[[], None] | None = None,
         readings: ReadingSources | None = None,
         host_watch: HostWatch | None = None,
         recovery_inputs: RecoveryInputs | None = None,
         rig_now: RigNowSource = RigNow,
         resources: Callable[[], HostResources | None] | None = None,
+        out_of_service: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._settings = settings
         self._host = host
+        self._out_of_service = out_of_service or dict
         self._monitor = monitor
         self._store = store
         self._writer = writer
@@ -83,7 +107,7 @@ class RigPoller:
         self._follower = follower
         self._own_gpu_pids = own_gpu_pids
         self._on_new_boot = on_new_boot
-        self._on_polled = on_polled
+        self._polled_listeners: list[Callable[[], None]] = []
         self._record_metrics = record_metrics
         # fleetd's own readings (kernel log, store, canaries, memtest) for its own checks.
         self._readings = readings or ReadingSources(
@@ -107,6 +131,14 @@ class RigPoller:
     def add_snapshot_listener(self, listener: SnapshotListener) -> None:
         """Call ``listener(snapshot)`` after every successful poll (on the poll's thread)."""
         self._listeners.append(listener)
+
+    def add_polled_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after each poll that judged (or found NVML down) and rejudge."""
+        self._polled_listeners.append(listener)
+
+    def _on_polled(self) -> None:
+        for listener in self._polled_listeners:
+            listener()
 
     def poll(self) -> None:
         """One poll; errors are reported in the status and logged once per new error."""
@@ -140,7 +172,7 @@ class RigPoller:
             except StoreError as exc:  # the cap may be set; its audit record is not
                 self._writer.record_failure(exc)
                 applied = []
-            if any(r.outcome == "applied" for r in applied):
+            if reading_is_stale(applied):
                 snapshot = self._host.gpu.snapshot()
         window = self._monitor.add_sample(snapshot)
         now_s = time.monotonic()
@@ -185,7 +217,8 @@ class RigPoller:
         for result in results:
             if result.id == store_check.CHECK_ID:
                 self._store_changed(result)
-        return results
+        # A card out of service is shown, never paged nor gating (daemon.rig.passport).
+        return bench_results(results, window[-1].cards, self._out_of_service())
 
     def rejudge(self) -> None:
         """The checks again on the readings already taken (no NVML call), now.

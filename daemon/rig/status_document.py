@@ -136,8 +136,13 @@ def status_document(
     started_at: str | None,
     gpu_pids: list[int],
     host: HostStatus | None = None,
+    engine_cards: Sequence[int] | None = None,
 ) -> StatusDocument:
-    """The whole document, every block a typed model (``host``: the host truth's section)."""
+    """The whole document, every block a typed model (``host``: the host truth's section).
+
+    ``engine_cards``: the cards some engine uses when several run (``in_profile``); else
+    the serving block's.
+    """
     causes = group_causes(view.results)
     extra: dict[str, Any] = {}
     if log_signatures is not None:
@@ -146,7 +151,9 @@ def status_document(
         extra["host"] = HostDocument.model_validate(host.section)
     return StatusDocument(
         overall=cast(Overall, view_verdict(view).overall),
-        cards=card_documents(view, rig, host, serving.get("cards")),
+        cards=card_documents(
+            view, rig, host, serving.get("cards") if engine_cards is None else engine_cards
+        ),
         checks=check_documents(view.results),
         causes=[CauseDocument.model_validate(c.as_dict()) for c in causes],
         serving=ServingDocument.model_validate(serving),

@@ -168,7 +168,7 @@ class FollowerThread:
         self._store = store
         self._path = path
         self.health = health or FollowerHealth()
-        self._on_health_change = on_health_change or (lambda: None)
+        self._health_listeners = [] if on_health_change is None else [on_health_change]
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
         self._on_crash = on_crash
@@ -178,6 +178,14 @@ class FollowerThread:
         self._lost_before = 0  # records lost by sources already closed (this boot)
         self._kept_cursor: KernelLogCursor | None = None  # of the last source closed
         store.add_fresh_listener(self.rebuild_boot)  # a deleted fleet.db lost this boot's Xids
+
+    def add_health_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` when the follower goes down or comes back (on its thread)."""
+        self._health_listeners.append(listener)
+
+    def _on_health_change(self) -> None:
+        for listener in self._health_listeners:
+            listener()
 
     def start(self) -> int:
         """Open the kernel log after the stored cursor, read what is there, then follow it.

@@ -31,6 +31,13 @@ LAST_BOOT_ID = "last_boot_id"
 REBOOT_LATCH = "reboot_latch"
 CHECK_SEVERITIES = "check_severities"
 SERVING_STATE = "serving_state"
+
+
+def serving_state_key(engine: str | None) -> str:
+    """The primary engine's state key as always; ``serving_state:NAME`` for a side engine."""
+    return SERVING_STATE if engine is None else f"{SERVING_STATE}:{engine}"
+
+
 ROLLUP_WATERMARK = "rollup_watermark"
 CARD_FAULT_HISTORY = "card_fault_history"  # recovery's per-card faults across boots
 LATCH_WAIVER = "latch_waiver"  # what a person's clear of the latch waived, this boot
@@ -60,10 +67,24 @@ class Latch(StoredRow):
     source: str
     since: datetime
     advice: Advice = Advice.WARM_REBOOT
+    card: int | None = None  # the card the fault is on (None: the rig, or an older latch)
 
-    def advice_text(self, engine_running: bool) -> str:
-        """What the advice tells a person now (the one table, ``hwcheck.advice.ADVICE_STEPS``)."""
-        return ADVICE_STEPS[self.advice].text(RigNow(engine_running, latched=True))
+    def rig_now(self, engine_running: bool, wrong_boot: str | None = None) -> RigNow:
+        """The state a step reads under this latch: its rung, its card, a wrong boot entry."""
+        return RigNow(
+            engine_running,
+            latched=True,
+            latch_advice=self.advice,
+            latch_card=self.card,
+            wrong_boot=wrong_boot,
+        )
+
+    def advice_text(self, engine_running: bool, wrong_boot: str | None = None) -> str:
+        """What the advice tells a person now (the one table, ``hwcheck.advice.ADVICE_STEPS``).
+
+        ``wrong_boot``: the default boot entry a reboot would refuse (fixed first).
+        """
+        return ADVICE_STEPS[self.advice].text(self.rig_now(engine_running, wrong_boot))
 
     @classmethod
     def from_json(cls, value: Any) -> Latch:
@@ -73,6 +94,7 @@ class Latch(StoredRow):
             source=str(value["source"]),
             since=datetime.fromisoformat(str(value["since"])).astimezone(UTC),
             advice=parse_advice(value.get("advice")),
+            card=value["card"] if isinstance(value.get("card"), int) else None,
         )
 
 
@@ -177,16 +199,16 @@ class KeyValueQueries(Database):
         with self.write() as session:
             set_value(session, LAST_BOOT_ID, boot_id)
 
-    def get_serving_state(self) -> dict[str, Any] | None:
-        """The supervisor's last persisted state document."""
+    def get_serving_state(self, engine: str | None = None) -> dict[str, Any] | None:
+        """The supervisor's last persisted state document (``engine``: a side engine's)."""
         with self.read() as session:
-            value = get_value(session, SERVING_STATE)
+            value = get_value(session, serving_state_key(engine))
         return None if value is None else dict(value)
 
-    def set_serving_state(self, value: dict[str, Any]) -> None:
-        """Persist the supervisor's state document (JSON-serialisable)."""
+    def set_serving_state(self, value: dict[str, Any], engine: str | None = None) -> None:
+        """Persist the supervisor's state document (``engine``: a side engine's, by profile)."""
         with self.write() as session:
-            set_value(session, SERVING_STATE, value)
+            set_value(session, serving_state_key(engine), value)
 
     def check_severities(self) -> dict[str, str]:
         """The stored severity per ``"<check id>:<card index|rig>"``."""
@@ -215,6 +237,7 @@ class KeyValueQueries(Database):
         source: str,
         advice: Advice | str | None = None,
         now: datetime | None = None,
+        card: int | None = None,
     ) -> Latch:
         """Set the latch unless it is already set; the latch in force.
 
@@ -227,7 +250,7 @@ class KeyValueQueries(Database):
             if current is not None:
                 return current
             since = require_aware(now or datetime.now(UTC), "latch time")
-            latch = Latch(reason, source, since, parse_advice(advice))
+            latch = Latch(reason, source, since, parse_advice(advice), card)
             set_value(session, REBOOT_LATCH, latch.to_dict(), since)
             mark_news(session)
             return latch

@@ -32,6 +32,12 @@ class LaunchRow(StoredRow):
     exit_code: int | None = None
     crash_class: str | None = None
     build_id: int | None = None
+    engine: str | None = None  # a side engine's profile; None: the primary
+
+
+def _of_engine(engine: str | None) -> Any:
+    """The launches of one engine: the primary's (``None``) or a side engine's."""
+    return Launch.engine.is_(None) if engine is None else Launch.engine == engine
 
 
 class LaunchQueries(Database):
@@ -43,13 +49,19 @@ class LaunchQueries(Database):
         env: Mapping[str, str],
         recipe_hash: str,
         started_at: datetime | None = None,
+        engine: str | None = None,
     ) -> int:
-        """Store a launch that is starting now (secrets masked); its id for ``update_launch``."""
+        """Store a launch that is starting now (secrets masked); its id for ``update_launch``.
+
+        ``engine``: a side engine's profile (``None``: the primary), so each engine's diff,
+        adoption and crash evidence compare it with its own launches only.
+        """
         launch = Launch(
             started_at=require_aware(started_at or datetime.now(UTC), "launch time"),
             argv=mask_argv(argv),
             env=mask_env(env),
             recipe_hash=recipe_hash,
+            engine=engine,
         )
         with self.write() as session:
             session.add(launch)
@@ -87,16 +99,23 @@ class LaunchQueries(Database):
             launch = session.get(Launch, launch_id)
             return None if launch is None else LaunchRow.from_model(launch)
 
-    def last_ready_launch(self) -> LaunchRow | None:
-        """The most recent launch that became ready (what ``recipe show --diff`` compares to)."""
-        stmt = select(Launch).where(Launch.ready_at.is_not(None)).order_by(Launch.id.desc())
+    def last_ready_launch(self, engine: str | None = None) -> LaunchRow | None:
+        """The engine's most recent launch that reached ready (``engine``: as in ``record_launch``).
+
+        What ``recipe show --diff`` and the crash evidence compare the next launch with.
+        """
+        stmt = (
+            select(Launch)
+            .where(Launch.ready_at.is_not(None), _of_engine(engine))
+            .order_by(Launch.id.desc())
+        )
         with self.read() as session:
             launch = session.execute(stmt.limit(1)).scalar_one_or_none()
             return None if launch is None else LaunchRow.from_model(launch)
 
-    def list_launches(self, limit: int = 20) -> list[LaunchRow]:
-        """The newest launches first."""
+    def list_launches(self, limit: int = 20, engine: str | None = None) -> list[LaunchRow]:
+        """The engine's newest launches first (``engine`` as in ``record_launch``)."""
         check_list_limit(limit)
-        stmt = select(Launch).order_by(Launch.id.desc()).limit(limit)
+        stmt = select(Launch).where(_of_engine(engine)).order_by(Launch.id.desc()).limit(limit)
         with self.read() as session:
             return [LaunchRow.from_model(launch) for launch in session.execute(stmt).scalars()]

@@ -9,7 +9,7 @@ written in the same transaction as the run's event. A run that could not test a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,15 +42,26 @@ class MemtestQueries(Database):
         message: str,
         details: dict[str, Any],
         now: datetime | None = None,
+        minutes: float = 0.0,
+        kept: Collection[str] = (),
     ) -> int:
-        """One run (``(result, PCI address)`` per card): its event, and the verdicts it sets."""
+        """One run (``(result, PCI address)`` per card): its event, and the verdicts it sets.
+
+        ``minutes``: the run's stress time, kept with each verdict (what a retest must
+        cover); ``kept``: addresses whose verdict stays (a pass that did not retest what
+        failed there).
+        """
         ts = now or datetime.now(UTC)
         with self.write() as session:
             lock_key(session, MEMTEST_VERDICTS)
             verdicts = dict(get_value(session, MEMTEST_VERDICTS) or {})
             for result, address in results:
-                if result.outcome in _VERDICT_OUTCOMES:
-                    verdicts[address] = {**result.as_dict(), "ts": ts.isoformat()}
+                if result.outcome in _VERDICT_OUTCOMES and address not in kept:
+                    verdicts[address] = {
+                        **result.as_dict(),
+                        "ts": ts.isoformat(),
+                        "minutes": minutes,
+                    }
             set_value(session, MEMTEST_VERDICTS, verdicts, ts)
             failed = [r for r, _ in results if r.outcome.failure]
             return insert_event(

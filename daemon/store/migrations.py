@@ -287,7 +287,7 @@ def _v5_canaries(conn: Connection) -> None:
 
 
 # Frozen with step 6 (steps are history): a figure added later is a later step's column,
-# so this list is not ``daemon.store.samples.ENGINE_FIGURES``, which follows the model.
+# so this list is not ``serving.runtime.engine_figures.STORED_FIGURES``, which follows the model.
 ENGINE_FIGURE_COLUMNS = (
     "ttft_p50_s",
     "ttft_p95_s",
@@ -344,6 +344,48 @@ def _v7_utilization(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
+def _v8_bench_runs(conn: Connection) -> None:
+    """Bench runs (``fleetctl bench``): method, cells, sweep and verdict, per build."""
+    md = _metadata()
+    Table(
+        "bench_runs",
+        md,
+        Column("id", Integer, primary_key=True),
+        Column("kind", String(16), nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("quick", Boolean, nullable=False),
+        Column("actor", String(64), nullable=False),
+        Column("build_id", Integer, index=True),
+        Column("build_name", String(200)),
+        Column("started_at", UtcTimestamp, nullable=False, index=True),
+        Column("finished_at", UtcTimestamp),
+        Column("method", json_type(), nullable=False),
+        Column("cells", json_type(), nullable=False),
+        Column("sweep", json_type()),
+        Column("verdict", json_type()),
+        Column("error", Text),
+    )
+    md.create_all(conn)
+
+
+def _v9_launch_engine(conn: Connection) -> None:
+    """The engine each launch was of, on a rig of several (``[serving] run``).
+
+    NULL is the primary, so every launch stored before reads as the primary's, as it was.
+    """
+    _add_column(conn, "launches", Column("engine", String(64)))
+    launches = Table("launches", _metadata(), Column("engine", String(64)))
+    Index(None, launches.c.engine).create(conn)
+
+
+def _v10_canary_engine(conn: Connection) -> None:
+    """Canary results per engine (a side engine's profile; NULL: the primary engine's).
+
+    NULL for the primary, so every row written before reads as the primary's.
+    """
+    _add_column(conn, "canary_results", Column("engine", String(64)))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "1-minute rollups", _v2_rollups),
@@ -352,6 +394,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "canary results and log signature counts", _v5_canaries),
     Migration(6, "engine builds and the engine's own figures", _v6_builds),
     Migration(7, "GPU utilisation in samples and rollups", _v7_utilization),
+    Migration(8, "bench runs", _v8_bench_runs),
+    Migration(9, "the engine of each launch", _v9_launch_engine),
+    Migration(10, "canary results per engine", _v10_canary_engine),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

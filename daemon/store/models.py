@@ -218,6 +218,8 @@ class Launch(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     crash_class: Mapped[str | None] = mapped_column(String(64))
     build_id: Mapped[int | None] = mapped_column(Integer)
+    # The side engine's profile on a rig of several engines; NULL: the primary engine.
+    engine: Mapped[str | None] = mapped_column(String(64), index=True)
 
 
 class Build(Base):
@@ -241,6 +243,32 @@ class Build(Base):
     notes: Mapped[list[str] | None] = mapped_column(json_type())
     first_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
     last_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
+
+
+class BenchRun(Base):
+    """One bench run (``fleetctl bench``): its method, its cells, its verdict, its build.
+
+    ``kind`` is ``matrix`` or ``sweep``; ``state`` ``running``, ``done``, ``stopped`` (Ctrl-C:
+    the finished cells kept) or ``failed``. Listed per build (``build_id``).
+    """
+
+    __tablename__ = "bench_runs"
+    __table_args__ = (Index(None, "build_id"), Index(None, "started_at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    quick: Mapped[bool] = mapped_column(Boolean)
+    actor: Mapped[str] = mapped_column(String(64))
+    build_id: Mapped[int | None] = mapped_column(Integer)
+    build_name: Mapped[str | None] = mapped_column(String(200))
+    started_at: Mapped[datetime] = mapped_column(UtcTimestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcTimestamp)
+    method: Mapped[dict[str, Any]] = mapped_column(json_type())
+    cells: Mapped[list[dict[str, Any]]] = mapped_column(json_type())
+    sweep: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(json_type())
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 class Alert(Base):
@@ -307,6 +335,8 @@ class CanaryRun(Base):
     duration_s: Mapped[float] = mapped_column(Float)
     details: Mapped[dict[str, Any] | None] = mapped_column(json_type())
     build_id: Mapped[int | None] = mapped_column(Integer)  # the build the verdict judged
+    # The side engine's profile it judged (``[serving] run``); NULL: the primary engine.
+    engine: Mapped[str | None] = mapped_column(String(64))
 
 
 class LogSignatureCount(Base):

@@ -41,6 +41,7 @@ from daemon.store.db import (
 )
 from daemon.store.models import Card, EngineSample, Rollup1m, Sample, StoredRow
 from daemon.store.samples import card_id_for_uuid
+from hwcheck.readings import charted_columns
 
 UnitOfWork = Callable[[], AbstractContextManager[Session]]
 
@@ -50,13 +51,8 @@ ROLLUP_SETTLE_S = 5.0
 ROLLUP_CHUNK_MINUTES = 60
 DELETE_BATCH_ROWS = 20_000
 RAW_CHART_MAX_SPAN_S = 2 * 3600.0
-METRICS = (
-    "power_draw_w",
-    "temperature_c",
-    "sm_clock_mhz",
-    "memory_used_mib",
-    "utilization_gpu_pct",
-)
+# The charted readings (``hwcheck.readings``): each has min/avg/max columns on Rollup1m.
+METRICS = charted_columns()
 _ROLLUPS: Table = Rollup1m.__table__  # type: ignore[assignment]
 
 
@@ -273,41 +269,22 @@ def _raw_points(
     session: Session, card_id: int, since: datetime, until: datetime
 ) -> list[ChartPoint]:
     stmt = (
-        select(
-            Sample.ts,
-            Sample.power_draw_w,
-            Sample.temperature_c,
-            Sample.sm_clock_mhz,
-            Sample.memory_used_mib,
-            Sample.utilization_gpu_pct,
-        )
+        select(Sample.ts, *[getattr(Sample, metric) for metric in METRICS])
         .where(Sample.card_id == card_id, Sample.ts >= since, Sample.ts < until)
         .order_by(Sample.ts)
     )
-    return [
-        ChartPoint(
-            ts=ts,
-            n=1,
-            power_draw_w=_stat(power, power, power),
-            temperature_c=_stat(temp, temp, temp),
-            sm_clock_mhz=_stat(clock, clock, clock),
-            memory_used_mib=_stat(mem, mem, mem),
-            utilization_gpu_pct=_stat(busy, busy, busy),
-        )
-        for ts, power, temp, clock, mem, busy in session.execute(stmt)
+    return [  # a raw point is its own min, avg and max
+        _point(row[0], 1, tuple(v for value in row[1:] for v in (value, value, value)))
+        for row in session.execute(stmt)
     ]
 
 
 def _point(ts: datetime, n: int, stats: tuple[Any, ...]) -> ChartPoint:
-    return ChartPoint(
-        ts=ts,
-        n=int(n),
-        power_draw_w=_stat(*stats[0:3]),
-        temperature_c=_stat(*stats[3:6]),
-        sm_clock_mhz=_stat(*stats[6:9]),
-        memory_used_mib=_stat(*stats[9:12]),
-        utilization_gpu_pct=_stat(*stats[12:15]),
-    )
+    """A point from min/avg/max triples, one per metric in ``METRICS``' order."""
+    by_metric: dict[str, Any] = {
+        metric: _stat(*stats[3 * at : 3 * at + 3]) for at, metric in enumerate(METRICS)
+    }
+    return ChartPoint(ts=ts, n=int(n), **by_metric)
 
 
 def _minute_points(

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self, cast
 
 from sqlalchemy import Dialect, Engine, Table, select, update
 from sqlalchemy.orm import Session
@@ -29,6 +29,9 @@ from daemon.store.db import (
 from daemon.store.events import insert_event
 from daemon.store.models import Card, EngineSample, Sample, StoredRow
 from hwcheck.model import EventKind, GpuSnapshot, RigSnapshot, Severity, normalize_pci_bus_id
+from hwcheck.readings import stored_readings
+from serving.runtime.engine_figures import STORED_FIGURES
+from serving.runtime.engine_metrics import EngineFigures
 
 LAST_SEEN_EVERY_S = 60.0
 _SAMPLES: Table = Sample.__table__  # type: ignore[assignment]
@@ -61,10 +64,11 @@ class CardMove(StoredRow):
 
 @dataclass(frozen=True, slots=True)
 class EngineSampleRow(StoredRow):
-    """Engine metrics at one poll: fleetd's own readings, then the engine's figures by name.
+    """Engine metrics at one poll: fleetd's own readings, then the engine's figures.
 
-    The figures (after ``KW_ONLY``) are the stored ones of
-    ``serving.runtime.engine_metrics.EngineFigures``; ``ENGINE_FIGURES`` lists them.
+    ``figures`` holds the stored ones (``serving.runtime.engine_figures.STORED_FIGURES``,
+    each an ``engine_samples`` column of the same name); the row's columns and its
+    dictionary are flat, as the table is.
     """
 
     ts: datetime
@@ -72,20 +76,31 @@ class EngineSampleRow(StoredRow):
     requests_running: int | None
     requests_waiting: int | None
     kv_cache_usage_pct: float | None
-    _: KW_ONLY
-    ttft_p50_s: float | None = None
-    ttft_p95_s: float | None = None
-    itl_p50_s: float | None = None
-    itl_p95_s: float | None = None
-    spec_acceptance_ratio: float | None = None
-    spec_mean_accepted_tokens: float | None = None
-    prefix_cache_hit_ratio: float | None = None
-    preemptions_total: float | None = None
+    figures: EngineFigures = field(default_factory=EngineFigures)
 
+    @classmethod
+    def from_model(cls, model: object) -> Self:
+        """The row for an ``EngineSample``: its load columns, then its figure columns."""
+        sample = cast(EngineSample, model)
+        return cls(
+            sample.ts,
+            sample.tokens_per_s,
+            sample.requests_running,
+            sample.requests_waiting,
+            sample.kv_cache_usage_pct,
+            EngineFigures(**{name: getattr(sample, name) for name in STORED_FIGURES}),
+        )
 
-# The engine's own figures a sample stores: the row's keyword-only fields, so a figure
-# added to the row (and its table) is stored with no second list to keep in step.
-ENGINE_FIGURES = tuple(field.name for field in fields(EngineSampleRow) if field.kw_only)
+    def to_columns(self) -> dict[str, Any]:
+        """The ``engine_samples`` columns, the stored figures flat beside the load."""
+        return {
+            "ts": self.ts,
+            "tokens_per_s": self.tokens_per_s,
+            "requests_running": self.requests_running,
+            "requests_waiting": self.requests_waiting,
+            "kv_cache_usage_pct": self.kv_cache_usage_pct,
+            **{name: getattr(self.figures, name) for name in STORED_FIGURES},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,40 +264,18 @@ def upsert_cards(
     return written, moves
 
 
+# ``samples`` column -> the card reading it keeps (``hwcheck.readings``): each column
+# after the key must be a declared reading, so a new stored reading is its row there and
+# its migration, with no list here to keep in step.
+_STORED = stored_readings()
+SAMPLE_COLUMNS: tuple[str, ...] = tuple(column.name for column in _SAMPLES.columns)
+_KEY_COLUMNS = ("card_id", "ts")
+_ROW_READINGS = tuple(_STORED[column].name for column in SAMPLE_COLUMNS[len(_KEY_COLUMNS) :])
+
+
 def _sample_row(card_id: int, ts_us: int, card: GpuSnapshot) -> tuple[Any, ...]:
     """One ``samples`` row in column order and driver representation (time in epoch µs)."""
-    return (
-        card_id,
-        ts_us,
-        card.power_draw_w,
-        card.power_limit_w,
-        card.temperature_c,
-        card.memory_temperature_c,
-        card.memory_used_mib,
-        card.sm_clock_mhz,
-        card.clock_event_reasons,
-        card.pcie_gen_current,
-        card.pcie_width_current,
-        card.lost,
-        card.utilization_gpu_pct,
-    )
-
-
-SAMPLE_COLUMNS = (
-    "card_id",
-    "ts",
-    "power_draw_w",
-    "power_limit_w",
-    "temperature_c",
-    "memory_temperature_c",
-    "memory_used_mib",
-    "sm_clock_mhz",
-    "clock_event_reasons",
-    "pcie_gen",
-    "pcie_width",
-    "lost",
-    "utilization_gpu_pct",
-)
+    return (card_id, ts_us, *(getattr(card, name) for name in _ROW_READINGS))
 
 
 def compile_sample_insert(dialect: Dialect) -> DriverInsertIgnore | None:
@@ -373,7 +366,7 @@ class SampleQueries(Database):
     ) -> None:
         """Store the engine's metrics at one poll (a second row for the same time is ignored).
 
-        ``figures`` are the engine's own (``EngineSampleRow``'s later fields, by name).
+        ``figures`` are the engine's own, by name (the stored ones are kept).
         """
         row = EngineSampleRow(
             require_aware(ts, "engine sample time"),
@@ -381,7 +374,7 @@ class SampleQueries(Database):
             requests_running,
             requests_waiting,
             kv_cache_usage_pct,
-            **{name: (figures or {}).get(name) for name in ENGINE_FIGURES},
+            EngineFigures(**{name: (figures or {}).get(name) for name in STORED_FIGURES}),
         )
         with self.write() as session:
             insert_ignore_many(session, _ENGINE_SAMPLES, [row.to_columns()], ["ts"])

@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from daemon.store.alerts import AlertQueries
 from daemon.store.audit import AuditQueries
+from daemon.store.bench import BenchQueries
 from daemon.store.builds import BuildQueries
 from daemon.store.canaries import CanaryQueries
 from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
@@ -30,6 +31,7 @@ from daemon.store.launches import LaunchQueries
 from daemon.store.memtests import MemtestQueries
 from daemon.store.migrations import schema_version, upgrade
 from daemon.store.outbox import OutboxQueries
+from daemon.store.passports import PassportQueries
 from daemon.store.rollups import RollupQueries
 from daemon.store.samples import SampleQueries
 from daemon.store.xids import XidQueries
@@ -73,6 +75,8 @@ class Store(
     CanaryQueries,
     MemtestQueries,
     BuildQueries,
+    PassportQueries,
+    BenchQueries,
 ):
     """Events, samples, rollups, latch, launches, audit and alerts in one SQL database."""
 

@@ -20,7 +20,7 @@ from daemon.store import keyvalue
 from daemon.store.db import Database, insert_ignore_returning_id, mark_news
 from daemon.store.events import EVENTS, EventRow, event_values, parse_severity
 from daemon.store.models import Event
-from hwcheck.checks.xid import xid_severity
+from hwcheck.checks.xid_since_boot import xid_severity
 from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import ClassifiedXid, EventKind, Severity, XidEvent, XidInfo
 

@@ -13,11 +13,11 @@ from hwcheck.checks.registry import (
     CHECKS,
     FLEETD_CHECK_IDS,
     KNOWN_CHECK_IDS,
-    RegisteredCheck,
     card_states,
     overall,
     run_checks,
 )
+from hwcheck.checks.spec import CheckSpec
 
 __all__ = [
     "CHECKS",
@@ -26,8 +26,8 @@ __all__ = [
     "KNOWN_CHECK_IDS",
     "Check",
     "CheckInput",
+    "CheckSpec",
     "Readings",
-    "RegisteredCheck",
     "card_states",
     "overall",
     "run_checks",

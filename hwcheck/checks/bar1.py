@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, fmt_num
 from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.hostfacts.baseline import CardBaseline
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
@@ -38,3 +39,20 @@ def _judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
     return judge_cards(inp, CHECK_ID, _judge)
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "BAR1 lost",
+        "Behind PLX switches the 64 GB BAR1 needs the bridge-window patch and its kernel "
+        "arguments; without them the cards come up with 256 MiB, and P2P and large transfers "
+        "fail in ways that look like an engine hang at NCCL init.",
+        "boot the patched kernel with its arguments (host_kernel, kernel_cmdline), reboot.",
+    ),
+    alert=Alert("Bar1Lost", "64 GB BAR1 gone"),
+    tag="BAR1",
+    gate=True,
+    host_panel=True,
+)

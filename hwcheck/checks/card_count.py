@@ -9,6 +9,7 @@ harmless.
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "card_count"
@@ -76,3 +77,18 @@ def check(inp: CheckInput) -> list[CheckResult]:
         ]
     note = "" if pci_ids else " (sysfs not readable here: PCI bus not compared)"
     return [CheckResult(CHECK_ID, None, Severity.OK, f"{counts}{note}")]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "cards missing",
+        "NVML lists fewer cards than the PCI bus or [rig] card_count: a card fell off the bus "
+        "(riser, power) or failed to initialise at boot. A pipeline-parallel engine on the "
+        "missing card cannot start.",
+        "reboot; if it recurs, reseat the riser and check the card's power cables.",
+    ),
+    alert=Alert("CardMissing", "Card missing"),
+    gate=True,
+)

@@ -6,7 +6,9 @@ supported), so only a reboot brings it back, and a recurring one is a cold power
 
 from __future__ import annotations
 
+from hwcheck.checks import card_count, cuda_probe, memtest
 from hwcheck.checks.base import CheckInput, card_label
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "card_lost"
@@ -32,3 +34,22 @@ def check(inp: CheckInput) -> list[CheckResult]:
                 CheckResult(CHECK_ID, card.index, Severity.OK, f"{card_label(card)} answers")
             )
     return results
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "card lost",
+        "NVML says the GPU is lost, needs a reset, or does not answer at all. On these cards "
+        "nvidia-smi -r is not supported, and a driver reload after a fault has turned one "
+        "wedged card into four (Xid 154): only a reboot clears it.",
+        "fleetctl reboot --confirm (a cold power cycle, --cold, if it comes back); never "
+        "rmmod nvidia_uvm.",
+    ),
+    alert=Alert("CardLost", "Card lost"),
+    tag="LOST",
+    explains=frozenset({card_count.CHECK_ID, cuda_probe.CHECK_ID, memtest.CHECK_ID}),
+    gate=True,
+    drawn_at=DrawnAt.CARD_LOST,
+)

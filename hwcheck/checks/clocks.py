@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, fmt_num
 from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.hostfacts.baseline import CardBaseline
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
@@ -54,3 +55,18 @@ def _judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
     return judge_cards(inp, CHECK_ID, _judge)
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "clocks capped",
+        "A card's maximum memory or SM clock is below the baseline (1,458 against 1,728 MHz "
+        "memory on an old VBIOS: about 16% less bandwidth).",
+        "flash the baseline VBIOS, or record the new limits.",
+    ),
+    alert=Alert("ClocksCapped", "Max clocks below baseline"),
+    tag="CLOCKS",
+    host_panel=True,
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hwcheck.advice import ADVICE_STEPS
 from hwcheck.checks.base import CheckInput
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.cuda_results import FAILED_OUTCOMES, ProbeOutcome
 from hwcheck.model import Advice, CheckResult, Severity
 
@@ -57,3 +58,19 @@ def check(inp: CheckInput) -> list[CheckResult]:
                 )
             )
     return results
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "CUDA probe failed",
+        "After a wedge nvidia-smi still shows the card healthy but cudaSetDevice/cuInit "
+        "fails: the probe creates a context and 1 MiB allocation per card to find that before "
+        "a 45-minute start fails.",
+        "fleetctl reboot --confirm.",
+    ),
+    alert=Alert("CheckCudaProbe", "cuda probe"),
+    tag="CUDA",
+    gate=True,
+)

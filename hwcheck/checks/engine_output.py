@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
 from hwcheck.checks.readings import CanaryReading, CanaryVerdict
+from hwcheck.checks.spec import CheckSpec, CheckText
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "engine_output"
@@ -58,3 +59,18 @@ def judge(reading: CanaryReading) -> CheckResult:
     bad.sort(key=lambda v: v.severity.rank, reverse=True)
     message = "; ".join(f"{v.name} {v.result}{_figure(v)}: {v.message}" for v in bad)
     return CheckResult(CHECK_ID, None, bad[0].severity, message, bad[0].advice)
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "engine output wrong",
+        "The canaries check what the engine says: mangled identifiers, tool calls leaked as "
+        "DSML markup, reasoning in the wrong field, a quarter of the throughput. /health "
+        "says 200 through all of these.",
+        "the failing canary's advice (fleetctl canary status): the build's kernels or "
+        "parser patches, the parser flags, or the power brake for the throughput.",
+    ),
+    alert=None,  # alerts through its own events
+)

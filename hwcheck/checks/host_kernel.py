@@ -10,7 +10,9 @@ reboot boots, while there is still time to fix it.
 
 from __future__ import annotations
 
+from hwcheck.checks import bar1, clocks, driver_module, kernel_cmdline, p2p, vram_unlocked
 from hwcheck.checks.base import CheckInput
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "host_kernel"
@@ -79,3 +81,31 @@ def check(inp: CheckInput) -> list[CheckResult]:
             f"running kernel {running}, and the next reboot boots it ({boot.source}){known}",
         )
     ]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "another kernel",
+        "The rig booted a kernel other than its baseline. Without the baseline's patches the "
+        "64 GB BAR1 (bridge-window patch) and P2P are gone and the unlock module may not "
+        "load: an unrelated package install can make a stock kernel the default.",
+        "boot the baseline kernel and make it the default again (grubby --set-default, "
+        "grub-set-default), hold the kernel packages; or record the new one (fleetctl init).",
+    ),
+    alert=Alert("HostKernelDrift", "Not the baseline kernel"),
+    explains=frozenset(
+        {
+            bar1.CHECK_ID,
+            clocks.CHECK_ID,
+            driver_module.CHECK_ID,
+            kernel_cmdline.CHECK_ID,
+            p2p.CHECK_ID,
+            vram_unlocked.CHECK_ID,
+        }
+    ),
+    gate=True,
+    host_panel=True,
+    drawn_at=DrawnAt.HOST_KERNEL,
+)

@@ -11,6 +11,7 @@ below what the profile in force needs is a warning (``hwcheck.resources``). Not 
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, fmt_num
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.model import CheckResult, Severity
 from hwcheck.resources import FilesystemRoom
 
@@ -69,3 +70,19 @@ def check(inp: CheckInput) -> list[CheckResult]:
         else:
             results.append(CheckResult(CHECK_ID, None, Severity.OK, text))
     return results
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "disk or memory short",
+        "The model's filesystem and the state dir's fill (engine logs, Triton caches, "
+        "fleet.db) or the host's RAM is short for the profile (vLLM loads the weights "
+        "through host memory; shm for the workers): a start then fails 20 minutes in.",
+        "free space on the filesystem named (old checkpoints, caches, logs), or add RAM or "
+        "swap; [rig] disk_warn_free_pct and ram tolerance tune it.",
+    ),
+    alert=Alert("HostResourcesLow", "Disk or RAM short"),
+    tag="DISK",
+)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hwcheck.checks import bar1, p2p
 from hwcheck.checks.base import CheckInput
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.hostfacts.cmdline import missing_args
 from hwcheck.model import CheckResult, Severity
 
@@ -71,3 +73,20 @@ def check(inp: CheckInput) -> list[CheckResult]:
     return [
         CheckResult(CHECK_ID, None, Severity.OK, f"required kernel arguments present: {listed}")
     ]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "kernel arguments missing",
+        "The baseline's kernel arguments that the driver and PCI setup depend on (pci= bridge "
+        "windows, iommu, blacklists, NVreg options) are not on /proc/cmdline.",
+        "add them to the boot entry (GRUB_CMDLINE_LINUX and update-grub, or grubby --args) "
+        "and reboot.",
+    ),
+    alert=Alert("KernelArgsMissing", "Kernel arguments missing"),
+    explains=frozenset({bar1.CHECK_ID, p2p.CHECK_ID}),
+    gate=True,
+    host_panel=True,
+)

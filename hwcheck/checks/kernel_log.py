@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
 from hwcheck.checks.readings import KernelLogReading
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "kernel_log"
@@ -54,3 +55,17 @@ def judge(reading: KernelLogReading) -> CheckResult:
     if last is not None:
         message += f"; blind for {last.length_s:.0f} s from {last.clock()} ({last.error})"
     return CheckResult(CHECK_ID, None, Severity.OK, message)
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "kernel log unread",
+        "fleetd reads Xids from the kernel log (/dev/kmsg); while its follower is down or "
+        "records were lost to a ring-buffer overrun, an Xid can go unseen.",
+        "fleetd retries on its own; fix the error it names, or restart fleetd; after an "
+        "overrun read dmesg | grep -i xid by hand.",
+    ),
+    alert=Alert("KernelLogBlind", "Kernel-log follower down: Xids go unseen"),
+)

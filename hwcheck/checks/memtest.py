@@ -14,18 +14,18 @@ from collections.abc import Sequence
 
 from hwcheck.checks.base import CheckInput, card_label
 from hwcheck.checks.readings import MemtestReading
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.memtest.results import MemtestOutcome
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "memtest"
 REMEDY = (
     "the card's memory is bad (these cards have no ECC): keep it out of the recipe's gpus or "
-    "replace it; after a fix, `fleetctl diag memtest --card {card}` again (a passing run "
-    "clears this)"
+    "replace it; after a fix, `{command}` (a passing run of what failed clears this)"
 )
 REMEDY_HUNG = (
     "the card hung the driver during the memory test: reboot (fleetctl reboot --confirm), then "
-    "`fleetctl diag memtest --card {card}` again (a passing run clears this)"
+    "`{command}` (a passing run of what hung clears this)"
 )
 
 
@@ -57,7 +57,7 @@ def judge(cards: Sequence[GpuSnapshot], reading: MemtestReading) -> list[CheckRe
                     card.index,
                     Severity.CRITICAL,
                     f"{label}: memory test of {when} UTC: {summary}",
-                    remedy.format(card=card.index),
+                    remedy.format(command=stored.retest.command(card.index)),
                 )
             )
         else:
@@ -70,3 +70,20 @@ def judge(cards: Sequence[GpuSnapshot], reading: MemtestReading) -> list[CheckRe
                 )
             )
     return results
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "memory test failed",
+        "fleetctl diag memtest wrote and verified patterns on the card and found flipped "
+        "bits (or the driver hung): its HBM is faulty, and an engine on it corrupts output.",
+        "keep the card out of the profile (gpus) or replace it; test again after a fix.",
+    ),
+    alert=Alert("MemoryTestFailed", "Memory test failed"),
+    tag="MEMTEST",
+    gate=True,
+    host_panel=True,
+    drawn_at=DrawnAt.MEMORY_MAP,
+)

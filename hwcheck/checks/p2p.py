@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
 from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.hostfacts.baseline import CardBaseline
 from hwcheck.hostfacts.model import HostFacts, P2pStatus
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
@@ -59,3 +60,20 @@ def check(inp: CheckInput) -> list[CheckResult]:
         )
 
     return judge_cards(inp, CHECK_ID, judge)
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "P2P lost",
+        "A card pair that read peer-to-peer at the baseline no longer does. Pipeline parallel "
+        "copes through the host; tensor parallel hangs, so it is critical only there.",
+        "boot the patched kernel and driver (host_kernel, driver_module, bar1).",
+    ),
+    alert=Alert("P2pLost", "P2P lost"),
+    tag="P2P",
+    gate=True,
+    host_panel=True,
+    drawn_at=DrawnAt.HOST_P2P,
+)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from hwcheck.checks.base import CheckInput, fmt_num
 from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.hostfacts.counters import (
     CounterRate,
     aer_points,
@@ -87,3 +88,19 @@ def check(inp: CheckInput) -> list[CheckResult]:
     if host is None:
         return []
     return judge_cards(inp, CHECK_ID, lambda card, _base: _judge_card(inp, host, card))
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "PCIe errors climbing",
+        "The card's replay counter or the AER counters of the card or a port above it climb: "
+        "a riser or a switch link is marginal. Fatal AER errors precede cards falling off "
+        "the bus (Xid 79).",
+        "reseat or replace the riser; a port shared by several cards: the switch's own link.",
+    ),
+    alert=Alert("PcieErrors", "PCIe errors climbing"),
+    tag="PCIE ERR",
+    host_panel=True,
+)

@@ -11,6 +11,7 @@ busy (no GPU-idle reason bit), which is the "trained Gen1 after boot" case a ret
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, card_label
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.model import CheckResult, ClockEventReason, GpuSnapshot, RigProfile, Severity
 
 CHECK_ID = "pcie_link"
@@ -87,3 +88,19 @@ def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per live card."""
     return [_judge(inp, card) for card in inp.live_cards()]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "PCIe link degraded",
+        "These rigs run Gen2 x4 risers; a link below the card's recorded baseline (Gen1 after "
+        "a boot, x1 on a bad riser) slows weight loading and pipeline-parallel traffic. An "
+        "idle card may show a lower generation: it is judged against the baseline, never x16.",
+        "reseat or replace the riser; a retrain (reboot) often brings Gen1 back to Gen2.",
+    ),
+    alert=Alert("PcieLinkDegraded", "PCIe link degraded"),
+    tag="LINK",
+    drawn_at=DrawnAt.CARD_PCIE,
+)

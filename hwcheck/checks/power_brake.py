@@ -14,7 +14,9 @@ drives the pin: taping an undriven pin gains nothing and risks the contact (seed
 
 from __future__ import annotations
 
+from hwcheck.checks import engine_output
 from hwcheck.checks.base import CheckInput, card_label, fmt_num
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.model import CheckResult, ClockEventReason, GpuSnapshot, Severity
 
 CHECK_ID = "power_brake"
@@ -113,3 +115,26 @@ def check(inp: CheckInput) -> list[CheckResult]:
     braked = [card for card in cards if card.power_brake_unexplained]
     every_card = len(cards) > 1 and len(braked) == len(cards)
     return [_judge(inp, card, every_card) for card in cards]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "HW power brake (PWRBRK#)",
+        "Some boards (e.g. ASUS Pro WS WRX80E-SAGE) assert PWRBRK#, PCIe pin B30, on the "
+        "slots: every card then runs at about 88 W and 1,140 MHz, a quarter of its "
+        "throughput, while nvidia-smi still looks healthy ('HW Power Brake Slowdown: "
+        "Active'). It is critical only with no thermal or power-cap cause, held over several "
+        "samples; the engine still starts (it is slow, not broken).",
+        "first find where the assertion comes from (NVML: from outside the card, 'e.g. by the "
+        "system power supply'): every card braked at once, the board's slots or the power "
+        "supply; one card, its slot or riser. Then, on a board that drives the pin, Kapton "
+        "tape over pin B30 on the card's edge or a riser that does not route B30; taping an "
+        "undriven pin gains nothing.",
+    ),
+    alert=Alert("PowerBrake", "Power brake"),
+    tag="BRAKE",
+    explains=frozenset({engine_output.CHECK_ID}),
+    drawn_at=DrawnAt.CARD_BRAKE,
+)

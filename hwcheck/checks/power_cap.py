@@ -8,6 +8,7 @@ take. Off target is a warning: the card still works, it just runs hotter and hun
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, card_label, fmt_num
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "power_cap"
@@ -66,3 +67,20 @@ def check(inp: CheckInput) -> list[CheckResult]:
             )
         )
     return results
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "power cap off target",
+        "The cap (nvidia-smi -pl, about 180 W on these rigs) is lost at every boot and GPU "
+        "reset: the cards come back at their 250 W default and run hotter and hungrier. "
+        "fleetd re-applies [rig] power_cap_w (or a card's own power_cap_w_by_card) on its own.",
+        "fleetctl caps apply (needs root on the rig); a cap outside the card's range "
+        "(100..300 W) is a config mistake.",
+    ),
+    alert=Alert("PowerCapDrift", "Power cap drifted"),
+    tag="CAP",
+    drawn_at=DrawnAt.CARD_POWER,
+)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hwcheck.memtest.results import CardMemtest
+from hwcheck.memtest.retest import Retest, retest_of
 from hwcheck.model import Severity
 
 
@@ -99,10 +100,19 @@ class CanaryReading:
 
 @dataclass(frozen=True, slots=True)
 class MemtestVerdict:
-    """A card's last memory-test result and when it ran (ISO text, as stored)."""
+    """A card's last memory-test result and when it ran (ISO text, as stored).
+
+    ``minutes``: that run's stress time (None: stored before it was kept).
+    """
 
     result: CardMemtest
     tested_at: str
+    minutes: float | None = None
+
+    @property
+    def retest(self) -> Retest:
+        """What a run must cover to clear this result when it is a failure."""
+        return retest_of(self.result, self.minutes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +127,17 @@ class MemtestReading:
         return cls(
             {
                 address: MemtestVerdict(
-                    CardMemtest.from_dict(dict(document)), str(document.get("ts", ""))
+                    CardMemtest.from_dict(dict(document)),
+                    str(document.get("ts", "")),
+                    _minutes(document.get("minutes")),
                 )
                 for address, document in stored.items()
             }
         )
+
+
+def _minutes(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ host command ever runs, so there is no reading and no result.
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "reboot_command"
@@ -28,3 +29,18 @@ def check(inp: CheckInput) -> list[CheckResult]:
         return [CheckResult(CHECK_ID, None, Severity.OK, f"{reading.reboot} is here")]
     message = "; ".join(reading.missing) + ": fleetctl reboot --confirm cannot run it"
     return [CheckResult(CHECK_ID, None, Severity.WARNING, message, REMEDY)]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "reboot program missing",
+        "[recovery] reboot_command (or power_cycle_command) names a program this host does "
+        "not have (systemctl on a host without systemd): fleetd still starts and watches, but "
+        "a confirmed reboot cannot run it and is refused with the same words.",
+        'set the key to a command this host has (e.g. ["shutdown", "-r", "now"]), then '
+        "restart fleetd.",
+    ),
+    alert=Alert("RebootCommandMissing", "Reboot command missing"),
+)

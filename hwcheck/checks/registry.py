@@ -1,15 +1,16 @@
 """The ordered list of checks, running them, and the summaries built from their results.
 
 The order is the order a report lists them in; ids are fixed (docs/reference.md "Checks"). A new
-check is one module here and one line below: in ``HARDWARE_CHECKS`` when it judges the
-rig's samples and host facts, in ``FLEETD_CHECKS`` when it judges one of fleetd's own
-readings (``hwcheck.checks.readings``: add the reading there and have fleetd supply it).
+check is one module here (its ``SPEC``, ``hwcheck.checks.spec``) and its spec in the order
+below: in ``HARDWARE_CHECKS`` when it judges the rig's samples and host facts, in
+``FLEETD_CHECKS`` when it judges one of fleetd's own readings (``hwcheck.checks.readings``:
+add the reading there and have fleetd supply it). Every table keyed by a check id derives
+from the specs listed here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from hwcheck.checks import (
     bar1,
@@ -17,76 +18,69 @@ from hwcheck.checks import (
     card_lost,
     clocks,
     cuda_probe,
-    driver,
+    driver_module,
+    driver_version,
     engine_output,
-    foreign,
+    foreign_gpu_processes,
     host_kernel,
     host_resources,
     kernel_cmdline,
     kernel_log,
     memtest,
-    nvidia_module,
     nvml,
     p2p,
     pcie_errors,
     pcie_link,
-    persistence,
+    persistence_mode,
     power_brake,
     power_cap,
     reboot_command,
     store,
     temperature,
     vbios,
-    vram,
-    xid,
+    vram_unlocked,
+    xid_since_boot,
 )
-from hwcheck.checks.base import Check, CheckInput
+from hwcheck.checks.base import CheckInput
+from hwcheck.checks.spec import CheckSpec
 from hwcheck.model import CheckResult, Severity, worst_severity
 
-
-class RegisteredCheck(NamedTuple):
-    """A check id and the function that produces its results."""
-
-    id: str
-    run: Check
-
-
 # Checks of the rig itself: every poll and ``fleetctl check`` run them.
-HARDWARE_CHECKS: tuple[RegisteredCheck, ...] = (
-    RegisteredCheck(nvml.CHECK_ID, nvml.check),
-    RegisteredCheck(card_count.CHECK_ID, card_count.check),
-    RegisteredCheck(card_lost.CHECK_ID, card_lost.check),
-    RegisteredCheck(vram.CHECK_ID, vram.check),
-    RegisteredCheck(power_brake.CHECK_ID, power_brake.check),
-    RegisteredCheck(power_cap.CHECK_ID, power_cap.check),
-    RegisteredCheck(pcie_link.CHECK_ID, pcie_link.check),
-    RegisteredCheck(temperature.CHECK_ID, temperature.check),
-    RegisteredCheck(xid.CHECK_ID, xid.check),
-    RegisteredCheck(cuda_probe.CHECK_ID, cuda_probe.check),
-    RegisteredCheck(persistence.CHECK_ID, persistence.check),
-    RegisteredCheck(driver.CHECK_ID, driver.check),
-    RegisteredCheck(foreign.CHECK_ID, foreign.check),
+HARDWARE_CHECKS: tuple[CheckSpec, ...] = (
+    nvml.SPEC,
+    card_count.SPEC,
+    card_lost.SPEC,
+    vram_unlocked.SPEC,
+    power_brake.SPEC,
+    power_cap.SPEC,
+    pcie_link.SPEC,
+    temperature.SPEC,
+    xid_since_boot.SPEC,
+    cuda_probe.SPEC,
+    persistence_mode.SPEC,
+    driver_version.SPEC,
+    foreign_gpu_processes.SPEC,
     # Host truth, judged against the host baseline (no results where it is not read).
-    RegisteredCheck(host_kernel.CHECK_ID, host_kernel.check),
-    RegisteredCheck(kernel_cmdline.CHECK_ID, kernel_cmdline.check),
-    RegisteredCheck(nvidia_module.CHECK_ID, nvidia_module.check),
-    RegisteredCheck(bar1.CHECK_ID, bar1.check),
-    RegisteredCheck(p2p.CHECK_ID, p2p.check),
-    RegisteredCheck(vbios.CHECK_ID, vbios.check),
-    RegisteredCheck(clocks.CHECK_ID, clocks.check),
-    RegisteredCheck(pcie_errors.CHECK_ID, pcie_errors.check),
-    RegisteredCheck(host_resources.CHECK_ID, host_resources.check),
+    host_kernel.SPEC,
+    kernel_cmdline.SPEC,
+    driver_module.SPEC,
+    bar1.SPEC,
+    p2p.SPEC,
+    vbios.SPEC,
+    clocks.SPEC,
+    pcie_errors.SPEC,
+    host_resources.SPEC,
 )
 # Checks of fleetd's own readings (``CheckInput.readings``): none where the reading is not
 # given (``fleetctl check``; ``engine_output`` on a rig without an engine).
-FLEETD_CHECKS: tuple[RegisteredCheck, ...] = (
-    RegisteredCheck(kernel_log.CHECK_ID, kernel_log.check),
-    RegisteredCheck(store.CHECK_ID, store.check),
-    RegisteredCheck(engine_output.CHECK_ID, engine_output.check),
-    RegisteredCheck(memtest.CHECK_ID, memtest.check),
-    RegisteredCheck(reboot_command.CHECK_ID, reboot_command.check),
+FLEETD_CHECKS: tuple[CheckSpec, ...] = (
+    kernel_log.SPEC,
+    store.SPEC,
+    engine_output.SPEC,
+    memtest.SPEC,
+    reboot_command.SPEC,
 )
-CHECKS: tuple[RegisteredCheck, ...] = HARDWARE_CHECKS + FLEETD_CHECKS
+CHECKS: tuple[CheckSpec, ...] = HARDWARE_CHECKS + FLEETD_CHECKS
 # The hardware checks' ids (every report has them) and fleetd's own beside them.
 CHECK_IDS: tuple[str, ...] = tuple(c.id for c in HARDWARE_CHECKS)
 FLEETD_CHECK_IDS: tuple[str, ...] = tuple(c.id for c in FLEETD_CHECKS)

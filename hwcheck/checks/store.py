@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput
 from hwcheck.checks.readings import StoreReading
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.model import CheckResult, Severity
 
 CHECK_ID = "store"
@@ -44,3 +45,16 @@ def judge(reading: StoreReading) -> CheckResult:
             reading.remedy,
         )
     return CheckResult(CHECK_ID, None, Severity.OK, "the store writes")
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "history not written",
+        "fleetd keeps the live picture in memory, but the history (events, samples, the "
+        "alert outbox) cannot be written: disk full, or another process holds fleet.db.",
+        "free disk space (df -h on the state dir) or stop the process holding fleet.db.",
+    ),
+    alert=Alert("StoreUnwritable", "History cannot be written"),
+)

@@ -7,6 +7,7 @@ cooling problem first. HBM temperature is judged only when the card reports it.
 from __future__ import annotations
 
 from hwcheck.checks.base import CheckInput, card_label, fmt_num
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText, DrawnAt
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
 CHECK_ID = "temperature"
@@ -58,3 +59,19 @@ def _judge(inp: CheckInput, card: GpuSnapshot) -> CheckResult:
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per live card."""
     return [_judge(inp, card) for card in inp.live_cards()]
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "too hot",
+        "Passive cards: the chassis fans must move air over them. Rig owners alert at core "
+        "80 C and HBM 85 C; hotter, the card throttles and HBM errors become likelier.",
+        "more airflow (fan curve following the hottest card, baffles); check the fans.",
+    ),
+    alert=Alert("Thermal", "Too hot"),
+    tag="HOT",
+    gate=True,
+    drawn_at=DrawnAt.CARD_TEMPERATURE,
+)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from hwcheck.checks.base import CheckInput
 from hwcheck.checks.clocks import bandwidth_cost
 from hwcheck.checks.host_cards import Verdict, judge_cards, ok
+from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.hostfacts.baseline import CardBaseline
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
 
@@ -33,3 +34,17 @@ def _judge(card: GpuSnapshot, base: CardBaseline) -> Verdict:
 def check(inp: CheckInput) -> list[CheckResult]:
     """One result per card that answers (none where the host facts are not read)."""
     return judge_cards(inp, CHECK_ID, _judge)
+
+
+SPEC = CheckSpec(
+    id=CHECK_ID,
+    run=check,
+    text=CheckText(
+        "VBIOS changed",
+        "A card's VBIOS differs from the baseline (a flash, a swapped card).",
+        "flash the baseline VBIOS back, or record the new one (fleetctl init --force).",
+    ),
+    alert=Alert("VbiosChanged", "VBIOS changed"),
+    tag="VBIOS",
+    host_panel=True,
+)

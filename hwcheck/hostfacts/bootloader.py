@@ -141,7 +141,9 @@ def parse_bls_entry(entry_id: str, text: str) -> BlsEntry:
 def _version_key(entry: BlsEntry) -> list[tuple[int, int | str]]:
     """Sort key comparing versions part by part, numbers as numbers (newest sorts last)."""
     text = entry.version or (kernel_release(entry.linux or "") or entry.entry_id)
-    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"[.\-_+~]", text)]
+    return [
+        (0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"[.\-_+~]", text)
+    ]
 
 
 def read_bls_entries(root: Path) -> list[BlsEntry]:
@@ -275,7 +277,7 @@ def parse_grub_cfg(text: str) -> tuple[list[GrubMenuEntry], str | None]:
 def resolve_grub_default(entries: list[GrubMenuEntry], selector: str) -> GrubMenuEntry | None:
     """The entry ``selector`` names: ``2``, ``1>2``, a title or id path, or a bare title/id."""
     parts = [part.strip() for part in (selector.strip() or "0").split(">")]
-    if all(part.isdigit() for part in parts):
+    if all(part.isdecimal() for part in parts):
         position = tuple(int(part) for part in parts)
         return next((e for e in entries if e.position == position), None)
     for entry in entries:

@@ -72,7 +72,7 @@ def read_link(root: Path, pci_bus_id: str) -> PciLink | None:
     if speed is None and width is None:
         return None
     gen = None if speed is None else parse_link_speed(speed)
-    lanes = None if width is None or not width.strip().isdigit() else int(width.strip())
+    lanes = None if width is None or not width.strip().isdecimal() else int(width.strip())
     return PciLink(gen=gen, width=lanes)
 
 
@@ -93,7 +93,7 @@ def parse_aer_file(text: str, total_key: str) -> int | None:
     counts: dict[str, int] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
+        if len(parts) == 2 and parts[1].isdecimal():
             counts[parts[0]] = int(parts[1])
     if total_key in counts:
         return counts[total_key]

@@ -1,15 +1,17 @@
 """The Xid catalogue: who is to blame for an Xid and what cmpfleet advises doing about it.
 
-The defaults follow NVIDIA's Xid catalogue (Ampere and later) adjusted for CMP 170HX rigs
-(docs/domain.md "Xid catalogue"): ``nvidia-smi -r`` is not supported on these cards, so
-"reset the GPU" becomes a reboot; GSP/PMU faults (62, 119, 120, some 154s) have needed a
-full power-off; Xid 154 is judged by its recovery action code, in the table NVML's field
-230 shares; Xid 31 has preceded wedges, so it is hardware-class here although NVIDIA calls
-it an application error. Each explanation is written "short name: why": the name before
-the first ": " is the fault's title in headlines (``XidInfo.title``). The table is data; a
-rig owner overrides entries per Xid in the config
-(``[xid.31] class = "application"``): ``XidOverride`` is that table's one declaration and
-validation, and ``overrides_by_xid`` keys the tables by Xid number.
+Every code of NVIDIA's published Xid catalogue has an entry (``nvidia_catalogue.py`` holds
+NVIDIA's table: mnemonic and resolution bucket). Where cmpfleet has no CMP-specific
+finding it follows NVIDIA's resolution (``_FOLLOWS``): restart the application is restart
+the engine, reset the GPU is a reboot (``nvidia-smi -r`` is not supported on CMP 170HX),
+no action is none, contact support is inspect. Where it departs from NVIDIA, the entry
+says why for a CMP rig and where that comes from (``_Entry.differs``), shown by ``fleetctl
+explain xid N`` and in docs/domain.md "Xid catalogue"; a test holds that every departure
+has its reason. Xid 154 is judged by its recovery action code, in the table NVML's field
+230 shares. Each explanation is written "short name: why": the name before the first
+": " is the fault's title in headlines (``XidInfo.title``). A rig owner overrides entries
+per Xid in the config (``[xid.31] class = "application"``): ``XidOverride`` is that table's
+one declaration and validation, and ``overrides_by_xid`` keys the tables by Xid number.
 """
 
 from __future__ import annotations
@@ -17,44 +19,87 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hwcheck.kernellog.nvidia_catalogue import NVIDIA_XIDS, NvidiaResolution, plain_name
 from hwcheck.model import XidAction, XidClass, XidEvent, XidInfo
 from hwcheck.recovery_actions import RECOVERY_ACTION_XID, recovery_action_info
 
 _APP = XidClass.APPLICATION
 _HW = XidClass.HARDWARE
 _DRV = XidClass.DRIVER
+_UNK = XidClass.UNKNOWN
+_R = NvidiaResolution
 
 # Xid 154 carries the driver's new recovery action as "... to 0x1 (GPU Reset Required)";
 # its code is judged by the one recovery-action table (``hwcheck.recovery_actions``).
 _RECOVERY_CODE_RE = re.compile(r"\bto\s+0x(?P<code>[0-9a-fA-F]{1,8})\b")
 
+# What cmpfleet does when it follows NVIDIA's resolution bucket: (class, action).
+_FOLLOWS: Mapping[NvidiaResolution, tuple[XidClass, XidAction]] = MappingProxyType(
+    {
+        _R.RESTART_APP: (_APP, XidAction.RESTART_ENGINE),
+        _R.RESET_GPU: (_HW, XidAction.REBOOT),  # nvidia-smi -r: "Not Supported" on CMP 170HX
+        _R.RESTART_BM: (_HW, XidAction.REBOOT),
+        _R.RESTART_VM: (_HW, XidAction.REBOOT),
+        _R.IGNORE: (_DRV, XidAction.NONE),
+        _R.CONTACT_SUPPORT: (_UNK, XidAction.INSPECT),
+        _R.CHECK_MECHANICALS: (_HW, XidAction.INSPECT),
+        _R.UPDATE_SWFW: (_DRV, XidAction.INSPECT),
+        _R.CHECK_UVM: (_DRV, XidAction.INSPECT),
+        _R.WORKFLOW_XID_45: (_APP, XidAction.NONE),
+        _R.WORKFLOW_XID_48: (_HW, XidAction.REBOOT),
+        _R.WORKFLOW_NVLINK_ERR: (_HW, XidAction.INSPECT),
+        _R.WORKFLOW_NVLINK5_ERR: (_HW, XidAction.INSPECT),
+    }
+)
+
+_WEDGES = (
+    "on CMP 170HX rigs an Xid 31 has preceded wedges: the card then returns "
+    "cudaErrorDevicesUnavailable while nvidia-smi looks normal, and reloading nvidia_uvm after "
+    "one gave Xid 154 on all four cards (tim-odonnell/cmp170hx-deepseek-v4-flash CAMPAIGN-LOG "
+    '2026-09-29; docs/domain.md "Wedges and what must never be done"), so the engine is held for a reboot'
+)
+_POWER_OFF = (
+    "GSP/PMU faults on CMP 170HX have needed a full power-off for about 30 s; a warm reboot "
+    'was not enough (dev-boz/cmp170hx-testsuite README; docs/domain.md "Wedges and what must never be done")'
+)
+
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """One catalogue row."""
+    """One catalogue row: cmpfleet's verdict, and why it departs from NVIDIA's (if it does)."""
 
     xid: int
     xid_class: XidClass
     action: XidAction
     explanation: str
+    differs: str = ""
 
 
-DEFAULT_ENTRIES: tuple[_Entry, ...] = (
+_CMP_ENTRIES: tuple[_Entry, ...] = (
+    _Entry(8, _APP, XidAction.RESTART_ENGINE,
+           "GPU stopped processing (idle timeout): the application's channel timed out; restart it"),
     _Entry(13, _APP, XidAction.RESTART_ENGINE,
            "graphics engine exception: usually the application (bad kernel or memory access); the GPU is healthy"),
     _Entry(31, _HW, XidAction.REBOOT,
            "MMU page fault: NVIDIA calls it an application error, but on CMP 170HX rigs it precedes "
            "wedges (cudaErrorDevicesUnavailable, Xid 154 after a uvm reload), so cmpfleet treats it "
-           "as hardware and advises a reboot"),
+           "as hardware and advises a reboot",
+           _WEDGES),
     _Entry(32, _HW, XidAction.INSPECT,
-           "invalid or corrupted push buffer stream: PCIe link quality; inspect the riser, cable and slot"),
-    _Entry(38, _DRV, XidAction.REBOOT,
-           "driver firmware error: the driver needs a GPU reset, which is a reboot on these cards"),
-    _Entry(43, _APP, XidAction.RESTART_ENGINE,
-           "GPU stopped processing: the application hit a fault; the GPU is healthy"),
+           "invalid or corrupted push buffer stream: PCIe link quality; inspect the riser, cable and slot",
+           "these rigs run their cards on risers, and a corrupted push buffer stream there points "
+           "at the PCIe link (PCIe replay and AER counters climbing on the card; "
+           "docs/domain.md \"PCIe links\"), which restarting the engine does not fix"),
+    _Entry(38, _DRV, XidAction.NONE,
+           "driver firmware error (FECS watchdog timeout): NVIDIA asks no action; an engine it "
+           "killed is restarted by the supervisor; if it repeats, update the driver"),
+    _Entry(43, _APP, XidAction.NONE,
+           "GPU stopped processing: the application's channel hit a fault and was reset; the GPU is "
+           "healthy and NVIDIA asks no action (an engine that died of it is restarted anyway)"),
     _Entry(45, _APP, XidAction.NONE,
            "preemptive cleanup: follows another Xid or a killed process; act on that one"),
     _Entry(46, _HW, XidAction.REBOOT,
@@ -66,45 +111,101 @@ DEFAULT_ENTRIES: tuple[_Entry, ...] = (
            "auxiliary power is not connected: check the card's PCIe power cables and the PSU"),
     _Entry(62, _HW, XidAction.COLD_POWER_CYCLE,
            "internal micro-controller (PMU/GSP) halt: on these cards a warm reboot was not enough; "
-           "power the rig off for about 30 s"),
-    _Entry(63, _HW, XidAction.REBOOT,
-           "ECC page retirement or row remapping recorded: it takes effect at the next GPU reset (a reboot)"),
+           "power the rig off for about 30 s",
+           _POWER_OFF),
+    _Entry(63, _HW, XidAction.NONE,
+           "ECC page retirement or row remapping recorded: it takes effect at the next reboot, at the "
+           "owner's convenience; the card keeps serving (NVIDIA: a pending remapping does not affect "
+           "other work). Watch for 64 or 48"),
     _Entry(64, _HW, XidAction.INSPECT,
-           "ECC page retirement or row remapping failed: the card may be failing; inspect and consider replacing it"),
+           "ECC page retirement or row remapping failed: the card may be failing; inspect and consider replacing it",
+           "a failed remapping means the card has no spare row left for the fault: a reset does not "
+           "bring one back, and NVIDIA's RMA policy for row-remapping failures applies "
+           "(docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt); the engine is held for an inspection"),
     _Entry(68, _APP, XidAction.RESTART_ENGINE,
            "video decoder (NVDEC) exception: usually the application"),
     _Entry(69, _APP, XidAction.RESTART_ENGINE,
            "graphics engine class error: usually the application"),
     _Entry(74, _HW, XidAction.REBOOT,
            "NVLink error: CMP 170HX cards have no NVLink bridge in these rigs, so this points at the "
-           "board or driver; reboot and inspect if it repeats [AWS node agent: critical]"),
+           "board or driver; reboot and inspect if it repeats [AWS node agent: critical]",
+           "these rigs have no NVLink bridge, so NVIDIA's NVLink workflow has no link to check: "
+           "the report points at the board or driver, and AWS's GPU node agent treats 74 as "
+           "critical; reboot"),
     _Entry(79, _HW, XidAction.REBOOT,
            "GPU has fallen off the bus: reboot, then check the riser, PCIe power cables and PSU"),
-    _Entry(92, _HW, XidAction.INSPECT,
-           "high single-bit ECC error rate: the card's memory is degrading; inspect"),
+    _Entry(92, _HW, XidAction.NONE,
+           "high single-bit ECC error rate: corrected errors; NVIDIA asks no action; watch for 63, "
+           "64 or 48 that would follow a degrading memory"),
     _Entry(94, _APP, XidAction.RESTART_ENGINE,
            "contained memory error: only the application using that memory was affected; restart it"),
     _Entry(95, _HW, XidAction.REBOOT,
            "uncontained memory error: every application on the GPU is affected; the GPU needs a reset (a reboot)"),
     _Entry(109, _APP, XidAction.RESTART_ENGINE,
-           "context switch timeout: usually the application; if it repeats on a healthy engine, suspect the card"),
+           "context switch timeout: usually the application; if it repeats on a healthy engine, suspect the card",
+           "Kubernetes' NVIDIA device plugin counts 109 among the application errors it skips "
+           "(k8s-device-plugin internal/rm/health.go); cmpfleet restarts the engine first and the "
+           "card is suspected only when it repeats"),
     _Entry(110, _HW, XidAction.REBOOT,
            "security fault error: the GPU needs a reset (a reboot) [AWS node agent: critical]"),
     _Entry(119, _HW, XidAction.COLD_POWER_CYCLE,
-           "GSP RPC timeout: on these cards a warm reboot was not enough; power the rig off for about 30 s"),
+           "GSP RPC timeout: on these cards a warm reboot was not enough; power the rig off for about 30 s",
+           _POWER_OFF),
     _Entry(120, _HW, XidAction.COLD_POWER_CYCLE,
-           "GSP error: on these cards a warm reboot was not enough; power the rig off for about 30 s"),
+           "GSP error: on these cards a warm reboot was not enough; power the rig off for about 30 s",
+           _POWER_OFF),
     _Entry(140, _HW, XidAction.REBOOT,
            "unrecovered ECC error escaped containment: the GPU needs a reset (a reboot)"),
+    _Entry(142, _HW, XidAction.INSPECT,
+           "video encoder 3 exception: unexpected on these cards; inspect [AWS node agent: critical]",
+           "AWS's GPU node agent treats 142 as critical, so cmpfleet holds the engine for an "
+           "inspection instead of only reporting it"),
     _Entry(143, _HW, XidAction.REBOOT,
            "GPU initialisation failure: reboot; if it repeats, check the card, riser and power"),
     *(
-        _Entry(xid, _HW, XidAction.REBOOT,
-               f"critical for AWS's GPU node agent: AWS treats Xid {xid} as critical; cmpfleet "
-               "has no CMP-specific finding for it: reboot, and look it up in NVIDIA's Xid catalogue if it repeats")
-        for xid in (136, 142, 151, 155, 156, 158)
+        _Entry(xid, _HW, XidAction.INSPECT,
+               f"{plain_name(NVIDIA_XIDS[xid])}: an NVLink5 error, but CMP 170HX cards have no NVLink "
+               "in these rigs; inspect the card and the driver")
+        for xid in range(144, 151)
     ),
 )  # fmt: skip
+
+
+def _followed(xid: int) -> _Entry:
+    """The entry for a code cmpfleet has no CMP-specific finding for: NVIDIA's resolution."""
+    row = NVIDIA_XIDS[xid]
+    xid_class, action = _FOLLOWS[row.resolution]
+    reset = " (a GPU reset is a reboot on these cards)" if action is XidAction.REBOOT else ""
+    return _Entry(
+        xid,
+        xid_class,
+        action,
+        f"{plain_name(row)}: no CMP-specific finding; cmpfleet follows NVIDIA's catalogue: "
+        f"{row.text}{reset}",
+    )
+
+
+def _default_entries() -> tuple[_Entry, ...]:
+    """Every code of NVIDIA's catalogue (154 aside), cmpfleet's own entries first."""
+    own = {entry.xid: entry for entry in _CMP_ENTRIES}
+    codes = sorted((set(NVIDIA_XIDS) | set(own)) - {RECOVERY_ACTION_XID})
+    return tuple(own.get(xid) or _followed(xid) for xid in codes)
+
+
+DEFAULT_ENTRIES: tuple[_Entry, ...] = _default_entries()
+
+
+def follows_nvidia(xid_class: XidClass, action: XidAction, resolution: NvidiaResolution) -> bool:
+    """True when cmpfleet's verdict is what following NVIDIA's ``resolution`` means here.
+
+    The same action, and the same answer to "does it hold the engine" (a hardware class
+    with an inspection latches where an unknown one only warns).
+    """
+    followed = _FOLLOWS.get(resolution)
+    if followed is None or followed[1] is not action:
+        return False
+    ours = XidInfo(0, xid_class, action, "")
+    return ours.latches == XidInfo(0, followed[0], followed[1], "").latches
 
 
 class XidOverride(BaseModel):
@@ -151,9 +252,18 @@ class XidCatalogue:
         self._overrides = dict(overrides or {})
 
     def info(self, xid: int, message: str = "") -> XidInfo:
-        """The class, action and explanation for ``xid`` (``message`` matters for 154)."""
+        """The class, action and explanation for ``xid`` (``message`` matters for 154).
+
+        ``nvidia`` is NVIDIA's resolution for the code; ``differs`` says why cmpfleet's
+        action departs from it on a CMP rig (empty when it follows NVIDIA).
+        """
+        row = NVIDIA_XIDS.get(xid)
+        nvidia = f"{row.mnemonic or f'Xid {xid}'}: {row.text}" if row is not None else ""
+        differs = ""
         if xid == RECOVERY_ACTION_XID:
             base = recovery_action_info(recovery_action_code(message))
+            if base.action is XidAction.COLD_POWER_CYCLE:
+                differs = _POWER_OFF
         else:
             entry = self._entries.get(xid)
             if entry is None:
@@ -165,15 +275,18 @@ class XidCatalogue:
                 )
             else:
                 base = XidInfo(xid, entry.xid_class, entry.action, entry.explanation)
+                differs = entry.differs
         override = self._overrides.get(xid)
-        if override is None:
-            return base
-        return XidInfo(
-            xid,
-            base.xid_class if override.xid_class is None else override.xid_class,
-            base.action if override.action is None else override.action,
-            override.explanation or f"{base.explanation} (overridden in the config)",
-        )
+        if override is not None:
+            base = XidInfo(
+                xid,
+                base.xid_class if override.xid_class is None else override.xid_class,
+                base.action if override.action is None else override.action,
+                override.explanation or f"{base.explanation} (overridden in the config)",
+            )
+            if override.action is not None or override.xid_class is not None:
+                differs = "set by this rig's config ([xid.N] override)"
+        return XidInfo(base.xid, base.xid_class, base.action, base.explanation, nvidia, differs)
 
     def classify(self, event: XidEvent) -> XidInfo:
         """The verdict on one parsed Xid event."""
@@ -188,7 +301,7 @@ def overrides_by_xid(table: Mapping[str, XidOverride]) -> dict[int, XidOverride]
     overrides: dict[int, XidOverride] = {}
     for key, override in table.items():
         text = str(key).strip()
-        if not text.isdigit() or len(text) > 10:
+        if not text.isdecimal() or len(text) > 10:
             raise ValueError(f"xid.{key}: not an Xid number")
         xid = int(text)
         if xid in overrides:

@@ -3,7 +3,8 @@
 The simulated rig writes its kernel log as ``/dev/kmsg`` records into a file in the state
 dir (``KmsgFileWriter``), and the daemon follows it with ``FileSource`` through the same
 parser, cursor and follower as a real rig. ``FileSource`` also reads plain saved logs
-(dmesg, journalctl text): a line that is not a kmsg record becomes a record without seq.
+(dmesg, journalctl text): a line that is not a kmsg record becomes a record without seq,
+whose writer is read by ``origin.read_log_line`` like everywhere else.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.kernellog.kmsg_format import KERN_WARNING_PRIO, format_kmsg_record, parse_kmsg_record
+from hwcheck.kernellog.origin import read_log_line
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.regular_file import open_regular_fd
 
@@ -111,7 +113,7 @@ class FileSource:
         record = parse_kmsg_record(line, self.boot_id)
         if record is None:
             self._after_kmsg_record = False
-            return KernelRecord(text=line.rstrip("\r"), boot_id=self.boot_id, raw=line)
+            return read_log_line(line, self.boot_id)
         self._after_kmsg_record = True
         if (
             self._skip_through is not None

@@ -19,13 +19,17 @@ import uuid
 from typing import IO, Any
 
 from hwcheck.kernellog.errors import KernelLogUnavailable
-from hwcheck.kernellog.records import KERNEL_FACILITY, KernelLogCursor, KernelRecord
+from hwcheck.kernellog.records import (
+    KERNEL_FACILITY,
+    USER_FACILITY,
+    KernelLogCursor,
+    KernelRecord,
+)
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_JOURNALCTL = "journalctl"
 _READ_CHUNK_BYTES = 65536
 _STOP_TIMEOUT_S = 5.0
-USER_FACILITY = 1  # what an entry not of the kernel transport is counted as
 
 
 def _find_journalctl(program: str) -> str:
@@ -58,7 +62,7 @@ def _message_text(message: object) -> str | None:
 
 def _int_field(entry: dict[str, Any], key: str) -> int | None:
     value = entry.get(key)
-    if isinstance(value, str) and value.isdigit() and len(value) <= 20:
+    if isinstance(value, str) and value.isdecimal() and len(value) <= 20:
         return int(value)
     return None
 

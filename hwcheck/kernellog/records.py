@@ -14,6 +14,9 @@ from typing import Protocol
 # syslog facility 0: records the kernel itself printed. /dev/kmsg also takes writes from
 # any root process; those carry another facility (1, user, unless they say otherwise).
 KERNEL_FACILITY = 0
+# What a record is counted as when its source only says "not the kernel" (a journal entry
+# of another transport, a syslog line under a process's identifier): syslog's ``user``.
+USER_FACILITY = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +39,9 @@ class KernelRecord:
     def from_user_space(self) -> bool:
         """True when the source says a process, not the kernel, wrote this record.
 
-        Such a record is never an Xid on the live path: a test or a prank writing
-        ``NVRM: Xid ...`` into /dev/kmsg must not make a rig critical.
+        Such a record is never an Xid, on the live path or in ``xid scan``: a test or a
+        prank writing ``NVRM: Xid ...`` into /dev/kmsg must not make a rig critical.
+        ``origin.read_log_line`` reads the facility from every text format.
         """
         return self.facility is not None and self.facility != KERNEL_FACILITY
 

@@ -24,6 +24,7 @@ import ctypes
 import json
 import sys
 import time
+from functools import partial
 
 from hwcheck.memtest.cuda import MIB, CardMemory, CudaFailed, load_driver
 from hwcheck.memtest.results import (
@@ -34,6 +35,7 @@ from hwcheck.memtest.results import (
     MemtestProgress,
 )
 from hwcheck.memtest.runner import card_result
+from hwcheck.thermal_stop import stop_file_reason
 
 PROGRESS_EVERY_S = 0.5
 
@@ -69,7 +71,8 @@ def run_card(
             ordinal, MemtestOutcome.ERROR, error=exc.name, duration_s=_since(started_s)
         )
     try:
-        return card_result(ordinal, memory, plan, progress, BLOCK_KIB, time.monotonic)
+        stop = partial(stop_file_reason, plan.stop_file)  # the parent writes it: too hot
+        return card_result(ordinal, memory, plan, progress, BLOCK_KIB, time.monotonic, stop)
     except CudaFailed as exc:
         return CardMemtest(
             ordinal,

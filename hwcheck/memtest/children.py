@@ -13,9 +13,12 @@ caller's to refuse (fleetd does, with exit 4 in fleetctl).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from hwcheck.child_run import json_records, run_child_streaming
 from hwcheck.memtest.patterns import PATTERNS, pattern_sweeps
@@ -26,6 +29,7 @@ from hwcheck.memtest.results import (
     MemtestProgress,
     ProgressSink,
 )
+from hwcheck.thermal_stop import StopAsked, StopWatch, no_stop
 
 SILENCE_S = 90.0  # context, allocation and the JIT before the first line; a sweep after that
 BASE_TIMEOUT_S = 120.0
@@ -82,10 +86,25 @@ class SubprocessMemtester:
         self._silence_s = silence_s
         self._card_gib = card_gib
 
-    def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
-        """Run ``plan`` on card ``card`` (NVML index) and return its result."""
+    def test(
+        self, card: int, plan: MemtestPlan, progress: ProgressSink, stop: StopAsked = no_stop
+    ) -> CardMemtest:
+        """Run ``plan`` on card ``card`` (NVML index) and return its result.
+
+        ``stop`` (the thermal guard, NVML in this process) is asked every second while the
+        child runs; its reason goes into the stop file the child looks for between steps.
+        """
         env = dict(os.environ if self._env is None else self._env)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        with tempfile.TemporaryDirectory(prefix="cmpfleet-memtest-") as scratch:
+            stop_file = Path(scratch) / "stop"
+            child_plan = dataclasses.replace(plan, stop_file=str(stop_file))
+            with StopWatch(stop, stop_file):
+                return self._run(card, child_plan, progress, env)
+
+    def _run(
+        self, card: int, plan: MemtestPlan, progress: ProgressSink, env: dict[str, str]
+    ) -> CardMemtest:
         argv = [sys.executable, "-m", "hwcheck.memtest.child", str(card)]
         argv.append(json.dumps(plan.as_dict()))
 

@@ -165,7 +165,10 @@ def unknown_pattern_message(name: str) -> str:
 
 
 def parse_patterns(text: str | None) -> tuple[str, ...]:
-    """``"solid,random"`` as names in the order given (None or empty: every pattern)."""
+    """``"solid,random"`` as names in the order given (None or empty: every pattern).
+
+    Text that holds only separators (``",,"``) is refused: it names no pattern.
+    """
     if text is None or not text.strip():
         return PATTERNS
     names: list[str] = []
@@ -177,8 +180,8 @@ def parse_patterns(text: str | None) -> tuple[str, ...]:
             raise UnknownPattern(unknown_pattern_message(name))
         if name not in names:
             names.append(name)
-    if not names:
-        return PATTERNS
+    if not names:  # ",," names none: never read as "every pattern" (issue 36)
+        raise UnknownPattern(f"{text!r} names no pattern (the patterns: {', '.join(PATTERNS)})")
     return tuple(names)
 
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from hwcheck.memtest.patterns import PATTERNS
+from hwcheck.thermal_stop import StopAsked, no_stop
 
 BLOCK_KIB = 2048  # the block map's unit on a card: 2 MiB
 MAX_RUN_BLOCKS = 64  # blocks listed per pattern run (blocks_failed counts them all)
@@ -25,7 +26,8 @@ class MemtestOutcome(enum.StrEnum):
     """One card's result.
 
     ``failed`` (the patterns read back wrong) and ``timed_out`` (the card hung the driver)
-    are failures; ``error`` (a CUDA call failed, or the planted self-test fault was not
+    are failures; ``stopped_hot`` (the thermal stop ended it: ``[diag]``) is neither a
+    pass nor a verdict on the HBM, and keeps the card's last verdict; ``error`` (a CUDA call failed, or the planted self-test fault was not
     found) and ``unavailable`` (no driver library) say the test could not run or cannot
     be trusted; ``not_run``: kept for runs stored before the cards ran in parallel.
     """
@@ -36,6 +38,7 @@ class MemtestOutcome(enum.StrEnum):
     ERROR = "error"
     UNAVAILABLE = "unavailable"
     NOT_RUN = "not_run"
+    STOPPED_HOT = "stopped_hot"
 
     @property
     def failure(self) -> bool:
@@ -59,6 +62,7 @@ class MemtestPlan:
     stress_s: float = 0.0
     inject: bool = False
     seed: int = 0
+    stop_file: str | None = None  # the child's thermal stop (the parent writes it)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the child's argument)."""
@@ -77,6 +81,7 @@ class MemtestPlan:
             stress_s=float(value.get("stress_s") or 0.0),
             inject=bool(value.get("inject")),
             seed=int(value.get("seed") or 0),
+            stop_file=value.get("stop_file") or None,
         )
 
 
@@ -282,8 +287,13 @@ def ignore_progress(_progress: MemtestProgress) -> None:
 class Memtester(Protocol):
     """Anything that can test one card's memory: the real child process or a scenario."""
 
-    def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
-        """Run ``plan`` on card ``card`` (NVML index); never raises for the card."""
+    def test(
+        self, card: int, plan: MemtestPlan, progress: ProgressSink, stop: StopAsked = no_stop
+    ) -> CardMemtest:
+        """Run ``plan`` on card ``card`` (NVML index); never raises for the card.
+
+        ``stop`` (the thermal guard) is asked between patterns and stress cycles.
+        """
         ...
 
 
@@ -300,6 +310,7 @@ def run_on_cards(
     cards: Sequence[int],
     plan: MemtestPlan,
     progress: ProgressSink = ignore_progress,
+    stop_for: Callable[[int], StopAsked] | None = None,
 ) -> list[CardMemtest]:
     """Test every card at once, each in its own thread (a child process each, for real).
 
@@ -310,7 +321,10 @@ def run_on_cards(
 
     def one(card: int) -> None:
         try:
-            result = memtester.test(card, plan, progress)
+            if stop_for is None:
+                result = memtester.test(card, plan, progress)
+            else:
+                result = memtester.test(card, plan, progress, stop_for(card))
         except Exception as exc:  # a bug must not lose the other cards' results
             result = CardMemtest(card, MemtestOutcome.ERROR, error=f"the test failed: {exc}")
         with collected.lock:

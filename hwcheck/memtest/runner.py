@@ -44,6 +44,7 @@ from hwcheck.memtest.results import (
     PatternRun,
 )
 from hwcheck.memtest.verdict import judge
+from hwcheck.thermal_stop import StopAsked, no_stop
 
 MAX_RECORDS = 8  # first bad words kept per pattern pass
 PLANT_FLIP = 0x00000101  # the self-test flips two bits of one word
@@ -218,16 +219,23 @@ def stress_window(words: int, chunk_words: int) -> int:
 
 
 def run_stress(
-    target: MemoryTarget, card: int, plan: MemtestPlan, report: Report
-) -> tuple[PatternRun, dict[int, int]]:
-    """The step mode for ``plan.stress_s`` seconds of the target's clock (one cycle at least)."""
+    target: MemoryTarget, card: int, plan: MemtestPlan, report: Report, stop: StopAsked = no_stop
+) -> tuple[PatternRun, dict[int, int], str | None]:
+    """The step mode for ``plan.stress_s`` seconds of the target's clock (one cycle at least).
+
+    ``stop`` is asked before each cycle: the reason it gives ends the mode early (returned).
+    """
     target.reset()
     window = stress_window(target.words, target.chunk_words)
     started_s = target.clock()
     busy_s = 0.0
     moved = cycles = first = 0
     planted_word: int | None = None
+    stopped: str | None = None
     while cycles == 0 or target.clock() - started_s < plan.stress_s:
+        stopped = stop()
+        if stopped is not None:
+            break
         target.idle(GAP_S)
         count = min(window, target.words - first)
         seed = (plan.seed ^ (cycles * SEED_MULTIPLIER)) & MASK32
@@ -249,29 +257,36 @@ def run_stress(
         first = (first + count) % target.words
         report(MemtestProgress(card, STRESS, 1, 1, cycles, 0))
     counts = target.collect(MAX_RECORDS)
-    return _run_result(
+    run, blocks = _run_result(
         STRESS, 1, counts, planted_word, target.block_words, busy_s, moved, cycles=cycles
     )
+    return run, blocks, stopped
 
 
 def run_plan(
-    target: MemoryTarget, card: int, plan: MemtestPlan, report: Report
-) -> tuple[list[PatternRun], dict[int, int], dict[int, int]]:
-    """Every pattern for every pass, then the stress mode: the runs and the block maps.
+    target: MemoryTarget, card: int, plan: MemtestPlan, report: Report, stop: StopAsked = no_stop
+) -> tuple[list[PatternRun], dict[int, int], dict[int, int], str | None]:
+    """Every pattern for every pass, then the stress mode: the runs, the block maps, a stop.
 
     The maps (block -> bad words) are the fixed patterns' and the stress mode's, whole.
+    ``stop`` (the thermal guard) is asked before each pattern and each stress cycle; the
+    reason it gave, when it ended the run early, comes last.
     """
     state = _Card()
     for pass_number in range(1, plan.passes + 1):
         for name in plan.patterns:
+            stopped = stop()
+            if stopped is not None:
+                return state.runs, state.static_blocks, state.stress_blocks, stopped
             run, blocks = run_pattern(target, card, name, pass_number, plan, report)
             state.runs.append(run)
             _merge(state.static_blocks, blocks)
+    stopped = None
     if plan.stress_s > 0:
-        run, blocks = run_stress(target, card, plan, report)
+        run, blocks, stopped = run_stress(target, card, plan, report, stop)
         state.runs.append(run)
         _merge(state.stress_blocks, blocks)
-    return state.runs, state.static_blocks, state.stress_blocks
+    return state.runs, state.static_blocks, state.stress_blocks, stopped
 
 
 def _merge(into: dict[int, int], blocks: dict[int, int]) -> None:
@@ -286,10 +301,15 @@ def card_result(
     report: Report,
     block_kib: int,
     clock: Callable[[], float],
+    stop: StopAsked = no_stop,
 ) -> CardMemtest:
-    """Run ``plan`` on ``target`` and sum it up as the card's result and verdict."""
+    """Run ``plan`` on ``target`` and sum it up as the card's result and verdict.
+
+    A run the thermal guard (``stop``) ended is ``stopped_hot`` with the reading named,
+    never ``passed``; errors found before the stop still make it ``failed``.
+    """
     started_s = clock()
-    runs, static_blocks, stress_blocks = run_plan(target, card, plan, report)
+    runs, static_blocks, stress_blocks, stopped = run_plan(target, card, plan, report, stop)
     duration_s = clock() - started_s
     merged = dict(static_blocks)
     _merge(merged, stress_blocks)
@@ -304,6 +324,11 @@ def card_result(
     verdict = judge(set(static_blocks), set(stress_blocks), zero_bursts, blocks_tested, block_kib)
     outcome = MemtestOutcome.FAILED if bad else MemtestOutcome.PASSED
     error = None
+    if stopped is not None:
+        error = f"stopped hot ({stopped}) before the test finished: cool the card, rerun"
+        if not bad:
+            outcome = MemtestOutcome.STOPPED_HOT
+            verdict = error
     if planted_found < planted:
         outcome = MemtestOutcome.ERROR
         error = (

@@ -52,6 +52,8 @@ class Call(enum.Enum):
     PCIE_TX_THROUGHPUT = "pcie_tx_throughput"
     PCIE_RX_THROUGHPUT = "pcie_rx_throughput"
     COMPUTE_PROCESSES = "compute_processes"
+    # (correctable, uncorrectable, pending, failed): NotSupported without ECC reporting.
+    REMAPPED_ROWS = "remapped_rows"
 
 
 class Field(enum.Enum):

@@ -90,6 +90,7 @@ class CardReader:
                 **self._thermal(index, handle),
                 **self._pcie(index, handle),
                 **self._activity(index, handle),
+                **self._remapped_rows(index, handle),
                 recovery_action=values.optional_int(
                     self._field(index, handle, Field.GPU_RECOVERY_ACTION)
                 ),
@@ -254,6 +255,19 @@ class CardReader:
             "pcie_width_max": read_int(Call.PCIE_WIDTH_MAX),
             "pcie_replay_count": read_int(Call.PCIE_REPLAY_COUNTER),
             "persistence_mode": self._read(index, (Call.PERSISTENCE_ENABLED,), handle),
+        }
+
+    def _remapped_rows(self, index: int, handle: Any) -> dict[str, Any]:
+        """Row remapping as NVML keeps it (all None where the card does not report it)."""
+        found = self._read(index, (Call.REMAPPED_ROWS,), handle)
+        if found is None:
+            return {}
+        correctable, uncorrectable, pending, failed = found
+        return {
+            "remapped_rows_correctable": values.optional_int(correctable),
+            "remapped_rows_uncorrectable": values.optional_int(uncorrectable),
+            "row_remap_pending": bool(pending),
+            "row_remap_failed": bool(failed),
         }
 
     def _activity(self, index: int, handle: Any) -> dict[str, Any]:

@@ -101,6 +101,7 @@ NVML_NAMES_USED: tuple[str, ...] = (
     "nvmlDeviceGetPowerManagementLimit",
     "nvmlDeviceGetPowerManagementLimitConstraints",
     "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetRemappedRows",
     "nvmlDeviceGetSerial",
     "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetTemperature",
@@ -394,6 +395,8 @@ def _bind(nvml: ModuleType, call: Call) -> tuple[Callable[..., Any] | None, tupl
             return nvml.nvmlDeviceGetPersistenceMode, ()
         case Call.BAR1_MEMORY:
             return nvml.nvmlDeviceGetBAR1MemoryInfo, ()
+        case Call.REMAPPED_ROWS:
+            return getattr(nvml, "nvmlDeviceGetRemappedRows", None), ()
         case Call.SM_CLOCK_MAX:
             return nvml.nvmlDeviceGetMaxClockInfo, (nvml.NVML_CLOCK_SM,)
         case Call.MEMORY_CLOCK_MAX:

@@ -25,6 +25,7 @@ from hwcheck.backend import BackendUnavailable
 from hwcheck.model import GpuSnapshot, LostKind, RigSnapshot
 from hwcheck.nvml.errors import nvml_unavailable
 from hwcheck.sim.card import SimCard
+from hwcheck.sim.power_model import draw_w as loaded_draw_w
 from hwcheck.sim.scenario import Scenario
 from hwcheck.sim.workload import EngineLoad, loaded
 from hwcheck.timed_calls import CallTimedOut, TimedCaller, TooManyStuckCalls
@@ -57,6 +58,9 @@ def present_card(sim: SimCard, sample: int, load: EngineLoad | None = None) -> G
     if card.lost:
         return lost_card(sim, card.lost_reason, LostKind(card.lost_kind or LostKind.GPU_IS_LOST))
     draw_w = card.power_draw_w
+    braked = card.power_brake_active or "power_draw_w" in sim.overridden
+    if draw_w is not None and load is not None and load.runs_on(card.index) and not braked:
+        draw_w = loaded_draw_w(card.power_limit_w, load.busy_fraction(), draw_w)
     if draw_w is not None and "power_draw_w" not in sim.overridden:
         draw_w = round(draw_w + POWER_DRAW_JITTER_W * _wave(sample, card.index, 0.0), 2)
     temp_c = card.temperature_c
@@ -70,6 +74,11 @@ def present_card(sim: SimCard, sample: int, load: EngineLoad | None = None) -> G
         **{name: getattr(card, name) for name in _LOAD_FIELDS if name in sim.overridden},
     )
     return replace(busy, power_draw_w=draw_w, temperature_c=temp_c, memory_temperature_c=mem_temp_c)
+
+
+def _load_on(loads: tuple[EngineLoad, ...], index: int) -> EngineLoad | None:
+    """The engine running on card ``index`` (engines of one rig hold disjoint cards)."""
+    return next((load for load in loads if load.runs_on(index)), None)
 
 
 def lost_card(
@@ -140,8 +149,8 @@ class SimulatedCards(Protocol):
         """The rig's monotonic clock."""
         ...
 
-    def engine_load(self) -> EngineLoad | None:
-        """What the attached engine does now (None: no engine runs)."""
+    def engine_loads(self) -> tuple[EngineLoad, ...]:
+        """What each attached engine does now (those running; none: no engine runs)."""
         ...
 
     def set_power_limit(self, index: int, watts: float) -> None:
@@ -213,12 +222,15 @@ class SimulatedBackend:
             return tuple(lost_card(sim, reason) for sim in self._rig.cards())
         self._stuck = None
         delay_s = self._rig.scenario.host.nvml_delay_s
-        load = self._rig.engine_load()
+        loads = self._rig.engine_loads()
 
         def read() -> tuple[GpuSnapshot, ...]:
             if delay_s:
                 time.sleep(delay_s)  # the simulated sick driver: NVML calls that take long
-            return tuple(present_card(sim, sample, load) for sim in self._rig.cards())
+            return tuple(
+                present_card(sim, sample, _load_on(loads, sim.card.index))
+                for sim in self._rig.cards()
+            )
 
         try:
             return self._caller.call(read, self._call_timeout_s)

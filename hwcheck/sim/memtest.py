@@ -21,25 +21,35 @@ import time
 from hwcheck.memtest.patterns import WORD_BYTES
 from hwcheck.memtest.results import CardMemtest, MemtestPlan, ProgressSink
 from hwcheck.memtest.runner import card_result
+from hwcheck.sim.heat import SimHeat
 from hwcheck.sim.memory import GAP_SKIP_S, SimMemory, ValuesCache, fault_models
 from hwcheck.sim.scenario import Scenario
+from hwcheck.thermal_stop import StopAsked, no_stop
 
 SIM_MEMORY_MIB = 1
 SIM_BLOCK_KIB = 64
 SIM_MAX_PASSES = 2
 SIM_STRESS_CYCLES = 15
+HEAT_PER_STEP_C = 1.5  # heats-under-load: a pattern or a stress cycle
 
 
 class SimulatedMemtester:
     """``Memtester`` over each card's simulated memory and the scenario's fault models."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, heat: SimHeat | None = None) -> None:
         self._scenario = scenario
+        self._heat = heat
         self._values = ValuesCache()  # the cards of a run share their random data
         self.calls: list[tuple[int, MemtestPlan]] = []
 
-    def test(self, card: int, plan: MemtestPlan, progress: ProgressSink) -> CardMemtest:
-        """One card's result (the run takes a fraction of a second of Python)."""
+    def test(
+        self, card: int, plan: MemtestPlan, progress: ProgressSink, stop: StopAsked = no_stop
+    ) -> CardMemtest:
+        """One card's result (the run takes a fraction of a second of Python).
+
+        A card that heats under load warms at each step (``stop`` is asked then: fleetd's
+        thermal guard reads the warmer card), and cools back when the run ends.
+        """
         self.calls.append((card, plan))
         facts = self._scenario.host.facts.card(card)
         words = SIM_MEMORY_MIB * (1 << 20) // WORD_BYTES
@@ -48,4 +58,17 @@ class SimulatedMemtester:
         skip_s = max(GAP_SKIP_S, plan.stress_s / SIM_STRESS_CYCLES)
         memory = SimMemory(words, block_words, block_words, faults, self._values, skip_s)
         simulated = dataclasses.replace(plan, passes=min(plan.passes, SIM_MAX_PASSES))
-        return card_result(card, memory, simulated, progress, SIM_BLOCK_KIB, time.monotonic)
+        heat = self._heat
+
+        def warm_then_ask() -> str | None:
+            if heat is not None:
+                heat.warm(card, HEAT_PER_STEP_C)
+            return stop()
+
+        try:
+            return card_result(
+                card, memory, simulated, progress, SIM_BLOCK_KIB, time.monotonic, warm_then_ask
+            )
+        finally:
+            if heat is not None:
+                heat.cool(card)

@@ -34,10 +34,13 @@ from hwcheck.model import NVIDIA_VENDOR_ID, ClockEventReason, DeviceHolder, GpuS
 from hwcheck.resources import FilesystemRoom, HostResources
 from hwcheck.sim.backend import SimulatedBackend
 from hwcheck.sim.card import SimCard
+from hwcheck.sim.carddiag import SimulatedDiagnoser
 from hwcheck.sim.cuda import SimulatedCudaProber
 from hwcheck.sim.fields import CardValue, FieldError, check_card_field
+from hwcheck.sim.heat import SimHeat
 from hwcheck.sim.hostfacts import STOCK_KERNEL_BAR1_MIB, SimulatedHostFacts
 from hwcheck.sim.memtest import SimulatedMemtester
+from hwcheck.sim.power_model import write_power_file
 from hwcheck.sim.scenario import (
     CMP170HX_DEFAULTS,
     LoseCardStep,
@@ -98,7 +101,7 @@ class SimulatedRig:
         self._wall_clock = wall_clock
         self._lock = threading.RLock()
         self._stopped_containers: set[str] = set()
-        self._engine_load: Callable[[], EngineLoad | None] = lambda: None
+        self._engine_loads: list[Callable[[], EngineLoad | None]] = []
         self._files = StateFiles(state_dir)
         self._files.prepare_dir()
         self._state: HostState
@@ -110,6 +113,7 @@ class SimulatedRig:
         boot_id = self._files.read_boot_id()
         if boot_id is None:
             self._boot(reset_power_limits=False)
+            self._publish_caps()
             return
         state = self._files.read_state()
         if state is None or state.boot_id != boot_id:
@@ -122,6 +126,12 @@ class SimulatedRig:
         uptime_s = (self._wall_clock() - state.booted_at).total_seconds()
         self._uptime_at_start_s = max(0.0, uptime_s)  # the wall clock may have stepped back
         self._writer = self._new_writer(boot_id)
+        self._publish_caps()
+
+    def _publish_caps(self) -> None:
+        """Tell the simulated engine the caps in force (``hwcheck.sim.power_model``)."""
+        caps = [self._card(card.index).card.power_limit_w for card in self.scenario.cards]
+        write_power_file(self.state_dir, caps)
 
     # -- boot ---------------------------------------------------------------------------
 
@@ -145,6 +155,9 @@ class SimulatedRig:
                     overrides["power_enforced_limit_w"] = card.power_default_limit_w
                 if not self.host_truth.patched(state.booted_kernel):
                     overrides["bar1_total_mib"] = STOCK_KERNEL_BAR1_MIB
+                smaller = self.scenario.host.less_memory_after_reboot
+                if smaller is not None and smaller[0] == card.index:
+                    overrides["memory_total_mib"] = smaller[1]
                 if overrides:
                     state.card_overrides[card.index] = overrides
         self._files.write_state(state)
@@ -176,6 +189,7 @@ class SimulatedRig:
         """
         with self._lock:
             self._boot(reset_power_limits=True)
+            self._publish_caps()
             self.rebooted = True
             return self._state.boot_id
 
@@ -385,6 +399,7 @@ class SimulatedRig:
             overrides["power_limit_w"] = float(watts)
             overrides["power_enforced_limit_w"] = float(watts)
             self._files.write_state(self._state)
+            self._publish_caps()
 
     # -- reading ------------------------------------------------------------------------
 
@@ -451,16 +466,17 @@ class SimulatedRig:
         return True
 
     def attach_engine(self, load: Callable[[], EngineLoad | None]) -> None:
-        """Where the simulated cards learn what the engine does to them (fleetd's engine).
+        """Where the simulated cards learn what an engine does to them (fleetd's engines).
 
         Read at every snapshot: the engine's cards fill, get busy and list its pid, as a
-        real engine's do to NVML (``hwcheck.sim.workload``).
+        real engine's do to NVML (``hwcheck.sim.workload``). Each engine of a rig of
+        several (``[serving] run``) is attached: each loads its own cards.
         """
-        self._engine_load = load
+        self._engine_loads.append(load)
 
-    def engine_load(self) -> EngineLoad | None:
-        """What the attached engine does now (None: no engine runs)."""
-        return self._engine_load()
+    def engine_loads(self) -> tuple[EngineLoad, ...]:
+        """What each attached engine does now (those running; none: no engine runs)."""
+        return tuple(load for reader in self._engine_loads if (load := reader()) is not None)
 
     def resources(
         self, paths: Sequence[tuple[str, Path]], ram_needed_mib: int | None
@@ -522,7 +538,8 @@ class SimulatedRig:
             host_facts=self.host_truth.facts,
             pcie_aer=lambda _snapshot: self.host_truth.aer(),
             known_good_baseline=lambda: self.host_truth.known_good(self._state.booted_at),
-            memtester=SimulatedMemtester(self.scenario),
+            memtester=SimulatedMemtester(self.scenario, SimHeat(self)),
+            diagnoser=SimulatedDiagnoser(self),
             kernel_clock_s=self.uptime_s,  # its kmsg records count the simulated uptime
             resources=self.resources,
         )

@@ -66,6 +66,9 @@ class HostScenario:
     # daemon asks about (the state dir's, the model's), and the RAM.
     disk_free_pct: float = SIM_DISK_FREE_PCT
     memory_total_mib: int = SIM_MEMORY_MIB
+    # ``(card, memory_total_mib)``: from every simulated reboot on, that card reports this
+    # much memory (a card that comes up smaller at a boot: the KV pool shrinks, ``kv-drift``).
+    less_memory_after_reboot: tuple[int, int] | None = None
 
 
 def build_host(table: dict[str, object], count: int) -> HostScenario:
@@ -85,6 +88,7 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
                 "cuda_probe",
                 "disk_free_pct",
                 "memory_total_mib",
+                "less_memory_after_reboot",
                 *HOST_FACT_KEYS,
             }
         ),
@@ -165,7 +169,27 @@ def build_host(table: dict[str, object], count: int) -> HostScenario:
         facts=build_host_facts(table, count),
         disk_free_pct=_disk_free_pct(table.get("disk_free_pct", SIM_DISK_FREE_PCT)),
         memory_total_mib=_memory_mib(table.get("memory_total_mib", SIM_MEMORY_MIB)),
+        less_memory_after_reboot=_less_memory(table.get("less_memory_after_reboot"), count),
     )
+
+
+def _less_memory(raw: object, count: int) -> tuple[int, int] | None:
+    """``{card = N, memory_total_mib = M}``: card N reports M MiB after each reboot."""
+    if raw is None:
+        return None
+    path = "host.less_memory_after_reboot"
+    item = expect_table(path, raw)
+    reject_unknown(path, item, frozenset({"card", "memory_total_mib"}))
+    for required in ("card", "memory_total_mib"):
+        if required not in item:
+            raise FieldError(f"{path}.{required}", "missing")
+    card = expect_int(f"{path}.card", item["card"])
+    if not 0 <= card < count:
+        raise FieldError(f"{path}.card", f"no card {card} (the rig has {count})")
+    mib = expect_int(f"{path}.memory_total_mib", item["memory_total_mib"])
+    if mib < 1:
+        raise FieldError(f"{path}.memory_total_mib", f"must be positive, got {mib}")
+    return card, mib
 
 
 def _disk_free_pct(value: object) -> float:
@@ -192,7 +216,7 @@ def _cuda_probe(table: dict[str, object], count: int) -> tuple[tuple[int, str], 
     answers: list[tuple[int, str]] = []
     for key, value in table.items():
         path = f"host.cuda_probe.{key}"
-        if not key.isdigit():
+        if not key.isdecimal():
             raise FieldError(path, 'the key must be a card index, e.g. 1 = "failed"')
         card_index(path, int(key), count)
         outcome = expect_str(path, value)

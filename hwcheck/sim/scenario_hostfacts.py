@@ -72,8 +72,15 @@ _CARD_KEYS = frozenset(
         "port_fatal",
         "memtest_errors",
         "memtest_faults",
+        "diag_faults",
+        "bad_sm",
     }
 )
+
+# What only the right card diagnostic finds (``hwcheck.sim.carddiag``): a flipped bit in
+# transfers (diag pcie), one SM's wrong FMA (``bad_sm``) and a tensor core one ulp off
+# (diag compute), a card that heats past the stop under load (every diag's thermal stop).
+DIAG_FAULTS = ("data-path-flip", "sm-fma", "tensor-ulp", "heats-under-load")
 
 
 def sim_module_path(kernel_release: str) -> str:
@@ -98,6 +105,8 @@ class SimCardHost:
     port_fatal: int = 0
     memtest_errors: int = 0  # stuck bits spread over the simulated memory
     memtest_faults: tuple[str, ...] = ()  # fault models (hwcheck.sim.memory.FAULT_MODELS)
+    diag_faults: tuple[str, ...] = ()  # DIAG_FAULTS
+    bad_sm: int = 17  # the SM of "sm-fma"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +157,7 @@ def _pairs(table: dict[str, object], count: int) -> tuple[tuple[int, int, P2pSta
     for key, value in table.items():
         path = f"host.p2p.{key}"
         first, sep, second = key.partition("-")
-        if not (sep and first.isdigit() and second.isdigit()) or first == second:
+        if not (sep and first.isdecimal() and second.isdecimal()) or first == second:
             raise FieldError(path, 'the key must be a pair of card indexes, e.g. "0-1"')
         a = card_index(path, int(first), count)
         b = card_index(path, int(second), count)
@@ -191,6 +200,13 @@ def _card(path: str, table: dict[str, object]) -> SimCardHost:
                 raise FieldError(where, str(exc)) from None
         elif key == "memtest_faults":
             values[key] = _faults(where, value)
+        elif key == "diag_faults":
+            names = tuple(expect_str(where, item) for item in expect_list(where, value))
+            unknown = [name for name in names if name not in DIAG_FAULTS]
+            if unknown:
+                known = ", ".join(DIAG_FAULTS)
+                raise FieldError(where, f"unknown diag fault {unknown[0]!r} (known: {known})")
+            values[key] = names
         elif key.endswith("_per_min"):
             values[key] = _rate(where, value)
         else:
@@ -236,7 +252,7 @@ def build_host_facts(table: Mapping[str, object], count: int) -> HostFactsScenar
     cards: dict[int, SimCardHost] = {}
     for key, entry in expect_table("host.cards", table.get("cards", {})).items():
         path = f"host.cards.{key}"
-        if not key.isdigit():
+        if not key.isdecimal():
             raise FieldError(path, "the key must be a card index, e.g. [host.cards.2]")
         cards[card_index(path, int(key), count)] = _card(path, expect_table(path, entry))
     values["cards"] = types.MappingProxyType(cards)

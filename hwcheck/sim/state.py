@@ -85,7 +85,7 @@ class HostState:
                 raise FieldError("card_overrides", "expected an object")
             overrides: dict[int, dict[str, CardValue]] = {}
             for key, fields in raw_overrides.items():
-                if not str(key).isdigit() or not isinstance(fields, dict):
+                if not str(key).isdecimal() or not isinstance(fields, dict):
                     raise FieldError(f"card_overrides.{key}", "expected a card index and an object")
                 overrides[int(key)] = {
                     name: check_card_field(f"card_overrides.{key}", name, value)

@@ -38,7 +38,8 @@ class EngineLoad:
     """The simulated engine as its cards see it.
 
     ``cards``: the indices it runs on (None: every card); ``busy``: requests are running;
-    ``memory_fraction``: the recipe's ``gpu_memory_utilization``.
+    ``memory_fraction``: the recipe's ``gpu_memory_utilization``; ``load_fraction``: the
+    share of the engine's slots running requests (its cards' draw follows it).
     """
 
     pid: int
@@ -48,10 +49,17 @@ class EngineLoad:
     memory_fraction: float = 0.85
     name: str = "python3"
     container: str | None = None
+    load_fraction: float = 0.0
 
     def runs_on(self, index: int) -> bool:
         """True when the engine uses card ``index``."""
         return self.cards is None or index in self.cards
+
+    def busy_fraction(self) -> float:
+        """The share of slots busy (a busy engine with no count: one slot of eight)."""
+        if self.phase is not EnginePhase.SERVING:
+            return 0.0
+        return self.load_fraction if self.load_fraction > 0 else (0.125 if self.busy else 0.0)
 
 
 def _wave(sample: int, index: int, phase: float) -> float:

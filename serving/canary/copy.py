@@ -56,7 +56,7 @@ def _path(rng: random.Random) -> str:
 def _hex(rng: random.Random) -> str:
     while True:  # at least one digit: an all-letter id reads as a word, not an id
         text = "".join(rng.choice(string.hexdigits[:16]) for _ in range(rng.choice((8, 12, 16))))
-        if any(ch.isdigit() for ch in text):
+        if any(ch.isdecimal() for ch in text):
             return text
 
 

@@ -78,6 +78,9 @@ class CanarySettings(_Section):
     # What a failing round does besides alerting: ``restart`` asks recovery for one
     # engine restart per failing round, ``hold`` stops the engine until a person starts it.
     on_fail: Literal["alert", "restart", "hold"] = "alert"
+    # ``restart``: after this many failing rounds in a row that each restarted the engine,
+    # the next failing round holds it instead (counted by rounds, not by the breaker's window).
+    restarts_in_a_row: Annotated[int, Field(ge=1, le=100)] = 3
 
     @field_validator("depths")
     @classmethod

@@ -20,6 +20,10 @@ from typing import Any
 # Generous: DeepSeek's template adds a handful of special tokens per message.
 TEMPLATE_TOKENS_PER_MESSAGE = 8
 CHARS_PER_TOKEN_ESTIMATE = 4
+# Request fields a chat template renders into the prompt besides the messages (vLLM's
+# chat request: tool schemas, RAG documents, template variables; ``functions`` is the
+# legacy form of tools).
+RENDERED_FIELDS = ("tools", "functions", "documents", "chat_template_kwargs")
 
 
 class CapAction(enum.StrEnum):
@@ -36,7 +40,7 @@ class CapVerdict:
 
     action: CapAction
     tokens: int | None = None
-    source: str = "chars"  # chars | tokenize | usage | estimate
+    source: str = "chars"  # chars | tokenize | token_ids | usage | estimate
 
 
 def _text(value: object) -> int:
@@ -49,22 +53,65 @@ def _text(value: object) -> int:
     return 0
 
 
+def token_ids(prompt: object) -> int | None:
+    """A completions prompt given as token IDs: its length (a batch's longest); else None.
+
+    Each ID is one token: counted exactly, with no tokenizer (issue 36: such a prompt was
+    never counted, a way past the cap).
+    """
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(item, int) for item in prompt):
+            return len(prompt)
+        if all(isinstance(item, list) and all(isinstance(i, int) for i in item) for item in prompt):
+            return max(len(item) for item in prompt)
+    return None
+
+
 def prompt_chars(request: Mapping[str, Any]) -> int:
-    """An upper bound on the prompt's tokens: its characters plus the template's tokens."""
+    """An upper bound on the prompt's tokens: its characters plus the template's tokens.
+
+    Every field the engine renders into the prompt counts: the messages or the prompt (token
+    IDs one each), a completion's ``suffix``, and the structured fields a chat template
+    renders (``RENDERED_FIELDS``: tools, documents ...) by their JSON's length.
+    """
     messages = request.get("messages")
     if isinstance(messages, list):
         chars = sum(_text(message) for message in messages)
         chars += TEMPLATE_TOKENS_PER_MESSAGE * len(messages)
     else:
-        chars = _text(request.get("prompt"))
-    tools = request.get("tools")
-    if tools:
-        chars += len(json.dumps(tools))
+        prompt = request.get("prompt")
+        ids = token_ids(prompt)
+        chars = ids if ids is not None else _text(prompt)
+        chars += _text(request.get("suffix"))
+    for name in RENDERED_FIELDS:
+        value = request.get(name)
+        if value:
+            chars += len(json.dumps(value, default=str))
     return chars
 
 
+def rendered_tokens(request: Mapping[str, Any]) -> int:
+    """A floor for the fields beside the messages (four characters a token).
+
+    Taken with the tokenizer's count (the larger wins): an engine's ``/tokenize`` may not
+    render every field its chat request does (``documents``), and what it leaves out
+    must not be a way past the cap.
+    """
+    chars = 0
+    for name in RENDERED_FIELDS:
+        value = request.get(name)
+        if value:
+            chars += len(json.dumps(value, default=str))
+    return chars // CHARS_PER_TOKEN_ESTIMATE
+
+
 def may_exceed(request: Mapping[str, Any], cap: int) -> bool:
-    """True when only the tokenizer can tell whether the prompt is over ``cap``."""
+    """True when only the tokenizer can tell whether the prompt is over ``cap``.
+
+    A client's own ``chat_template`` can render any length from a short request: always.
+    """
+    if request.get("chat_template") is not None:
+        return True
     return prompt_chars(request) > cap
 
 
@@ -89,7 +136,7 @@ def tokenize_request(request: Mapping[str, Any], model: str | None) -> dict[str,
     if isinstance(request.get("messages"), list):
         body["messages"] = request["messages"]
         body["add_generation_prompt"] = True
-        for key in ("tools", "chat_template_kwargs"):
+        for key in (*RENDERED_FIELDS, "chat_template", "continue_final_message"):
             if request.get(key) is not None:
                 body[key] = request[key]
     else:

@@ -5,6 +5,7 @@ fleetd knows (given in the guard's environment): fleetd sends the engine's URL, 
 state and the profile in force (the pins are per profile) each poll, and gets back the
 counters, the usage per key and hour, the recent sessions and the news since the last
 sync. A state older than ``HINT_STALE_S`` is not used to explain a 503 (fleetd may be gone).
+A drain (``draining``: why) is not: the guard answers 503 to everything until fleetd ends it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from serving.guard.routing import EngineRoute, parse_routes
 from serving.guard.stats import GuardStats
 
 SYNC_PATH = "/guard/sync"
@@ -30,6 +32,10 @@ class EngineHint:
     url: str | None = None
     serving_state: str | None = None
     profile: str | None = None
+    build: str | None = None  # the running launch's recipe hash (stale sessions)
+    max_num_seqs: int | None = None  # the engine's slots (the fair queue's capacity)
+    draining: str | None = None  # fleetd drains this rig: why, in one line (None: not draining)
+    engines: tuple[EngineRoute, ...] = ()  # several engines: routed by model (``routing``)
     at_s: float = field(default_factory=time.monotonic)
 
     def state(self) -> str | None:
@@ -47,6 +53,14 @@ class EngineHint:
         self.serving_state = state if isinstance(state, str) else None
         profile = document.get("profile")
         self.profile = profile if isinstance(profile, str) else None
+        build = document.get("build")
+        self.build = build if isinstance(build, str) else None
+        seqs = document.get("max_num_seqs")
+        self.max_num_seqs = seqs if isinstance(seqs, int) and seqs > 0 else None
+        # Kept even when the hint goes stale: a drained rig stays out until fleetd says so.
+        draining = document.get("draining")
+        self.draining = draining if isinstance(draining, str) and draining else None
+        self.engines = parse_routes(document.get("engines"))
         self.at_s = time.monotonic()
 
 
@@ -113,4 +127,8 @@ async def handle_control(
         return
     app.hint.update(document)
     since = document.get("since_seq", 0)
-    await _answer(send, 200, app.stats.document(since if isinstance(since, int) else 0))
+    answer = app.stats.document(since if isinstance(since, int) else 0)
+    # Said in the same answer that took the drain: every request counted in ``in_flight``
+    # passed before it, none after, so fleetd knows when the rig is quiet.
+    answer["draining"] = app.hint.draining is not None
+    await _answer(send, 200, answer)

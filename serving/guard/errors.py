@@ -87,6 +87,35 @@ def engine_unavailable(why: str, retry_after_s: int) -> GuardError:
     )
 
 
+def draining(why: str, retry_after_s: int) -> GuardError:
+    """fleetd drains this rig (a reboot, a person's ``fleetctl drain``): go elsewhere.
+
+    The same answer on ``/health``, so a load balancer's health check takes the rig out,
+    and on every request, which a balancer retries on another rig (nothing reached the
+    engine, so a retry is safe even for a POST).
+    """
+    return GuardError(
+        503,
+        f"This rig is draining ({why}): send new requests to another rig, or retry in "
+        f"{retry_after_s} s.",
+        "server_error",
+        "draining",
+        retry_after_s=retry_after_s,
+    )
+
+
+def unknown_model(model: str, served: list[str]) -> GuardError:
+    """A ``model`` none of this rig's engines serves (OpenAI's answer for a model it lacks)."""
+    return GuardError(
+        404,
+        f"The model `{model[:200]}` does not exist on this rig: it serves "
+        f"{', '.join(served) or 'nothing now'}.",
+        "invalid_request_error",
+        "model_not_found",
+        "model",
+    )
+
+
 def bad_gateway(why: str, retry_after_s: int) -> GuardError:
     """The engine broke the connection or answered what is not HTTP."""
     return GuardError(
@@ -116,4 +145,46 @@ def stream_lost(why: str) -> GuardError:
         "retry the request.",
         "server_error",
         "engine_connection_lost",
+    )
+
+
+def head_too_large(limit_kib: int) -> GuardError:
+    """A request head (line and headers) over the listener's limit: refused before any key."""
+    return GuardError(
+        431,
+        f"The request's headers are over this guard's limit of {limit_kib} KiB.",
+        "invalid_request_error",
+        "request_header_fields_too_large",
+    )
+
+
+def bad_json(why: str) -> GuardError:
+    """A request body the guard will not re-send (non-finite numbers, nesting too deep)."""
+    return GuardError(
+        400,
+        f"We could not parse the JSON body of your request: {why}.",
+        "invalid_request_error",
+        "invalid_json",
+    )
+
+
+def unknown_route(method: str, path: str) -> GuardError:
+    """A path the guard does not forward (``[guard] routes``): OpenAI's own 404."""
+    return GuardError(
+        404,
+        f"Unknown request URL: {method} {path}. This guard forwards only the OpenAI API's "
+        "routes ([guard] routes).",
+        "invalid_request_error",
+        "unknown_url",
+    )
+
+
+def too_many_connections(retry_after_s: int) -> GuardError:
+    """Past ``[guard] max_connections``: retry shortly."""
+    return GuardError(
+        503,
+        f"This guard has too many open connections (max_connections): retry in {retry_after_s} s.",
+        "server_error",
+        "too_many_connections",
+        retry_after_s=retry_after_s,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ KEY_PREFIX = "cmpg-"
 SALT_BYTES = 16
 KEY_BYTES = 32
 MIN_KEY_CHARS = 24  # a key a person brings must not be guessable either
+MAX_KEY_CHARS = 1024  # far above any real key; a header line must stay small
+# What an ``Authorization: Bearer KEY`` header can carry as one token: visible ASCII.
+_KEY_CHARS = re.compile(r"[\x21-\x7e]+")
 
 
 class UnusableKey(ValueError):
@@ -38,6 +42,13 @@ def hash_key(key: str, salt: bytes | None = None) -> str:
     """The config's form of ``key``: ``sha256:<salt hex>:<digest hex>``."""
     if len(key) < MIN_KEY_CHARS:
         raise UnusableKey(f"a key needs at least {MIN_KEY_CHARS} characters (got {len(key)})")
+    if len(key) > MAX_KEY_CHARS:
+        raise UnusableKey(f"a key has at most {MAX_KEY_CHARS} characters (got {len(key)})")
+    if not _KEY_CHARS.fullmatch(key):
+        raise UnusableKey(
+            "a key is visible ASCII characters only (no spaces, control characters or NUL): "
+            "a client sends it in an HTTP header"
+        )
     salt = secrets.token_bytes(SALT_BYTES) if salt is None else salt
     return f"sha256:{salt.hex()}:{_digest(salt, key).hex()}"
 

@@ -1,7 +1,9 @@
 """Sessions: each agent conversation's depth and what its replies showed.
 
 A session is named by the client (``[guard] session_header``) or by a hash of the
-conversation up to its first user message, which stays the same turn after turn. The book
+conversation up to its first user message, which stays the same turn after turn, and
+always within the client's key: the same name or the same opening under another key is
+another session (one key's client never reads or feeds another's, issue 36). The book
 keeps the depth (the engine's ``usage.prompt_tokens``, else the cap's count), the signs
 its replies showed, and news: the first time a session crosses the depth, leak or loop
 threshold, one item fleetd records as an event. Bounded: the least recently seen session
@@ -25,8 +27,8 @@ FORGET_AFTER_S = 86_400.0
 ID_CHARS = 12
 
 
-def session_id(request: Mapping[str, Any], named: str | None) -> str:
-    """The session a request belongs to (a short hash: never the client's text)."""
+def session_id(request: Mapping[str, Any], named: str | None, key: str) -> str:
+    """The session a request of ``key``'s belongs to (a short hash: never the client's text)."""
     if named:
         seed: object = ["header", named]
     else:
@@ -41,7 +43,7 @@ def session_id(request: Mapping[str, Any], named: str | None) -> str:
         else:
             prompt = request.get("prompt")
             seed = ["prompt", prompt[:4000] if isinstance(prompt, str) else prompt]
-    text = json.dumps(seed, sort_keys=True, default=str)
+    text = json.dumps(["key", key, seed], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:ID_CHARS]
 
 
@@ -165,6 +167,12 @@ class SessionBook:
             self._tell(session, "leaks", session.count(LEAKS), "replies leaked")
         if session.count(LOOPS) >= limits.loops:
             self._tell(session, "loops", session.count(LOOPS), "replies looped")
+
+    def note(self, session: Session, kind: str, message: str, value: int) -> None:
+        """News a repair made (a loop cut, a stale session): recorded as a ``guard`` event."""
+        self._seq += 1
+        self._news.append(News(self._seq, session.id, kind, message, session.key, value))
+        del self._news[:-200]
 
     def _tell(self, session: Session, kind: str, value: int, words: str) -> None:
         if kind in session.told:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from serving.guard.repair.config import RepairSettings
 from serving.profiles import PROFILE_NAME_RE
 
 # How fleetd hands the guard process its settings and its control token (the environment:
@@ -29,6 +30,18 @@ KEY_HASH_RE = r"^sha256:[0-9a-f]{32}:[0-9a-f]{64}$"
 # Past the seeds' 120-140k tokens the "Let me..." loops start; 115k is the owners' cap.
 DEPTH_EVENT_DEFAULT_TOKENS = 100_000
 MirrorMode = Literal["", "reasoning_content", "reasoning", "both"]
+# The routes forwarded to the engine by default: OpenAI's and vLLM's tokenizer's. The rest
+# of an engine's routes (vLLM's admin ones, the simulator's /sim/*, /metrics) are not for
+# agents: one key's client must not read what another's sent (issue 36).
+DEFAULT_ROUTES = (
+    "/v1/models",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/tokenize",
+    "/detokenize",
+    "/health",
+)
 
 
 class _Section(BaseModel):
@@ -47,6 +60,10 @@ class GuardKey(_Section):
 
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
     sha256: str
+    # Fair queues: at most this many requests of the key at the engine (None: no limit);
+    # a higher priority is served first when requests wait.
+    max_parallel: Annotated[int, Field(ge=1, le=4096)] | None = None
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
 
     @field_validator("sha256")
     @classmethod
@@ -92,6 +109,20 @@ class GuardSettings(_Section):
     loop_repeats: Annotated[int, Field(ge=2, le=100)] = 3
     retry_after_s: Annotated[int, Field(ge=1, le=3600)] = 10
     max_body_mib: Annotated[float, Field(gt=0, le=1024)] = 64.0
+    # The only paths forwarded (exact; "PREFIX/*" also forwards what is under PREFIX/).
+    routes: list[Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./*-]*$")]] = Field(
+        default_factory=lambda: list(DEFAULT_ROUTES)
+    )
+    # The listener's bounds: a request head arrives within header_timeout_s, an idle
+    # kept-alive connection ends after idle_timeout_s, uvicorn answers 503 beyond
+    # max_connections.
+    header_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    idle_timeout_s: Annotated[int, Field(ge=1, le=3600)] = 60
+    max_connections: Annotated[int, Field(ge=1, le=65536)] = 2048
+    # How long a request may wait in the fair queue before its 429: an agent's stream holds
+    # its slot for minutes, so the wait is long enough to outlast one.
+    queue_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    repair: RepairSettings = Field(default_factory=RepairSettings)
 
     @field_validator("pin")
     @classmethod
@@ -104,7 +135,7 @@ class GuardSettings(_Section):
         if value is None:
             return value
         host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        if not sep or not host or not port.isdecimal() or not 0 <= int(port) < 65536:
             raise ValueError(f"expected HOST:PORT, got {value!r}")
         return value
 
@@ -123,6 +154,16 @@ class GuardSettings(_Section):
         if twice:
             raise ValueError(f"key name {twice[0]!r} is used twice")
         return self
+
+    def forwards(self, path: str) -> bool:
+        """True when ``path`` is on the allow-list of ``routes``."""
+        for route in self.routes:
+            if route.endswith("/*"):
+                if path.startswith(route[:-1]):
+                    return True
+            elif path == route:
+                return True
+        return False
 
     @property
     def enabled(self) -> bool:

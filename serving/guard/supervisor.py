@@ -46,6 +46,12 @@ class EngineView:
     url: str | None
     state: str | None
     profile: str | None
+    build: str | None = None  # the launch's recipe hash: sessions begun under another are stale
+    max_num_seqs: int | None = None  # the engine's slots: the fair queue's capacity
+    draining: str | None = None  # the rig drains: why (every request then gets a 503)
+    # Several engines: each one's {model, url, state, profile, build, max_num_seqs}, the
+    # first the ``serving`` one; the guard then routes by model (``serving.guard.routing``).
+    engines: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,10 @@ class GuardSupervisor:
         """Start the guard and the thread that keeps it."""
         self._thread.start()
 
+    def sync_now(self) -> None:
+        """Tell the guard now, not at the next tick (a drain begins or ends)."""
+        self._thread.wake()
+
     def stop(self) -> None:
         """Stop the thread, then the guard (SIGTERM: streams in flight get their grace)."""
         self._thread.stop(SYNC_TIMEOUT_S + 1.0)
@@ -113,7 +123,7 @@ class GuardSupervisor:
         client = httpx.Client(timeout=SYNC_TIMEOUT_S, trust_env=False)
         try:
             self._launch(wake)
-            while wake.rest(self._tick_s):
+            while wake.wait(self._tick_s):  # a wake (``sync_now``) syncs at once
                 try:
                     self._tick(client, wake)
                 except Exception:  # the guard's keeper must never die (3 a.m. rule)
@@ -150,6 +160,10 @@ class GuardSupervisor:
             "engine_url": view.url,
             "serving_state": view.state,
             "profile": view.profile,
+            "build": view.build,
+            "max_num_seqs": view.max_num_seqs,
+            "draining": view.draining,
+            "engines": list(view.engines),
             "since_seq": self._since_seq,
         }
         try:
@@ -199,6 +213,8 @@ class GuardSupervisor:
         argv += ["--control-fd", str(self._control.fileno())]
         if view.url:
             argv += ["--engine-url", view.url]
+        if view.draining:  # from its first request, not from the first sync
+            argv += [f"--draining={view.draining}"]
         try:
             proc = subprocess.Popen(
                 argv, env=env, pass_fds=(self._public.fileno(), self._control.fileno())

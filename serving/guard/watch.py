@@ -65,6 +65,11 @@ class ReplyWatch:
         if part.get("tool_calls"):
             self.made_call = True
 
+    def text(self, content: str) -> None:
+        """A chunk the byte pre-scan found to hold only this content delta."""
+        self.seen = True
+        self.content.append(content)
+
     def chunk(self, body: Mapping[str, Any]) -> None:
         """One streamed chunk (``chat.completion.chunk`` or a completion's)."""
         self._take(body, "delta")

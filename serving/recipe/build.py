@@ -27,6 +27,9 @@ from serving.recipe.recipe import PYTHON_PLACEHOLDER, Recipe, RecipeError
 from serving.recipe.spec import LaunchMode, LaunchSpec
 
 RECIPE_HASH_LABEL = "cmpfleet.recipe-hash"
+# Servers that take the model as a flag, not vLLM's positional: llama.cpp's ``llama-server``
+# reads ``-m MODEL`` and would refuse (or ignore) a bare path.
+MODEL_FLAGS = {"llama-server": "-m"}
 CONTAINER_PYTHON = "python3"
 
 # The seeds' reference launch order; typed flags slot in before the first extra flag
@@ -79,8 +82,8 @@ def typed_flags(recipe: Recipe, *, listen_host: str | None, listen_port: int) ->
         groups.append(_group("--max-model-len", str(recipe.max_model_len)))
     if recipe.served_model_name is not None:
         groups.append(_group("--served-model-name", recipe.served_model_name))
-    if recipe.speculative is not None:
-        groups.append(_group("--speculative-config", recipe.speculative.config_json()))
+    if recipe.speculation is not None:
+        groups.append(_group("--speculative-config", recipe.speculation.config_json()))
     if listen_host is not None:
         groups.append(_group("--host", listen_host))
     groups.append(_group("--port", str(listen_port)))
@@ -108,13 +111,21 @@ def engine_flags(recipe: Recipe, *, listen_host: str | None, listen_port: int) -
     return merged
 
 
+def model_tokens(recipe: Recipe) -> list[str]:
+    """How the command takes the model: vLLM's positional, ``-m MODEL`` for llama-server."""
+    program = recipe.command[0].rsplit("/", 1)[-1] if recipe.command else ""
+    flag = MODEL_FLAGS.get(program)
+    return [recipe.model] if flag is None else [flag, recipe.model]
+
+
 def engine_argv(
     recipe: Recipe, *, python: str, listen_host: str | None, listen_port: int
 ) -> list[str]:
     """``command + [model] + flags`` with ``{python}`` replaced by ``python``."""
     command = [token.replace(PYTHON_PLACEHOLDER, python) for token in recipe.command]
     flags = engine_flags(recipe, listen_host=listen_host, listen_port=listen_port)
-    return [*command, recipe.model, *(token for group in flags for token in group.tokens)]
+    tokens = (token for group in flags for token in group.tokens)
+    return [*command, *model_tokens(recipe), *tokens]
 
 
 def _gpu_options(mode: str, gpus: str) -> list[str]:
@@ -130,11 +141,14 @@ def _publish(host: str, port: int, container_port: int) -> str:
     return f"{address}:{port}:{container_port}"
 
 
-def container_argv(recipe: Recipe, *, port: int, digest: str) -> list[str]:
+def container_argv(
+    recipe: Recipe, *, port: int, digest: str, image: str | None = None
+) -> list[str]:
     """``docker|podman run -d --name ... IMAGE vllm serve MODEL ...``.
 
     ``{python}`` in ``command`` becomes the image's ``python3``: the daemon's interpreter
-    path means nothing inside the container.
+    path means nothing inside the container. ``image`` replaces the recipe's (a rollback
+    pins the tag to an earlier build's digest).
     """
     if recipe.image is None:
         raise RecipeError(f"recipe: mode '{recipe.mode}' needs an image")
@@ -150,7 +164,7 @@ def container_argv(recipe: Recipe, *, port: int, digest: str) -> list[str]:
         argv += ["-e", f"{name}={value}"]
     for mount in recipe.mounts:
         argv += ["-v", mount]
-    argv.append(recipe.image)
+    argv.append(image or recipe.image)
     argv += engine_argv(
         recipe, python=CONTAINER_PYTHON, listen_host=None, listen_port=recipe.container_port
     )
@@ -158,7 +172,11 @@ def container_argv(recipe: Recipe, *, port: int, digest: str) -> list[str]:
 
 
 def build_launch(
-    recipe: Recipe, *, python: str = sys.executable, port: int | None = None
+    recipe: Recipe,
+    *,
+    python: str = sys.executable,
+    port: int | None = None,
+    image: str | None = None,
 ) -> LaunchSpec:
     """The exact launch for ``recipe``.
 
@@ -166,14 +184,16 @@ def build_launch(
     recipe's port; pass a concrete one (``ports.free_port()``) when
     the recipe says ``port = 0``, which is otherwise kept as is (fine for display only).
     ``env`` holds the recipe's variables in every mode (container modes also pass them
-    with ``-e`` inside ``argv``).
+    with ``-e`` inside ``argv``). ``image`` (container modes): run this image reference
+    instead of the recipe's, a rollback's ``repo@sha256:...``; the recipe hash stays the
+    recipe's (the recipe is the same; the build's digest says which image ran).
     """
     chosen_port = recipe.port if port is None else port
     if not 0 <= chosen_port <= 65535:
         raise RecipeError(f"recipe: port {chosen_port} is not a TCP port")
     digest = recipe_hash(recipe)
     if recipe.is_container:
-        argv = container_argv(recipe, port=chosen_port, digest=digest)
+        argv = container_argv(recipe, port=chosen_port, digest=digest, image=image)
         container_name: str | None = recipe.container_name
         labels = {RECIPE_HASH_LABEL: digest}
     else:

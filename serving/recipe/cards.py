@@ -24,7 +24,7 @@ def indices_of(gpus: str, cards: Iterable[tuple[int, str]]) -> frozenset[int] | 
     by_uuid = {uuid.lower(): index for index, uuid in cards}
     found: set[int] = set()
     for card in (part.strip() for part in gpus.split(",")):
-        if card.isdigit():
+        if card.isdecimal():
             found.add(int(card))
         elif card.lower() in by_uuid:
             found.add(by_uuid[card.lower()])

@@ -14,6 +14,13 @@ and ``architectures`` are what its checkpoint's ``config.json`` says; ``signs`` 
 flag values and the environment-variable prefix only its build uses. ``checkpoint_bytes``
 is the size of the reference checkpoint (for fits-the-cards when the weights cannot be
 read here).
+
+The fork's own marks are separate from the model's: ``--tool-call-parser deepseek_v4`` and
+``--reasoning-parser deepseek_v4`` name the model (upstream vLLM has them too), while the
+fork's own rules (its row-chunk patch, its spawn requirement, its DSpark and memory
+findings) need evidence of the fork: its image (``fork_images``, the repository names its
+guides build), its environment (``env_prefix``), its provenance labels (``fork_label_prefix``)
+or an explicit ``family``.
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ class Family:
     env_prefix: str | None = None
     checkpoint_bytes: int | None = None
     checkpoint_name: str = ""
+    # The fork's image repositories (``dsv4-a100:devel`` is ``dsv4-a100``) and the prefix of
+    # the provenance labels its images carry (``dsv4.patch-series``).
+    fork_images: frozenset[str] = frozenset()
+    fork_label_prefix: str | None = None
 
 
 # The seeds' reference checkpoint: "about 155.4 GiB (166.9 GB) on disk".
@@ -53,6 +64,8 @@ DSV4_FLASH = Family(
     env_prefix="DSV4_",
     checkpoint_bytes=round(155.4 * GIB),
     checkpoint_name="DeepSeek-V4-Flash-0731",
+    fork_images=frozenset({"dsv4-a100"}),
+    fork_label_prefix="dsv4.",
 )
 DSV41_FLASH = Family(
     "dsv41-flash",

@@ -18,11 +18,19 @@ refuse. DSpark is no mark: its drafters exist for other models too.
 
 An explicit ``family`` always wins and ``family = "none"`` opts out; lint says in a note
 which evidence chose an inferred family.
+
+The model is not the build: the parsers and the checkpoint name DeepSeek V4, and upstream
+vLLM serves it with the same parsers. The fork's own rules (``rulesets``' fork rules: the
+row-chunk patch, the spawn method, its DSpark and memory findings) need evidence of the
+fork itself (``fork_evidence``): its image, a ``DSV4_*`` variable, its provenance labels,
+or the explicit ``family``. An upstream image with DSV4 backported, launched with those
+parsers and no ``DSV4_*`` variable, gets the model's rules only, and the note says why.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from serving.recipe.families import DSV4_FLASH, DSV41_FLASH, FAMILIES, NO_FAMILY, Family
@@ -63,11 +71,28 @@ class FamilyChoice:
     inferred: bool
     signs: tuple[Sign, ...] = ()
     other_model: str | None = None
+    # Where the fork itself shows (its image, env, labels, the explicit family): empty when
+    # only the model does, and then the family's fork rules are not applied.
+    fork: tuple[str, ...] = ()
+
+    def fork_missing(self) -> str | None:
+        """Why the fork's own rules were left out (None when they apply or there are none)."""
+        family = self.family
+        if family is None or self.fork or not (family.fork_images or family.fork_label_prefix):
+            return None
+        images = ", ".join(sorted(family.fork_images)) or "none known"
+        return (
+            f"the {family.name} fork's own rules (row chunk, spawn, DSpark, memory ceiling) "
+            f"are not applied: nothing here shows the fork (its image {images}, "
+            f"{family.env_prefix}* env, its {family.fork_label_prefix}* labels, or "
+            f'family = "{family.name}"); the parsers and the checkpoint name the model, '
+            "which upstream vLLM serves too"
+        )
 
     def note(self) -> str | None:
         """The lint note's reason: which evidence chose (or overruled) the family."""
         if not self.inferred:
-            return None
+            return self.fork_missing()
         if self.family is None:
             if self.other_model is None or not self.signs:
                 return None
@@ -86,7 +111,9 @@ class FamilyChoice:
                 f"; V4.1 builds keep the V4 fork's marks ({', '.join(overruled[:3])}), "
                 "so a V4.1 mark wins"
             )
-        return reason + '; set family to say otherwise, or family = "none" for the generic rules'
+        reason += '; set family to say otherwise, or family = "none" for the generic rules'
+        missing = self.fork_missing()
+        return reason if missing is None else f"{reason}. {missing}"
 
 
 def _checkpoint_signs(model: ModelFacts | None) -> tuple[list[Sign], str | None]:
@@ -107,7 +134,37 @@ def _checkpoint_signs(model: ModelFacts | None) -> tuple[list[Sign], str | None]
     return [], f"config.json {what} {shown}"
 
 
-def _build_signs(recipe: Recipe) -> list[Sign]:
+def _image_repository(image: str) -> str:
+    """``dsv4-a100`` of ``registry:5000/team/dsv4-a100:devel`` or ``dsv4-a100@sha256:...``."""
+    name = image.split("@", 1)[0]
+    head, sep, tag = name.rpartition(":")
+    if sep and "/" not in tag:
+        name = head
+    return name.rsplit("/", 1)[-1].lower()
+
+
+def fork_evidence(
+    family: Family,
+    recipe: Recipe,
+    env: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
+) -> tuple[str, ...]:
+    """Where ``family``'s fork itself shows: the explicit family, its image, env, labels."""
+    found: list[str] = []
+    if recipe.family == family.name:
+        found.append(f"family = {family.name}")
+    if recipe.image is not None and _image_repository(recipe.image) in family.fork_images:
+        found.append(f"image {recipe.image}")
+    prefix = family.env_prefix
+    if prefix is not None:
+        found += [f"env {name}" for name in env if name.upper().startswith(prefix)]
+    label_prefix = family.fork_label_prefix
+    if label_prefix is not None and labels:
+        found += [f"label {name}" for name in labels if name.startswith(label_prefix)]
+    return tuple(found)
+
+
+def _build_signs(recipe: Recipe, env: Mapping[str, str]) -> list[Sign]:
     signs = []
     for group in split_flags(recipe.extra_args):
         if group.name not in BUILD_FLAGS:
@@ -115,7 +172,7 @@ def _build_signs(recipe: Recipe) -> list[Sign]:
         for family in (DSV41_FLASH, DSV4_FLASH):
             if group.value.strip().lower() in family.flag_values:
                 signs.append(Sign(family, BUILD, f"{group.name} {group.value.strip()}"))
-    for name in recipe.env:
+    for name in env:
         for family in (DSV41_FLASH, DSV4_FLASH):
             prefix = family.env_prefix
             if prefix is not None and name.upper().startswith(prefix):
@@ -134,19 +191,33 @@ def _name_signs(recipe: Recipe) -> list[Sign]:
     return []
 
 
-def choose_family(recipe: Recipe, model: ModelFacts | None) -> FamilyChoice:
-    """The family whose rules ``recipe`` gets: its own ``family``, else the evidence's."""
+def choose_family(
+    recipe: Recipe,
+    model: ModelFacts | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> FamilyChoice:
+    """The family whose rules ``recipe`` gets: its own ``family``, else the evidence's.
+
+    ``env``: the launch's environment as lint sees it (``[env]`` plus a launcher script's
+    exports; ``recipe.env`` by default); ``labels``: the image's provenance labels, where
+    the caller knows them. Both count as evidence of the fork.
+    """
+    env = recipe.env if env is None else env
     if recipe.family == NO_FAMILY:
         return FamilyChoice(None, inferred=False)
     if recipe.family is not None:
-        return FamilyChoice(FAMILIES[recipe.family], inferred=False)
+        family = FAMILIES[recipe.family]
+        return FamilyChoice(family, False, fork=fork_evidence(family, recipe, env, labels))
     checkpoint, other_model = _checkpoint_signs(model)
     signs = sorted(
-        [*checkpoint, *_build_signs(recipe), *_name_signs(recipe)], key=lambda s: s.level
+        [*checkpoint, *_build_signs(recipe, env), *_name_signs(recipe)], key=lambda s: s.level
     )
     if other_model is not None:
         return FamilyChoice(None, True, tuple(signs), other_model)
     for family in (DSV41_FLASH, DSV4_FLASH):  # one V4.1 mark outweighs any V4 marks
         if any(sign.family is family for sign in signs):
-            return FamilyChoice(family, True, tuple(signs))
+            fork = fork_evidence(family, recipe, env, labels)
+            return FamilyChoice(family, True, tuple(signs), fork=fork)
     return FamilyChoice(None, True)

@@ -30,7 +30,7 @@ def _card_memory_mib(ctx: LintContext, world: int) -> list[int]:
     ids = ctx.recipe.card_ids
     known = ctx.cards.memory_mib
     if ids is not None:
-        indices = [int(card) for card in ids if card.isdigit()]
+        indices = [int(card) for card in ids if card.isdecimal()]
         if len(indices) == len(ids):
             chosen = indices[:world]
             return [known.get(index, ctx.cards.expected_mib) for index in chosen]

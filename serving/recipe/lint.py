@@ -29,6 +29,7 @@ from typing import Any
 from serving.recipe.family_evidence import FamilyChoice, choose_family
 from serving.recipe.findings import EXIT_CLEAN, EXIT_ERRORS, EXIT_WARNINGS, Finding, exit_code
 from serving.recipe.fit import FIT_RULE_IDS, rule_fits_cards
+from serving.recipe.launcher_script import ScriptFacts, read_script, script_path
 from serving.recipe.lint_context import LintContext, RigCards
 from serving.recipe.masking import masked_findings
 from serving.recipe.model_dir import ModelFacts, host_model_path, read_model_dir
@@ -60,11 +61,12 @@ PortProbe = Callable[[str, int], bool]
 HOST_RULE_IDS = frozenset(
     {"port-check", "port-in-use", "command-not-found", "mount-source", "model-path"}
 )
+SCRIPT_RULE_IDS = frozenset({"module-reload", "launcher-script"})
 
 
 def waivable_rule_ids() -> frozenset[str]:
     """Every rule id a waiver may name: the generic rules, every family's, the host's."""
-    ids = set(GENERIC_RULE_IDS | FIT_RULE_IDS | HOST_RULE_IDS)
+    ids = set(GENERIC_RULE_IDS | FIT_RULE_IDS | HOST_RULE_IDS | SCRIPT_RULE_IDS)
     for rule_set in RULE_SETS.values():
         ids |= rule_set.rule_ids
     return frozenset(ids)
@@ -79,10 +81,39 @@ def _family_note(choice: FamilyChoice) -> list[Finding]:
     return [Finding("family-inferred", "note", "family", shown, reason)]
 
 
+def launcher_script(recipe: Recipe, base: Path | None) -> ScriptFacts | None:
+    """The launcher script a process recipe runs, read (bounded, never run), or None."""
+    if recipe.is_container:
+        return None
+    path = script_path(recipe.command)
+    return None if path is None else read_script(path, base)
+
+
+def _script_findings(script: ScriptFacts | None) -> list[Finding]:
+    """A module reload inside the launcher is an error; an unreadable one a warning."""
+    if script is None:
+        return []
+    if script.unreadable is not None:
+        reason = (
+            f"cannot read the launcher script ({script.unreadable}): its exports are not "
+            "seen, so environment rules judge [env] alone"
+        )
+        return [Finding("launcher-script", "warning", "command", script.path, reason)]
+    reason = (
+        "unloading nvidia_uvm (or any NVIDIA module) to clear a wedge turned one Xid 31 into "
+        "Xid 154 on all four cards of a PP job, and only a reboot recovered "
+        "(tim-odonnell, 2026-09-29): remove it and reboot instead (fleetctl reboot)"
+    )
+    return [
+        Finding("module-reload", "error", "command", f"{script.path}:{line}: {text}", reason)
+        for line, text in script.module_reloads
+    ]
+
+
 def _rule_findings(ctx: LintContext) -> list[Finding]:
     """The generic rules, then the family's; generic ids the family replaces are dropped."""
     rule_set = None if ctx.family is None else RULE_SETS.get(ctx.family.name)
-    replaced = rule_set.overrides if rule_set is not None else frozenset()
+    replaced = rule_set.overrides if rule_set is not None and ctx.fork else frozenset()
     findings = [
         finding
         for rule in (*GENERIC_RULES, rule_fits_cards)
@@ -90,7 +121,7 @@ def _rule_findings(ctx: LintContext) -> list[Finding]:
         if finding.rule not in replaced
     ]
     if rule_set is not None:
-        for rule in rule_set.rules:
+        for rule in (*rule_set.rules, *(rule_set.fork_rules if ctx.fork else ())):
             findings += rule(ctx)
     return findings
 
@@ -174,6 +205,8 @@ def lint_recipe(
     cards: RigCards | None = None,
     model: ModelFacts | bool | None = True,
     model_layers: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    script_base: Path | None = None,
 ) -> list[Finding]:
     """Every finding for a recipe, or for a raw table (then unknown keys are findings too).
 
@@ -182,7 +215,9 @@ def lint_recipe(
     ``command``. ``cards`` are the rig's cards as far as the caller knows them (parallel
     sizes, fits-the-cards). ``model``: the model directory's facts, ``True`` to read them
     from this host (the default), ``False``/``None`` for none. ``model_layers`` overrides
-    the layer count the partition must sum to.
+    the layer count the partition must sum to. ``labels``: the image's provenance labels
+    when known (evidence of the fork). ``script_base``: where a relative launcher script
+    is (the recipe file's folder; the working directory by default).
     """
     if isinstance(recipe_or_table, Recipe):
         recipe: Recipe | None = recipe_or_table
@@ -192,19 +227,24 @@ def lint_recipe(
     if recipe is None:
         return masked_findings(findings, dict(recipe_or_table))
     facts = model_facts(recipe) if model is True else (model or None)
-    choice = choose_family(recipe, facts)
+    script = launcher_script(recipe, script_base)
+    env = {**(script.exports if script is not None else {}), **recipe.env}
+    choice = choose_family(recipe, facts, env=env, labels=labels)
     ctx = LintContext(
         recipe,
         model=facts,
         cards=cards or RigCards(),
         family=choice.family,
         layers_override=model_layers,
+        env=env,
+        fork=bool(choice.fork),
     )
     findings += _family_note(choice)
+    findings += _script_findings(script)
     findings += _rule_findings(ctx)
     if host_checks:
         findings += _host_findings(recipe, port_in_use or ports.port_in_use, python)
-    launch = {"extra_args": recipe.extra_args, "env": recipe.env}
+    launch = {"extra_args": recipe.extra_args, "env": env}
     return masked_findings(apply_waivers(recipe, findings), launch)  # never a secret shown
 
 
@@ -222,5 +262,10 @@ def lint_path(
     except RecipeError as exc:
         return [Finding("unreadable", "error", "", str(path), str(exc))]
     return lint_recipe(
-        table, host_checks=host_checks, port_in_use=port_in_use, python=python, cards=cards
+        table,
+        host_checks=host_checks,
+        port_in_use=port_in_use,
+        python=python,
+        cards=cards,
+        script_base=path.parent,
     )

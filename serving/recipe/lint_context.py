@@ -65,14 +65,21 @@ class LintContext:
         cards: RigCards,
         family: Family | None = None,
         layers_override: int | None = None,
+        env: Mapping[str, str] | None = None,
+        fork: bool = False,
     ) -> None:
-        """``family``: the rule set chosen for it (``family_evidence.choose_family``)."""
+        """``family``: the rule set chosen for it (``family_evidence.choose_family``).
+
+        ``env``: the launch's environment as lint sees it (``[env]`` over a launcher
+        script's exports); ``fork``: evidence of the family's fork, so its fork rules apply.
+        """
         self.recipe = recipe
         self.model = model
         self.cards = cards
         self.flags: list[FlagGroup] = split_flags(recipe.extra_args)
-        self.env = recipe.env
+        self.env: Mapping[str, str] = recipe.env if env is None else env
         self.family = family
+        self.fork = fork
         self.layers, self.layers_source = self._layers(layers_override)
 
     def _layers(self, override: int | None) -> tuple[int | None, str | None]:

@@ -58,6 +58,7 @@ _SECRET_LAST_WORDS = frozenset(
         "PASS",
         "CREDENTIAL",
         "CREDENTIALS",
+        "PAT",  # a personal access token (GITHUB_PAT, GH_PAT)
     }
 )
 # ... or ends with one of these long ones (``PGPASSWORD``, ``GITHUBTOKEN``; never ``TOKENS``)
@@ -274,7 +275,7 @@ def mask_text(text: str, found: set[str] | None = None) -> str:
     if "uthorization" in masked or "UTHORIZATION" in masked:
         masked = _sub(_AUTHORIZATION, masked, found)
     if ":" in masked or "=" in masked:
-        masked = _NAMED_VALUE.sub(lambda match: _named_value(match, found), masked)
+        masked = _mask_named_values(masked, found)
     if "-" in masked:
         masked = _FLAG_VALUE.sub(lambda match: _flag_value(match, found), masked)
     if "@" in masked:
@@ -289,6 +290,33 @@ def _hidden_value(raw: str, found: set[str] | None) -> str:
     if not inner or inner == MASK or inner.lower() in _PLAIN_VALUES:
         return raw  # nothing secret: empty, already hidden, or a setting such as None
     return f"{quote}{_hide(inner, found)}{quote}"
+
+
+def _mask_named_values(text: str, found: set[str] | None) -> str:
+    """Every secret ``NAME: VALUE``/``NAME=VALUE`` masked, however many pairs a line chains.
+
+    A pair whose name is not secret gives its value back to the scan: in ``INFO proxy:
+    x-api-key: V`` or ``env: OPENAI_API_KEY="V"`` the first "value" is the next pair's
+    name (issue 36). So does a bare value that ends in ``:`` or ``=`` (``cookie:
+    Cookie: session=V``): it is a name, and the pair after it is judged on its own.
+    """
+    out: list[str] = []
+    pos = 0
+    while (match := _NAMED_VALUE.search(text, pos)) is not None:
+        value = match.group("value")
+        if value.endswith((":", "=")):
+            out.append(text[pos : match.start("value")])
+            pos = match.start("value")
+            continue
+        replaced = _named_value(match, found)
+        if replaced == match.group(0):
+            out.append(text[pos : match.start("value")])
+            pos = match.start("value")  # the value may be a pair of its own
+            continue
+        out.append(text[pos : match.start()] + replaced)
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _named_value(match: re.Match[str], found: set[str] | None) -> str:

@@ -19,6 +19,6 @@ def tensor_parallel_size(recipe: Recipe | None) -> int:
     if recipe is None:
         return 1
     found = find_flag(split_flags(recipe.extra_args), *TP_FLAGS)
-    if found is None or not found.value.strip().isdigit():
+    if found is None or not found.value.strip().isdecimal():
         return 1
     return max(int(found.value.strip()), 1)

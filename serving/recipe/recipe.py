@@ -21,7 +21,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hwcheck.regular_file import read_regular
 from serving.recipe.families import FAMILIES, NO_FAMILY, family_names
@@ -29,6 +37,7 @@ from serving.recipe.findings import Finding
 from serving.recipe.flags import FlagOverride, find_flag, merge_flags, split_flags
 from serving.recipe.masking import masked_findings
 from serving.recipe.presets import PresetNotFound, preset_names, read_preset
+from serving.recipe.reference import ReferenceFigures
 
 RecipeMode = Literal["process", "docker", "podman"]
 CONTAINER_MODES: frozenset[str] = frozenset({"docker", "podman"})
@@ -37,7 +46,7 @@ PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"
 VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 DEVICE_ORDER_ENV = "CUDA_DEVICE_ORDER"
 PYTHON_PLACEHOLDER = "{python}"
-MERGED_TABLES: frozenset[str] = frozenset({"env", "speculative", "lint"})
+MERGED_TABLES: frozenset[str] = frozenset({"env", "speculative", "lint", "reference"})
 
 _MAX_PRESET_DEPTH = 8
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -49,7 +58,12 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
 # Expected figures, not launch settings: changing them must not look like a new launch.
-BASELINE_KEYS = ("expected_decode_tok_s", "expected_prefill_tok_s", "expected_reasoning_field")
+BASELINE_KEYS = (
+    "expected_decode_tok_s",
+    "expected_prefill_tok_s",
+    "expected_reasoning_field",
+    "reference",
+)
 # What the linter reads, never the engine: left out of the recipe hash as well, so a
 # waiver or a family does not make a running engine look like another launch.
 LINT_KEYS = ("family", "num_layers", "lint")
@@ -81,12 +95,38 @@ def shm_size_bytes(text: str) -> int:
 
 
 class Speculative(BaseModel):
-    """``[speculative]``: vLLM's ``--speculative-config`` (DSpark with 5 tokens on DSV4)."""
+    """``[speculative]``: vLLM's ``--speculative-config`` (DSpark with 5 tokens on DSV4).
+
+    ``enabled = false`` serves without speculation (the recipes' ``--plain``): a recipe on
+    a DSpark preset cannot drop the table (tables merge key by key), so it switches it
+    off; ``method`` and ``num_speculative_tokens`` may then be left out. One switch, not a
+    magic ``method = "none"``: a method is vLLM's word, and a typo of one is an error.
+    """
 
     model_config = _CONFIG
 
-    method: str = Field(min_length=1)
-    num_speculative_tokens: int = Field(ge=1)
+    enabled: bool = True
+    method: str | None = Field(default=None, min_length=1)
+    num_speculative_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _check_enabled(self) -> Speculative:
+        if self.enabled and (self.method is None or self.num_speculative_tokens is None):
+            raise ValueError(
+                "needs method and num_speculative_tokens (or enabled = false to serve "
+                "without speculation)"
+            )
+        return self
+
+    def launch_dump(self) -> dict[str, Any] | None:
+        """The table as the recipe hash sees it: None when off, ``enabled`` left out.
+
+        A recipe written before the switch existed keeps its hash (its engine is not a
+        drift after an upgrade), and a switched-off table is the same launch as none.
+        """
+        if not self.enabled:
+            return None
+        return {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
 
     def config_json(self) -> str:
         """Compact JSON exactly as the seeds pass it: method first, no spaces."""
@@ -146,6 +186,8 @@ class Recipe(BaseModel):
     expected_decode_tok_s: float | None = Field(default=None, gt=0)
     expected_prefill_tok_s: float | None = Field(default=None, gt=0)
     expected_reasoning_field: ReasoningField | None = None
+    # The recipe's published figures and their source (``fleetctl bench`` judges by them).
+    reference: ReferenceFigures | None = None
     # The model build whose rule set applies (``serving.recipe.families``); ``"none"``:
     # the generic vLLM rules only; unset: inferred from the checkpoint, the flags and the
     # model's name (``family_evidence``). ``num_layers``: the decoder layers, when the
@@ -229,6 +271,12 @@ class Recipe(BaseModel):
         return self.model
 
     @property
+    def speculation(self) -> Speculative | None:
+        """``[speculative]`` when it is on (``enabled = false`` serves without it)."""
+        spec = self.speculative
+        return spec if spec is not None and spec.enabled else None
+
+    @property
     def preset_overrides(self) -> tuple[FlagOverride, ...]:
         """The preset flags this recipe's ``extra_args`` gave again (empty without a preset)."""
         return self._preset_overrides
@@ -261,6 +309,8 @@ class Recipe(BaseModel):
         Expected figures and lint input are left out: they never change the launch.
         """
         launch = self.model_dump(mode="json", exclude={*BASELINE_KEYS, *LINT_KEYS})
+        if self.speculative is not None:
+            launch["speculative"] = self.speculative.launch_dump()
         return json.dumps(launch, sort_keys=True, separators=(",", ":"))
 
 

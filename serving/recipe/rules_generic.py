@@ -55,7 +55,8 @@ def rule_duplicate_flags(ctx: LintContext) -> list[Finding]:
             continue
         if key == "host" and ctx.recipe.is_container:
             continue
-        if key in _ALWAYS_EMITTED or getattr(ctx.recipe, key) is not None:
+        typed = ctx.recipe.speculation if key == "speculative" else getattr(ctx.recipe, key)
+        if key in _ALWAYS_EMITTED or typed is not None:
             reason = (
                 f"also set by the recipe key '{key}'; give it once, there "
                 "(vLLM silently keeps the last one)"

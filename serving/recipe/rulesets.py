@@ -6,8 +6,13 @@ rank, its allocator and its memory ceiling. ``dsv41-flash`` is a V4.1 build, who
 parsers are ``deepseek_v41``. Nothing here applies to a recipe of another build: GLM and
 Qwen run ``mtp`` speculation, ``expandable_segments`` and 0.97 on purpose.
 
-A family may also override a generic rule by id when its own rule is the stricter form
-of it (DSV4's memory ceiling replaces the generic "too high" warning).
+A family's rules come in two parts: ``rules`` hold for the model whatever serves it (the
+partition, ``--enforce-eager``, the reasoning parser), ``fork_rules`` only for the fork the
+seeds measured (its row-chunk patch, the spawn method, its DSpark, its pipeline-parallel
+design, its memory ceiling), applied only with evidence of the fork
+(``family_evidence.fork_evidence``). A family may also override a generic rule by id when
+its fork rule is the stricter form of it (DSV4's memory ceiling replaces the generic "too
+high" warning); the override goes with the fork rules.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ from serving.recipe.families import DSV4_FLASH, DSV41_FLASH
 from serving.recipe.findings import Finding
 from serving.recipe.lint_context import LintContext, Setting, env_key, invalid
 from serving.recipe.recipe import show_value
-from serving.recipe.rules_generic import Rule, memory_fraction, partition, pp_size, tp_size
+from serving.recipe.rules_generic import (
+    Rule,
+    memory_fraction,
+    partition,
+    pp_size,
+    shown_partition,
+    tp_size,
+)
 
 DSPARK_TOKENS = 5
 ROW_CHUNK = 64
@@ -28,6 +40,7 @@ MAX_GPU_MEMORY_UTILIZATION = 0.965
 ROW_CHUNK_ENV = "DSV4_LOGITS_ROW_CHUNK"
 MULTIPROC_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
 ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+ENGRAM_ENV = "DSV41_ENGRAM_STORAGE"
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,7 @@ class RuleSet:
     rules: tuple[Rule, ...]
     rule_ids: frozenset[str]
     overrides: frozenset[str] = frozenset()
+    fork_rules: tuple[Rule, ...] = ()
 
 
 def _rule_partition_missing(ctx: LintContext) -> list[Finding]:
@@ -52,9 +66,42 @@ def _rule_partition_missing(ctx: LintContext) -> list[Finding]:
     return [Finding("partition-missing", "warning", "layer_partition", "", reason)]
 
 
+def _rule_partition_tail(ctx: LintContext) -> list[Finding]:
+    """A last rank heavier than another: it also carries lm_head (and DSpark's drafter)."""
+    setting, _ = partition(ctx)
+    if setting is None or len(setting.value) < 2:
+        return []
+    layers: list[int] = setting.value
+    if layers[-1] <= min(layers[:-1]):
+        return []
+    reason = (
+        "the last rank also carries lm_head and the DSpark drafter and runs out of memory "
+        "first: give it fewer layers than the others, as the recipes do (15,15,13 on 3 "
+        "cards, 12,12,12,7 on 4)"
+    )
+    return [
+        Finding("partition-tail", "warning", setting.key, shown_partition(ctx, setting), reason)
+    ]
+
+
+def _rule_engram_storage(ctx: LintContext) -> list[Finding]:
+    """V4.1's Engram in host memory fails silently (alanoo, 2026-10-27)."""
+    value = ctx.env.get(ENGRAM_ENV)
+    if value is None or value.strip().lower() != "host":
+        return []
+    reason = (
+        "the Engram host mode fails silently: layers 1 and 14 act as identity functions, "
+        "15 of 20 exact copies, identifiers lose their '_' separators, and decode speed "
+        "does not show it; use ssd (as GNmac's build does)"
+    )
+    return [Finding("engram-storage", "warning", env_key(ENGRAM_ENV), value, reason)]
+
+
 def _speculative(ctx: LintContext) -> tuple[dict[str, Setting], list[Finding]]:
     """``method`` and ``num_speculative_tokens`` from [speculative] or --speculative-config."""
-    spec = ctx.recipe.speculative
+    if ctx.recipe.speculative is not None and ctx.recipe.speculation is None:
+        return {}, []  # switched off: served without speculation
+    spec = ctx.recipe.speculation
     if spec is not None:
         return {
             "method": Setting("speculative.method", spec.method),
@@ -124,6 +171,8 @@ def _rule_enforce_eager(ctx: LintContext) -> list[Finding]:
 def _rule_row_chunk(ctx: LintContext) -> list[Finding]:
     key = env_key(ROW_CHUNK_ENV)
     value = ctx.env.get(ROW_CHUNK_ENV)
+    if value is not None and "$" in value:
+        return []  # a launcher script computes it: not known here
     if value is None or value.strip() in {"", "0"}:
         reason = (
             f"unset or 0 leaves the row-chunk patch inert: the ~134k context wall and "
@@ -170,7 +219,7 @@ def _rule_v41_parsers(ctx: LintContext) -> list[Finding]:
 def _rule_env(ctx: LintContext) -> list[Finding]:
     findings = []
     method = ctx.env.get(MULTIPROC_ENV)
-    if method != "spawn":
+    if method != "spawn" and "$" not in (method or ""):
         reason = "must be 'spawn': fork deadlocks once CUDA is initialised"
         findings.append(
             Finding("multiproc-method", "error", env_key(MULTIPROC_ENV), method or "", reason)
@@ -200,17 +249,21 @@ def _rule_memory_ceiling(ctx: LintContext) -> list[Finding]:
 DSV4_RULES = RuleSet(
     rules=(
         _rule_partition_missing,
+        _rule_partition_tail,
+        _rule_enforce_eager,
+        _reasoning_parser_rule("deepseek_v4"),
+    ),
+    fork_rules=(
         _rule_speculative,
         _rule_tensor_parallel,
-        _rule_enforce_eager,
         _rule_row_chunk,
-        _reasoning_parser_rule("deepseek_v4"),
         _rule_env,
         _rule_memory_ceiling,
     ),
     rule_ids=frozenset(
         {
             "partition-missing",
+            "partition-tail",
             "speculative-method",
             "speculative-tokens",
             "tensor-parallel",
@@ -226,8 +279,8 @@ DSV4_RULES = RuleSet(
     overrides=frozenset({"gpu-memory-high"}),
 )
 DSV41_RULES = RuleSet(
-    rules=(_reasoning_parser_rule("deepseek_v41"), _rule_v41_parsers),
-    rule_ids=frozenset({"reasoning-parser", "v41-parser"}),
+    rules=(_reasoning_parser_rule("deepseek_v41"), _rule_v41_parsers, _rule_engram_storage),
+    rule_ids=frozenset({"reasoning-parser", "v41-parser", "engram-storage"}),
 )
 
 RULE_SETS: dict[str, RuleSet] = {DSV4_FLASH.name: DSV4_RULES, DSV41_FLASH.name: DSV41_RULES}

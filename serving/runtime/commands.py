@@ -13,20 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serving.runtime.launchers import EngineHandle
-
-
-class StartFor(enum.StrEnum):
-    """Who a start is for.
-
-    A person's clears a breaker hold; an automatic one is autostart's or the bring-up's;
-    a restart answers a backoff's end and counts in the running restart total; a recovery
-    restart (recovery restarting a running engine whose canaries fail) counts there too.
-    """
-
-    PERSON = "person"
-    AUTOMATIC = "automatic"
-    RESTART = "restart"
-    RECOVERY_RESTART = "recovery_restart"
+from serving.runtime.start_kind import StartFor
 
 
 @dataclass(frozen=True)

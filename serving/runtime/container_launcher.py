@@ -143,6 +143,7 @@ class ContainerLauncher:
                 timeout=timeout_s or self._command_timeout_s,
                 check=False,
                 stdin=subprocess.DEVNULL,
+                close_fds=True,  # no descriptor of fleetd's in the runtime CLI (issue 36)
             )
         except FileNotFoundError as exc:
             raise LauncherError(
@@ -199,6 +200,7 @@ class ContainerLauncher:
                 timeout=self._run_timeout_s,
                 check=False,
                 stdin=subprocess.DEVNULL,
+                close_fds=True,  # no descriptor of fleetd's in the runtime CLI (issue 36)
                 env=engine_environment(spec),
             )
             if result.returncode != 0:
@@ -237,6 +239,7 @@ class ContainerLauncher:
         logs = subprocess.Popen(
             [*logs_args, name],
             stdin=subprocess.DEVNULL,
+            close_fds=True,  # no descriptor of fleetd's in the runtime CLI (issue 36)
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -245,6 +248,7 @@ class ContainerLauncher:
         waiter = subprocess.Popen(
             [self._binary, "wait", name],
             stdin=subprocess.DEVNULL,
+            close_fds=True,  # no descriptor of fleetd's in the runtime CLI (issue 36)
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
@@ -415,6 +419,10 @@ class ContainerLauncher:
 
     def survivors(self, handle: EngineHandle) -> tuple[int, ...]:
         """A container's processes end with it: none to report."""
+        return ()
+
+    def members(self, handle: EngineHandle) -> tuple[int, ...]:
+        """The runtime's record says OOMKilled for the whole container: no pids needed."""
         return ()
 
     def _unwatch(self, handle: EngineHandle) -> None:

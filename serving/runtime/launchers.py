@@ -124,6 +124,13 @@ class Launcher(Protocol):
         """Processes of the engine still running after its main process ended."""
         ...
 
+    def members(self, handle: EngineHandle) -> tuple[int, ...]:
+        """The engine's live processes now, its main one included.
+
+        Its workers and a wrapper's child: an OOM-killer record naming one ends the engine.
+        """
+        ...
+
     def release(self, handle: EngineHandle) -> None:
         """The engine has ended: drop what watched it and remove its record."""
         ...

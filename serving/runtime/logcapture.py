@@ -38,11 +38,11 @@ from types import TracebackType
 
 from hwcheck.threads import CrashReport, ServiceThread
 from serving.recipe.masking import KnownSecrets, mask_argv
+from serving.runtime.classify import LAUNCH_MARKER_PREFIX
+from serving.runtime.provenance import printable
 
 _LOG = logging.getLogger(__name__)
 
-LAUNCH_MARKER_PREFIX = "[cmpfleet] launch "
-"""Start of the line a launcher writes into the log before each launch."""
 
 _NEWLINES = re.compile(rb"\r\n|\r|\n")
 _MAX_LINE_BYTES = 64 * 1024
@@ -98,6 +98,9 @@ class LogSubscription:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+LAST_LINE_CHARS = 1000  # the progress line: a terminal's width is far less
 
 
 class LogCapture:
@@ -303,12 +306,18 @@ class LogCapture:
         """The most recent line: the progress shown while the engine starts.
 
         A progress bar's update in flight (no line end yet) counts as the latest line.
+        Printable only: ``fleetctl start`` rewrites it in place on a terminal, where an
+        engine's escape sequence would drive the terminal (issue 36).
         """
         with self._lock:
             pending = self._partial.rstrip(b"\r").strip()
             if pending:
-                return self.secrets.mask(pending.decode("utf-8", errors="replace"))
-            return self._tail[-1][1] if self._tail else None
+                line = self.secrets.mask(pending.decode("utf-8", errors="replace"))
+            elif self._tail:
+                line = self._tail[-1][1]
+            else:
+                return None
+        return printable(line, LAST_LINE_CHARS)
 
     def begin_session(self) -> None:
         """Read what is pending, then count only later lines as the current launch's."""

@@ -22,12 +22,13 @@ from hwcheck.threads import run_in_thread
 from serving.recipe.masking import mask_argv
 from serving.recipe.spec import LaunchSpec
 from serving.runtime import adoption
-from serving.runtime.commands import Exited, Later, Request, StartFor, Stop
+from serving.runtime.commands import Exited, Later, Request, Stop
 from serving.runtime.health_watch import BecameReady, Healthy, Unhealthy
 from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError, launch_secrets
-from serving.runtime.machine_core import LOG, Awaiting, utcnow
+from serving.runtime.machine_core import FAMILY_EVERY_S, FAMILY_MAX_PIDS, LOG, Awaiting, utcnow
 from serving.runtime.reports import RunEnded
 from serving.runtime.run_end import RunEnding
+from serving.runtime.start_kind import StartFor
 from serving.runtime.states import (
     Drift,
     LaunchRecord,
@@ -330,6 +331,8 @@ class ServingMachine(RunEnding):
 
     def _attach(self, handle: EngineHandle) -> None:
         self._handle = handle
+        self._family = {handle.pid}
+        self._family_due_s = 0.0
         self._url = handle.record.base_url
         self._health.attach(handle, self._clock())
         run_in_thread(
@@ -374,6 +377,7 @@ class ServingMachine(RunEnding):
         if not self._launcher.is_alive(handle):
             self._engine_ended()
             return
+        self._note_family(handle, now)
         match self._health.probe(now, starting=self._state is ServingState.STARTING):
             case BecameReady():
                 self._became_ready(now)
@@ -386,8 +390,23 @@ class ServingMachine(RunEnding):
             case _:
                 pass
 
+    def _note_family(self, handle: EngineHandle, now: float) -> None:
+        """Keep the engine's pids (workers, a wrapper's child) for the OOM-killer lookup."""
+        if now < self._family_due_s or len(self._family) >= FAMILY_MAX_PIDS:
+            return
+        self._family_due_s = now + FAMILY_EVERY_S
+        try:
+            members = self._launcher.members(handle)
+        except (LauncherError, OSError) as exc:
+            LOG.debug("listing the engine's processes failed: %s", exc)
+            return
+        self._family.update(members[: FAMILY_MAX_PIDS - len(self._family)])
+
     def _became_ready(self, now: float) -> None:
         self._health.became_ready(now)
+        if self._handle is not None:  # at ready every worker is up: note them now
+            self._family_due_s = 0.0
+            self._note_family(self._handle, now)
         if self._launch_record is not None:
             self._launch_record = replace(self._launch_record, ready_at=utcnow())
             self._emit(

@@ -13,7 +13,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,6 +42,14 @@ from serving.runtime.stopping import StopPlan
 from serving.runtime.supervisor_state import SavedHold, SavedState, SupervisorStateFile
 from serving.settings import ServingSettings, SupervisorTuning
 
+# The kernel log's OOM-killer record naming one of the engine's pids (None: none). The
+# daemon answers it from the host's kernel-log sources (``hwcheck.kernellog.oom``); serving
+# never reads the host.
+OomRecordLookup = Callable[[Collection[int]], str | None]
+# The engine's processes are noted at most this often while it runs (a scan of /proc):
+# the OOM killer names a worker or a wrapper's child, gone by the time the engine ends.
+FAMILY_EVERY_S = 5.0
+FAMILY_MAX_PIDS = 256
 LOG = logging.getLogger("serving.runtime.supervisor")
 
 EventSink = Callable[[ServingEvent], None]
@@ -79,8 +87,12 @@ class MachineCore:
         closed: threading.Event,
         clock: Callable[[], float] = time.monotonic,
         on_crash: CrashReport | None = None,
+        oom_record: OomRecordLookup | None = None,
     ) -> None:
         self._spec_factory = spec_factory
+        # Asked when the engine ends by SIGKILL: the OOM killer's record for its pid tells
+        # oom_killed from killed (None: no kernel log to ask).
+        self._oom_record = oom_record
         self._launcher = launcher
         self._capture = capture
         self._serving = serving
@@ -102,6 +114,8 @@ class MachineCore:
         self._reason: str | None = None
         self._since = utcnow()
         self._handle: EngineHandle | None = None
+        self._family: set[int] = set()  # every pid the running engine had (OOM lookup)
+        self._family_due_s = 0.0
         self._url: str | None = None
         self._launch_record: LaunchRecord | None = None
         self._backoff_until: float | None = None

@@ -94,6 +94,10 @@ class ModeLauncher:
         """See :class:`Launcher`."""
         return self._for(handle).survivors(handle)
 
+    def members(self, handle: EngineHandle) -> tuple[int, ...]:
+        """See :class:`Launcher`."""
+        return self._for(handle).members(handle)
+
     def release(self, handle: EngineHandle) -> None:
         """See :class:`Launcher`."""
         self._for(handle).release(handle)

@@ -44,6 +44,12 @@ class ProcessLauncher:
     is the normal case (the engine outlives the launcher and fleetd). The child is reaped
     with ``waitpid``; exit is watched through a pidfd, which works for a child and for an
     adopted process alike. A child's exit code is known, an adopted process's is not.
+
+    The engine gets stdin, stdout and stderr and no other descriptor of fleetd's: every
+    one open at the spawn is closed in the child (``posix_spawn`` keeps whatever is not
+    close-on-exec). An engine outlives fleetd, so a socket, the store or the lock it
+    inherited would stay open after fleetd ends: a listening socket kept the next fleetd
+    from binding its port (issue 36).
     """
 
     def __init__(self, state_dir: Path) -> None:
@@ -115,6 +121,7 @@ class ProcessLauncher:
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_DUP2, log_fd, 1),
                     (os.POSIX_SPAWN_DUP2, log_fd, 2),
+                    *((os.POSIX_SPAWN_CLOSE, fd) for fd in open_descriptors() if fd > 2),
                 ],
                 setsid=True,
             )
@@ -245,10 +252,16 @@ class ProcessLauncher:
 
     def survivors(self, handle: EngineHandle) -> tuple[int, ...]:
         """Live processes still in the engine's process group (they may hold GPU memory)."""
+        return tuple(pid for pid in self._group(handle) if pid != handle.pid)
+
+    def members(self, handle: EngineHandle) -> tuple[int, ...]:
+        """The engine's process group now (its own session: workers and a wrapper's child)."""
+        return self._group(handle)
+
+    @staticmethod
+    def _group(handle: EngineHandle) -> tuple[int, ...]:
         found: list[int] = []
         for pid in psutil.pids():
-            if pid == handle.pid:
-                continue
             try:
                 if os.getpgid(pid) != handle.pid:
                     continue
@@ -279,3 +292,16 @@ class ProcessLauncher:
         liveness checks treat a zombie as ended, so a later adoption is not fooled.
         """
         self._forget(handle)
+
+
+def open_descriptors() -> list[int]:
+    """This process's open file descriptors (``/proc/self/fd``; a closed one is harmless).
+
+    glibc's ``posix_spawn`` ignores a close action on a descriptor that is not open, so one
+    another thread closes meanwhile costs nothing; one opened meanwhile is close-on-exec
+    (Python's default, PEP 446) unless a library opened it otherwise.
+    """
+    try:
+        return sorted(int(name) for name in os.listdir("/proc/self/fd"))
+    except OSError:  # no /proc: the range every fleetd opens within
+        return list(range(3, 1024))

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 OUTPUT_CHARS = 2000
+VERSION_CHARS = 200  # vLLM's is "0.11.0" or a dev build's "0.11.1.dev12+g0a1b2c3d"
+VERSION_MAX_BYTES = 64 * 1024  # a /version answer read past this is refused, not stored
 DEFAULT_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.revision")
 
 
@@ -67,22 +69,42 @@ def parse_image_inspect(text: str) -> ImageFacts:
     return ImageFacts(image_id, tuple(digests), labels)
 
 
+def printable(text: str, limit: int, keep_newlines: bool = False) -> str:
+    r"""Engine text safe for a terminal and a log line: controls escaped, at most ``limit``.
+
+    What an engine, an image or a command printed reaches ``fleetctl builds``, the
+    dashboard and fleetd's log: an ESC sequence there drives the terminal, a newline forges
+    a log line (issue 36). Each control character (C0, DEL, C1) becomes its ``\xNN``
+    escape; with ``keep_newlines``, newlines and tabs of a multi-line output stay.
+    """
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if keep_newlines and char in "\n\t":
+            out.append(char)
+        elif code < 0x20 or 0x7F <= code < 0xA0:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(char)
+    clean = "".join(out)
+    return clean if len(clean) <= limit else clean[:limit] + "..."
+
+
 def parse_version(document: object) -> str | None:
-    """``GET /version``'s ``version`` (vLLM answers ``{"version": "0.11.0"}``)."""
+    """``GET /version``'s ``version`` (vLLM answers ``{"version": "0.11.0"}``), printable."""
     if isinstance(document, dict) and isinstance(document.get("version"), str):
-        return str(document["version"]) or None
+        return printable(str(document["version"]).strip(), VERSION_CHARS) or None
     return None
 
 
 def picked_labels(labels: Mapping[str, str], wanted: Sequence[str]) -> dict[str, str]:
-    """The labels named in ``wanted`` that the image has, in that order."""
-    return {name: labels[name] for name in wanted if name in labels}
+    """The labels named in ``wanted`` that the image has, in that order (values printable)."""
+    return {name: printable(labels[name], OUTPUT_CHARS) for name in wanted if name in labels}
 
 
 def output_text(raw: str) -> str:
-    """A command's output as kept: stripped, at most ``OUTPUT_CHARS`` characters."""
-    text = raw.strip()
-    return text if len(text) <= OUTPUT_CHARS else text[:OUTPUT_CHARS] + "..."
+    """A command's output as kept: stripped, printable, at most ``OUTPUT_CHARS`` characters."""
+    return printable(raw.strip(), OUTPUT_CHARS, keep_newlines=True)
 
 
 @dataclass(frozen=True, slots=True)

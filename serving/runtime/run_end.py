@@ -14,11 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 from hwcheck.model import Severity
-from serving.runtime.classify import CrashClass, explain_exit, split_returncode
-from serving.runtime.commands import StartFor
+from serving.runtime.classify import CrashClass, explain_exit, split_returncode, was_sigkilled
 from serving.runtime.launchers import LauncherError
 from serving.runtime.machine_core import LOG, Awaiting, MachineCore, utcnow
 from serving.runtime.reports import RunEnded
+from serving.runtime.start_kind import StartFor
 from serving.runtime.states import ServingChange, ServingState, StartRefused, StartResult
 from serving.runtime.stopping import AfterStop, ReportEnd, StartAgain, StayStopped, StopPlan
 
@@ -90,6 +90,7 @@ class RunEnding(MachineCore):
             LOG.warning("engine exit code unknown: %s", exc)
             exit_code, signal = None, None
         self._capture.poll()  # after exit_code: a launcher may add its verdict to the log
+        engine_pid = handle.pid
         survivors = self._launcher.survivors(handle)
         self._gate.note_survivors(survivors)
         self._launcher.release(handle)
@@ -115,8 +116,13 @@ class RunEnding(MachineCore):
                     ServingState.STOPPED, f"engine {how} after the stop was reported stuck"
                 )
             return
+        family = {engine_pid, *self._family}
+        kernel_oom = self._kernel_oom(family) if was_sigkilled(exit_code, signal) else None
         verdict = explain_exit(
-            self._capture.session_tail(self._tuning.classify_tail_lines), exit_code, signal
+            self._capture.session_tail(self._tuning.classify_tail_lines),
+            exit_code,
+            signal,
+            kernel_oom=kernel_oom,
         )
         self._crash_class = verdict.crash_class
         phase = "while starting" if self._state is ServingState.STARTING else "while serving"
@@ -143,6 +149,20 @@ class RunEnding(MachineCore):
             ready_for_s=ready_for_s,
         )
         self._report_end(ended, message)
+
+    def _kernel_oom(self, pids: set[int]) -> str | None:
+        """The kernel log's OOM-killer record for one of the engine's pids (None: none).
+
+        Its main pid, and the workers and a wrapper's child it was seen with. Only asked for an end by SIGKILL that we did not send: it tells ``oom_killed`` from
+        ``killed``. An unreadable kernel log is logged and counts as no record.
+        """
+        if self._oom_record is None:
+            return None
+        try:
+            return self._oom_record(pids)
+        except Exception as exc:  # a closed /dev/kmsg, journalctl gone: say so, classify on
+            LOG.warning("kernel log unreadable for the OOM-killer lookup: %s", exc)
+            return None
 
     def _end_launch(
         self, exit_code: int | None, signal: int | None, crash: CrashClass | None, reason: str

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwcheck.model import Severity
-from serving.runtime.commands import StartFor
 from serving.runtime.launchers import EngineHandle, Launcher, LauncherError
+from serving.runtime.start_kind import StartFor
 from serving.settings import ServingSettings, SupervisorTuning
 
 

@@ -41,17 +41,17 @@ from serving.runtime.commands import (
     Restart,
     RestartAfter,
     Start,
-    StartFor,
     StayStopped,
     Stop,
 )
 from serving.runtime.launchers import Launcher
 from serving.runtime.logcapture import LogCapture
 from serving.runtime.machine import ServingMachine
-from serving.runtime.machine_core import LOG, EventSink
+from serving.runtime.machine_core import LOG, EventSink, OomRecordLookup
 from serving.runtime.preflight import Preflight
 from serving.runtime.probes import new_probe_client
 from serving.runtime.reports import EngineReports, NoReports
+from serving.runtime.start_kind import StartFor
 from serving.runtime.states import ServingStatus, StartRefused, StartResult, SupervisorClosed
 from serving.settings import ServingSettings, SupervisorTuning
 
@@ -88,6 +88,7 @@ class Supervisor:
         known_secrets: KnownSecrets | None = None,
         on_crash: CrashReport | None = None,
         guard: Callable[[str], None] | None = None,
+        oom_record: OomRecordLookup | None = None,
     ) -> None:
         tuning = tuning or SupervisorTuning()
         self._clock = clock
@@ -121,6 +122,7 @@ class Supervisor:
             closed=self._closed,
             clock=clock,
             on_crash=on_crash,
+            oom_record=oom_record,
         )
 
     # -- public API (any thread) ----------------------------------------------------------
@@ -222,6 +224,16 @@ class Supervisor:
     def logs(self, n: int = 100) -> list[str]:
         """The engine's last ``n`` log lines."""
         return self._capture.tail(n)
+
+    def launch_logs(self, n: int = 100) -> list[str]:
+        """The current launch's last ``n`` lines, read up to now.
+
+        Reads what the file gained first: the reader thread polls, so at the moment the
+        engine answers ready its last lines may still be unread (the KV pool line a boot
+        fingerprint needs); a plain tail then shows the previous launch's figures.
+        """
+        self._capture.poll()
+        return self._capture.session_tail(n)
 
     @property
     def log_capture(self) -> LogCapture:

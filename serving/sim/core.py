@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from serving.sim.defects import context_tokens, drifted, loop_text, recall_reply
 from serving.sim.images import SIM_ENGINE_VERSION, build_of
 from serving.sim.options import SimOptions
+from serving.sim.perf import PerfModel
 from serving.sim.replies import Reply, compose_reply, message_text
 from serving.sim.vllm_metrics import VllmExtras
 
@@ -80,13 +81,24 @@ def crash_trace(kind: str) -> list[str]:
             "See stack trace (above) for the root cause.",
         ]
     if kind == "kv_oom":
+        # vLLM V1's wording (v1/core/kv_cache_utils.py), then the API server's own long
+        # traceback for the start failure it causes: the classifier must read past it.
+        api_frames = [
+            f'  File "/opt/vllm/vllm/entrypoints/openai/api_server.py", line {100 + n}, in run'
+            for n in range(60)
+        ]
         return [
             *head,
-            "ValueError: No available memory for the cache blocks. Try increasing "
-            "`gpu_memory_utilization` when initializing the engine.",
+            "ValueError: To serve at least one request with the models's max seq len (1048576), "
+            "(38.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+            "(9.79 GiB). Based on the available memory, the estimated maximum model length is "
+            "269824. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine.",
+            "ERROR [core.py:708] EngineCore failed to start.",
+            "Traceback (most recent call last):",
+            *api_frames,
             "RuntimeError: Engine core initialization failed. See root cause above. "
             "Failed core proc(s): {}",
-            "RuntimeError: EngineCore failed to start.",
         ]
     if kind == "driver_poisoned":
         return [
@@ -120,7 +132,9 @@ class SimEngine:
         self._last_lock = threading.Lock()
         self._serial = 0
         self._ready_at_s: float | None = None
-        build = build_of(options.build_file)
+        # The request that crossed ``--sim-crash-at-depth-tokens``: (its tokens, its id).
+        self.deep_crash: tuple[int, str] | None = None
+        build = build_of(options.build_file, options.image)
         self.version = str((build or {}).get("version") or SIM_ENGINE_VERSION)
         self.registry = CollectorRegistry()
         label = {"model_name": options.served_model_name}
@@ -162,10 +176,19 @@ class SimEngine:
             registry=self.registry,
         ).labels(**label)
         self.extras = VllmExtras(self.registry, options.served_model_name, options.spec)
+        self.perf = PerfModel(
+            options.perf,
+            options.tokens_per_s,
+            options.prefill_tokens_per_s,
+            options.max_num_seqs,
+            options.spec.num_speculative_tokens,
+            options.spec.acceptance,
+        )
 
     def became_ready(self) -> None:
         """Ready from now on (the speculative-decoding collapse counts from here)."""
         self._ready_at_s = time.monotonic()
+        self.perf.publish()  # the cards' load file exists from ready on
         self.ready.set()
 
     def since_ready_s(self) -> float:
@@ -221,8 +244,11 @@ class SimEngine:
         prompt = "\n".join(
             message_text(m) for m in request.get("messages") or [] if isinstance(m, dict)
         )
-        itl_s = 1.0 / self.options.tokens_per_s
-        self.extras.observe(prompt, prompt_tokens, generated, itl_s, self.since_ready_s())
+        temperature = temperature_of(request)
+        base = self.options.spec.acceptance_at(self.since_ready_s())
+        itl_s = self.perf.token_wait_s(prompt_tokens, temperature, base)
+        accepted = self.perf.acceptance(prompt_tokens, temperature, base)
+        self.extras.observe(prompt, prompt_tokens, generated, itl_s, self.since_ready_s(), accepted)
 
     def block_if_hung(self) -> None:
         """A hung engine accepts the connection and never answers (until it stops)."""
@@ -236,10 +262,12 @@ class SimEngine:
         self._slots.acquire()
         self.waiting.dec()
         self.running.inc()
+        self.perf.started()
         self.kv_usage.set(self._usage())
         try:
             yield
         finally:
+            self.perf.finished()
             self.running.dec()
             self._slots.release()
             self.kv_usage.set(self._usage())
@@ -250,14 +278,68 @@ class SimEngine:
         )
         return (running or 0.0) / self.options.max_num_seqs
 
-    def pace(self, tokens: int) -> None:
-        """Wait as long as generating ``tokens`` takes (returns early when stopping)."""
-        self.stopping.wait(tokens / self.options.tokens_per_s)
+    def pace(
+        self,
+        tokens: int,
+        depth_tokens: int = 0,
+        temperature: float = 1.0,
+        since: float | None = None,
+    ) -> float:
+        """Wait as long as generating ``tokens`` takes now (returns early when stopping).
+
+        The rate follows the batch, the depth, the temperature's drafts accepted and the
+        power cap (``serving.sim.perf``). ``since``: the previous token's deadline (the
+        answer of the last call), so the time spent writing a token is not added to the
+        next one's wait: the rate holds on a loaded host.
+        """
+        base = self.options.spec.acceptance_at(self.since_ready_s())
+        wait_s = tokens * self.perf.token_wait_s(depth_tokens, temperature, base)
+        now = time.monotonic()
+        # Behind by less than a token: the write's own time is absorbed; further behind (a
+        # stall): a fresh schedule, never a burst of catch-up tokens.
+        start = now if since is None or now - since > wait_s else since
+        deadline = start + wait_s
+        self.stopping.wait(max(deadline - now, 0.0))
+        return deadline
 
     def prefill(self, prompt_tokens: int) -> None:
         """Wait as long as reading a prompt of ``prompt_tokens`` takes (before the first token).
 
-        Deep prompts are paced for at most ``--sim-prefill-pace-max-tokens`` (0: all).
+        One prompt at a time. Deep prompts past ``--sim-prefill-pace-max-tokens`` (0: no
+        limit) are read faster still (``serving.sim.perf``), so deep canaries stay cheap.
         """
         paced = self.options.defects.paced_prefill_tokens(prompt_tokens)
-        self.stopping.wait(paced / self.options.prefill_tokens_per_s)
+        with self.perf.prefill_lock:
+            self.stopping.wait(self.perf.prefill_wait_s(prompt_tokens, paced))
+        self.crash_if_too_deep(prompt_tokens)
+
+    def crash_if_too_deep(self, prompt_tokens: int) -> None:
+        """``--sim-crash-at-depth-tokens``: the first request that deep kills the engine.
+
+        The request never gets an answer (its worker died): it waits for the process end.
+        """
+        depth = self.options.depth_crash.depth_tokens
+        if depth is None or prompt_tokens < depth:
+            return
+        with self._last_lock:
+            if self.deep_crash is None:
+                self._serial += 1
+                self.deep_crash = (prompt_tokens, f"chatcmpl-sim-{self._serial}")
+        self.stopping.set()
+        threading.Event().wait(60.0)
+
+    def prefill_clock(self, prompt_tokens: int) -> tuple[float, float]:
+        """This prompt's prefill (wall seconds per rig second, wall seconds) for the headers."""
+        paced = self.options.defects.paced_prefill_tokens(prompt_tokens)
+        return (
+            self.perf.prefill_scale(prompt_tokens, paced),
+            self.perf.prefill_wait_s(prompt_tokens, paced),
+        )
+
+
+def temperature_of(request: dict[str, Any]) -> float:
+    """A request's sampling temperature (vLLM's default 1 when it sends none)."""
+    value = request.get("temperature")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 1.0
+    return float(value)

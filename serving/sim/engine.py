@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 
 from serving.sim.core import EngineLog, SimEngine, crash_trace
+from serving.sim.crash_depth import crash_lines, kv_pool_lines, pp_size_of
 from serving.sim.handler import EngineServer
 from serving.sim.images import build_flag, build_of
 from serving.sim.lifetime import end_with_watched_process
@@ -94,8 +95,34 @@ def _emit_log_lines(engine: SimEngine) -> None:
 
 
 def _crash(engine: SimEngine) -> int:
-    """Print the crash's trace; the exit status of a crashed engine."""
+    """Print the crash's trace; the exit status of a crashed engine.
+
+    With ``--sim-crash-rank`` the named rank's worker faults first (its Xid mark too).
+    """
+    options = engine.options
+    rank = options.depth_crash.rank
+    if rank is not None and engine.deep_crash is None:
+        pp_size = pp_size_of(options.ignored)
+        for line in crash_lines(options.crash_kind, rank, pp_size, None, "", os.getpid()):
+            engine.log.line(line)
+        time.sleep(0.3)
     for line in crash_trace(engine.options.crash_kind):
+        engine.log.line(line)
+    return 1
+
+
+def _depth_crash(engine: SimEngine) -> int:
+    """The deep request's crash: vLLM's dump and worker lines, the Xid mark, then the trace."""
+    options = engine.options
+    tokens, request_id = engine.deep_crash or (0, "")
+    pp_size = pp_size_of(options.ignored)
+    rank = options.depth_crash.rank
+    rank = pp_size - 1 if rank is None else rank
+    for line in crash_lines(options.crash_kind, rank, pp_size, tokens, request_id, os.getpid()):
+        engine.log.line(line)
+    # A real worker dies a moment after its card's Xid: the kernel line comes first.
+    time.sleep(0.3)
+    for line in crash_trace(options.crash_kind):
         engine.log.line(line)
     return 1
 
@@ -144,6 +171,8 @@ def run(options: SimOptions) -> int:
             return 1
         log.line(f"INFO:     Started server process [{os.getpid()}]")
         log.line("INFO:     Waiting for application startup.")
+        for line in kv_pool_lines(options.ignored, options.max_model_len, options.cards_file):
+            log.vllm("INFO", "kv_cache_utils.py:1087", line)
         engine.became_ready()
         log.line("INFO:     Application startup complete.")
         if options.log_lines:
@@ -157,6 +186,8 @@ def run(options: SimOptions) -> int:
             if engine.stopping.wait(timeout):
                 if crashing.is_set():
                     return _crash(engine)
+                if engine.deep_crash is not None:
+                    return _depth_crash(engine)
                 log.line("INFO:     Shutting down")
                 return 0
             now = time.monotonic()
@@ -185,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     line's, so they win.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    build = build_of(build_flag(args))
+    build = build_of(build_flag(args), build_flag(args, "--sim-image"))
     if build is not None:
         args += [str(arg) for arg in build.get("args") or []]
     options = parse_options(args)

@@ -7,6 +7,7 @@ a test of a proxy in front of the engine (the traffic guard) sees what really ar
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.exposition import generate_latest
 
-from serving.sim.core import SimEngine
+from serving.sim.core import SimEngine, temperature_of
+from serving.sim.perf import PREFILL_SCALE_HEADER, PREFILL_WALL_HEADER, TIME_SCALE_HEADER
 from serving.sim.replies import prompt_tokens_of, split_tokens
 
 CHAT = "/v1/chat/completions"
@@ -42,13 +44,27 @@ class EngineHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server: EngineServer
+    # Buffered: the status line, headers and body of a reply leave in one write when the
+    # handler flushes (after each request, after each streamed event), as uvicorn sends them.
+    wbufsize = 64 * 1024
+
+    def setup(self) -> None:
+        """``TCP_NODELAY`` on every connection, as uvicorn sets it under vLLM.
+
+        Without both, a reply written in two pieces (header, then body) waits out Nagle
+        against the keep-alive client's delayed ACK: about 40 ms a request.
+        """
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: probes every few seconds would drown the engine log."""
 
-    def _send_json(self, status: int, body: Any) -> None:
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -162,10 +178,12 @@ class EngineHandler(BaseHTTPRequestHandler):
         content = "".join(tokens) if reply.content is not None else None
         generated = max(len(tokens), 1 if reply.tool_calls else 0)
         prompt_tokens = prompt_tokens_of(request)
+        temperature = temperature_of(request)
+        clock = engine.prefill_clock(prompt_tokens)
         engine.prefill(prompt_tokens)
-        engine.pace(1)
+        engine.pace(1, prompt_tokens, temperature)
         engine.ttft.observe(time.monotonic() - started)
-        engine.pace(max(generated - 1, 0))
+        engine.pace(max(generated - 1, 0), prompt_tokens, temperature)
         engine.generation_tokens.inc(generated)
         engine.prompt_tokens.inc(prompt_tokens)
         engine.observe_finished(request, prompt_tokens, generated)
@@ -189,7 +207,7 @@ class EngineHandler(BaseHTTPRequestHandler):
             "completion_tokens": generated,
             "total_tokens": prompt_tokens + generated,
         }
-        self._send_json(200, body)
+        self._send_json(200, body, _scale_headers(engine, clock))
 
     def _stream(self, engine: SimEngine, request: dict[str, Any], chat: bool) -> None:
         started = time.monotonic()
@@ -199,8 +217,11 @@ class EngineHandler(BaseHTTPRequestHandler):
         completion_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         kind = "chat.completion.chunk" if chat else "text_completion"
         prompt_tokens = prompt_tokens_of(request)
+        temperature = temperature_of(request)
         engine.prompt_tokens.inc(prompt_tokens)
         self.send_response(200)
+        for name, value in _scale_headers(engine, engine.prefill_clock(prompt_tokens)).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
@@ -226,14 +247,15 @@ class EngineHandler(BaseHTTPRequestHandler):
             )
             if value is not None
         ]
+        deadline = None
         for piece in split_tokens(thought or "", limit) if chat else []:
-            engine.pace(1)
+            deadline = engine.pace(1, prompt_tokens, temperature, deadline)
             if engine.stopping.is_set():
                 return
             send(dict.fromkeys(fields, piece), None)
         first = True
         for token in tokens:
-            engine.pace(1)
+            deadline = engine.pace(1, prompt_tokens, temperature, deadline)
             if engine.stopping.is_set():
                 return
             if first:
@@ -242,7 +264,7 @@ class EngineHandler(BaseHTTPRequestHandler):
             engine.generation_tokens.inc()
             send({"content": token}, None)
         if reply.tool_calls:
-            engine.pace(1)
+            engine.pace(1, prompt_tokens, temperature, deadline)
             engine.generation_tokens.inc()
             calls = [{"index": i, **call} for i, call in enumerate(reply.tool_calls)]
             send({"tool_calls": calls}, None)
@@ -262,3 +284,12 @@ class EngineHandler(BaseHTTPRequestHandler):
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+
+def _scale_headers(engine: SimEngine, prefill: tuple[float, float]) -> dict[str, str]:
+    """The simulation's clock (``serving.sim.perf``): wall seconds per rig second."""
+    return {
+        TIME_SCALE_HEADER: f"{engine.perf.time_scale:.6g}",
+        PREFILL_SCALE_HEADER: f"{prefill[0]:.6g}",
+        PREFILL_WALL_HEADER: f"{prefill[1]:.6g}",
+    }

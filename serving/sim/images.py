@@ -8,6 +8,11 @@ and may change the build's labels, its ``/version`` and how the simulated engine
 (its ``--sim-*`` flags). The simulated engine reads its own build from the same file at
 start (``--sim-build-file``), so a rebuilt image runs with the new behaviour after the
 next engine start, exactly as a real rebuilt image does.
+
+Every build stays known by its digest (``builds``), as a registry keeps an image's old
+digests: ``image inspect repo@sha256:...`` and an engine started from that reference
+(``--sim-image``) get that build, so ``fleetctl rollback`` can serve an earlier build
+while the tag has moved on.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ class ImageStoreError(Exception):
 
 def _hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def is_digest_ref(image: str) -> bool:
+    """``repo@sha256:...``: an image named by its digest, not by a tag."""
+    return "@sha256:" in image
 
 
 def _repository(image: str) -> str:
@@ -72,12 +82,19 @@ class ImageStore:
         try:
             document = json.loads(self.path.read_text())
         except FileNotFoundError:
-            return {"images": {}}
+            return {"images": {}, "builds": {}}
         except (OSError, ValueError) as exc:
             raise ImageStoreError(f"{self.path}: cannot read the simulated images: {exc}") from None
         if not isinstance(document, dict) or not isinstance(document.get("images"), dict):
             raise ImageStoreError(f"{self.path}: not a simulated image file")
+        if not isinstance(document.get("builds"), dict):
+            document["builds"] = {}
         return document
+
+    @staticmethod
+    def _keep(document: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Remember ``entry`` by its digest (a registry keeps old digests pullable)."""
+        document["builds"][str(entry["digest"])] = entry
 
     def _write(self, document: dict[str, Any]) -> None:
         try:
@@ -86,13 +103,26 @@ class ImageStore:
             raise ImageStoreError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
 
     def facts(self, image: str) -> dict[str, Any]:
-        """The current build of ``image`` (pulled, as build 1, the first time it is asked)."""
+        """The current build of ``image`` (pulled, as build 1, the first time it is asked).
+
+        A digest reference (``repo@sha256:...``) is that build, whatever its tag is now;
+        one never built here is ``ImageStoreError`` (as a registry answers "not found").
+        """
         with self._lock:
             document = self._read()
+            if is_digest_ref(image):
+                found = document["builds"].get(image)
+                if not isinstance(found, dict):
+                    raise ImageStoreError(f"no such image: {image}")
+                return dict(found)
             entry = document["images"].get(image)
             if not isinstance(entry, dict):
                 entry = image_build(image, 1)
                 document["images"][image] = entry
+                self._keep(document, entry)
+                self._write(document)
+            elif entry.get("digest") not in document["builds"]:
+                self._keep(document, entry)  # a file written before builds were kept
                 self._write(document)
             return dict(entry)
 
@@ -116,28 +146,38 @@ class ImageStore:
                 version=version or old.get("version") or SIM_ENGINE_VERSION,
                 args=[str(arg) for arg in args],
             )
+            self._keep(document, old)
             document["images"][image] = entry
+            self._keep(document, entry)
             self._write(document)
             return dict(entry)
 
 
-def build_of(path: str | None, image: str = SIM_ENGINE_IMAGE) -> dict[str, Any] | None:
-    """The simulated engine's own build, read once at its start (``None``: no file yet)."""
+def build_of(path: str | None, image: str | None = None) -> dict[str, Any] | None:
+    """The simulated engine's own build, read once at its start (``None``: no file yet).
+
+    ``image``: the tag or digest reference it runs (the simulated engine's image by default).
+    """
     if not path:
         return None
+    image = image or SIM_ENGINE_IMAGE
     try:
         document = json.loads(Path(path).read_text())
-        entry = document["images"][image]
+        table = "builds" if is_digest_ref(image) else "images"
+        entry = document[table][image]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return entry if isinstance(entry, dict) else None
 
 
-def build_flag(argv: Sequence[str]) -> str | None:
-    """The value of ``--sim-build-file`` in ``argv`` (read before the flags are parsed)."""
+def build_flag(argv: Sequence[str], flag: str = "--sim-build-file") -> str | None:
+    """The value of ``flag`` (``--sim-build-file``, ``--sim-image``) in ``argv``.
+
+    Read before the flags are parsed: the build's own flags join the command line.
+    """
     for index, arg in enumerate(argv):
-        if arg == "--sim-build-file" and index + 1 < len(argv):
+        if arg == flag and index + 1 < len(argv):
             return argv[index + 1]
-        if arg.startswith("--sim-build-file="):
+        if arg.startswith(f"{flag}="):
             return arg.split("=", 1)[1]
     return None

@@ -65,7 +65,7 @@ def end_with_watched_process(
 ) -> threading.Thread | None:
     """Watch ``$SIM_ENGINE_WATCH_PID``; ``exit_now(0)`` when it ends. None: nothing to watch."""
     text = environ.get(WATCH_VARIABLE, "")
-    if not text.isdigit():
+    if not text.isdecimal():
         return None
     pid = int(text)
     halt = stop or threading.Event()

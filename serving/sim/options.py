@@ -6,7 +6,11 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from serving.sim import crash_depth
+from serving.sim.crash_depth import DepthCrash
 from serving.sim.defects import LongContextDefects, add_defect_arguments, defects_from_args
+from serving.sim.leaks import LEAK_MODES
+from serving.sim.perf import PerfSettings, add_perf_arguments, perf_from_args
 from serving.sim.vllm_metrics import SpecDecodeSim, add_metric_arguments, spec_from_args
 
 CRASH_KINDS = ("cuda_fault", "engine_dead", "kv_oom", "driver_poisoned", "rpc_timeout")
@@ -51,6 +55,11 @@ class SimOptions:
     defects: LongContextDefects = field(default_factory=LongContextDefects)
     spec: SpecDecodeSim = field(default_factory=SpecDecodeSim)
     build_file: str | None = None
+    image: str | None = None
+    leak_mode: str = ""  # ``--sim-leak-mode`` (``serving.sim.leaks``)
+    depth_crash: DepthCrash = field(default_factory=DepthCrash)
+    cards_file: str | None = None
+    perf: PerfSettings = field(default_factory=PerfSettings)
 
 
 def _non_negative(text: str) -> float:
@@ -108,12 +117,23 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
     parser.add_argument("--sim-prefill-tokens-per-s", type=_positive, default=1600.0)
     parser.add_argument("--sim-corrupt-identifiers-pct", type=_percent, default=0.0)
     parser.add_argument("--sim-leak-dsml", action="store_true")
+    parser.add_argument(
+        "--sim-leak-mode", choices=[mode for mode in LEAK_MODES if mode], default=""
+    )
     parser.add_argument("--sim-reasoning-field", choices=REASONING_FIELDS, default="both")
     parser.add_argument("--sim-log-line", type=_timed_line, action="append", default=[])
     parser.add_argument("--sim-seed", type=int, default=0)
     add_defect_arguments(parser)
+    crash_depth.add_arguments(parser)
     add_metric_arguments(parser)
+    # A rebuild's keys at their "off" value (``serving.sim.scenario.override_args``): back
+    # to the default, whatever the scenario's flags said before them.
+    parser.add_argument("--sim-unset", action="append", default=[])
+    add_perf_arguments(parser)
     args, unknown = parser.parse_known_args(list(argv))
+    for dest in args.sim_unset:
+        if dest != "sim_unset" and hasattr(args, dest):
+            setattr(args, dest, parser.get_default(dest))
     if not 0 < args.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.max_num_seqs < 1:
@@ -144,4 +164,9 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
         defects=defects_from_args(args),
         spec=spec_from_args(args),
         build_file=args.sim_build_file,
+        image=args.sim_image,
+        leak_mode=args.sim_leak_mode,
+        depth_crash=crash_depth.from_args(args),
+        cards_file=args.sim_cards_file,
+        perf=perf_from_args(args),
     )

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from serving.sim.defects import context_tokens, estimate_tokens
+from serving.sim.leaks import MARKUP_MODES, markup
 from serving.sim.options import SimOptions
 
 _WORD = re.compile(r"[^\s,;()\[\]{}<>\"'`]+")
 _CODE_CHARS = re.compile(r"^[A-Za-z0-9_./-]+$")
 _PAD = ("and", "the", "story", "goes", "on")
-_DSML = "\uff5cDSML\uff5c"  # the fullwidth bars DeepSeek's tool-call markup uses
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def code_identifiers(text: str) -> list[str]:
             continue
         camel = any(ch.isupper() for ch in word[1:]) and any(ch.islower() for ch in word)
         looks_like_code = (
-            "_" in word.strip("_") or "/" in word or any(ch.isdigit() for ch in word) or camel
+            "_" in word.strip("_") or "/" in word or any(ch.isdecimal() for ch in word) or camel
         )
         if looks_like_code and len(word) >= 3 and word not in found:
             found.append(word)
@@ -109,8 +109,19 @@ def _copied(identifiers: list[str], pct: float, rng: random.Random) -> list[str]
 
 
 def compose_reply(request: dict[str, Any], options: SimOptions, rng: random.Random) -> Reply:
-    """The answer, its reasoning placed as the simulated build places it."""
-    return _place_reasoning(_compose(request, options, rng), options.reasoning_field)
+    """The answer, its reasoning placed as the simulated build places it (and leaked)."""
+    reply = _place_reasoning(_compose(request, options, rng), options.reasoning_field)
+    if options.leak_mode == "reasoning":
+        thought = reply.reasoning or reply.reasoning_content or "I think this over first."
+        return Reply(f"{thought}</think>{reply.content or ''}", reply.tool_calls, None)
+    if options.leak_mode == "empty-think":
+        return Reply(
+            f"<think></think>{reply.content or ''}",
+            reply.tool_calls,
+            reply.reasoning,
+            reply.reasoning_content,
+        )
+    return reply
 
 
 def _compose(request: dict[str, Any], options: SimOptions, rng: random.Random) -> Reply:
@@ -129,16 +140,10 @@ def _compose(request: dict[str, Any], options: SimOptions, rng: random.Random) -
         tool = tools[0]
         name = str(tool.get("function", {}).get("name", "tool"))
         arguments = _tool_arguments(tool, identifiers[0] if identifiers else "ls")
-        if options.leak_dsml:
-            params = "".join(
-                f'<{_DSML}parameter name="{key}" string="true">{value}</{_DSML}parameter>\n'
-                for key, value in arguments.items()
-            )
-            markup = (
-                f'<{_DSML}tool_calls>\n<{_DSML}invoke name="{name}">\n{params}'
-                f"</{_DSML}invoke>\n</{_DSML}tool_calls>"
-            )
-            return Reply(content=markup, tool_calls=None, reasoning=reasoning)
+        mode = options.leak_mode if options.leak_mode in MARKUP_MODES else ""
+        if options.leak_dsml or mode:
+            text = markup(mode or "wrapper", name, arguments)
+            return Reply(content=text, tool_calls=None, reasoning=reasoning)
         call = {
             "id": f"chatcmpl-tool-{uuid.uuid4().hex[:16]}",
             "type": "function",

@@ -16,7 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from serving.sim.leaks import LEAK_MODES
 from serving.sim.options import REASONING_FIELDS
+
+RIG_TIME_SCALE = 98.1 / 30.0  # the reference rig's 98.1 tok/s at the default 30 tok/s pace
 
 
 class EngineScenarioError(ValueError):
@@ -36,6 +39,7 @@ class EngineScenario:
     prefill_tokens_per_s: float = 1600.0
     corrupt_identifiers_pct: float = 0.0
     leak_dsml: bool = False
+    leak_mode: str = ""  # ``--sim-leak-mode`` (``serving.sim.leaks``)
     reasoning_field: str = "both"
     log_lines: tuple[tuple[float, str], ...] = ()  # (seconds after ready, line)
     # Long-context defects (``serving.sim.defects``); context lengths in tokens.
@@ -53,9 +57,20 @@ class EngineScenario:
     spec_acceptance: float = 0.6
     spec_collapse_after_s: float | None = None
     spec_collapsed_acceptance: float = 0.15
+    # A crash at depth (``serving.sim.crash_depth``): the first request this deep kills the
+    # engine on PP rank ``crash_rank`` (None: the last) with an Xid 31 on its card.
+    crash_at_depth_tokens: int | None = None
+    crash_rank: int | None = None
+    # The simulated recipe's ``DSV4_LOGITS_ROW_CHUNK`` (None: the preset's 64; 0: unset, its
+    # lint error waived: the ``depth-crash`` scenario's launch).
+    logits_row_chunk: int | None = None
+    # Wall seconds per real rig second (``serving.sim.perf``): at the default pace (30 tok/s
+    # decode, 1,600 prefill) the bench reports the PP4 DSpark rig's 98.1 and about 5,230.
+    time_scale: float = RIG_TIME_SCALE
 
 
-MAX_SECONDS = 365 * 86_400.0  # a simulated engine's timers: at most a year
+MAX_SECONDS = 365 * 86_400.0
+MAX_TIME_SCALE = 1000.0  # a simulated engine's timers: at most a year
 
 
 class _Bad(Exception):
@@ -117,8 +132,16 @@ def _build(table: Mapping[str, object]) -> EngineScenario:
             "reasoning_field",
             f"one of {', '.join(REASONING_FIELDS)}, got {_shown(reasoning_field)}",
         )
+    leak_mode = table.get("leak_mode", "")
+    if leak_mode not in LEAK_MODES:
+        modes = ", ".join(mode for mode in LEAK_MODES if mode)
+        raise _Bad("leak_mode", f"one of {modes}, got {_shown(leak_mode)}")
     ready = _seconds(table, "ready_after_s") if "ready_after_s" in table else None
+    scale = _number(table, "time_scale", defaults.time_scale)
+    if not 0 < scale <= MAX_TIME_SCALE:
+        raise _Bad("time_scale", f"must be > 0 and <= {MAX_TIME_SCALE:g}, got {scale:g}")
     return EngineScenario(
+        time_scale=scale,
         ready_after_s=defaults.ready_after_s if ready is None else ready,
         crash_after_s=_seconds(table, "crash_after_s"),
         hang_after_s=_seconds(table, "hang_after_s"),
@@ -128,6 +151,7 @@ def _build(table: Mapping[str, object]) -> EngineScenario:
         prefill_tokens_per_s=prefill,
         corrupt_identifiers_pct=pct,
         leak_dsml=_flag(table, "leak_dsml"),
+        leak_mode=str(leak_mode),
         reasoning_field=str(reasoning_field),
         log_lines=_log_lines(table),
         **_deep_keys(table),
@@ -186,6 +210,9 @@ def _deep_keys(table: Mapping[str, object]) -> dict[str, Any]:
         "spec_collapsed_acceptance": _share(
             table, "spec_collapsed_acceptance", defaults.spec_collapsed_acceptance
         ),
+        "crash_at_depth_tokens": _tokens(table, "crash_at_depth_tokens"),
+        "crash_rank": _tokens(table, "crash_rank"),
+        "logits_row_chunk": _tokens(table, "logits_row_chunk"),
     }
 
 
@@ -225,6 +252,7 @@ def simulated_engine_args(engine: EngineScenario) -> list[str]:
     """The simulated engine's ``--sim-*`` flags for one ``EngineScenario``."""
     args = ["--sim-ready-after-s", str(engine.ready_after_s)]
     args += ["--sim-tokens-per-s", str(engine.tokens_per_s)]
+    args += ["--sim-time-scale", f"{engine.time_scale:.6g}"]
     defaults = EngineScenario()
     if engine.prefill_tokens_per_s != defaults.prefill_tokens_per_s:
         args += ["--sim-prefill-tokens-per-s", str(engine.prefill_tokens_per_s)]
@@ -244,6 +272,8 @@ def simulated_engine_args(engine: EngineScenario) -> list[str]:
         args += ["--sim-corrupt-identifiers-pct", str(engine.corrupt_identifiers_pct)]
     if engine.leak_dsml:
         args.append("--sim-leak-dsml")
+    if engine.leak_mode:
+        args += ["--sim-leak-mode", engine.leak_mode]
     return args + _deep_args(engine)
 
 
@@ -260,6 +290,8 @@ def _deep_args(engine: EngineScenario) -> list[str]:
         ("--sim-recall-full-until-tokens", engine.recall_full_until_tokens),
         ("--sim-recall-floor-at-tokens", engine.recall_floor_at_tokens),
         ("--sim-spec-collapse-after-s", engine.spec_collapse_after_s),
+        ("--sim-crash-at-depth-tokens", engine.crash_at_depth_tokens),
+        ("--sim-crash-rank", engine.crash_rank),
     ):
         if value is not None:
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
@@ -276,14 +308,18 @@ def _deep_args(engine: EngineScenario) -> list[str]:
     return args
 
 
-_ALWAYS_GIVEN = {"--sim-ready-after-s": "ready_after_s", "--sim-tokens-per-s": "tokens_per_s"}
+_ALWAYS_GIVEN = {
+    "--sim-ready-after-s": "ready_after_s",
+    "--sim-tokens-per-s": "tokens_per_s",
+    "--sim-time-scale": "time_scale",
+}
 
 
 def override_args(table: Mapping[str, object], label: str) -> list[str]:
     """The ``--sim-*`` flags of only the keys ``table`` gives (a rebuild's new behaviour).
 
-    Checked like a scenario's ``[engine]``; the two flags every engine gets (ready time,
-    decode rate) are left out unless ``table`` names them, so a rebuild that changes one
+    Checked like a scenario's ``[engine]``; the flags every engine gets (ready time,
+    decode rate, time scale) are left out unless ``table`` names them, so a rebuild that changes one
     thing keeps the scenario's pace.
     """
     args = simulated_engine_args(parse_engine_scenario(table, label))
@@ -298,4 +334,15 @@ def override_args(table: Mapping[str, object], label: str) -> list[str]:
             skip = True
             continue
         kept.append(arg)
+    # A key given at its "off" value (0, false: a fixed build) has no flag of its own, so
+    # the scenario's flag would still win: the engine is told to put it back to its default.
+    for key in table:
+        dest = _DESTS.get(key, f"sim_{key}")
+        if f"--{dest.replace('_', '-')}" not in kept:
+            kept += [UNSET_FLAG, dest]
     return kept
+
+
+UNSET_FLAG = "--sim-unset"
+# Scenario keys whose engine flag is not ``--sim-<key>``.
+_DESTS = {"corrupt_band_tokens": "sim_corrupt_band", "log_lines": "sim_log_line"}

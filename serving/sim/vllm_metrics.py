@@ -70,6 +70,8 @@ def add_metric_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim-spec-collapse-after-s", type=_seconds, default=None)
     parser.add_argument("--sim-spec-collapsed-acceptance", type=_share, default=0.15)
     parser.add_argument("--sim-build-file", default=None)
+    # The image (tag or digest reference) whose build it runs: a container's, under --simulate.
+    parser.add_argument("--sim-image", default=None)
 
 
 def speculative_tokens(config: str | None) -> int | None:
@@ -157,8 +159,13 @@ class VllmExtras:
         generated: int,
         itl_s: float,
         since_ready_s: float,
+        accepted: float | None = None,
     ) -> None:
-        """Count one finished request: cache lookups, decode steps, draft acceptance."""
+        """Count one finished request: cache lookups, decode steps, draft acceptance.
+
+        ``accepted``: this request's share of drafts accepted (``serving.sim.perf``: it
+        falls with depth and temperature); None: the build's rate now.
+        """
         self.prefix_queries.inc(prompt_tokens)
         self.prefix_hits.inc(min(self._cached_tokens(prompt), prompt_tokens))
         for _ in range(max(generated - 1, 0)):
@@ -166,7 +173,7 @@ class VllmExtras:
         k = self.spec.num_speculative_tokens
         if k is None or generated < 1:
             return
-        rate = self.spec.acceptance_at(since_ready_s)
+        rate = self.spec.acceptance_at(since_ready_s) if accepted is None else accepted
         drafts = math.ceil(generated / (1.0 + rate * k))
         accepted = min(round(drafts * k * rate), drafts * k)
         self.drafts.inc(drafts)

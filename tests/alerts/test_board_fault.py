@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.webhook import WebhookReceiver
 
@@ -131,7 +131,7 @@ def test_the_slow_canary_folds_into_the_brake_and_nothing_else_is_sent(
 
 
 def test_fleetctl_alerts_shows_the_cards_sent_together(braked: Fleetd) -> None:
-    listed = json.loads(run_fleetctl("--url", braked.url, "alerts", "--json").stdout)
+    listed = json.loads(run_fleetctl_here("--url", braked.url, "alerts", "--json").stdout)
     brakes = [a for a in listed["alerts"] if a["labels"].get("alertname") == "PowerBrake"]
     assert len(brakes) == 4  # one alert per card, each resolves on its own
     leader = min(a["id"] for a in brakes)
@@ -141,7 +141,7 @@ def test_fleetctl_alerts_shows_the_cards_sent_together(braked: Fleetd) -> None:
 
 def test_alerts_test_reports_a_dead_webhook_at_once(braked: Fleetd) -> None:
     started = time.monotonic()
-    shown = run_fleetctl(
+    shown = run_fleetctl_here(
         "--url", braked.url, "alerts", "test", "--timeout", "60",
         env={"FLEETCTL_TOKEN": braked.token},
     )  # fmt: skip

@@ -92,6 +92,7 @@ def test_slack_text_reads_on_a_phone() -> None:
     )
     assert "*Next step:* Reboot the host." in rest
     assert any("id-123" in line for line in rest)
+    assert "Seen 3 times since 2026-09-29 13:45 UTC" in rest  # no raw ISO time on a phone
     resolved = body("slack", "resolved")["text"]
     assert resolved.startswith(":white_check_mark: *RESOLVED on rig-a:")
 

@@ -20,7 +20,7 @@ from serving.canary.model import DEEP_NAMES, Outcome
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import Expectations
 from serving.sim.scenario import parse_engine_scenario, simulated_engine_args
-from tests.serving.engine_helpers import SERVED_NAME, running_sim_engine
+from tests.support.engine_helpers import SERVED_NAME, running_sim_engine
 
 SETTINGS = CanarySettings(
     busy_running_requests=0, identifiers=10, depths=[16_000, 90_000, 110_000], recall_facts=8

@@ -21,8 +21,8 @@ from serving.canary.client import CanaryCallError, HttpEngineApi
 from serving.canary.model import Outcome
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import CanarySuite, Expectations
-from tests.serving.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
 from tests.support import loopback
+from tests.support.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
 
 DECODE_TOK_S = 100.0
 PREFILL_TOK_S = 4000.0

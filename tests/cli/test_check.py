@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from hwcheck.sim.scenario import builtin_scenario_names
-from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here as fleetctl
 from tests.support.contract import CONTRACT_CARD_KEYS, CONTRACT_CHECK_IDS
+
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
 
 EXPECTED_EXIT = {
     "healthy": 0,
@@ -18,6 +22,7 @@ EXPECTED_EXIT = {
     "power-brake": 2,
     "uncapped": 1,
     "xid31": 0,  # the Xid fires ~20 s after the simulated boot; a 2-s check sees a healthy rig
+    "xid31-8": 0,  # the same on eight cards (card 6), for the two-engine example
     "engine-corrupt": 0,
     "serving-persistenced": 0,  # persistenced and fleetd hold /dev/nvidia*: never foreign
     "cuda-wedge": 2,  # NVML sees healthy cards: the CUDA probe finds the wedge
@@ -25,6 +30,12 @@ EXPECTED_EXIT = {
     "boot-drift": 1,  # host_kernel: the next reboot boots another kernel
     "riser-errors": 1,  # pcie_errors on card 2
     "bad-hbm": 0,  # only the memory test (engine stopped, through fleetd) finds it
+    "bad-sm": 0,  # only diag compute (through fleetd) finds it
+    "hot-card": 0,  # warm at idle; the thermal stop trips only under a sustained diag
+    "slow-link": 0,  # an idle link may read low: diag pcie measures it under load
+    "depth-crash": 0,  # healthy cards: the engine crashes past 134k tokens (a black box)
+    "kv-drift": 0,  # healthy until a reboot: card 2 then reports less memory (the KV pool drops)
+    "rank-repeat": 0,  # healthy cards: the engine faults on one rank now and then
     "deep-decay": 0,  # healthy cards: only the engine's deep canaries find it
     "spec-collapse": 0,  # healthy cards: only the engine's own metrics show it
 }
@@ -46,6 +57,15 @@ def test_check_exit_code_and_json(scenario: str) -> None:
     if scenario == "healthy":
         assert all(c["severity"] == "ok" for c in doc["checks"]), doc["checks"]
         assert len(doc["cards"]) == 4
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "uncapped", "locked-vram"])
+def test_the_real_process_exits_with_the_worst_severity(scenario: str) -> None:
+    """The tests above run fleetctl's ``main`` in this process; the exit status a monitor
+    reads from the real process is the same code (0 ok, 1 warning, 2 critical)."""
+    result = run_fleetctl("check", "--simulate", scenario, "--json")
+    assert result.returncode == EXPECTED_EXIT[scenario], result.stderr
+    assert json.loads(result.stdout)["overall"] == ["ok", "warning", "critical"][result.returncode]
 
 
 def test_the_cuda_probe_finds_the_wedge_nvml_cannot_see() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.cli import run_fleetctl_here as fleetctl
 
 BUILTIN = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import run_fleetd
 
 BOM = b"\xef\xbb\xbf"
@@ -26,14 +26,14 @@ def write_config(path: Path, text: str, *, bom: bool = False) -> Path:
 
 def test_a_config_saved_with_a_bom_is_read(tmp_path: Path) -> None:
     config = write_config(tmp_path / "fleet.toml", "[rig]\npower_cap_w = 180\n", bom=True)
-    result = run_fleetctl("check", "--simulate", "healthy", "--config", str(config))
+    result = run_fleetctl_here("check", "--simulate", "healthy", "--config", str(config))
     assert result.returncode == 0, result.stderr
     assert "overall: OK" in result.stdout
 
 
 def test_a_bom_file_is_still_validated(tmp_path: Path) -> None:
     config = write_config(tmp_path / "fleet.toml", "[rig]\npower_cap = 180\n", bom=True)
-    result = run_fleetctl("check", "--simulate", "healthy", "--config", str(config))
+    result = run_fleetctl_here("check", "--simulate", "healthy", "--config", str(config))
     assert result.returncode == 3
     assert (
         result.stderr

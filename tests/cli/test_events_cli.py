@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 from tests.support.jsonpeer import JsonPeer, json_peer
 
 LONG = "Xid 31 on card 1: MMU page fault: " + "on CMP 170HX rigs it precedes wedges " * 8
@@ -30,13 +30,13 @@ def peer() -> Iterator[JsonPeer]:
 
 
 def test_card_and_severity_filters_reach_fleetd(peer: JsonPeer) -> None:
-    shown = run_fleetctl("--url", peer.url, "events", "--card", "1", "--severity", "warning")
+    shown = run_fleetctl_here("--url", peer.url, "events", "--card", "1", "--severity", "warning")
     assert shown.returncode == 0, shown.stderr
     assert peer.queries[-1] == {"card": ["1"], "min_severity": ["warning"], "limit": ["50"]}
 
 
 def test_an_unknown_severity_is_one_line_before_any_request(peer: JsonPeer) -> None:
-    shown = run_fleetctl("--url", peer.url, "events", "--severity", "bad")
+    shown = run_fleetctl_here("--url", peer.url, "events", "--severity", "bad")
     assert shown.returncode == 2
     assert shown.stderr.strip() == (
         "fleetctl: --severity: 'bad' is not one of info, warning, critical"
@@ -45,7 +45,7 @@ def test_an_unknown_severity_is_one_line_before_any_request(peer: JsonPeer) -> N
 
 
 def test_piped_events_are_plain_lines_without_padding(peer: JsonPeer) -> None:
-    shown = run_fleetctl("--url", peer.url, "events")
+    shown = run_fleetctl_here("--url", peer.url, "events")
     lines = shown.stdout.splitlines()
     assert lines[0].split() == ["id", "time", "kind", "severity", "card", "xid", "message"]
     assert len(lines) == 3  # one line per event, however long its message

@@ -7,9 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from daemon.config import load_settings
-from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.cli import run_fleetctl_here as fleetctl
 from tests.support.contract import CONTRACT_HOST_CHECK_IDS
+
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
 
 HOST_CHECKS = CONTRACT_HOST_CHECK_IDS
 

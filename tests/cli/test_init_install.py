@@ -8,8 +8,11 @@ import pytest
 
 from daemon.config import load_settings
 from tests.support.cli import one_clean_line
-from tests.support.cli import run_fleetctl as fleetctl
+from tests.support.cli import run_fleetctl_here as fleetctl
 from tests.support.nodes import KINDS, make_node, snapshot
+
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 

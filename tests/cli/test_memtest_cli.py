@@ -1,7 +1,7 @@
 """``fleetctl diag memtest``'s pieces that need no daemon: the progress line, the block map line.
 
 The command end to end (exit codes, JSON, an unknown pattern) runs against a real fleetd in
-tests/daemon/test_host_truth_e2e.py.
+tests/daemon/rig/test_host_truth_e2e.py.
 """
 
 from __future__ import annotations

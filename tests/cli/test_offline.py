@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl, run_fleetctl_here
 
 
 def closed_port() -> int:
@@ -17,6 +17,8 @@ def closed_port() -> int:
 
 
 def test_status_of_an_unreachable_daemon_is_unknown() -> None:
+    """The real process: the exit code a monitor reads (the tests below run fleetctl's main
+    in this process, which exits with the same codes)."""
     url = f"http://127.0.0.1:{closed_port()}"
     human = run_fleetctl("--url", url, "status")
     assert human.returncode == 3
@@ -30,14 +32,14 @@ def test_status_of_an_unreachable_daemon_is_unknown() -> None:
 def test_other_commands_fail_with_one_line() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     for args in (["events"], ["ack", "1"], ["start", "--no-wait"], ["logs"]):
-        result = run_fleetctl("--url", url, *args)
+        result = run_fleetctl_here("--url", url, *args)
         assert result.returncode == 1, args
         assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
 
 
 def test_usage_errors_are_one_line_and_unknown_for_monitoring_commands() -> None:
     for args, code in ((["status", "--bogus"], 3), (["check", "--bogus"], 3), (["ack", "abc"], 2)):
-        result = run_fleetctl(*args)
+        result = run_fleetctl_here(*args)
         assert result.returncode == code, args
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
@@ -46,11 +48,11 @@ def test_usage_errors_are_one_line_and_unknown_for_monitoring_commands() -> None
 
 def test_usage_errors_under_json_still_print_one_document() -> None:
     for args in (["--json", "status", "--bogus"], ["check", "--bogus", "--json"]):
-        result = run_fleetctl(*args)
+        result = run_fleetctl_here(*args)
         assert result.returncode == 3, args
         assert json.loads(result.stdout)["overall"] == "unknown"
         assert "No such option: --bogus" in json.loads(result.stdout)["error"]
-    result = run_fleetctl("events", "--limit", "0", "--json")
+    result = run_fleetctl_here("events", "--limit", "0", "--json")
     assert result.returncode == 2
     assert json.loads(result.stdout)["exit_code"] == 2
     assert len(result.stderr.strip().splitlines()) == 1
@@ -58,11 +60,11 @@ def test_usage_errors_under_json_still_print_one_document() -> None:
 
 @pytest.mark.parametrize("group", [[], ["canary"], ["xid"], ["recipe"], ["fleet"], ["caps"]])
 def test_a_group_without_its_command_shows_its_help_and_exits_2(group: list[str]) -> None:
-    shown = run_fleetctl(*group)
+    shown = run_fleetctl_here(*group)
     assert shown.returncode == 2
     assert shown.stdout == ""
     assert shown.stderr.startswith(f"Usage: {' '.join(['fleetctl', *group])} [OPTIONS] COMMAND")
-    scripted = run_fleetctl("--json", *group)
+    scripted = run_fleetctl_here("--json", *group)
     assert scripted.returncode == 2
     document = json.loads(scripted.stdout)
     assert document["exit_code"] == 2

@@ -19,14 +19,14 @@ from daemon.cli.rig.status import status_lines
 from daemon.cli.views.rigview import Screen
 from daemon.cli.views.screen import plain
 from daemon.cli.views.topview import ViewSource, rig_view
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 
 NOW = datetime(2026, 12, 4, 3, 0, tzinfo=UTC)
 
 
 @cache
 def checked(scenario: str) -> dict[str, Any]:
-    shown = run_fleetctl("check", "--simulate", scenario, "--no-probe", "--json")
+    shown = run_fleetctl_here("check", "--simulate", scenario, "--no-probe", "--json")
     assert shown.returncode == 2, shown.stderr
     doc: dict[str, Any] = json.loads(shown.stdout)
     return doc
@@ -131,5 +131,16 @@ def test_a_refused_start_is_said_on_the_engine_line_instead_of_a_bare_stopped() 
     }  # fmt: skip
     text = plain(status_lines(doc, Screen(80)))
 
-    assert "last start refused (critical_check): host_kernel: running kernel" in text
+    # Its reasons are the causes the status shows with their fixes: named, not repeated.
+    assert "last start refused (critical_check): by the causes shown here" in text
+    assert text.count("host_kernel: running kernel") == 1
     assert "why: switching to profile b" not in text  # the refusal says why it is down now
+    # A reason the status shows nowhere else is said, without its fix.
+    doc["serving"]["refusal"] = {
+        "ts": "2026-12-04T03:00:00+00:00", "trigger": "autostart", "codes": ["port_in_use"],
+        "message": "port 8000 is held by nginx (pid 7); fix: stop it",
+        "headline": "port 8000 is held by nginx (pid 7)",
+    }  # fmt: skip
+    text = plain(status_lines(doc, Screen(80)))
+    assert "last start refused (port_in_use): port 8000 is held by nginx (pid 7)" in text
+    assert "fix: stop it" not in text

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from daemon.cli.views.rigview import Screen
+from daemon.cli.views.rigview import Screen, pinned_text
 from daemon.cli.views.screen import plain
 from daemon.cli.views.topview import ViewSource, rig_view
 from tests.support.cli import run_fleetctl
+from tests.support.documents import DOCUMENTS
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.scenarios import sooner
-from tests.support.terminal import read_until, spawn_in_pty
+from tests.support.terminal import read_to_end, read_until, spawn_in_pty
 from tests.support.tmux import tmux_screen
-from tests.web.documents import DOCUMENTS
 
 PCI_IDS = ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"]
 
@@ -284,6 +284,7 @@ def test_status_fits_the_terminal_and_colours_only_when_allowed(xid31: Fleetd) -
         try:
             read_until(master, b"fix: ", 30, seen=seen)
             assert proc.wait(10) == 2  # CRITICAL
+            read_to_end(master, 5, seen)  # the lines drawn after "fix: " too
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -291,3 +292,9 @@ def test_status_fits_the_terminal_and_colours_only_when_allowed(xid31: Fleetd) -
             os.close(master)
         assert bool(colour.search(seen)) is coloured, (flags, env)
         assert seen.index(b"overall") < seen.index(b"REBOOT REQUIRED") < seen.index(b"power/cap")
+
+
+def test_a_rollback_pin_is_short_enough_for_a_status_line() -> None:
+    digest = "registry.example/vllm/dsv4-fork@sha256:" + "0123456789abcdef" * 4
+    assert pinned_text(digest) == "dsv4-fork@sha256:0123456789ab"
+    assert pinned_text("dsv4-fork:latest") == "dsv4-fork:latest"  # not a digest: as is

@@ -7,23 +7,12 @@ the same two daemons, so the suite pays for two fleetd starts, not one per test.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from tests.cli.test_token import peer  # noqa: F401 - the loopback token peer, reused here
+from tests.support.fleet_rigs import XID_CARD, TwoRigs
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
-
-XID_CARD = 1
-
-
-@dataclass(frozen=True)
-class TwoRigs:
-    """``healthy`` (every check passes) and ``xid`` (an Xid 31 on card 1 after start)."""
-
-    healthy: Fleetd
-    xid: Fleetd
+from tests.support.token_peer import peer  # noqa: F401 - the loopback token peer, reused here
 
 
 def _card_judged_critical(daemon: Fleetd, card: int) -> bool:
@@ -49,14 +38,3 @@ def two_rigs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRigs]:
         yield TwoRigs(healthy=healthy, xid=xid)
     finally:
         stop_all(daemons)
-
-
-def write_fleet_file(path: Path, rigs: dict[str, str], **token_files: str) -> Path:
-    """A fleet file with ``[rigs.NAME] url = ...`` (and ``token_file`` where given)."""
-    lines = []
-    for name, url in rigs.items():
-        lines += [f"[rigs.{name}]", f'url = "{url}"']
-        if name in token_files:
-            lines.append(f'token_file = "{token_files[name]}"')
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.fleet.deploy import ALERTMANAGER
+from tests.support.deploy import ALERTMANAGER
 from tests.support.external import require_program
 
 pytestmark = pytest.mark.external

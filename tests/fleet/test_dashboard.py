@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fleet.conftest import TwoRigs
-from tests.fleet.deploy import RULES, dashboard, dashboard_queries, metric_names
 from tests.support import loopback
+from tests.support.deploy import RULES, dashboard, dashboard_queries, metric_names
+from tests.support.fleet_rigs import TwoRigs
 from web.metrics_guard import guard_metrics
 from web.metrics_model import GuardMetrics
 

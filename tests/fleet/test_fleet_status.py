@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from serving.runtime.states import ServingState
-from tests.cli.test_token import Recorder
-from tests.fleet.conftest import TwoRigs, write_fleet_file
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
+from tests.support.fleet_rigs import TwoRigs, write_fleet_file
 from tests.support.fleetd import free_port
+from tests.support.token_peer import Recorder
 
 SERVING_STATES = {state.value for state in ServingState}
 
@@ -53,7 +53,7 @@ def test_every_rig_is_one_row_and_the_exit_code_is_the_worst(
     )
     started = time.monotonic()
     # 3 s: the live rigs answer well within it even on a loaded 2-core machine.
-    result = run_fleetctl("fleet", "status", "--fleet", str(fleet), "--timeout", "3", "--json")
+    result = run_fleetctl_here("fleet", "status", "--fleet", str(fleet), "--timeout", "3", "--json")
     elapsed_s = time.monotonic() - started
 
     assert result.returncode == 2, result.stderr  # critical outranks the rigs with no answer
@@ -86,7 +86,7 @@ def test_an_unreachable_rig_makes_the_fleet_unknown_without_failing(
 ) -> None:
     gone = dead_url()
     fleet = write_fleet_file(tmp_path / "rigs.toml", {"alpha": two_rigs.healthy.url, "gone": gone})
-    result = run_fleetctl("fleet", "status", "--fleet", str(fleet))
+    result = run_fleetctl_here("fleet", "status", "--fleet", str(fleet))
     assert result.returncode == 3, result.stderr
     assert result.stderr == ""
     lines = result.stdout.splitlines()
@@ -99,7 +99,7 @@ def test_an_unreachable_rig_makes_the_fleet_unknown_without_failing(
 
 def test_a_healthy_fleet_exits_0_and_json_may_come_first(two_rigs: TwoRigs, tmp_path: Path) -> None:
     fleet = write_fleet_file(tmp_path / "rigs.toml", {"alpha": two_rigs.healthy.url})
-    result = run_fleetctl("--json", "--fleet", str(fleet), "fleet", "status")
+    result = run_fleetctl_here("--json", "--fleet", str(fleet), "fleet", "status")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["overall"] == "ok"
 
@@ -108,13 +108,13 @@ def test_rig_picks_one_rig_of_the_fleet_file(two_rigs: TwoRigs, tmp_path: Path) 
     fleet = write_fleet_file(
         tmp_path / "rigs.toml", {"alpha": two_rigs.healthy.url, "bravo": two_rigs.xid.url}
     )
-    bravo = run_fleetctl("--fleet", str(fleet), "--rig", "bravo", "status", "--json")
+    bravo = run_fleetctl_here("--fleet", str(fleet), "--rig", "bravo", "status", "--json")
     assert bravo.returncode == 2, bravo.stderr
     assert json.loads(bravo.stdout)["overall"] == "critical"
-    nosuch = run_fleetctl("--fleet", str(fleet), "--rig", "charlie", "status")
+    nosuch = run_fleetctl_here("--fleet", str(fleet), "--rig", "charlie", "status")
     assert nosuch.returncode == 3
     assert nosuch.stderr == f"fleetctl: {fleet}: no rig 'charlie' (known: alpha, bravo)\n"
-    typo = run_fleetctl("--fleet", str(fleet), "--rig", "bravoo", "status")
+    typo = run_fleetctl_here("--fleet", str(fleet), "--rig", "bravoo", "status")
     assert typo.returncode == 3
     assert (
         typo.stderr
@@ -132,7 +132,7 @@ def test_a_rig_token_file_is_sent_only_when_the_rig_asks(peer: Recorder, tmp_pat
     url = f"http://127.0.0.1:{peer.server_address[1]}"
     # A relative token_file is read next to the fleet file, wherever fleetctl runs.
     fleet = write_fleet_file(tmp_path / "rigs.toml", {"rig9": url}, rig9="rig9.token")
-    result = run_fleetctl("fleet", "status", "--fleet", str(fleet), "--json")
+    result = run_fleetctl_here("fleet", "status", "--fleet", str(fleet), "--json")
     assert result.returncode == 0, result.stdout
     assert peer.seen == [("GET", None), ("GET", "Bearer rig9-secret")]
 
@@ -144,7 +144,7 @@ def test_a_rig_asking_for_a_token_it_was_not_given_says_where_to_put_one(
     url = f"http://127.0.0.1:{peer.server_address[1]}"
     fleet = write_fleet_file(tmp_path / "rigs.toml", {"rig9": url})
     no_token = {"FLEETCTL_TOKEN": "", "CMPFLEET_STATE_DIR": str(tmp_path)}
-    result = run_fleetctl("fleet", "status", "--fleet", str(fleet), "--json", env=no_token)
+    result = run_fleetctl_here("fleet", "status", "--fleet", str(fleet), "--json", env=no_token)
     assert result.returncode == 3
     row = rows_by_rig(json.loads(result.stdout))["rig9"]
     assert row["error"] == "fleetd wants a token: set rigs.rig9.token_file"

@@ -7,8 +7,8 @@ import re
 import sys
 from pathlib import Path
 
-from tests.fleet.conftest import TwoRigs, write_fleet_file
 from tests.support.cli import run_fleetctl
+from tests.support.fleet_rigs import TwoRigs, write_fleet_file
 from tests.support.fleetd import free_port
 from tests.support.terminal import read_until, spawn_in_pty
 from tests.support.tmux import tmux_screen

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli.fleet.file import FleetFileError, Rig, load_fleet
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 
 GOOD = """
 [rigs.rig1]
@@ -75,18 +75,20 @@ def test_each_mistake_names_the_file_and_the_key(tmp_path: Path, text: str, mess
 def test_a_bad_fleet_file_is_one_line_and_unknown_for_fleet_status(tmp_path: Path) -> None:
     path = tmp_path / "rigs.toml"
     path.write_text('[rigs.rig1]\nurl = "rig1.lan"\n')
-    human = run_fleetctl("fleet", "status", "--fleet", str(path))
+    human = run_fleetctl_here("fleet", "status", "--fleet", str(path))
     assert (human.returncode, human.stdout) == (3, "")
     assert human.stderr == (
         f"fleetctl: {path}: rigs.rig1.url: 'rig1.lan' is not an http(s)://HOST[:PORT] URL\n"
     )
-    scripted = run_fleetctl("fleet", "status", "--json", "--fleet", str(tmp_path / "none.toml"))
+    scripted = run_fleetctl_here(
+        "fleet", "status", "--json", "--fleet", str(tmp_path / "none.toml")
+    )
     assert scripted.returncode == 3
     assert json.loads(scripted.stdout)["overall"] == "unknown"
     assert scripted.stderr == f"fleetctl: {tmp_path / 'none.toml'}: no such fleet file\n"
 
 
 def test_the_default_fleet_file_lives_under_xdg_config_home(tmp_path: Path) -> None:
-    result = run_fleetctl("fleet", "status", env={"XDG_CONFIG_HOME": str(tmp_path)})
+    result = run_fleetctl_here("fleet", "status", env={"XDG_CONFIG_HOME": str(tmp_path)})
     assert result.returncode == 3
     assert result.stderr == f"fleetctl: {tmp_path}/cmpfleet/rigs.toml: no such fleet file\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.deploy import PROMETHEUS, RULE_TESTS, RULES, alert_names
+from tests.support.deploy import PROMETHEUS, RULE_TESTS, RULES, alert_names
 from tests.support.external import require_program
 
 pytestmark = pytest.mark.external

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.fleet.conftest import XID_CARD, TwoRigs
-from tests.fleet.deploy import (
+from tests.support.deploy import (
     ALERTMANAGER,
     RULES,
     as_instant_query,
     dashboard,
     dashboard_queries,
 )
+from tests.support.fleet_rigs import XID_CARD, TwoRigs
 from tests.support.fleetd import Fleetd, wait_until
 from tests.support.prometheus import Prometheus, Server, start_alertmanager, start_prometheus
 from tests.support.webhook import Received, WebhookReceiver
@@ -145,6 +145,15 @@ def test_the_xid_alert_fires_for_the_rig_with_the_xid_and_only_there(
     assert healthy == []
 
 
+# Card metrics a CMP 170HX (and so the simulated rig) leaves out: NVML answers NotSupported.
+NOT_ON_A_CMP = (
+    "cmpfleet_gpu_remapped_rows_correctable",
+    "cmpfleet_gpu_remapped_rows_uncorrectable",
+    "cmpfleet_gpu_row_remap_pending",
+    "cmpfleet_gpu_row_remap_failed",
+)
+
+
 def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> None:
     """Each panel's PromQL parses in a real Prometheus, and the card panels find the cards."""
     # Two scrapes of each rig, not one: the rate and increase panels need two samples a series.
@@ -165,7 +174,9 @@ def test_every_dashboard_query_runs_in_prometheus(prometheus: Prometheus) -> Non
             expr = target["expr"]
             if "cmpfleet_gpu_" in expr and "xid" not in expr:
                 rows = prometheus.query(as_instant_query(expr))
-                assert len(rows) == 8, (panel["title"], expr, rows)
+                # A CMP 170HX reports no row remapping (no ECC): its panel stays empty here.
+                expected = 0 if any(name in expr for name in NOT_ON_A_CMP) else 8
+                assert len(rows) == expected, (panel["title"], expr, rows)
 
 
 def test_alertmanager_routes_the_rig_alerts_by_severity(

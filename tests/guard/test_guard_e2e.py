@@ -23,6 +23,7 @@ import pytest
 
 from serving.guard.keys import hash_key, new_key
 from tests.support import loopback
+from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
 pytestmark = pytest.mark.slow
@@ -223,6 +224,26 @@ def test_a_prompt_over_the_cap_gets_openais_400(rig: Rig) -> None:
     wait_until(
         lambda: rig.metric("cmpfleet_guard_context_refused_total") >= 1, 10, "the cap's counter"
     )
+    # Refused before the engine: the session is no deeper for it (no GuardSessionDeep).
+    session = answer.headers["x-cmpfleet-session"]
+
+    def listed() -> dict[str, Any] | None:
+        rows = rig.daemon.get("/api/v1/guard").json()["sessions"]
+        return next((row for row in rows if row["id"] == session), None)
+
+    wait_until(lambda: listed() is not None, 10, "the refused session in the guard's panel")
+    row = listed()
+    assert row is not None and row["depth_tokens"] == 0, row
+    # The status names the guard: where it listens, that it is up, what it refused.
+    guard = rig.daemon.get("/api/v1/status").json()["serving"]["guard"]
+    assert guard["up"] is True and guard["listen"] == rig.guard.removeprefix("http://")
+    wait_until(
+        lambda: rig.daemon.get("/api/v1/status").json()["serving"]["guard"]["refused"] >= 1,
+        10,
+        "the refusal in the status",
+    )
+    shown = run_fleetctl_here("--url", rig.daemon.url, "status")
+    assert f"guard: up on {guard['listen']}" in shown.stdout, shown.stdout
 
 
 def test_keys_are_required_and_usage_is_counted_per_key(rig: Rig) -> None:
@@ -249,7 +270,9 @@ def test_keys_are_required_and_usage_is_counted_per_key(rig: Rig) -> None:
 
 
 def test_a_killed_engine_ends_the_stream_cleanly_then_503_until_ready(rig: Rig) -> None:
-    body = {"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 400}
+    # Long enough (about 20 s at the simulated pace) that a test stalled by load cannot read the
+    # whole stream before its kill: a 400-token one once ended with [DONE] first.
+    body = {"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 2000}
     with httpx.Client(timeout=30, trust_env=False) as client, _stream(rig, client, body) as reply:
         events = _events(reply)
         for _ in range(3):

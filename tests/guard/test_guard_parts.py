@@ -203,11 +203,14 @@ def test_a_streamed_reply_is_watched_and_judged_at_the_end() -> None:
 def test_a_session_keeps_its_id_turn_after_turn() -> None:
     first = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]}
     later = {"messages": [*first["messages"], {"role": "assistant", "content": "a"}]}
-    assert session_id(first, None) == session_id(later, None)
+    assert session_id(first, None, "k") == session_id(later, None, "k")
     other = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "z"}]}
-    assert session_id(other, None) != session_id(first, None)
-    assert session_id(first, "conv-7") == session_id(other, "conv-7")
-    assert "q" not in session_id(first, None)
+    assert session_id(other, None, "k") != session_id(first, None, "k")
+    assert session_id(first, "conv-7", "k") == session_id(other, "conv-7", "k")
+    assert "q" not in session_id(first, None, "k")
+    # Within a key: the same name or the same opening under another key is another session.
+    assert session_id(first, "conv-7", "alice") != session_id(first, "conv-7", "bob")
+    assert session_id(first, None, "alice") != session_id(first, None, "bob")
 
 
 def test_a_session_crossing_a_threshold_is_news_once() -> None:

@@ -7,7 +7,10 @@
  * past N MiB fails the same way: the card has less than it said free), "jit_fail" (the module is refused with
  * CUDA_ERROR_INVALID_PTX, 218, and a JIT log line), "no_plant" (cuMemsetD32 of a single
  * word is ignored: a self-test fault that never lands). FAKE_CUDA_FREE_MIB (default 320)
- * is the card's free memory.
+ * is the card's free memory. For the card diagnostics (hwcheck/carddiag): "bad_sm:N" (card
+ * N's SM 1 returns a wrong FP32 FMA), "flip_link:N" (card N's host-to-device copies flip a
+ * bit); pinned host memory is malloc, and the diag_* kernels of hwcheck/carddiag/compute.ptx
+ * run here in C with the same results (four SMs: block b runs on SM b % 4).
  *
  * Device memory is host memory (malloc), and cuLaunchKernel runs memtest_fill and
  * memtest_verify here in C with the semantics of hwcheck/memtest.ptx (the same word
@@ -109,6 +112,17 @@ int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t bytes) {
     memcpy(dst, words, bytes);
     return 0;
 }
+int cuMemHostAlloc(void **ptr, size_t bytes, unsigned int flags) {
+    (void)flags; *ptr = malloc(bytes); return *ptr ? 0 : 2;
+}
+int cuMemFreeHost(void *ptr) { free(ptr); return 0; }
+int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t bytes) {
+    uint32_t *words = at(dst, bytes, NULL);
+    if (!words) return 1;
+    memcpy(words, src, bytes);
+    if (card_in("flip_link:", current) && bytes >= 8) words[1] ^= 0x10u;
+    return 0;
+}
 int cuMemcpyDtoD_v2(unsigned long long dst, unsigned long long src, size_t bytes) {
     uint32_t *to = at(dst, bytes, NULL), *from = at(src, bytes, NULL);
     if (!to || !from) return 1;
@@ -123,7 +137,9 @@ int cuModuleLoadDataEx(void **module, const char *image, unsigned int n, int *op
             if (options[i] == 5) strcpy((char *)values[i], "ptxas fatal   : Unresolved extern function 'x'\n");
         return 218;
     }
-    if (!strstr(image, ".entry memtest_fill") || !strstr(image, ".entry memtest_verify")) return 218;
+    int memtest = strstr(image, ".entry memtest_fill") && strstr(image, ".entry memtest_verify");
+    int diag = strstr(image, ".entry diag_mad_u32") && strstr(image, ".entry diag_mma_s8");
+    if (!memtest && !diag) return 218;
     *module = (void *)1; return 0;
 }
 int cuModuleUnload(void *module) { (void)module; return 0; }
@@ -131,6 +147,10 @@ int cuModuleGetFunction(void **function, void *module, const char *name) {
     (void)module;
     if (strcmp(name, "memtest_fill") == 0) { *function = (void *)1; return 0; }
     if (strcmp(name, "memtest_verify") == 0) { *function = (void *)2; return 0; }
+    if (strcmp(name, "diag_mad_u32") == 0) { *function = (void *)3; return 0; }
+    if (strcmp(name, "diag_fma_f32") == 0) { *function = (void *)4; return 0; }
+    if (strcmp(name, "diag_mma_f16") == 0) { *function = (void *)5; return 0; }
+    if (strcmp(name, "diag_mma_s8") == 0) { *function = (void *)6; return 0; }
     return 500;
 }
 
@@ -149,11 +169,44 @@ static uint32_t word_value(uint32_t mode_, uint32_t arg, uint64_t word) {
     }
 }
 
+/* hwcheck/carddiag/compute.ptx's kernels, in C: out[thread * words], smids[block]. */
+static int diag_kernel(long kind, unsigned int gx, unsigned int bx, void **params) {
+    uint64_t out = *(uint64_t *)params[0], smids = *(uint64_t *)params[1];
+    uint32_t iters = *(uint32_t *)params[2], seed = *(uint32_t *)params[3];
+    int per = kind >= 5 ? 4 : 1;
+    uint32_t *words = at(out, (size_t)gx * bx * per * 4, NULL);
+    uint32_t *sms = at(smids, (size_t)gx * 4, NULL);
+    if (!words || !sms) return 700;
+    for (unsigned int b = 0; b < gx; b++) {
+        sms[b] = b % 4;
+        for (unsigned int t = 0; t < bx; t++) {
+            uint32_t thread = b * bx + t, value = 0;
+            if (kind == 3) {
+                value = seed ^ thread;
+                for (uint32_t i = 0; i < iters; i++) value = value * 1664525u + 1013904223u;
+            } else if (kind == 4) {
+                float x = (float)(thread & 255), a = (float)((thread & 15) + 1);
+                for (uint32_t i = 0; i < iters; i++) x = a * 3.0f + x;
+                memcpy(&value, &x, 4);
+                if (card_in("bad_sm:", current) && b % 4 == 1 && t % 3 == 0) value ^= 0x400u;
+            } else if (kind == 5) {
+                float d = -54.0f * (float)iters;
+                memcpy(&value, &d, 4);
+            } else {
+                value = (uint32_t)(-672 * (int32_t)iters);
+            }
+            for (int k = 0; k < per; k++) words[(size_t)thread * per + k] = value;
+        }
+    }
+    return 0;
+}
+
 int cuLaunchKernel(void *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                    unsigned int by, unsigned int bz, unsigned int shared, void *stream,
                    void **params, void **extra) {
     (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)shared; (void)stream; (void)extra;
     if (bx != 256) return 1;
+    if ((long)f >= 3) return diag_kernel((long)f, gx, bx, params);
     uint64_t ptr = *(uint64_t *)params[0], nvec = *(uint64_t *)params[1];
     uint64_t word0 = *(uint64_t *)params[2];
     uint32_t mode_ = *(uint32_t *)params[3], arg = *(uint32_t *)params[4];

@@ -23,8 +23,8 @@ from hwcheck.kernellog.kmsg import KmsgSource
 from hwcheck.kernellog.parser import parse_xid
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
 from hwcheck.model import ClassifiedXid
-from tests.kernellog.scripted import ScriptedKernel
 from tests.support.external import require_program, require_root
+from tests.support.scripted_kernel import ScriptedKernel
 
 KMSG = "/dev/kmsg"
 REPO_ROOT = Path(__file__).resolve().parents[2]

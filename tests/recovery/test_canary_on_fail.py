@@ -17,7 +17,7 @@ from recovery.facts import EngineCondition, Facts, LatchFact, PolicySettings, Tr
 from recovery.policy import decide
 from recovery.settings import RecoverySettings
 from serving.canary.model import CanaryResult, Outcome, Verdict
-from tests.recovery.test_executors import Rig
+from tests.support.executor_rig import Rig
 from tests.support.recovery_ports import standalone_recovery
 
 RUNNING = Facts(

@@ -8,94 +8,23 @@ tests/serving, and the whole of it in fleetd in tests/daemon.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from hwcheck.cuda_results import CardProbe, ProbeOutcome
-from hwcheck.model import Advice, CheckResult, GpuSnapshot, LostKind, RigSnapshot, Severity
+from hwcheck.model import Advice, CheckResult, LostKind, RigSnapshot, Severity
 from recovery.controller import RecoveryController
 from recovery.decisions import Reason
-from recovery.facts import EngineCondition, EngineExit, LatchFact, Trigger
-from recovery.ports import Launched, StartKind, StopKind
+from recovery.facts import EngineExit, LatchFact, Trigger
+from recovery.ports import Launched
 from recovery.settings import RecoverySettings
 from serving.errors import Busy, Conflict
 from serving.runtime.classify import CrashClass
-from tests.hwcheck.cards import BOOT_AT, make_card
-from tests.support.recovery_ports import MemoryPorts, standalone_recovery
-
-
-@dataclass
-class Ports(MemoryPorts):
-    """Memory ports with a rig of cards, check results and probe answers to choose."""
-
-    rig_cards: tuple[GpuSnapshot, ...] = ()
-    rig_results: tuple[CheckResult, ...] = ()
-    wedged: frozenset[int] = frozenset()
-    probed: list[list[int]] = field(default_factory=list)
-    rejudged: int = 0
-
-    def cards(self) -> tuple[GpuSnapshot, ...]:
-        return self.rig_cards
-
-    def results(self) -> tuple[CheckResult, ...]:
-        return self.rig_results
-
-    def rejudge(self) -> None:
-        self.rejudged += 1
-
-    def probe(self, cards: Sequence[int]) -> tuple[CardProbe, ...]:  # type: ignore[override]
-        self.probed.append(list(cards))
-        return tuple(
-            CardProbe(c, ProbeOutcome.FAILED if c in self.wedged else ProbeOutcome.OK, "E")
-            for c in cards
-        )
-
-
-@dataclass
-class Engine:
-    """An engine port that records; ``running`` says whether a process exists."""
-
-    running: bool = False
-    gpus: frozenset[int] | None = None
-    calls: list[str] = field(default_factory=list)
-
-    def condition(self) -> EngineCondition:
-        return EngineCondition.RUNNING if self.running else EngineCondition.STOPPED
-
-    def held_by_a_person(self) -> bool:
-        return False
-
-    def recipe_cards(self) -> frozenset[int] | None:
-        return self.gpus
-
-    def recipe_errors(self) -> tuple[str, ...]:
-        return ()
-
-    def start(self, reason: str, kind: StartKind) -> Launched:
-        self.calls.append(f"start {kind}")
-        self.running = True
-        return Launched(42)
-
-    def restart(self, reason: str) -> None:
-        self.calls.append("restart")
-
-    def stop(self, reason: str, kind: StopKind) -> bool:
-        self.calls.append(
-            f"stop: {reason}" if kind is StopKind.FLEETD else f"stop {kind}: {reason}"
-        )
-        self.running = False
-        return True
-
-    def restart_after(self, delay_s: float, reason: str) -> None:
-        self.calls.append(f"restart_after {delay_s:g}")
-
-    def hold(self, reason: str) -> None:
-        self.calls.append("hold")
-
-    def stay_stopped(self, reason: str) -> None:
-        self.calls.append(f"stay_stopped: {reason}")
+from serving.runtime.start_kind import StartFor
+from tests.support.cards import BOOT_AT, make_card
+from tests.support.recovery_fakes import Engine, Ports, drain
+from tests.support.recovery_ports import standalone_recovery
 
 
 @dataclass
@@ -115,15 +44,6 @@ def rig() -> Iterator[Rig]:
     controller.attach_engine(engine)
     yield Rig(controller, ports, engine)
     controller.close()
-
-
-def drain(controller: RecoveryController) -> None:
-    """Wait until the worker ran everything queued so far."""
-    import threading
-
-    done = threading.Event()
-    controller.submit(done.set)
-    assert done.wait(10)
 
 
 def test_a_start_probes_the_recipes_cards_first_then_starts(rig: Rig) -> None:
@@ -193,7 +113,7 @@ def test_the_mechanics_warnings_go_with_the_start(rig: Rig) -> None:
     controller, ports, engine = rig.controller, rig.ports, rig.engine
     held = Reason("foreign_gpu_processes", "pid 5151 (python3 bench.py) holds card 7")
 
-    def start(reason: str, kind: StartKind) -> Launched:
+    def start(reason: str, kind: StartFor) -> Launched:
         engine.calls.append(f"start {kind}")
         return Launched(42, warnings=(held,))
 
@@ -257,13 +177,15 @@ def test_a_fault_again_after_the_warm_reboot_asks_for_a_cold_power_cycle(rig: Ri
     assert ports.latched is not None
     assert ports.latched.advice is Advice.COLD_POWER_CYCLE
     assert "the warm reboot at" in ports.latched.reason
-    # A cold power cycle since: no escalation beyond what the cold cycle answers.
+    # A cold power cycle since did not help either: the card out, never a warm reboot.
     controller.history.note_reboot(cold=True)
     controller.new_boot("boot-3")
     ports.latched = None
     controller.probe("after the power cycle")
     drain(controller)
-    assert ports.latched is not None and ports.latched.advice is Advice.WARM_REBOOT
+    assert ports.latched is not None and ports.latched.advice is Advice.TAKE_CARD_OUT
+    assert ports.latched.card == 2
+    assert "after 1 warm reboot and 1 cold power cycle" in ports.latched.reason
 
 
 def test_a_diagnostic_holding_the_cards_refuses_starts_and_stops_probes(rig: Rig) -> None:

@@ -5,7 +5,7 @@ start or stop asked of it by anyone but recovery's executors raises before anyth
 moves, however the call was reached. Here: the token on its own, then a real supervisor
 and the simulated engine (a child process on loopback) guarded the way fleetd guards it,
 moved only through the controller's start and stop paths. That fleetd wires the guard
-is ``tests/daemon/test_moves_through_recovery.py``'s.
+is ``tests/daemon/ports/test_moves_through_recovery.py``'s.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.states import ServingChange, ServingState
 from serving.runtime.supervisor import Supervisor
 from serving.settings import ServingSettings, SupervisorTuning
-from tests.serving.engine_helpers import EventLog, free_port, kill_group, sim_spec
+from tests.support.engine_helpers import EventLog, free_port, kill_group, sim_spec
 from tests.support.recovery_ports import attach, standalone_recovery
 from tests.support.waiting import wait_until
 

@@ -7,7 +7,6 @@ checked one by one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pytest
@@ -23,89 +22,10 @@ from recovery.decisions import (
     StopAndLatch,
 )
 from recovery.executors import Context, Executors
-from recovery.facts import EngineCondition, LatchFact, Trigger
+from recovery.facts import LatchFact, Trigger
 from recovery.history import FaultHistory
-from recovery.ports import Launched, StartKind, StopKind
-from serving.errors import Refused
-from tests.support.recovery_ports import MemoryPorts
-
-
-@dataclass
-class Rig(MemoryPorts):
-    """Records every call; ``stops`` says whether the engine agrees to stop."""
-
-    stops: bool = True
-    refuse_start: str | None = None
-    refuse_reasons: tuple[Reason, ...] = ()
-    calls: list[str] = field(default_factory=list)
-    power_cycle: str | None = None
-    missing: str | None = None  # why the host command cannot run here
-    next_boot: str | None = None  # the default entry when it is not the baseline kernel
-
-    # EnginePort
-    def condition(self) -> EngineCondition:
-        return EngineCondition.STOPPED
-
-    def held_by_a_person(self) -> bool:
-        return False
-
-    def recipe_cards(self) -> frozenset[int] | None:
-        return None
-
-    def recipe_errors(self) -> tuple[str, ...]:
-        return ()
-
-    def start(self, reason: str, kind: StartKind) -> Launched:
-        if self.refuse_start is not None:
-            raise Refused(self.refuse_start, "port_in_use", self.refuse_reasons)
-        self.calls.append(f"start {kind}: {reason}")
-        return Launched(1234)
-
-    def restart(self, reason: str) -> None:
-        self.calls.append(f"restart: {reason}")
-
-    def stop(self, reason: str, kind: StopKind) -> bool:
-        self.calls.append(
-            f"stop: {reason}" if kind is StopKind.FLEETD else f"stop {kind}: {reason}"
-        )
-        return self.stops
-
-    def restart_after(self, delay_s: float, reason: str) -> None:
-        self.calls.append(f"restart_after {delay_s:g}")
-
-    def hold(self, reason: str) -> None:
-        self.calls.append(f"hold: {reason}")
-
-    def stay_stopped(self, reason: str) -> None:
-        self.calls.append(f"stay_stopped: {reason}")
-
-    # LatchPort
-    def latch(self) -> LatchFact | None:
-        return self.latched
-
-    def set_latch(self, reason: str, advice: Advice) -> None:
-        self.calls.append("set_latch")
-        self.latched = self.latched or LatchFact(reason, advice)
-
-    def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
-        was_set = self.latched is not None
-        self.latched = None
-        self.calls.append(f"clear_latch by {by}")
-        return was_set
-
-    # HostCommands
-    def describe(self, cold: bool) -> str | None:
-        return self.power_cycle if cold else "systemctl reboot"
-
-    def run(self, cold: bool) -> str:
-        self.calls.append("power_cycle" if cold else "reboot")
-        return str(self.describe(cold))
-
-    def unavailable(self, cold: bool) -> str | None:
-        return self.missing
-
-    def wrong_boot(self) -> str | None:
-        return self.next_boot
+from recovery.ports import BeforeReboot, Launched
+from tests.support.executor_rig import Rig
 
 
 def executors(rig: Rig, dry_run: bool = False) -> Executors:
@@ -127,13 +47,30 @@ def test_stop_and_latch_latches_first_then_stops_and_notes_the_cards_fault() -> 
     outcome = executors(rig).carry_out(LATCH, ON_XID)
     assert outcome.done
     assert rig.calls == ["set_latch", "stop: Xid 119 on card 2: GSP RPC timeout"]
-    assert rig.latched == LatchFact(LATCH.reason, Advice.COLD_POWER_CYCLE)
+    assert rig.latched == LatchFact(LATCH.reason, Advice.COLD_POWER_CYCLE, 2)
     assert "30 s" in outcome.message
     assert rig.audit == [("recovery", "stop_and_latch", LATCH.reason, "latch set, engine stopped")]
     assert rig.document is not None
     # The fault's short name as the policy named it, not parsed back from the reason.
     faults = [(f["card"], f["what"]) for f in rig.document["faults"]]
     assert faults == [(2, "Xid 119 (GSP RPC timeout)")]
+
+
+def test_a_stop_queued_behind_its_latch_never_sets_it_again() -> None:
+    """The latch is set when decided; a person may clear it before the queued stop runs.
+
+    Seen in CI: the engine was already stopped, the person's clear came first, and the
+    worker's stop set the latch again (undoing the clear, counting the fault twice).
+    """
+    rig = Rig()
+    runner = executors(rig)
+    assert runner.latch_now(LATCH)
+    rig.latched = None  # the person's clear, before the worker runs the stop
+    outcome = runner.carry_out(LATCH, Context(Trigger.XID, latched=True))
+    assert outcome.done
+    assert rig.latched is None
+    assert rig.calls == ["set_latch", "stop: Xid 119 on card 2: GSP RPC timeout"]
+    assert rig.document is not None and len(rig.document["faults"]) == 1
 
 
 def test_an_engine_that_will_not_stop_still_latches_and_says_so() -> None:
@@ -246,6 +183,29 @@ def test_a_confirmed_reboot_runs_only_after_a_clean_stop() -> None:
     assert "would not stop" in outcome.message
 
 
+class SidesThatStay:
+    """A rig of two engines whose other engine would not stop before the reboot."""
+
+    default_grace_s = 0.0
+
+    def before_reboot(self, actor: str) -> BeforeReboot:
+        return BeforeReboot(
+            "no guard answers: nothing to drain; engine qwen not stopped", ("qwen",)
+        )
+
+
+def test_a_reboot_over_another_engine_that_would_not_stop_is_refused_and_this_one_serves() -> None:
+    rig = Rig()
+    runner = executors(rig)
+    runner.attach_drain(SidesThatStay())
+    outcome = runner.reboot("alice")
+    assert not outcome.done
+    assert outcome.message.startswith("engine qwen would not stop: not rebooting")
+    assert rig.calls == []  # neither this engine's stop nor the reboot
+    assert [row[1] for row in rig.audit] == ["drain", "reboot"]
+    assert rig.audit[0][3].endswith("engine qwen not stopped")
+
+
 WRONG_ENTRY = "the default boot entry boots 6.8.0-49-generic, not the baseline kernel 6.8.12"
 
 
@@ -314,7 +274,7 @@ def test_clearing_the_latch_needs_a_reason_and_is_recorded() -> None:
 class BrokenStore(Rig):
     """A latch that cannot be written (a full disk, a locked database)."""
 
-    def set_latch(self, reason: str, advice: Advice) -> None:
+    def set_latch(self, reason: str, advice: Advice, card: int | None = None) -> None:
         raise OSError("No space left on device")
 
 

@@ -464,7 +464,8 @@ ESCALATION_TABLE = [
     ((PastFault(1, 2, "Xid 31 on card 1", "t0", "t1"),), 2, Advice.COLD_POWER_CYCLE),
     ((PastFault(1, 1, "Xid 31 on card 1", "t0", "t1"),), 0, Advice.WARM_REBOOT),
     ((PastFault(2, 1, "Xid 31 on card 2", "t0", "t1"),), 1, Advice.WARM_REBOOT),  # another card
-    ((PastFault(1, 1, "Xid 79", "t0", "t1", power_cycled=True),), 1, Advice.WARM_REBOOT),
+    # After a cold power cycle too: the next rung (the card out), never a warm reboot again.
+    ((PastFault(1, 1, "Xid 79", "t0", "t1", power_cycled=True),), 1, Advice.TAKE_CARD_OUT),
 ]
 
 
@@ -536,7 +537,7 @@ def test_one_answer_per_xid_the_check_and_the_policy_agree(
     xid_class: XidClass, action: XidAction
 ) -> None:
     """A ``[xid.N]`` override of any class and action: critical exactly when it latches."""
-    from hwcheck.checks.xid import xid_severity
+    from hwcheck.checks.xid_since_boot import xid_severity
     from hwcheck.model import ClassifiedXid, XidEvent, XidInfo
 
     info = XidInfo(77, xid_class, action, "an override")
@@ -547,3 +548,32 @@ def test_one_answer_per_xid_the_check_and_the_policy_agree(
     assert expected_for(xid_class, action) is StopAndLatch or not info.latches
     if isinstance(decision, StopAndLatch):
         assert decision.advice is info.advice
+
+
+def test_a_card_of_another_engine_warns_that_engine_not_this_one() -> None:
+    """Several engines (issue 42): a brake on card 6 is the 4-7 engine's warning alone."""
+    brake = (check("power_brake", Severity.CRITICAL, 6),)
+    low, high = frozenset(range(4)), frozenset(range(4, 8))
+    for_low = decide(
+        Facts(Trigger.START_REQUEST, checks=brake, recipe_cards=low, others_cards=high), NOW_S
+    )
+    for_high = decide(
+        Facts(Trigger.START_REQUEST, checks=brake, recipe_cards=high, others_cards=low), NOW_S
+    )
+    assert isinstance(for_low, Start) and for_low.warnings == ()
+    assert isinstance(for_high, Start)
+    assert [w.message.split(" ")[0] for w in for_high.warnings] == ["power_brake"]
+    # A rig-wide fault refuses both; a card no engine uses still warns each.
+    rig_wide = (check("card_count", Severity.CRITICAL),)
+    for cards, others in ((low, high), (high, low)):
+        refused = decide(
+            Facts(Trigger.START_REQUEST, checks=rig_wide, recipe_cards=cards, others_cards=others),
+            NOW_S,
+        )
+        assert isinstance(refused, Refuse)
+    spare = (check("power_brake", Severity.CRITICAL, 6),)
+    alone = decide(
+        Facts(Trigger.START_REQUEST, checks=spare, recipe_cards=low, others_cards=frozenset({4})),
+        NOW_S,
+    )
+    assert isinstance(alone, Start) and len(alone.warnings) == 1

@@ -20,8 +20,8 @@ from recovery.facts import Trigger
 from recovery.probe_limit import PROBE_MIN_INTERVAL_S
 from recovery.settings import RecoverySettings
 from recovery.starts import PROBE_FRESH_S
-from tests.hwcheck.cards import make_card
-from tests.recovery.test_controller import Engine, Ports, drain
+from tests.support.cards import make_card
+from tests.support.recovery_fakes import Engine, Ports, drain
 from tests.support.recovery_ports import standalone_recovery
 
 STORM = 4052

@@ -31,8 +31,8 @@ from recovery.starts import StartAnswer
 from serving.recipe.lint_context import RigCards
 from serving.recipe.recipe import Recipe, preset_recipe
 from serving.runtime.classify import CrashClass
-from tests.hwcheck.cards import BOOT_AT, make_card
-from tests.recovery.test_controller import Engine, Ports, drain
+from tests.support.cards import BOOT_AT, make_card
+from tests.support.recovery_fakes import Engine, Ports, drain
 from tests.support.recovery_ports import standalone_recovery
 from tests.support.waiting import wait_until
 

@@ -16,11 +16,12 @@ from recovery.controller import RecoveryController
 from recovery.decisions import NoAction, Stop
 from recovery.facts import EngineExit, Trigger
 from recovery.moves import EngineMoves
-from recovery.ports import Launched, StartKind, StopKind
+from recovery.ports import Launched, StopKind
 from recovery.settings import RecoverySettings
 from serving.errors import Unavailable
-from tests.hwcheck.cards import make_card
-from tests.recovery.test_controller import Engine, Ports, drain
+from serving.runtime.start_kind import StartFor
+from tests.support.cards import make_card
+from tests.support.recovery_fakes import Engine, Ports, drain
 from tests.support.recovery_ports import standalone_recovery
 
 
@@ -36,7 +37,7 @@ class TokenEngine(Engine):
     def _note(self) -> None:
         self.held.append(self.moves is not None and self.moves.holding)
 
-    def start(self, reason: str, kind: StartKind) -> Launched:
+    def start(self, reason: str, kind: StartFor) -> Launched:
         self._note()
         return super().start(reason, kind)
 

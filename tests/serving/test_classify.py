@@ -148,16 +148,22 @@ def test_harmless_line_does_not_hide_a_real_signature_next_to_it() -> None:
     assert classify_exit(tail, exit_code=1, signal=None) is CrashClass.RPC_TIMEOUT
 
 
-def test_outside_sigkill_without_a_hint_is_unknown() -> None:
-    assert classify_exit(NOISE, exit_code=None, signal=signal.SIGKILL) is CrashClass.UNKNOWN
+def test_outside_sigkill_without_a_hint_is_killed() -> None:
+    assert classify_exit(NOISE, exit_code=None, signal=signal.SIGKILL) is CrashClass.KILLED
 
 
 @pytest.mark.parametrize(
     ("exit_code", "sig"), [(None, signal.SIGKILL), (137, None)], ids=["signal", "exit137"]
 )
-def test_sigkill_with_a_killed_hint_is_oom_killed(exit_code: int | None, sig: int | None) -> None:
-    tail = [*NOISE, "Killed"]
-    assert classify_exit(tail, exit_code=exit_code, signal=sig) is CrashClass.OOM_KILLED
+def test_sigkill_is_oom_killed_only_when_the_kernel_says_so(
+    exit_code: int | None, sig: int | None
+) -> None:
+    """A shell's "Killed" is only a SIGKILL: the kernel's OOM-killer record decides (issue 44)."""
+    tail = [*NOISE, "bash: line 1:  4242 Killed                  vllm serve /models/x"]
+    assert classify_exit(tail, exit_code=exit_code, signal=sig) is CrashClass.KILLED
+    record = "Out of memory: Killed process 4242 (python3) total-vm:81234567kB, anon-rss:6123456kB"
+    verdict = explain_exit(tail, exit_code=exit_code, signal=sig, kernel_oom=record)
+    assert (verdict.crash_class, verdict.evidence) == (CrashClass.OOM_KILLED, record)
 
 
 def test_killed_hint_without_a_sigkill_exit_is_not_oom() -> None:

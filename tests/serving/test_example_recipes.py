@@ -18,7 +18,7 @@ import pytest
 from serving.recipe.build import build_launch, spec_to_dict
 from serving.recipe.lint import RigCards, lint_path, lint_recipe
 from serving.recipe.recipe import load_recipe
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "recipes"
 GOLDEN = Path(__file__).parent / "golden" / "examples"
@@ -82,7 +82,7 @@ def test_the_6_card_profile_names_its_cards_and_publishes_on_the_lan() -> None:
 
 
 def test_fleetctl_recipe_show_prints_them() -> None:
-    shown = run_fleetctl("--json", "recipe", "show", str(EXAMPLES / "qwen3-mtp-tp4-pp2.toml"))
+    shown = run_fleetctl_here("--json", "recipe", "show", str(EXAMPLES / "qwen3-mtp-tp4-pp2.toml"))
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == json.loads(_document("qwen3-mtp-tp4-pp2.toml"))
 

@@ -130,15 +130,18 @@ def test_the_row_chunk_variable_alone_picks_the_fork() -> None:
 
 
 def test_the_model_name_is_the_weakest_hint_but_a_hint() -> None:
+    """The name picks the model's rules; the fork's own need evidence of the fork."""
     table = {
         "model": "deepseek-ai/DeepSeek-V4-Flash-0731",
         "pipeline_parallel_size": 4,
-        "layer_partition": [12, 12, 12, 7],
+        "layer_partition": [12, 12, 13, 6],
+        "extra_args": ["--enforce-eager"],
     }
     findings = lint(table)
     note = family_note(findings)
     assert note is not None and "chosen by the model name" in note.reason
-    assert ("row-chunk-unset", "error", "env.DSV4_LOGITS_ROW_CHUNK") in problems(findings)
+    assert "fork's own rules" in note.reason and "dsv4-a100" in note.reason
+    assert {rule for rule, _, _ in problems(findings)} == {"enforce-eager", "reasoning-parser"}
 
 
 def test_a_v41_mark_outweighs_the_v4_marks_its_build_keeps() -> None:

@@ -22,7 +22,7 @@ from serving.runtime.foreign import ContainerRef, StopOutcome
 from serving.runtime.foreign_containers import RuntimeContainers
 from serving.runtime.launchers import EngineDrifted
 from serving.runtime.states import Drift
-from tests.serving.engine_helpers import FakeRuntime, sim_argv
+from tests.support.engine_helpers import FakeRuntime, sim_argv
 from tests.support.fleetd import free_port, wait_until
 
 CONTAINER_ID = "ab" * 32

@@ -18,7 +18,7 @@ from serving.runtime.container_launcher import ContainerLauncher, parse_inspect
 from serving.runtime.engine_record import EngineRecord, RecordError, spec_hash
 from serving.runtime.launchers import EngineHandle, LauncherError, LaunchError
 from serving.runtime.process_launcher import ProcessLauncher
-from tests.serving.engine_helpers import (
+from tests.support.engine_helpers import (
     FakeRuntime,
     free_port,
     is_running,

@@ -20,7 +20,7 @@ from serving.recipe.lint import exit_code, lint_path, lint_recipe
 from serving.recipe.presets import preset_names
 from serving.recipe.recipe import preset_recipe
 from serving.runtime import ports
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 
 SIM = "sim-engine"
 PP4 = "dsv4-flash-pp4-dspark"
@@ -291,7 +291,7 @@ def test_spelled_out_presets_lint_clean(preset: str) -> None:
 
 def test_value_errors_stop_the_rules_but_unknown_keys_do_not() -> None:
     findings = lint_recipe(
-        {"preset": SIM, "bogus": 1, "layer_partition": [1, 2, 3, 4]}, host_checks=False
+        {"preset": SIM, "bogus": 1, "layer_partition": [4, 3, 2, 1]}, host_checks=False
     )
     assert [f.rule for f in findings] == ["unknown-key", "partition-sum"]
     findings = lint_recipe({"preset": SIM, "port": "x", "layer_partition": [1]}, host_checks=False)
@@ -508,15 +508,15 @@ def test_fleetctl_recipe_lint_exit_codes_and_findings(case: str, tmp_path: Path)
     text, code, expected = LINT_CASES[case]
     path = tmp_path / "recipe.toml"
     path.write_text(text)
-    first = run_fleetctl("--json", "recipe", "lint", str(path))
+    first = run_fleetctl_here("--json", "recipe", "lint", str(path))
     assert (first.returncode, first.stderr) == (code, ""), first.stdout
     findings = json.loads(first.stdout)
     assert [(f["rule"], f["severity"], f["key"]) for f in findings] == expected
     for finding in findings:
         assert finding["value"] and finding["reason"]
-    last = run_fleetctl("recipe", "lint", str(path), "--json")
+    last = run_fleetctl_here("recipe", "lint", str(path), "--json")
     assert (last.returncode, json.loads(last.stdout)) == (code, findings)
-    human = run_fleetctl("recipe", "lint", str(path))
+    human = run_fleetctl_here("recipe", "lint", str(path))
     assert human.returncode == code
     for rule, severity, key in expected:
         assert f"{severity} [{rule}] {key}" in human.stdout, human.stdout

@@ -10,7 +10,7 @@ import pytest
 
 from serving.runtime.metrics import MetricsError, MetricsScraper, parse_metrics, tokens_per_s
 from serving.runtime.probes import new_probe_client
-from tests.serving.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
+from tests.support.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
 from tests.support.waiting import wait_until
 
 # As vLLM 0.11 prints it (two model names to check the sum over label sets).

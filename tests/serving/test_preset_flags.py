@@ -13,7 +13,7 @@ from pathlib import Path
 from serving.recipe.build import build_launch
 from serving.recipe.flags import find_flag, split_flags
 from serving.recipe.recipe import load_recipe, preset_recipe
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 
 PP4 = "dsv4-flash-pp4-dspark"
 NEEDED = (
@@ -40,7 +40,7 @@ def _engine_flags(argv: list[str]) -> list[str]:
 
 def test_extra_args_add_to_the_preset_flags(tmp_path: Path) -> None:
     path = _recipe(tmp_path, "--disable-log-requests")
-    shown = run_fleetctl("--json", "recipe", "show", str(path))
+    shown = run_fleetctl_here("--json", "recipe", "show", str(path))
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
     flags = _engine_flags(document["argv"])
@@ -49,7 +49,7 @@ def test_extra_args_add_to_the_preset_flags(tmp_path: Path) -> None:
     assert document["preset_overrides"] == []
     # the launch the daemon builds is the one shown
     assert list(build_launch(load_recipe(path)).argv) == document["argv"]
-    linted = run_fleetctl("--json", "recipe", "lint", str(path))
+    linted = run_fleetctl_here("--json", "recipe", "lint", str(path))
     rules = {finding["rule"] for finding in json.loads(linted.stdout)}
     assert "reasoning-parser" not in rules and "preset-flag-dropped" not in rules
     assert linted.returncode != 2, linted.stdout
@@ -57,7 +57,7 @@ def test_extra_args_add_to_the_preset_flags(tmp_path: Path) -> None:
 
 def test_a_flag_given_again_replaces_only_its_value_and_show_says_so(tmp_path: Path) -> None:
     path = _recipe(tmp_path, "--max-num-seqs=4", "--disable-log-requests")
-    document = json.loads(run_fleetctl("--json", "recipe", "show", str(path)).stdout)
+    document = json.loads(run_fleetctl_here("--json", "recipe", "show", str(path)).stdout)
     groups = split_flags(document["argv"][document["argv"].index("dsv4-a100:devel") + 1 :])
     seqs = find_flag(groups, "--max-num-seqs")
     assert seqs is not None and seqs.value == "4"
@@ -71,7 +71,7 @@ def test_a_flag_given_again_replaces_only_its_value_and_show_says_so(tmp_path: P
             "dropped": False,
         }
     ]
-    human = run_fleetctl("recipe", "show", str(path))
+    human = run_fleetctl_here("recipe", "show", str(path))
     assert human.returncode == 0, human.stderr
     assert "preset flags overridden by extra_args:" in human.stdout
     assert "--max-num-seqs 8 -> --max-num-seqs=4" in human.stdout
@@ -79,16 +79,16 @@ def test_a_flag_given_again_replaces_only_its_value_and_show_says_so(tmp_path: P
 
 def test_turning_off_a_preset_flag_is_a_lint_error(tmp_path: Path) -> None:
     path = _recipe(tmp_path, "--no-trust-remote-code")
-    linted = run_fleetctl("--json", "recipe", "lint", str(path))
+    linted = run_fleetctl_here("--json", "recipe", "lint", str(path))
     assert linted.returncode == 2, linted.stdout
     dropped = [f for f in json.loads(linted.stdout) if f["rule"] == "preset-flag-dropped"]
     assert [(f["severity"], f["key"]) for f in dropped] == [("error", "--no-trust-remote-code")]
-    human = run_fleetctl("recipe", "show", str(path))
+    human = run_fleetctl_here("recipe", "show", str(path))
     assert "--trust-remote-code turned off by --no-trust-remote-code" in human.stdout
 
 
 def test_a_recipe_repeating_the_preset_value_overrides_nothing(tmp_path: Path) -> None:
     path = _recipe(tmp_path, "--block-size", "256")
-    document = json.loads(run_fleetctl("--json", "recipe", "show", str(path)).stdout)
+    document = json.loads(run_fleetctl_here("--json", "recipe", "show", str(path)).stdout)
     assert document["preset_overrides"] == []
     assert _engine_flags(document["argv"]).count("--block-size") == 1

@@ -35,7 +35,7 @@ from serving.recipe.masking import (
 )
 from serving.recipe.recipe import recipe_from_table
 from tests.support import loopback
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 SECRETS = (
@@ -108,7 +108,7 @@ def test_nothing_fleetd_writes_or_serves_holds_a_secret(daemon: Fleetd) -> None:
     assert env["HF_TOKEN"] == "***"
     events = loopback.get(daemon.url + "/api/v1/events?limit=500", headers=auth, timeout=10)
     assert events.status_code == 200 and _leaks(events.text) == []
-    shown = run_fleetctl(
+    shown = run_fleetctl_here(
         "--url", daemon.url, "recipe", "show", env={"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
     )
     assert shown.returncode == 0, shown.stderr
@@ -129,15 +129,15 @@ def test_the_engine_log_needs_the_token_even_on_loopback(daemon: Fleetd) -> None
     assert len(headers) == 1 and _leaks(headers[0]) == []
     # fleetctl sends the token it finds for the log (state dir, as the daemon's user)
     as_owner = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
-    fetched = run_fleetctl("--url", daemon.url, "logs", "--lines", "50", env=as_owner)
+    fetched = run_fleetctl_here("--url", daemon.url, "logs", "--lines", "50", env=as_owner)
     assert fetched.returncode == 0, fetched.stderr
     assert _launch_headers(fetched.stdout.splitlines()) == headers
     # without a token it says how to get one, in one line
     nobody = {"CMPFLEET_STATE_DIR": str(daemon.state_dir / "absent")}
-    refused = run_fleetctl("--url", daemon.url, "logs", env=nobody)
+    refused = run_fleetctl_here("--url", daemon.url, "logs", env=nobody)
     assert refused.returncode != 0
     assert refused.stderr.strip().count("\n") == 0 and "token" in refused.stderr
-    followed = run_fleetctl("--url", daemon.url, "logs", "--follow", env=nobody)
+    followed = run_fleetctl_here("--url", daemon.url, "logs", "--follow", env=nobody)
     assert followed.returncode != 0 and "token" in followed.stderr
 
 
@@ -201,8 +201,8 @@ def test_recipe_show_of_a_local_file_masks_its_secrets(tmp_path: Path) -> None:
         'preset = "dsv4-flash-pp4-dspark"\nextra_args = ["--api-key", "sk-live-APIKEY1234"]\n'
         '[env]\nHF_TOKEN = "hf_ENVTOKEN77"\n'
     )
-    human = run_fleetctl("recipe", "show", str(recipe))
-    as_json = run_fleetctl("recipe", "show", str(recipe), "--json")
+    human = run_fleetctl_here("recipe", "show", str(recipe))
+    as_json = run_fleetctl_here("recipe", "show", str(recipe), "--json")
     assert human.returncode == 0 and as_json.returncode == 0, human.stderr + as_json.stderr
     assert _leaks(human.stdout + as_json.stdout) == []
     spec = json.loads(as_json.stdout)
@@ -332,7 +332,7 @@ def test_tokens_settings_show_and_do_not_warn(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     config.write_text('[serving]\nrecipe = "recipe.toml"\n')
     assert exposed_secrets(config, "recipe.toml") == []
-    shown = json.loads(run_fleetctl("recipe", "show", str(recipe), "--json").stdout)
+    shown = json.loads(run_fleetctl_here("recipe", "show", str(recipe), "--json").stdout)
     assert shown["env"]["VLLM_MIN_THINKING_TOKENS"] == "512"
     assert shown["env"]["GLM53_IDX_PREFILL_BUF_TOKENS"] == "8192"
 
@@ -381,6 +381,12 @@ def test_a_known_secret_is_masked_in_every_quoting(form: str, text: str) -> None
         ('{"api_key": "JSONKEY-10", "n": 2}', '{"api_key": "***", "n": 2}'),
         ("{'api_key': 'REPRKEY-11', 'port': 8000}", "{'api_key': '***', 'port': 8000}"),
         ("RPC timed out (api_key=sk-12)", "RPC timed out (api_key=***)"),
+        # issue 36: a secret pair after an earlier ``word:`` on the line, and GITHUB_PAT
+        ("INFO proxy: x-api-key: HDRKEY-13", "INFO proxy: x-api-key: ***"),
+        ('env: OPENAI_API_KEY="ENVKEY-14"', 'env: OPENAI_API_KEY="***"'),
+        ("hdr: X-Auth-Token: HDRTOKEN-15", "hdr: X-Auth-Token: ***"),
+        ("cookie: Cookie: session=COOK-16", "cookie: Cookie: ***"),
+        ("GITHUB_PAT=ghp_PAT-17", "GITHUB_PAT=***"),
         # settings and prose stay readable
         ("max_num_batched_tokens=8192 ssl_keyfile_password=None", None),
         ("--ssl-keyfile /etc/cmpfleet/key.pem --tokenizer-mode auto", None),

@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import loopback
-from tests.support.cli import run_fleetctl
+from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
 
 HEALTHY = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml"
 
@@ -49,7 +52,7 @@ def _serving(daemon: Fleetd) -> dict[str, object]:
 
 
 def _fleetctl(daemon: Fleetd, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_fleetctl(
+    return run_fleetctl_here(
         "--url", daemon.url, *args, env={"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
     )
 
@@ -100,7 +103,10 @@ def test_a_breaker_hold_survives_a_fleetd_restart_with_its_reason(
     assert second.stop() == 0
     third = start_fleetd(tmp_path, state_dir, simulate=str(scenario), config=config)
     daemons.append(third)
-    assert _serving(third)["state"] != "held"
+    # Not the old hold brought back. The engine still crashes every 0.5 s, so the breaker
+    # may trip anew (a new hold, a later ``since``) on a slow machine: that is not the old one.
+    now = _serving(third)
+    assert now["state"] != "held" or now["since"] != held["since"]
 
 
 def test_stop_progress_never_shows_a_line_from_before_the_stop(

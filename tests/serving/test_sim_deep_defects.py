@@ -18,7 +18,7 @@ from serving.sim.defects import LongContextDefects, drifted, estimate_tokens, re
 from serving.sim.images import SIM_ENGINE_IMAGE, ImageStore, build_flag, build_of
 from serving.sim.scenario import EngineScenarioError, override_args, parse_engine_scenario
 from serving.sim.vllm_metrics import SpecDecodeSim, VllmExtras
-from tests.serving.engine_helpers import SERVED_NAME, running_sim_engine
+from tests.support.engine_helpers import SERVED_NAME, running_sim_engine
 
 DEFECTS = LongContextDefects(
     corrupt_band=(72_000, 120_000),

@@ -17,7 +17,7 @@ import pytest
 
 from serving.sim.options import parse_options
 from serving.sim.replies import code_identifiers, compose_reply, mangle
-from tests.serving.engine_helpers import SERVED_NAME, free_port, is_running, kill_group, sim_argv
+from tests.support.engine_helpers import SERVED_NAME, free_port, is_running, kill_group, sim_argv
 from tests.support.waiting import wait_until
 
 
@@ -265,7 +265,7 @@ def test_fail_while_loading_prints_the_chosen_kind(engines: list[Engine]) -> Non
     assert engine.process.wait(timeout=5) == 1
     assert engine.reader is not None
     engine.reader.join(timeout=2)
-    assert engine.saw("No available memory for the cache blocks")
+    assert engine.saw("KV cache is needed, which is larger than the available KV cache memory")
     assert not engine.saw("Application startup complete.")
 
 

@@ -9,6 +9,7 @@ decision: the supervisor reports, recovery's real controller (its ports in memor
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,17 +21,18 @@ import httpx
 import psutil
 import pytest
 
+from hwcheck.kernellog.oom import oom_kill_record
 from recovery.controller import RecoveryController
 from recovery.facts import Trigger
 from recovery.policy import backoff_delay_s
 from recovery.settings import RecoverySettings, policy_settings
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.classify import CrashClass
-from serving.runtime.commands import StartFor
 from serving.runtime.container_launcher import ContainerLauncher
 from serving.runtime.launchers import Launcher
 from serving.runtime.process_launcher import ProcessLauncher
 from serving.runtime.reports import RunEnded
+from serving.runtime.start_kind import StartFor
 from serving.runtime.states import (
     Refusal,
     ServingChange,
@@ -40,7 +42,8 @@ from serving.runtime.states import (
 )
 from serving.runtime.supervisor import Supervisor
 from serving.settings import ServingSettings, SupervisorTuning
-from tests.serving.engine_helpers import (
+from tests.support import loopback
+from tests.support.engine_helpers import (
     SERVED_NAME,
     EventLog,
     SpecSequence,
@@ -51,7 +54,6 @@ from tests.serving.engine_helpers import (
     sim_argv,
     sim_spec,
 )
-from tests.support import loopback
 from tests.support.recovery_ports import attach, standalone_recovery
 from tests.support.waiting import wait_until
 
@@ -124,6 +126,7 @@ class Harness:
         open_now: bool = True,
         listener: Callable[[Supervisor, ServingEvent], None] | None = None,
         recovery: bool = True,
+        kernel_log: Callable[[], list[str]] | None = None,
     ) -> Rig:
         """A supervisor, with recovery's controller answering its reports (unless not)."""
         state = state_dir or self.tmp_path / "state"
@@ -148,6 +151,9 @@ class Harness:
             preflight=preflight,
             on_event=on_event,
             reports=reports if recovery else None,
+            oom_record=None
+            if kernel_log is None
+            else (lambda pids: oom_kill_record(kernel_log(), pids)),
         )
         attach(controller, supervisor)
         holder.append(supervisor)
@@ -208,7 +214,12 @@ def test_start_goes_ready_and_reports_contract_fields(harness: Harness) -> None:
     assert status["since"].endswith("+00:00")
     models = loopback.get(f"{status['url']}/v1/models").json()
     assert models["data"][0]["id"] == SERVED_NAME
-    assert any("Application startup complete." in line for line in rig.supervisor.logs(50))
+    # The log is read by its own thread: under load it may trail the HTTP answer a moment.
+    wait_until(
+        lambda: any("Application startup complete." in line for line in rig.supervisor.logs(50)),
+        10,
+        "the startup line in the engine log",
+    )
     launches = [e.launch for e in rig.events.of(ServingChange.LAUNCH) if e.launch is not None]
     assert launches[-1].ready_at is not None
     assert launches[-1].env == {"CMPFLEET_TEST_ENGINE": "1"}
@@ -247,7 +258,7 @@ def test_cuda_crash_is_classified_then_restarted_with_backoff(harness: Harness) 
     assert not is_running(first or 0)
 
 
-def test_outside_sigkill_is_unknown_and_restarted(harness: Harness) -> None:
+def test_outside_sigkill_is_killed_and_restarted(harness: Harness) -> None:
     port = free_port()
     rig = harness.make(lambda: sim_spec(port))
     rig.supervisor.start()
@@ -255,12 +266,65 @@ def test_outside_sigkill_is_unknown_and_restarted(harness: Harness) -> None:
     os.kill(first, signal.SIGKILL)
     second = wait_ready(rig, pid=first)
     crash = rig.events.of(ServingChange.CRASH)[-1]
-    assert crash.crash_class is CrashClass.UNKNOWN
+    # SIGKILL we did not send, no kernel log to say OOM: killed, not unknown (issue 44)
+    assert crash.crash_class is CrashClass.KILLED
     assert crash.launch is not None
     assert crash.launch.signal == signal.SIGKILL
     assert "killed by signal 9" in crash.message
     assert second != first
     assert rig.supervisor.status().restarts == 1
+
+
+def test_outside_sigkill_with_the_kernels_oom_record_for_its_pid_is_oom_killed(
+    harness: Harness,
+) -> None:
+    """The supervisor asks the kernel log for an OOM kill of the engine's pid (issue 44)."""
+    port = free_port()
+    kernel: list[str] = ["Out of memory: Killed process 1 (init) total-vm:1kB"]  # another pid
+    rig = harness.make(lambda: sim_spec(port), kernel_log=lambda: list(kernel))
+    rig.supervisor.start()
+    first = wait_ready(rig)
+    record = f"Out of memory: Killed process {first} (python3) total-vm:81234567kB, anon-rss:1kB"
+    kernel.append(record)
+    os.kill(first, signal.SIGKILL)
+    wait_ready(rig, pid=first)
+    crash = rig.events.of(ServingChange.CRASH)[-1]
+    assert crash.crash_class is CrashClass.OOM_KILLED
+    assert crash.evidence == record
+
+
+def test_an_oom_kill_of_a_wrapper_scripts_child_is_oom_killed(harness: Harness) -> None:
+    """A launcher script that does not ``exec``: the kernel kills its python child, the
+    shell exits 137 (not by a signal), and the record names the child's pid, which the
+    supervisor saw in the engine's process group while it ran."""
+    port = free_port()
+    kernel: list[str] = []
+    wrapped = shlex.join(sim_spec(port).argv)
+    spec = replace(sim_spec(port), argv=("/bin/sh", "-c", f"{wrapped}; exit $?"))
+    rig = harness.make(lambda: spec, kernel_log=lambda: list(kernel))
+    rig.supervisor.start()
+    shell = wait_ready(rig)
+    [child] = psutil.Process(shell).children()
+    record = f"Out of memory: Killed process {child.pid} (python3) total-vm:81234567kB"
+    kernel.append(record)
+    os.kill(child.pid, signal.SIGKILL)  # what the OOM killer does
+    wait_until(lambda: rig.events.of(ServingChange.CRASH), 30, "the crash")
+    crash = rig.events.of(ServingChange.CRASH)[-1]
+    assert crash.launch is not None and crash.launch.exit_code == 137, crash.message
+    assert crash.crash_class is CrashClass.OOM_KILLED and crash.evidence == record
+
+
+def test_an_unreadable_kernel_log_leaves_a_sigkill_killed(harness: Harness) -> None:
+    def unreadable() -> list[str]:
+        raise OSError("/dev/kmsg: permission denied")
+
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port), kernel_log=unreadable)
+    rig.supervisor.start()
+    first = wait_ready(rig)
+    os.kill(first, signal.SIGKILL)
+    wait_ready(rig, pid=first)
+    assert rig.events.of(ServingChange.CRASH)[-1].crash_class is CrashClass.KILLED
 
 
 def test_hang_goes_unhealthy_and_is_restarted_gracefully(harness: Harness) -> None:
@@ -638,6 +702,9 @@ def test_crash_while_starting_is_classified(harness: Harness) -> None:
     rig.events.wait_state(ServingState.STOPPED, DEADLINE_S, after=1)
     crash = rig.events.of(ServingChange.CRASH)[-1]
     assert crash.crash_class is CrashClass.KV_OOM
+    # the cause sits above the API server's 60-frame traceback: the tail read holds it
+    assert crash.evidence is not None and "KV cache is needed" in crash.evidence
+    assert "max_model_len" in (crash.advice or "")
     assert "while starting" in crash.message
     assert rig.supervisor.status().crash_class is CrashClass.KV_OOM
 
@@ -858,7 +925,7 @@ def test_an_ended_run_is_reported_and_the_answer_obeyed(tmp_path: Path) -> None:
         os.kill(first, signal.SIGKILL)
         wait_until(lambda: bool(reports.ended), DEADLINE_S, "the exit reported")
         (ended,) = reports.ended
-        assert ended.crash_class == "unknown" and ended.signal == signal.SIGKILL
+        assert ended.crash_class == "killed" and ended.signal == signal.SIGKILL
         assert ended.ready_for_s is not None and ended.ready_for_s >= 0
         assert supervisor.status().state is ServingState.STOPPED
         # An automatic restart nobody waits for is refused; a hold is ignored later on.

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
-from tests.sim.clocks import ManualClock, ManualWallClock
-
-RigFactory = Callable[..., SimulatedRig]
+from tests.support.clocks import ManualClock, ManualWallClock
+from tests.support.sim_rigs import RigFactory
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from hwcheck.model import ClockEventReason, GpuSnapshot, Severity
 from hwcheck.sim.backend import POWER_DRAW_JITTER_W, TEMPERATURE_JITTER_C
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
-from tests.sim.clocks import ManualClock, ManualWallClock
-from tests.sim.conftest import RigFactory
+from tests.support.clocks import ManualClock, ManualWallClock
+from tests.support.sim_rigs import RigFactory
 
 
 def test_host_sources_are_all_simulated(make_rig: RigFactory, tmp_path: Path) -> None:

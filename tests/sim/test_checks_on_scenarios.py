@@ -12,8 +12,8 @@ from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.model import CheckResult, RigProfile, Severity
 from hwcheck.oneshot import run_local_check
 from hwcheck.sim.rig import SimulatedRig
-from tests.sim.clocks import ManualClock
-from tests.sim.conftest import RigFactory
+from tests.support.clocks import ManualClock
+from tests.support.sim_rigs import RigFactory
 
 
 def check(rig: SimulatedRig, clock: ManualClock) -> list[CheckResult]:

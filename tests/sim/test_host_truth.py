@@ -12,8 +12,8 @@ from hwcheck.hostfacts.model import P2pStatus
 from hwcheck.memtest.results import MemtestOutcome, MemtestPlan, ignore_progress
 from hwcheck.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from hwcheck.sim.scenario_hostfacts import SIM_KERNEL
-from tests.sim.clocks import ManualClock
-from tests.sim.conftest import RigFactory
+from tests.support.clocks import ManualClock
+from tests.support.sim_rigs import RigFactory
 
 HEALTHY = (Path(__file__).parents[2] / "hwcheck" / "sim" / "scenarios" / "healthy.toml").read_text()
 

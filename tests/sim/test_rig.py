@@ -24,8 +24,8 @@ from hwcheck.model import XidEvent
 from hwcheck.sim.rig import KMSG_FILE, KMSG_ROTATED_FILE, SimulatedRig, SimulationError
 from hwcheck.sim.scenario import load_scenario
 from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE, SimStateError
-from tests.sim.clocks import ManualClock, ManualWallClock
-from tests.sim.conftest import RigFactory
+from tests.support.clocks import ManualClock, ManualWallClock
+from tests.support.sim_rigs import RigFactory
 
 
 def xid_events(rig: SimulatedRig) -> list[XidEvent]:

@@ -10,7 +10,7 @@ from hwcheck.model import GpuProcess
 from hwcheck.sim.rig import SimulatedRig
 from hwcheck.sim.scenario import load_scenario
 from hwcheck.sim.workload import EngineLoad, EnginePhase, loaded
-from tests.hwcheck.cards import make_card
+from tests.support.cards import make_card
 
 TOTAL_MIB = 65_536
 
@@ -57,5 +57,9 @@ def test_the_simulated_backend_shows_the_attached_engine(tmp_path: Path) -> None
         assert cards[1].processes[0].container == "engine"
         rig.set_card(1, utilization_gpu_pct=13)  # a reading set by a test wins over the load
         assert backend.snapshot().cards[1].utilization_gpu_pct == 13
+        # A second engine (a rig of several, `[serving] run`) loads its own cards.
+        rig.attach_engine(lambda: EngineLoad(77, EnginePhase.SERVING, frozenset({3})))
+        cards = backend.snapshot().cards
+        assert [[p.pid for p in card.processes or ()] for card in cards] == [[], [99], [99], [77]]
     finally:
         backend.close()

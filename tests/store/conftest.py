@@ -12,13 +12,11 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -26,11 +24,11 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from daemon.store import Store
-from hwcheck.model import GpuSnapshot, RigSnapshot
 from tests.support.external import in_ci, require_program
+from tests.support.fleetd import free_port
+from tests.support.store_rows import UrlFactory
 
 PG_URL_ENV = "CMPFLEET_TEST_PG_URL"
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 # -- a throwaway PostgreSQL cluster ---------------------------------------------------
@@ -53,9 +51,7 @@ def _pg_bindir() -> Path | None:
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 @dataclass(frozen=True)
@@ -187,8 +183,6 @@ def pg_schema(server_url: str) -> Iterator[str]:
 
 # -- per-test databases ---------------------------------------------------------------
 
-UrlFactory = Callable[[], str]
-
 
 @pytest.fixture(
     params=["sqlite", pytest.param("postgresql", marks=pytest.mark.external)],
@@ -225,38 +219,3 @@ def store(store_url: str) -> Iterator[Store]:
         yield opened
     finally:
         opened.close()
-
-
-# -- rig snapshots --------------------------------------------------------------------
-
-
-def card(index: int, **fields: object) -> GpuSnapshot:
-    """A healthy card ``index`` with stable identity; ``fields`` override readings."""
-    values: dict[str, object] = {
-        "index": index,
-        "pci_bus_id": f"0000:{index + 1:02x}:00.0",
-        "uuid": f"GPU-test-{index}",
-        "name": "NVIDIA CMP 170HX",
-        "serial": f"SN{index:04d}",
-        "memory_used_mib": 1000,
-        "power_draw_w": 150.0,
-        "power_limit_w": 180.0,
-        "temperature_c": 60.0,
-        "memory_temperature_c": 70.0,
-        "sm_clock_mhz": 1400,
-        "clock_event_reasons": 0,
-        "pcie_gen_current": 2,
-        "pcie_width_current": 4,
-    }
-    values.update(fields)
-    return GpuSnapshot(**values)  # type: ignore[arg-type]
-
-
-def poll(ts: datetime, *cards: GpuSnapshot) -> RigSnapshot:
-    """One poll taken at ``ts``."""
-    return RigSnapshot(taken_at=ts, monotonic_s=(ts - T0).total_seconds(), cards=tuple(cards))
-
-
-def at(seconds: float) -> datetime:
-    """``T0`` plus ``seconds``."""
-    return T0 + timedelta(seconds=seconds)

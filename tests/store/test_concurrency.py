@@ -19,7 +19,7 @@ from daemon.store import Store, StoreError, XidRecord
 from daemon.store.models import Event
 from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import CheckResult, Severity
-from tests.store.conftest import at, card, poll
+from tests.support.store_rows import at, card, poll
 
 REPO = Path(__file__).resolve().parents[2]
 

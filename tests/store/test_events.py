@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from daemon.store import Store, StoreError, StoreInputError, XidRecord
-from hwcheck.checks.xid import xid_severity
+from hwcheck.checks.xid_since_boot import xid_severity
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import (
@@ -24,7 +24,7 @@ from hwcheck.model import (
     XidEvent,
     XidInfo,
 )
-from tests.store.conftest import at, card, poll
+from tests.support.store_rows import at, card, poll
 
 
 def test_events_round_trip_newest_first(store: Store) -> None:

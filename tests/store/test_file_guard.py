@@ -16,7 +16,7 @@ import pytest
 from daemon.store import Store, StoreError
 from daemon.store.file_guard import quick_check
 from hwcheck.model import EventKind, Severity
-from tests.store.conftest import at, card, poll
+from tests.support.store_rows import at, card, poll
 
 PAGE_BYTES = 4096
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from daemon.store import Store
 from serving.recipe.masking import mask_argv, mask_env
-from tests.store.conftest import at
+from tests.support.store_rows import at
 
 ARGV = [
     "vllm",
@@ -86,7 +86,24 @@ def test_launch_history_masks_secrets_and_finds_the_last_ready_one(store: Store)
         "exit_code": 1,
         "crash_class": "cuda_oom",
         "build_id": None,
+        "engine": None,
     }
+
+
+def test_each_engine_reads_its_own_launches(store: Store) -> None:
+    """On a rig of several engines a side engine's launch never stands as the primary's
+    last ready one (``recipe show --diff``, the crash evidence, adoption)."""
+    primary = store.record_launch(["vllm", "serve", "/models/a"], {}, "sha256:a", at(0))
+    side = store.record_launch(["vllm", "serve", "/models/q"], {}, "sha256:q", at(5), "qwen")
+    store.update_launch(primary, ready_at=at(60))
+    store.update_launch(side, ready_at=at(90))
+    last = store.last_ready_launch()
+    assert last is not None and last.id == primary and last.engine is None
+    theirs = store.last_ready_launch("qwen")
+    assert theirs is not None and theirs.id == side and theirs.engine == "qwen"
+    assert [row.id for row in store.list_launches()] == [primary]
+    assert [row.id for row in store.list_launches(engine="qwen")] == [side]
+    assert store.last_ready_launch("other") is None
 
 
 def test_audit_trail_round_trip(store: Store) -> None:

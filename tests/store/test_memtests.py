@@ -8,7 +8,7 @@ from daemon.store import Store
 from daemon.store.memtests import run_severity
 from hwcheck.memtest.results import CardMemtest, MemtestOutcome
 from hwcheck.model import EventKind, Severity
-from tests.store.conftest import T0, at
+from tests.support.store_rows import T0, at
 
 CARD0, CARD3 = "0000:01:00.0", "0000:61:00.0"
 PASSED = MemtestOutcome.PASSED

@@ -13,7 +13,7 @@ from daemon.store.db import build_engines
 from daemon.store.migrations import Migration, schema_version, upgrade
 from daemon.store.models import Base
 from hwcheck.kernellog.records import KernelLogCursor
-from tests.store.conftest import T0, UrlFactory, at
+from tests.support.store_rows import T0, UrlFactory, at
 
 T0_US = int(T0.timestamp() * 1_000_000)
 

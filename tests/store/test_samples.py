@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from daemon.store import CardMove, ChartResolution, MetricStat, Store, StoreInputError
-from tests.store.conftest import T0, at, card, poll
+from tests.support.store_rows import T0, at, card, poll
 
 
 def test_a_card_that_moved_slots_keeps_its_identity(store_url: str) -> None:

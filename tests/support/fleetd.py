@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,11 +31,32 @@ from tests.support.waiting import wait_until
 __all__ = ["wait_until"]  # re-exported: most tests take it from here
 
 
+# Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default).
+_QUIET_PORTS = range(20000, 32000)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port free now that stays free until someone binds it on purpose.
+
+    Not the kernel's pick (a bind to port 0): that is an ephemeral port, which any
+    outgoing connection of another xdist worker may take before the daemon, engine or
+    test meant to bind it does (a test failed so under load). A port below the ephemeral
+    range is only ever taken by a bind that names it; none is handed out twice by one
+    worker, so two ports picked before either is bound never clash.
+    """
+    for _ in range(500):
+        port = random.choice(_QUIET_PORTS)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise AssertionError("no free loopback port below the ephemeral range")
 
 
 _SUN_PATH_MAX = 107
@@ -108,14 +130,20 @@ class Fleetd:
         """GET on its API."""
         return loopback.get(self.url + path, timeout=10)
 
-    def post(self, path: str, body: object = None, token: str | None = "auto") -> httpx.Response:
-        """POST with the bearer token (``token=None``: without one)."""
+    def post(
+        self, path: str, body: object = None, token: str | None = "auto", timeout_s: float = 10
+    ) -> httpx.Response:
+        """POST with the bearer token (``token=None``: without one).
+
+        ``timeout_s``: longer for a request that answers once a move is done (a confirmed
+        reboot stops every engine first).
+        """
         headers = {}
         if token == "auto":
             headers["Authorization"] = f"Bearer {self.token}"
         elif token is not None:
             headers["Authorization"] = f"Bearer {token}"
-        return loopback.post(self.url + path, json=body or {}, headers=headers, timeout=10)
+        return loopback.post(self.url + path, json=body or {}, headers=headers, timeout=timeout_s)
 
     def log(self) -> str:
         """Everything it wrote to stderr so far."""
@@ -140,7 +168,10 @@ def start_fleetd(
     env: dict[str, str] | None = None,
     notify: bool = True,
     port: int | None = None,
-    ready_timeout_s: float = 30,
+    # A deadline only a broken fleetd reaches: on a 2-core machine at load 18 a start took
+    # 17 s to its first record and was still going at 30 s (the waiting costs nothing when
+    # it starts in time, and a fleetd that exits fails at once).
+    ready_timeout_s: float = 90,
     extra_args: list[str] | None = None,
     umask: int = -1,
     wrapper: list[str] | None = None,

@@ -1,4 +1,4 @@
-"""A loopback HTTP peer answering every GET with one JSON document, recording each query.
+"""A loopback HTTP peer answering every GET and POST with one JSON document, recording each.
 
 For fleetctl tests that need fleetd's answers but not fleetd (what a command sends, how it
 prints a known document): start one with ``json_peer(document)``.
@@ -16,11 +16,13 @@ from urllib.parse import parse_qs, urlsplit
 
 
 class JsonPeer(ThreadingHTTPServer):
-    """The server: ``document`` for every GET; ``queries`` each request's query string."""
+    """The server: ``document`` for every request; ``queries`` each GET's query string,
+    ``posts`` each POST's path and JSON body."""
 
     def __init__(self, document: Any) -> None:
         self.document = document
         self.queries: list[dict[str, list[str]]] = []
+        self.posts: list[tuple[str, Any]] = []
         super().__init__(("127.0.0.1", 0), _Handler)
 
     @property
@@ -34,6 +36,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.queries.append(parse_qs(urlsplit(self.path).query))
+        self._answer()
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        self.server.posts.append((urlsplit(self.path).path, json.loads(raw) if raw else None))
+        self._answer()
+
+    def _answer(self) -> None:
         body = json.dumps(self.server.document).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")

@@ -19,6 +19,7 @@ from hwcheck.model import Advice, CheckResult, ClassifiedXid, GpuSnapshot, Latch
 from recovery.controller import RecoveryController
 from recovery.decisions import Reason
 from recovery.facts import LatchFact
+from recovery.history import FaultHistory
 from recovery.settings import RecoverySettings
 from serving.runtime.supervisor import Supervisor
 
@@ -51,8 +52,8 @@ class MemoryPorts:
     def latch(self) -> LatchFact | None:
         return self.latched
 
-    def set_latch(self, reason: str, advice: Advice) -> None:
-        self.latched = self.latched or LatchFact(reason, advice)
+    def set_latch(self, reason: str, advice: Advice, card: int | None = None) -> None:
+        self.latched = self.latched or LatchFact(reason, advice, card)
 
     def clear_latch(self, reason: str, by: str, waiver: LatchWaiver) -> bool:
         was_set, self.latched = self.latched is not None, None
@@ -112,7 +113,7 @@ def standalone_recovery(
         audit=ports,
         prober=ports,
         host=ports,
-        history=ports,
+        history=FaultHistory(ports),
         catch_up=lambda _timeout_s: True,
         clock=clock,
     )

@@ -65,3 +65,25 @@ def read_until(
             seen += chunk
     assert seen[start:].count(needle) >= count, f"{needle!r} never drawn {count} times"
     return bytes(seen[start:])
+
+
+def read_to_end(master: int, timeout_s: float, seen: bytearray) -> bytes:
+    """Read what the terminal still holds until the child closed it (or ``timeout_s``).
+
+    A needle read first may arrive in an earlier chunk than the lines drawn after it: a
+    test that looks at the whole screen reads it all once the child has exited.
+    """
+    start = len(seen)
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([master], [], [], left)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal: all of it is read
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return bytes(seen[start:])

@@ -19,6 +19,9 @@ import pytest
 from tests.support import loopback
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def fleetd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:

@@ -5,57 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
 
 import httpx
 import pytest
 
-from serving.errors import NotFound, Refused
-from tests.web.documents import DOCUMENTS
+from tests.support.stub_services import StubServices
 from web.app import create_app
-from web.models import EventDocument
-from web.services import EventQuery, SimulationControl
-
-
-class StubServices:
-    """A stand-in for the daemon at the web layer's boundary (the WebServices protocol)."""
-
-    def __init__(self, loopback_only: bool) -> None:
-        self.token = "s3cret"
-        self.loopback_only = loopback_only
-        self.acked: list[int] = []
-
-    @property
-    def sim(self) -> SimulationControl | None:
-        return None
-
-    def status_document(self) -> dict[str, Any]:
-        return dict(DOCUMENTS["status"])
-
-    def list_events(self, query: EventQuery) -> list[EventDocument]:
-        return []
-
-    def ack_event(self, event_id: int, by: str) -> dict[str, Any]:
-        if event_id != 1:
-            raise NotFound(f"no event {event_id}")
-        self.acked.append(event_id)
-        return {"id": event_id, "acked": True}
-
-    def apply_caps(self) -> dict[str, Any]:
-        return {}
-
-    def serving_action(self, action: str) -> dict[str, Any]:
-        raise Refused("reboot required: Xid 79", "reboot_latch")
-
-    def serving_logs(self, lines: int) -> list[str]:
-        return []
-
-    def serving_follow(self, lines: int) -> Any:
-        return iter(())
-
-    def serving_recipe(self) -> dict[str, Any]:
-        recipe: dict[str, Any] = DOCUMENTS["recipe"]
-        return recipe
 
 
 def call(

@@ -21,6 +21,7 @@ import pytest
 from playwright.sync_api import (
     Browser,
     BrowserContext,
+    Dialog,
     Page,
     Playwright,
     Route,
@@ -316,6 +317,80 @@ def test_eight_braked_cards_fit_a_laptop_and_a_phone_with_the_advice_first(
             context.close()
 
 
+def two_engines(status: dict[str, Any]) -> dict[str, Any]:
+    """The module's real status document as an 8-card rig running two engines, 4+4 cards."""
+    first = status["cards"][0]
+    cards = [
+        {**first, "index": n, "pci_bus_id": f"0000:{n + 1:02x}:00.0", "in_profile": True}
+        for n in range(8)
+    ]  # fmt: skip
+    base = status.get("serving") or {}
+    dsv4 = {**base, "profile": "dsv4", "state": "ready", "pid": 4242, "cards": [0, 1, 2, 3],
+            "port": 8001, "restarts": 0}  # fmt: skip
+    qwen = {**base, "profile": "qwen", "state": "starting", "pid": 4343, "cards": [4, 5, 6, 7],
+            "port": 8002, "restarts": 1}  # fmt: skip
+    return {**status, "cards": cards, "serving": dsv4, "engines": [dsv4, qwen]}
+
+
+def test_two_engines_get_a_box_each_and_each_card_names_its_engine(page: Page, rig: Rig) -> None:
+    """Issue 42: one engine box per entry of `engines`, titled profile and state; each card's
+    line names the engine that runs on it."""
+    doc = two_engines(rig.status())
+    page.route("**/api/v1/stream*", lambda route: route.fulfill(status=404, body="{}"))
+    page.route("**/api/v1/status", lambda route: route.fulfill(json=doc))
+    open_dashboard(page, rig)
+    expect(page.locator("#engine-title")).to_have_text("Engine dsv4 · ready")
+    expect(page.locator('#engine-facts [data-fact="state"] dd')).to_have_text("ready")
+    expect(page.locator('#engine-facts [data-fact="cards"] dd')).to_contain_text("0")
+    boxes = page.locator("#engine-more .engine-box")
+    expect(boxes).to_have_count(1)
+    qwen = page.locator('#engine-more .engine-box[data-engine="qwen"]')
+    expect(qwen.locator("h3")).to_have_text("Engine qwen · starting")
+    expect(qwen.locator('[data-fact="state"] dd')).to_have_text("starting")
+    expect(qwen.locator('[data-fact="pid"] dd')).to_have_text("4343")
+    expect(page.locator(".tile .tile-line")).to_have_count(8)
+    for index in range(8):
+        name = "dsv4" if index < 4 else "qwen"
+        line = page.locator(f'.tile[data-card="{index}"] .line-card')
+        expect(line).to_have_text(f"#{index} {name}")
+        expect(line).to_have_attribute("data-engine", name)
+
+
+def test_a_side_engines_box_has_its_own_buttons_that_name_it(page: Page, rig: Rig) -> None:
+    """A side engine's Start/Stop/Restart follow its own state and send its name."""
+    with_token(page, rig)
+    doc = two_engines(rig.status())
+    sent: list[tuple[str, Any]] = []
+
+    def answer(route: Route) -> None:
+        sent.append((route.request.url, route.request.post_data_json))
+        qwen = {**doc["engines"][1], "state": "stopping"}
+        route.fulfill(json={"action": "stop", "accepted": True, "serving": qwen})
+
+    page.route("**/api/v1/stream*", lambda route: route.fulfill(status=404, body="{}"))
+    page.route("**/api/v1/status", lambda route: route.fulfill(json=doc))
+    page.route("**/api/v1/serving/stop", answer)
+    open_dashboard(page, rig)
+    qwen = page.locator('#engine-more .engine-box[data-engine="qwen"]')
+    start = qwen.locator('[data-engine-action="start"]')
+    stop = qwen.locator('[data-engine-action="stop"]')
+    expect(start).to_be_disabled()  # qwen is starting; dsv4's Start is its own matter
+    expect(start).to_have_attribute("title", "the engine is starting")
+    expect(qwen.locator('[data-engine-action="restart"]')).to_be_disabled()
+    expect(stop).to_be_enabled()
+    asked: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    stop.click()
+    expect(page.locator("#engine-result")).to_have_text("stop qwen: accepted, engine stopping")
+    assert asked and asked[0].startswith("Stop engine qwen?"), asked
+    assert sent == [(rig.daemon.url + "/api/v1/serving/stop", {"engine": "qwen"})]
+
+
 def test_times_read_alike_everywhere_in_the_browsers_zone(browser: Browser, rig: Rig) -> None:
     """One format (ISO-like, seconds, the zone written out) in the timeline and the charts."""
     context = _context(browser, rig, DESKTOP, timezone_id="Asia/Kolkata")
@@ -478,7 +553,21 @@ def test_engine_buttons_need_the_token_and_a_confirmation(page: Page, rig: Rig) 
     page.click('[data-action="stop"]')  # no token yet: the page asks for it, posts nothing
     expect(page.locator("#token-form")).to_be_visible()
     assert posts == []
-    enter_token(page, rig)
+    page.fill("#token-input", rig.daemon.token)
+    # Saving the token resumes the stop that asked for it: its question comes at once.
+    asked: list[str] = []
+
+    def answer(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", answer)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#token-form")).to_be_hidden()
+    # Each evaluate is a round trip to the page, during which the dialog's event arrives.
+    wait_until(lambda: page.evaluate("1") and asked, 10, "the resumed stop's question")
+    assert len(asked) == 1 and asked[0].startswith("Stop the engine?"), asked
+    assert posts == []
     expect(page.locator("#engine-log")).to_contain_text("Application startup complete")
 
     page.once("dialog", lambda dialog: dialog.dismiss())

@@ -7,6 +7,7 @@ The daemon side is a stand-in ``DiagControl`` (web never imports daemon); the da
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ import pytest
 from hwcheck.memtest.patterns import PATTERNS
 from hwcheck.memtest.results import MemtestPlan
 from serving.errors import Busy, DomainError, Refused
-from tests.web.test_documents import RecordedServices, request
+from tests.support.recorded_services import RecordedServices, request
 from web.app import create_app
 
 CARD = {
@@ -65,10 +66,14 @@ class StandIn:
 
     def __init__(self, error: DomainError | None = None) -> None:
         self.error = error
-        self.calls: list[tuple[int | None, MemtestPlan, str, int | None]] = []
+        self.calls: list[tuple[int | Sequence[int] | None, MemtestPlan, str, int | None]] = []
 
     def memtest(
-        self, card: int | None, plan: MemtestPlan, actor: str, seed: int | None = None
+        self,
+        card: int | Sequence[int] | None,
+        plan: MemtestPlan,
+        actor: str,
+        seed: int | None = None,
     ) -> dict[str, Any]:
         self.calls.append((card, plan, actor, seed))
         if self.error is not None:
@@ -119,6 +124,21 @@ def test_no_body_tests_every_card_over_all_free_memory_with_every_pattern() -> N
     assert diag.calls == [(None, MemtestPlan(None, PATTERNS, 1, 0.0, False), "api", None)]
 
 
+def test_several_cards_are_passed_on_and_card_with_cards_is_422() -> None:
+    diag = StandIn()
+    app = create_app(RecordedServices(), diag=diag)
+
+    answer = request(app, "POST", "/api/v1/diag/memtest", {"cards": [0, 2]})
+
+    assert answer.status_code == 200, answer.text
+    assert diag.calls[0][0] == [0, 2]
+    both = request(app, "POST", "/api/v1/diag/memtest", {"card": 1, "cards": [0, 2]})
+    assert both.status_code == 422 and "not both" in both.text
+    for bad in ([], [64]):
+        assert request(app, "POST", "/api/v1/diag/memtest", {"cards": bad}).status_code == 422
+    assert len(diag.calls) == 1
+
+
 def test_an_unknown_pattern_is_422_naming_the_known_ones() -> None:
     diag = StandIn()
     app = create_app(RecordedServices(), diag=diag)
@@ -155,7 +175,8 @@ def test_refusals_keep_their_code(error: DomainError, status: int, code: str) ->
         {"gib": 1000},
         {"card": -1},
         {"card": 64},
-        {"gib": 1, "cards": [1]},
+        {"gib": 1, "cardz": [1]},
+        {"cards": [1, 99]},
         {"passes": 0},
         {"minutes": -1},
         {"seed": -1},

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 import pytest
 from fastapi.routing import APIRoute
 
-from tests.web.test_documents import RecordedServices, request
+from tests.support.recorded_services import RecordedServices, request
 from web.app import create_app
 from web.version import __version__
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import httpx
 import pytest
 
-from tests.web.test_auth import StubServices
+from tests.support.stub_services import StubServices
 from web.app import create_app
-from web.hosts import host_name
+from web.hosts import allowed_hosts, host_name
 
 
 def get(host: str | None, allowed: list[str] | None) -> httpx.Response:
@@ -74,3 +75,9 @@ def test_without_allowed_hosts_there_is_no_check() -> None:
 )
 def test_host_name_drops_port_and_brackets(header: str, name: str) -> None:
     assert host_name(header) == name
+
+
+def test_a_loopback_listener_allows_this_machines_name_and_the_configs() -> None:
+    assert allowed_hosts("127.0.0.1", ["rig-7.lan"]) == [socket.gethostname(), "rig-7.lan"]
+    assert allowed_hosts("::1", []) == [socket.gethostname()]
+    assert allowed_hosts("0.0.0.0", ["rig-7.lan"]) is None  # the token guards every request

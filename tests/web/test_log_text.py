@@ -10,8 +10,8 @@ import asyncio
 
 import httpx
 
-from tests.web.documents import DOCUMENTS
-from tests.web.test_documents import TOKEN, RecordedServices
+from tests.support.documents import DOCUMENTS
+from tests.support.recorded_services import TOKEN, RecordedServices
 from web.app import create_app
 
 LINE = DOCUMENTS["status"]["serving"]["last_log_line"]

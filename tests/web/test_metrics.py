@@ -280,6 +280,28 @@ def test_rig_level_metrics(rig: Rig) -> None:
     assert count == inf >= 2  # the start-up polls were timed
 
 
+# Every family's HELP and TYPE line as the one RigCollector printed them before each wing
+# got its own collector (issue 38): names, help and types are the outside, kept as they are.
+FAMILIES = Path(__file__).with_name("metrics_families.txt")
+
+
+def test_each_wings_collector_keeps_every_family_as_it_was(rig: Rig) -> None:
+    text = rig.scrape()
+    lines = sorted({line for line in text.splitlines() if line.startswith(("# HELP", "# TYPE"))})
+    assert lines == FAMILIES.read_text().splitlines()
+    bounds = [
+        s.labels["le"]
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "cmpfleet_poll_duration_seconds_bucket"
+    ]
+    assert bounds == [
+        "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0",
+        "30.0", "+Inf",
+    ]  # fmt: skip
+    assert "cmpfleet_poll_duration_seconds_created" not in text  # the library's, not ours
+
+
 def test_host_truth_metrics(rig: Rig) -> None:
     families = {f.name: f for f in text_string_to_metric_families(rig.scrape())}
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.web.test_documents import TOKEN, RecordedServices
+from tests.support.recorded_services import TOKEN, RecordedServices
 from web.app import create_app
 from web.rendered import RenderedDocument, invalidate_rendered
 

@@ -11,10 +11,17 @@ from typing import Any
 import httpx
 from fastapi.routing import APIRoute
 
-from tests.web.test_documents import RecordedServices
+from tests.support.recorded_services import RecordedServices
 from web.app import create_app
 
-PATH_VALUES = {"event_id": "1", "action": "start", "index": "0", "alert_id": "1"}
+PATH_VALUES = {
+    "event_id": "1",
+    "action": "start",
+    "index": "0",
+    "alert_id": "1",
+    "name": "0",
+    "run_id": "1",
+}
 
 
 class Anything:
@@ -31,6 +38,7 @@ def full_app() -> Any:
         alerts=Anything(),  # type: ignore[arg-type]
         canary=Anything(),  # type: ignore[arg-type]
         diag=Anything(),  # type: ignore[arg-type]
+        bench=Anything(),  # type: ignore[arg-type]
     )
 
 

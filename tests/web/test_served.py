@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.support import loopback
+from tests.support.documents import key_paths, recorded_paths
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
-from tests.web.documents import key_paths, recorded_paths
 from web.limits import MAX_BODY_BYTES
 
 

@@ -32,7 +32,8 @@ export function memoryText(card) {
   return `${(used / 1024).toFixed(1)}/${(total / 1024).toFixed(0)} GiB ${short.format(share)}%`;
 }
 
-export function compactLine(card, unlocked, xids) {
+// With several engines the line names the engine on the card instead of the profile's "*".
+export function compactLine(card, unlocked, xids, engine) {
   const level = card.state === "warning" ? "warn" : "bad";
   const tags = cardTags(card, unlocked, xids);
   const flags = tags.map((tag) => el("span", { class: `badge ${level}`, dataset: { tag } }, tag));
@@ -40,7 +41,9 @@ export function compactLine(card, unlocked, xids) {
   return el(
     "div",
     { class: "tile-line" },
-    el("span", { class: "line-card" }, `#${card.index}${card.in_profile ? "*" : ""}`),
+    engine
+      ? el("span", { class: "line-card", dataset: { engine: engine.profile || "none" } }, `#${card.index} ${engine.profile || "none"}`)
+      : el("span", { class: "line-card" }, `#${card.index}${card.in_profile ? "*" : ""}`),
     el("span", { class: "line-power" }, watts(card.power_draw_w, card.power_limit_w)),
     el("span", { class: "line-temp" }, num(card.temperature_c, "°C")),
     el("span", { class: "line-pcie" }, `G${card.pcie_gen ?? "?"}x${card.pcie_width ?? "?"}`),

@@ -5,10 +5,11 @@
 
 const WAIT = "waiting for the daemon";
 
-// Why each action cannot succeed now ({start, stop, restart, serve}: a reason, or null).
-export function blockedActions(status) {
+// Why each action cannot succeed now ({start, stop, restart, serve}: a reason, or null), for
+// ``engine`` (an entry of the status's `engines`; the primary, `serving`, when not given).
+export function blockedActions(status, engine) {
   if (!status || !status.serving) return { start: WAIT, stop: WAIT, restart: WAIT, serve: WAIT };
-  const s = status.serving;
+  const s = engine || status.serving;
   const recovery = status.recovery || {};
   if (s.profile === null || s.profile === undefined) {
     const none = "no engine is configured on this rig ([serving] in the config)";
@@ -70,13 +71,14 @@ export function blockedActions(status) {
 // Why the reboot prompt's button cannot do what it says (null: it can).
 export function blockedReboot(status) {
   const recovery = (status && status.recovery) || {};
-  if (recovery.advice_kind === "cold_power_cycle" && recovery.power_cycle === false) {
+  const cold = Boolean(recovery.advice_kind) && recovery.advice_kind !== "warm_reboot";
+  if (cold && recovery.power_cycle === false) {
     return "no [recovery] power_cycle_command on this rig: switch it off for about 30 s by hand, then on";
   }
   return null;
 }
 
-function gate(button, reason) {
+export function gate(button, reason) {
   button.disabled = Boolean(reason);
   if (reason) button.title = reason;
   else button.removeAttribute("title");

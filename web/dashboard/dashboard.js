@@ -6,19 +6,23 @@
 import { getJson, isUnreachable, postJson, savedToken, saveToken } from "./api.js";
 import { limitsOf } from "./chartmarks.js";
 import { Charts } from "./charts.js";
+import { askCheckSpecs, checkSpecsKnown } from "./checkspecs.js";
 import { renderAdvice, renderCauses } from "./causes.js";
 import { renderControls, showResult } from "./controls.js";
 import { renderHost } from "./host.js";
 import {
   renderCanaries,
   renderCards,
-  renderEngine,
+  renderDrain,
+  renderEngines,
   renderEvents,
   renderReboot,
   renderVerdict,
 } from "./render.js";
 import { zoneLabel } from "./time.js";
 import { renderTraffic } from "./traffic.js";
+import { renderCrashes, renderFingerprint } from "./crashes.js";
+import { pollBench } from "./bench.js";
 
 const STATUS_EVERY_MS = 2000;
 const EVENTS_EVERY_MS = 5000;
@@ -26,7 +30,9 @@ const LOG_EVERY_MS = 3000;
 const HISTORY_EVERY_MS = { "1h": 15000, "24h": 60000 };
 const PROFILES_EVERY_MS = 15000;
 const TRAFFIC_EVERY_MS = 5000;
-const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch", "diag", "guard"];
+const CRASHES_EVERY_MS = 10000;
+const BENCH_EVERY_MS = 10000;
+const EVENT_KINDS = ["xid", "check", "serving", "recovery", "daemon", "reboot", "operator", "launch", "diag", "guard", "crash"];
 
 const view = {
   status: null,
@@ -37,6 +43,8 @@ const view = {
   span: "1h",
   charts: new Charts(),
   jobs: {},
+  // The action that asked for the token: resumed once the token is saved.
+  resume: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -143,7 +151,15 @@ async function pollStatus() {
   showStatus(status);
 }
 
+// The checks' specs came after a status was drawn without them: draw it again.
+function redrawChecks() {
+  if (!view.status) return;
+  renderCards(view.status);
+  renderHost(view.status);
+}
+
 function showStatus(status) {
+  if (!checkSpecsKnown()) askCheckSpecs(redrawChecks).catch(() => {}); // again next status
   const wasOffline = !$("reconnecting").hidden;
   setOffline(false);
   view.status = status;
@@ -151,14 +167,16 @@ function showStatus(status) {
   const pid = status.daemon ? status.daemon.pid : null;
   renderVerdict(status);
   renderReboot(status);
+  renderDrain(status);
   renderAdvice(status);
   renderCards(status);
-  renderEngine(status.serving, Date.now());
+  renderEngines(status, Date.now());
   renderControls(status);
   view.charts.setLimits(limitsOf(status));
   renderCauses(status);
   renderCanaries(status, Date.now());
   renderHost(status);
+  renderFingerprint((status.recovery || {}).evidence);
   renderRigInfo(status);
   renderCardFilter(status);
   if (wasOffline || (view.daemonPid !== null && pid !== view.daemonPid)) {
@@ -258,6 +276,15 @@ async function pollProfiles() {
   $("profile-switch").hidden = profiles.length < 2;
 }
 
+// The crash timeline (the black box's bundles); hidden while there is none.
+async function pollCrashes() {
+  try {
+    renderCrashes(await getJson("/api/v1/crashes?limit=20"));
+  } catch (error) {
+    renderCrashes(null);
+  }
+}
+
 // The traffic guard's panel; a rig without the guard answers 409 and the panel stays hidden.
 async function pollTraffic() {
   try {
@@ -299,8 +326,10 @@ async function pollHistory() {
 
 // --- buttons -------------------------------------------------------------------------------
 
-function needToken(resultId) {
+// True (and the token form shown) when no token is saved; ``resume`` runs once it is.
+function needToken(resultId, resume) {
   if (savedToken()) return false;
+  view.resume = resume || null;
   $("token-form").hidden = false;
   $("token-input").focus();
   notify("Enter the API token first (it is in <state-dir>/api-token).", true);
@@ -310,7 +339,7 @@ function needToken(resultId) {
 
 // Ask, then POST; the answer (or refusal) is shown in ``resultId``, beside the control.
 async function mutate(question, path, body, resultId, done) {
-  if (needToken(resultId)) return;
+  if (needToken(resultId, () => mutate(question, path, body, resultId, done))) return;
   if (!window.confirm(question)) return;
   await post(path, body, resultId, done);
 }
@@ -335,7 +364,7 @@ async function rebootClicked() {
   const cold = $("reboot-confirm").dataset.cold === "true";
   const what = cold ? "power cycle" : "reboot";
   const question = `${cold ? "Power-cycle the rig" : "Reboot the host"} now? The engine is stopped cleanly first; the ${what} runs only if that stop succeeds.`;
-  if (needToken("reboot-result")) return;
+  if (needToken("reboot-result", () => rebootClicked())) return;
   if (!window.confirm(question)) return;
   notify("", false);
   showResult("reboot-result", "", false);
@@ -343,11 +372,14 @@ async function rebootClicked() {
     const answer = await postJson("/api/v1/recovery/reboot", { confirm: true, cold });
     showResult("reboot-result", `${what}: ${answer.message || "accepted"}`, false);
   } catch (error) {
-    if (isUnreachable(error) || error.code !== "boot_entry") {
+    // A wrong boot entry, or a warm reboot while the latch asks for more: the person may
+    // go ahead anyway (force), after a second question that names why it was refused.
+    if (isUnreachable(error) || !["boot_entry", "cold_advised"].includes(error.code)) {
       showResult("reboot-result", isUnreachable(error) ? "the daemon did not answer" : error.message, true);
     } else {
       showResult("reboot-result", `${what} refused: ${error.message}`, true);
-      if (window.confirm(`${error.message}\n\n${cold ? "Power-cycle" : "Reboot"} into that entry anyway (--force)?`)) {
+      const anyway = error.code === "boot_entry" ? "into that entry anyway" : "warm anyway";
+      if (window.confirm(`${error.message}\n\n${cold ? "Power-cycle" : "Reboot"} ${anyway} (--force)?`)) {
         await post("/api/v1/recovery/reboot", { confirm: true, cold, force: true }, "reboot-result", (answer) => `${what} (forced): ${answer.message || "accepted"}`);
         return;
       }
@@ -374,9 +406,21 @@ function wireButtons() {
       }),
     );
   }
+  // A side engine's buttons (drawn anew with its box each poll): the action names its engine.
+  $("engine-more").addEventListener("click", (click) => {
+    const button = click.target.closest ? click.target.closest("[data-engine-action]") : null;
+    if (!button || button.disabled) return;
+    const action = button.dataset.engineAction;
+    const name = button.dataset.engine;
+    const question = ENGINE_QUESTIONS[action].replace("the engine", `engine ${name}`);
+    mutate(question, `/api/v1/serving/${action}`, { engine: name }, "engine-result", (answer) => {
+      const state = answer.serving ? answer.serving.state : "?";
+      return `${action} ${name}: accepted, engine ${state}`;
+    });
+  });
   $("reboot-confirm").addEventListener("click", () => rebootClicked());
-  $("reboot-clear").addEventListener("click", () => {
-    if (needToken("reboot-result")) return;
+  $("reboot-clear").addEventListener("click", function clearClicked() {
+    if (needToken("reboot-result", clearClicked)) return;
     const reason = window.prompt(
       "Clear the reboot-required latch WITHOUT a reboot? Only if you know the cards are fine: the faults seen so far then no longer refuse a start (a new one latches again). Why (recorded):",
     );
@@ -421,8 +465,14 @@ function wireToken() {
     notify(savedToken() ? "API token saved in this browser." : "", false);
     for (const box of document.querySelectorAll(".result")) showResult(box.id, "", false);
     again("log");
+    // The action that asked for the token goes on from where it stopped (its question).
+    const resume = view.resume;
+    view.resume = null;
+    // After this event, so the form is gone before the action's question shows.
+    if (resume && savedToken()) window.setTimeout(resume, 0);
   });
   $("token-forget").addEventListener("click", () => {
+    view.resume = null;
     saveToken("");
     form.hidden = true;
     notify("API token forgotten.", false);
@@ -430,7 +480,7 @@ function wireToken() {
   });
 }
 
-function start() {
+async function start() {
   const kinds = $("filter-kind");
   for (const kind of EVENT_KINDS) kinds.append(new Option(kind, kind));
   $("time-zone").textContent = `times in ${zoneLabel(new Date())}`;
@@ -438,6 +488,9 @@ function start() {
   wireButtons();
   wireProfiles();
   wireToken();
+  // Where each check is drawn comes from the daemon (its specs), before the first status;
+  // a refusal (the token not saved yet) is asked again with each status.
+  await askCheckSpecs().catch(() => {});
   openStream();
   every("status", () => STATUS_EVERY_MS, pollStatus);
   every("events", () => EVENTS_EVERY_MS, pollEvents);
@@ -445,10 +498,12 @@ function start() {
   every("history", () => HISTORY_EVERY_MS[view.span], pollHistory);
   every("profiles", () => PROFILES_EVERY_MS, pollProfiles);
   every("traffic", () => TRAFFIC_EVERY_MS, pollTraffic);
+  every("crashes", () => CRASHES_EVERY_MS, pollCrashes);
+  every("bench", () => BENCH_EVERY_MS, pollBench);
   // The engine's uptime and the canaries' ages tick between polls too.
   window.setInterval(() => {
     if (!view.status) return;
-    renderEngine(view.status.serving, Date.now());
+    renderEngines(view.status, Date.now());
     renderCanaries(view.status, Date.now());
   }, 1000);
 }

@@ -4,27 +4,23 @@
 // One row per card: BAR1, VBIOS, max memory clock, bound driver, bridge, PCIe replays
 // and AER counts.
 
+import { checksAt, hostPanelChecks } from "./checkspecs.js";
 import { el, num } from "./dom.js";
 import { renderMemoryMaps } from "./memmap.js";
 
-const HOST_CHECKS = new Set([
-  "host_kernel", "kernel_cmdline", "driver_module", "bar1", "p2p", "vbios", "clocks",
-  "pcie_errors", "memtest",
-]);
-
 const RANK = { ok: 0, warning: 1, critical: 2 };
 
-// The worst host-check severity among ``checks`` for ``card`` (undefined: any card).
+// The worst host-check severity among ``checks`` for ``card`` (undefined: any card); the
+// host checks are the ones whose spec says the Host panel draws them (GET /api/v1/checks).
 function worst(checks, card) {
+  const hostChecks = hostPanelChecks();
   let level = "ok";
   for (const check of checks || []) {
-    if (!HOST_CHECKS.has(check.id) || (card !== undefined && check.card !== card)) continue;
+    if (!hostChecks || !hostChecks.has(check.id) || (card !== undefined && check.card !== card)) continue;
     if ((RANK[check.severity] ?? 0) > RANK[level]) level = check.severity;
   }
   return level;
 }
-
-const only = (checks, id) => (checks || []).filter((check) => check.id === id);
 
 function fact(label, value, level) {
   return el("div", { class: level && level !== "ok" ? level : null },
@@ -47,11 +43,11 @@ export function renderHost(status) {
   const boot = facts.default_boot || {};
   const overall = worst(status.checks);
   document.getElementById("host-facts").replaceChildren(
-    fact("Running kernel", facts.running_kernel, worst(only(status.checks, "host_kernel"), null)),
+    fact("Running kernel", facts.running_kernel, worst(checksAt(status.checks, "host_running_kernel"), null)),
     fact("Next boot", boot.kernel),
     fact("Baseline kernel", base.kernel_release || "not recorded"),
-    fact("nvidia module", facts.module_srcversion, worst(only(status.checks, "driver_module"), null)),
-    fact("P2P", p2pSummary(facts.p2p), worst(only(status.checks, "p2p"))),
+    fact("nvidia module", facts.module_srcversion, worst(checksAt(status.checks, "host_module"), null)),
+    fact("P2P", p2pSummary(facts.p2p), worst(checksAt(status.checks, "host_p2p"))),
     fact("Tensor parallel", host.tensor_parallel_size),
   );
   document.getElementById("host-verdict").className = `sev ${overall}`;

@@ -4,6 +4,7 @@
 // GET /api/v1/diag/memtest only when the memtest checks change, not on every status.
 
 import { getJson } from "./api.js";
+import { checksAt } from "./checkspecs.js";
 import { el } from "./dom.js";
 
 const CELLS = 256; // the map's width in cells; blocks share a cell beyond that
@@ -52,7 +53,7 @@ function mapOf(card) {
 
 export async function renderMemoryMaps(status) {
   const section = document.getElementById("memmap");
-  const failing = (status.checks || []).filter((check) => check.id === "memtest" && check.severity === "critical");
+  const failing = checksAt(status.checks, "memory_map").filter((check) => check.severity === "critical");
   const key = failing.map((check) => `${check.card}:${check.message}`).join("|");
   if (key === shownFor) return;
   shownFor = key;

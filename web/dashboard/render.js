@@ -2,6 +2,8 @@
 
 import { causeDetail, causesOf } from "./causes.js";
 import { cardTags, compactLine, memoryText } from "./cardline.js";
+import { checkAt, tagsAt } from "./checkspecs.js";
+import { blockedActions, gate } from "./controls.js";
 import { depthCurve } from "./depthcurve.js";
 import { el, num, numberFormat } from "./dom.js";
 import { formatTime } from "./time.js";
@@ -59,7 +61,11 @@ export function renderVerdict(status) {
 }
 
 // The latch's advice comes typed (recovery.advice_kind) with its text from the daemon's one table.
-const ADVICE_KIND = { warm_reboot: "Warm reboot:", cold_power_cycle: "Cold power cycle:" };
+const ADVICE_KIND = {
+  warm_reboot: "Warm reboot:",
+  cold_power_cycle: "Cold power cycle:",
+  take_card_out: "Take the card out:",
+};
 
 export function renderReboot(status) {
   const recovery = status.recovery || {};
@@ -73,7 +79,8 @@ export function renderReboot(status) {
   box.hidden = !recovery.reboot_required;
   if (!recovery.reboot_required) return;
   document.getElementById("reboot-reason").textContent = recovery.reason || "(no reason given)";
-  const cold = recovery.advice_kind === "cold_power_cycle";
+  // Past a warm reboot (a cold power cycle, the card out), the button power-cycles.
+  const cold = Boolean(recovery.advice_kind) && recovery.advice_kind !== "warm_reboot";
   document.getElementById("reboot-kind").textContent = ADVICE_KIND[recovery.advice_kind] || "Warm reboot:";
   document.getElementById("reboot-advice").textContent = recovery.advice || "";
   document.getElementById("reboot-way-out").textContent = recovery.way_out ? `Ways out: ${recovery.way_out}.` : "";
@@ -83,6 +90,19 @@ export function renderReboot(status) {
   document.getElementById("reboot-since").textContent = recovery.since
     ? `latched since ${timeOf(recovery.since)}`
     : "";
+}
+
+// The rig's drain: its guard answers 503 "draining" so load balancers send traffic elsewhere.
+export function renderDrain(status) {
+  const drain = status.drain || {};
+  const line = document.getElementById("drain");
+  line.hidden = !drain.draining;
+  if (line.hidden) return;
+  const running = drain.in_flight === null || drain.in_flight === undefined
+    ? "no guard" : drain.quiet ? "quiet" : `${drain.in_flight} running`;
+  const why = drain.reason ? ` (${drain.reason})` : "";
+  line.textContent = `Draining since ${timeOf(drain.since)} by ${drain.by}${why}: ${running}, ` +
+    `grace ${drain.grace_left_s} s left. fleetctl undrain ends it.`;
 }
 
 // --- card tiles ----------------------------------------------------------------------------
@@ -115,9 +135,10 @@ function link(gen, width) {
   return `Gen${gen ?? "?"} x${width ?? "?"}`;
 }
 
-function tile(card, checks) {
-  const get = (id) => checks.get(`${id}/${card.index}`);
-  const vram = get("vram_unlocked");
+// ``place``: where a tile draws a check (its spec's ``drawn_at``, GET /api/v1/checks).
+function tile(card, checks, engine) {
+  const get = (place) => checks.get(`${checkAt(place)}/${card.index}`);
+  const vram = get("card_vram");
   const unlocked = vram ? vram.severity === "ok" : card.memory_total_mib >= 60000;
   const lost = card.state === "lost";
   const badges = lost
@@ -135,14 +156,14 @@ function tile(card, checks) {
   const draw = card.power_draw_w;
   const cap = card.power_limit_w;
   const share = draw !== null && cap ? Math.min(100, (100 * draw) / cap) : 0;
-  const pcie = get("pcie_link");
+  const pcie = get("card_pcie");
   const baseline =
     card.pcie_baseline_gen !== undefined && card.pcie_baseline_gen !== null
       ? ` · baseline ${link(card.pcie_baseline_gen, card.pcie_baseline_width)}`
       : "";
   const xids = card.xid_since_boot || 0;
-  // The failing checks the vram and brake badges do not already say (BAR1, MEMTEST, Xid 31).
-  const shown = new Set(["LOCKED", "BRAKE", "LOST"]);
+  // The failing checks the vram, brake and lost badges do not already say (BAR1, MEMTEST, Xid 31).
+  const shown = tagsAt(["card_vram", "card_brake", "card_lost_badge"]);
   const tagBadges = cardTags(card, unlocked, xids)
     .filter((tag) => !shown.has(tag))
     .map((tag) => el("span", { class: `badge ${card.state === "warning" ? "warn" : "bad"}`, dataset: { badge: "tag", tag } }, tag));
@@ -159,24 +180,31 @@ function tile(card, checks) {
       "div",
       { class: "tile-head" },
       el("span", { class: "tile-title" }, `Card ${card.index}`),
+      engine
+        ? el(
+          "span",
+          { class: "tile-engine", dataset: { engine: engine.profile || "none" }, title: "the engine that runs on this card" },
+          engine.profile || "none",
+        )
+        : null,
       el("span", { class: "tile-bus" }, card.pci_bus_id),
     ),
-    compactLine(card, unlocked, xids),
+    compactLine(card, unlocked, xids, engine),
     el("div", { class: "badges" }, badges, tagBadges, profileBadge),
     card.lost_reason ? el("p", { class: "muted" }, card.lost_reason) : null,
     metric("Power", `${num(draw)} / ${num(cap, "W")}`, {
-      name: "power", big: true, level: level(get("power_cap")), title: get("power_cap")?.message,
+      name: "power", big: true, level: level(get("card_power")), title: get("card_power")?.message,
     }),
     el("div", { class: "bar", "aria-hidden": "true" }, el("span", { style: `width:${share.toFixed(0)}%` })),
     metric("Temperature", num(card.temperature_c, "°C"), {
-      name: "temperature", big: true, level: level(get("temperature")),
+      name: "temperature", big: true, level: level(get("card_temperature")),
     }),
-    metric("SM clock", num(card.sm_clock_mhz, "MHz"), { name: "clock", level: level(get("power_brake")) }),
+    metric("SM clock", num(card.sm_clock_mhz, "MHz"), { name: "clock", level: level(get("card_brake")) }),
     metric(`PCIe${baseline}`, link(card.pcie_gen, card.pcie_width), {
       name: "pcie", level: level(pcie), title: pcie && pcie.message,
     }),
     metric("Xids since boot", String(xids), {
-      name: "xids", big: true, level: xids > 0 ? level(get("xid_since_boot")) || "warn" : "",
+      name: "xids", big: true, level: xids > 0 ? level(get("card_xids")) || "warn" : "",
     }),
     ...activity(card),
   );
@@ -232,7 +260,10 @@ export function denseChoice(count) {
 export function renderCards(status) {
   const checks = checksByCard(status.checks);
   const box = document.getElementById("cards");
-  const tiles = (status.cards || []).map((card) => tile(card, checks));
+  const engines = enginesOf(status);
+  const engineOf = (card) =>
+    engines.length > 1 ? engines.find((e) => (e.cards || []).includes(card.index)) : undefined;
+  const tiles = (status.cards || []).map((card) => tile(card, checks, engineOf(card)));
   if (tiles.length === 0) tiles.push(el("p", { class: "panel muted" }, "no cards reported yet"));
   // More than four cards: one line each (the phone's lines, with utilisation and memory),
   // so an 8-card rig leaves the engine and the checks on a laptop's first screen.
@@ -248,7 +279,59 @@ export function renderCards(status) {
 
 // --- engine --------------------------------------------------------------------------------
 
+// One box per engine the daemon runs (`engines`; `serving` alone from an older daemon): the
+// first fills the Engine panel as it always did, each further one gets its own titled box.
+export function enginesOf(status) {
+  if (status.engines && status.engines.length) return status.engines;
+  return status.serving ? [status.serving] : [];
+}
+
+export function renderEngines(status, nowMs) {
+  const engines = enginesOf(status);
+  const several = engines.length > 1;
+  renderEngine(engines[0], nowMs);
+  const head = document.getElementById("engine-title");
+  head.textContent = several ? engineTitle(engines[0]) : "Engine";
+  const more = document.getElementById("engine-more");
+  more.replaceChildren(
+    ...engines.slice(1).map((s) => {
+      const box = el("dl", { class: "facts" });
+      fillEngine(box, s, nowMs);
+      return el(
+        "section",
+        { class: "engine-box", dataset: { engine: s.profile || "none", state: s.state || "unknown" } },
+        el("h3", {}, engineTitle(s)),
+        box,
+        engineButtons(status, s),
+      );
+    }),
+  );
+  document.getElementById("engine").dataset.engine = several ? engines[0].profile || "none" : "";
+}
+
+// A side engine's own Start, Stop and Restart (``fleetctl start|stop|restart NAME``), each
+// enabled only when it can succeed for that engine, as the primary's buttons are; a click
+// is handled by the dashboard (``data-engine-action``), the box being drawn anew each poll.
+function engineButtons(status, s) {
+  const why = blockedActions(status, s);
+  const row = el("div", { class: "buttons" });
+  for (const [action, label] of [["start", "Start"], ["stop", "Stop"], ["restart", "Restart"]]) {
+    const button = el("button", { type: "button", dataset: { engineAction: action, engine: s.profile || "" } }, label);
+    gate(button, why[action]);
+    row.append(button);
+  }
+  return row;
+}
+
+function engineTitle(s) {
+  return `Engine ${s.profile || "none"} · ${s.state || "unknown"}`;
+}
+
 export function renderEngine(serving, nowMs) {
+  fillEngine(document.getElementById("engine-facts"), serving, nowMs);
+}
+
+function fillEngine(box, serving, nowMs) {
   const s = serving || {};
   const m = s.metrics || {};
   const since = s.since ? (nowMs - new Date(s.since).getTime()) / 1000 : null;
@@ -266,7 +349,6 @@ export function renderEngine(serving, nowMs) {
     ["Last crash", s.crash_class || "none", "crash"],
     ["PID", s.pid ?? "none", "pid"],
   ];
-  const box = document.getElementById("engine-facts");
   box.dataset.state = s.state || "unknown";
   box.replaceChildren(
     ...facts.map(([label, value, name]) =>

@@ -1,4 +1,7 @@
-"""The builds routes: ``GET /api/v1/builds`` and, simulating, ``POST /api/v1/sim/rebuild``.
+"""The builds routes: the builds, a rollback to the last good one, a simulated rebuild.
+
+``GET /api/v1/builds``, ``POST /api/v1/builds/rollback`` and, simulating,
+``POST /api/v1/sim/rebuild``.
 
 The daemon hands ``create_app`` an object satisfying ``BuildsControl`` (web never imports
 daemon); without one (no engine configured) the routes answer 409 with a reason.
@@ -14,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from serving.errors import Conflict, NotFound
 from web.auth import TokenGuard
 from web.errors import error_responses
-from web.models import Document, IsoTime
+from web.models import Document, IsoTime, ServingDocument, SwitchProgressDocument
 
 
 class BuildsControl(Protocol):
@@ -28,6 +31,10 @@ class BuildsControl(Protocol):
         self, image: str | None, engine: dict[str, Any], labels: dict[str, str], version: str | None
     ) -> dict[str, Any] | None:
         """A simulated image rebuild (``None``: not simulating)."""
+        ...
+
+    def rollback(self, to: str | None, stop_foreign: bool = False) -> dict[str, Any]:
+        """Serve the last good build (or ``to``) again, or say what to run for a process."""
         ...
 
 
@@ -78,11 +85,51 @@ class SimImageDocument(Document):
     built_at: str
 
 
+class BuildRefDocument(Document):
+    """A build as an answer names it."""
+
+    id: int
+    build_key: str
+    name: str
+    image_digest: str | None = None
+    image_id: str | None = None
+
+
 class BuildsDocument(Document):
     """``GET /api/v1/builds``."""
 
     builds: list[BuildDocument]
     regressions: list[RegressionDocument]
+    last_good: BuildRefDocument | None = Field(
+        None,
+        description="the newest build, other than the one serving, whose canaries all passed",
+    )
+
+
+class RollbackRequest(BaseModel):
+    """``POST /api/v1/builds/rollback`` body."""
+
+    model_config = ConfigDict(extra="forbid")
+    to: Annotated[str, Field(min_length=1, max_length=80)] | None = Field(
+        None,
+        description="the build (its key, a 4+ character prefix, or its id); default: last_good",
+    )
+    stop_foreign: bool = False
+
+
+class RollbackDocument(Document):
+    """``POST /api/v1/builds/rollback``: the switch begun (or in force), or what to run."""
+
+    accepted: bool
+    build: BuildRefDocument
+    profile: str
+    image: str | None = Field(None, description="the image reference served (by digest)")
+    manual: bool | None = Field(None, description="a bare process: nothing moved")
+    instructions: str | None = Field(None, description="what to run to go back (manual)")
+    already_active: bool | None = None
+    in_progress: bool | None = None
+    switch: SwitchProgressDocument | None = None
+    serving: ServingDocument | None = None
 
 
 class RebuildRequest(BaseModel):
@@ -116,6 +163,21 @@ def router(builds: BuildsControl | None, guard: TokenGuard) -> APIRouter:
     def list_builds(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
         """The engine builds seen (newest first), their canary verdicts, the regressions."""
         return control().builds_document(limit)
+
+    @routes.post(
+        "/api/v1/builds/rollback",
+        dependencies=[Depends(guard)],
+        response_model=RollbackDocument,
+        response_model_exclude_unset=True,
+        responses=error_responses(404, 409, 503),
+    )
+    def rollback(body: RollbackRequest) -> dict[str, Any]:
+        """Serve the last good build again (``to``: another), by its image's digest.
+
+        The same gate, preflight and recovery moves as a profile switch (progress:
+        ``serving.switch``); a bare process answers ``manual`` with what to run.
+        """
+        return control().rollback(body.to, body.stop_foreign)
 
     @routes.post(
         "/api/v1/sim/rebuild",

@@ -9,11 +9,13 @@ is refused with 409 ``engine_running`` (fleetctl exit 4), one while another runs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hwcheck.carddiag.model import DiagKind
 from hwcheck.memtest.patterns import PATTERNS, UnknownPattern, parse_patterns
 from hwcheck.memtest.results import MemtestPlan
 from serving.errors import Unavailable
@@ -31,13 +33,23 @@ class DiagControl(Protocol):
     """What the API asks of the daemon's diagnostics."""
 
     def memtest(
-        self, card: int | None, plan: MemtestPlan, actor: str, seed: int | None = None
+        self,
+        card: int | Sequence[int] | None,
+        plan: MemtestPlan,
+        actor: str,
+        seed: int | None = None,
     ) -> dict[str, Any]:
         """Run the memory test now (refusals are ``serving.errors``)."""
         ...
 
     def memtest_document(self) -> dict[str, Any]:
         """Whether a test runs, and each card's last verdict."""
+        ...
+
+    def card_diag(
+        self, kind: DiagKind, card: int | None, actor: str, seconds: float = 0.0
+    ) -> dict[str, Any]:
+        """Run ``diag pcie`` or ``diag compute`` now (refusals are ``serving.errors``)."""
         ...
 
 
@@ -47,6 +59,14 @@ class MemtestRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     card: Annotated[
         int | None, Field(ge=0, le=63, description="one card (NVML index); default every card")
+    ] = None
+    cards: Annotated[
+        list[Annotated[int, Field(ge=0, le=63)]] | None,
+        Field(
+            min_length=1,
+            max_length=64,
+            description="several cards (NVML indexes), instead of card; default every card",
+        ),
     ] = None
     gib: Annotated[
         float | None,
@@ -77,6 +97,16 @@ class MemtestRequest(BaseModel):
             return list(parse_patterns(",".join(value)))
         except UnknownPattern as exc:
             raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _one_way_to_name_cards(self) -> MemtestRequest:
+        if self.card is not None and self.cards is not None:
+            raise ValueError("give card or cards, not both")
+        return self
+
+    def chosen(self) -> int | list[int] | None:
+        """The card(s) asked for (None: every card)."""
+        return self.cards if self.cards is not None else self.card
 
     def plan(self) -> MemtestPlan:
         """The plan each card runs."""
@@ -120,7 +150,9 @@ class MemtestCardDocument(Document):
 
     card: int
     pci_bus_id: str
-    outcome: Literal["passed", "failed", "timed_out", "error", "unavailable", "not_run"]
+    outcome: Literal[
+        "passed", "failed", "timed_out", "error", "unavailable", "not_run", "stopped_hot"
+    ]
     tested_mib: int
     bit_errors: int
     first_error_offset: int | None = Field(description="byte offset of the first bad word")
@@ -156,8 +188,16 @@ class MemtestRunDocument(Document):
     inject: bool
     seed: int
     cards: list[MemtestCardDocument]
-    exit_code: int = Field(description="0 clean, 2 errors found, 1 a card could not be tested")
+    exit_code: int = Field(
+        description="0 clean, 2 errors found, 1 a card could not be tested or a pass did not "
+        "retest what failed"
+    )
     message: str
+    not_cleared: list[str] = Field(
+        default_factory=list,
+        description="cards that passed but whose earlier failure stands: this run did not "
+        "test what failed (its patterns, the stress mode's minutes); each with the run that can",
+    )
 
 
 class MemtestProgressDocument(Document):
@@ -182,6 +222,49 @@ class MemtestOverviewDocument(Document):
     )
 
 
+class CardDiagRequest(BaseModel):
+    """``POST /api/v1/diag/pcie|compute`` body: one card or every card, and for how long."""
+
+    model_config = ConfigDict(extra="forbid")
+    card: Annotated[
+        int | None, Field(ge=0, le=63, description="one card (NVML index); default every card")
+    ] = None
+    minutes: Annotated[
+        float,
+        Field(
+            ge=0, le=MAX_MINUTES, description="compute: keep the SMs busy this long (0: one round)"
+        ),
+    ] = 0.0
+
+
+class CardDiagCardDocument(Document):
+    """One card's result of ``diag pcie`` or ``diag compute``."""
+
+    card: int
+    kind: Literal["pcie", "compute"]
+    outcome: Literal["passed", "failed", "stopped_hot", "unavailable", "error", "timed_out"]
+    verdict: str = Field(description="one line: what was found and what to do")
+    figures: dict[str, Any] = Field(
+        description="pcie: GB/s each way together and alone, the link, the expected rate; "
+        "compute: results checked and wrong, the bad SMs, the temperatures"
+    )
+    findings: list[str]
+    error: str | None = None
+    pci_bus_id: str
+    uuid: str
+    serial: str | None = None
+
+
+class CardDiagRunDocument(Document):
+    """``POST /api/v1/diag/pcie|compute``: every card's result and fleetctl's exit code."""
+
+    kind: Literal["pcie", "compute"]
+    seconds: Number
+    cards: list[CardDiagCardDocument]
+    exit_code: int = Field(description="0 passed, 2 a finding (wrong, slow, hot), 1 untested")
+    message: str
+
+
 def router(diag: DiagControl | None, guard: TokenGuard) -> APIRouter:
     """The routes around ``diag`` (``None``: a stand-in without diagnostics, every route 503)."""
     routes = APIRouter()
@@ -197,12 +280,12 @@ def router(diag: DiagControl | None, guard: TokenGuard) -> APIRouter:
         dependencies=token,
         response_model=MemtestRunDocument,
         response_model_exclude_unset=True,
-        responses=error_responses(404, 409, 429, 503),
+        responses=error_responses(400, 404, 409, 429, 503),
     )
     def memtest_run(body: MemtestRequest | None = None) -> dict[str, Any]:
         """Test each card's memory on the card (the engine must be stopped); answers when done."""
         request = body or MemtestRequest()
-        return control().memtest(request.card, request.plan(), "api", request.seed)
+        return control().memtest(request.chosen(), request.plan(), "api", request.seed)
 
     @routes.get(
         "/api/v1/diag/memtest",
@@ -214,4 +297,29 @@ def router(diag: DiagControl | None, guard: TokenGuard) -> APIRouter:
         """Whether a memory test runs now, and each card's last verdict."""
         return control().memtest_document()
 
+    def card_diag_route(kind: DiagKind, description: str) -> None:
+        @routes.post(
+            f"/api/v1/diag/{kind}",
+            dependencies=token,
+            response_model=CardDiagRunDocument,
+            responses=error_responses(404, 409, 429, 503),
+            name=f"diag_{kind}",
+            summary=f"Run diag {kind}",
+            description=description,
+        )
+        def run(body: CardDiagRequest | None = None) -> dict[str, Any]:
+            request = body or CardDiagRequest()
+            return control().card_diag(kind, request.card, "api", request.minutes * 60)
+
+    card_diag_route(
+        DiagKind.PCIE,
+        "Test each card's link: bandwidth both ways with pinned buffers, data compared, "
+        "judged against the link it trained at, all cards at once and each alone (the "
+        "engine must be stopped); answers when done.",
+    )
+    card_diag_route(
+        DiagKind.COMPUTE,
+        "Check every SM's integer and FP32 FMA results and the FP16/INT8 tensor cores bit "
+        "for bit (the engine must be stopped); answers when done.",
+    )
     return routes

@@ -34,10 +34,11 @@ def router(services: WebServices, gate: StreamGate, guard: TokenGuard) -> APIRou
     """``/api/v1/serving/logs`` and its text, follow and stream forms (every one: the token)."""
     routes = APIRouter(dependencies=[Depends(guard)])
 
-    @routes.get("/api/v1/serving/logs", response_model=LogsDocument)
-    def serving_logs(lines: Lines = 200) -> dict[str, Any]:
-        """The engine log's last lines (JSON)."""
-        return {"lines": services.serving_logs(lines)}
+    @routes.get("/api/v1/serving/logs", response_model=LogsDocument, responses=error_responses(404))
+    def serving_logs(lines: Lines = 200, engine: str | None = None) -> dict[str, Any]:
+        """The engine log's last lines (JSON); ``engine``: which engine, by its profile."""
+        named = {} if engine is None else {"engine": engine}
+        return {"lines": services.serving_logs(lines, **named)}
 
     @routes.get(
         "/api/v1/serving/logs/text",
@@ -54,12 +55,13 @@ def router(services: WebServices, gate: StreamGate, guard: TokenGuard) -> APIRou
         response_class=StreamingResponse,
         responses={
             200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
-            **error_responses(409, 429),
+            **error_responses(404, 409, 429),
         },
     )
-    def serving_logs_follow(lines: Lines = 50) -> StreamingResponse:
+    def serving_logs_follow(lines: Lines = 50, engine: str | None = None) -> StreamingResponse:
         """The engine log's last lines, then new lines as they come (text/plain stream)."""
-        stream = services.serving_follow(lines)
+        named = {} if engine is None else {"engine": engine}
+        stream = services.serving_follow(lines, **named)
         return StreamingResponse(text_chunks(stream, gate), media_type="text/plain")
 
     @routes.get(

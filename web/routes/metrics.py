@@ -1,7 +1,7 @@
 """``GET /metrics``: the rig in Prometheus' text format, over the app's own registry.
 
 One render serves every scraper within 0.2 s, and none from before the last poll
-(``web.rendered``); the families are ``web.metrics``'.
+(``web.rendered``); the families are the wings' collectors' (``web.metrics``).
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from fastapi.responses import Response
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from web.metrics import CONTENT_TYPE, RigCollector
-from web.metrics_model import MetricsSource
+from web.metrics import CONTENT_TYPE
 from web.rendered import RenderedDocuments
 
 
-def router(source: MetricsSource, documents: RenderedDocuments) -> APIRouter:
-    """The ``/metrics`` route over its own registry (no process-wide registry)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(RigCollector(source))
+def router(registry: CollectorRegistry, documents: RenderedDocuments) -> APIRouter:
+    """The ``/metrics`` route over the app's registry (the wings' collectors, none global)."""
     exposition = documents.add("metrics", lambda: generate_latest(registry))
     routes = APIRouter()
 

@@ -92,6 +92,9 @@ class ServingActionRequest(BaseModel):
     stop_foreign: bool = Field(
         False, description="start only: stop foreign containers holding the port or the cards"
     )
+    engine: str | None = Field(
+        None, description="the engine, by its profile ([serving] run); absent: the primary"
+    )
 
 
 class SwitchRequest(BaseModel):
@@ -134,7 +137,7 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
         dependencies=token,
         response_model=ServingActionDocument,
         response_model_exclude_unset=True,
-        responses=error_responses(409, 503),
+        responses=error_responses(404, 409, 503),
     )
     def serving(
         action: Literal["start", "stop", "restart"], body: ServingActionRequest | None = None
@@ -144,6 +147,8 @@ def router(services: WebServices, guard: TokenGuard) -> APIRouter:
         ``{"stop_foreign": true}`` with ``start``: first stop foreign containers that hold
         the port or the profile's cards (SIGINT, then SIGTERM; never SIGKILL; recorded).
         """
+        if body is not None and body.engine is not None:
+            return services.serving_action(action, body.stop_foreign, engine=body.engine)
         if body is not None and body.stop_foreign:
             return services.serving_action(action, stop_foreign=True)
         return services.serving_action(action)

@@ -2,7 +2,8 @@
 
 One row per build (newest seen first): its short key, image digest, engine version, the
 labels recorded, first and last seen, and each canary's newest verdict on it; then one
-line per regression ("copy_depth at 96k: 100% on build A, 15% on build B since ...").
+line per regression ("copy_depth at 96k: 100% on build A, 15% on build B since ..."), and
+the last good build (the one ``fleetctl rollback`` serves).
 Exit 0; a daemon that cannot be reached exits 3.
 """
 
@@ -66,4 +67,7 @@ def show(out: Output, client: FleetClient) -> int:
     )
     for regression in document.get("regressions") or []:
         out.line(f"regression: {regression.get('text')}")
+    good = document.get("last_good")
+    if good:
+        out.line(f"last good build: {good.get('name')} (fleetctl rollback serves it)")
     return 0

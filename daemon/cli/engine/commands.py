@@ -1,6 +1,7 @@
 """fleetctl's engine and recovery commands (``app`` registers them in its tree).
 
-start, profiles, serve, stop, restart, reboot, clear-reboot-latch, logs and builds. Apart from ``app`` (the tree and the other commands) to keep each module small; the same
+start, profiles, serve, stop, restart, reboot, clear-reboot-latch, drain, undrain, logs, builds
+and rollback. Apart from ``app`` (the tree and the other commands) to keep each module small; the same
 start-up rule holds: each command imports what it uses in its own body, so registering
 them loads typer only.
 """
@@ -19,6 +20,14 @@ if TYPE_CHECKING:
     from daemon.cli.client import FleetClient
     from daemon.cli.output import Output
 
+# NAME of ``start|stop|restart|logs``: the engine, by its profile (``engine_name``).
+EngineName = Annotated[
+    str | None,
+    typer.Argument(
+        help="The engine, by its profile (default: the rig's engine).", show_default=False
+    ),
+]
+
 # An engine move through the daemon (``serving.action``, ``profiles.serve``): out, client,
 # its name (the action or the profile), wait, timeout_s, stop_foreign; the exit code.
 EngineMove = Callable[["Output", "FleetClient", str, bool, float, bool], int]
@@ -33,23 +42,44 @@ def _move_engine(
     json_mode: bool,
     stop_foreign: bool = False,
 ) -> NoReturn:
-    """Run one engine move and exit with its code (start, stop, restart and serve alike)."""
+    """Run one engine move and exit with its code (``serve``)."""
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(move(out, opts.client(out), name, not no_wait, timeout_s, stop_foreign))
+    client = opts.client(out)
+    raise typer.Exit(move(out, client, name, not no_wait, timeout_s, stop_foreign))
+
+
+def _move_named(
+    ctx: typer.Context,
+    verb: str,
+    no_wait: bool,
+    timeout_s: float,
+    json_mode: bool,
+    stop_foreign: bool = False,
+    engine: str | None = None,
+) -> NoReturn:
+    """``start|stop|restart [NAME]``: the engine picked (``engine_name``), moved, its exit code."""
+    from daemon.cli.engine.engine_name import pick_engine
+    from daemon.cli.engine.serving import action
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    client = opts.client(out)
+    target = pick_engine(out, client, engine, verb)
+    wait = not no_wait
+    raise typer.Exit(action(out, client, verb, wait, timeout_s, stop_foreign, engine=target))
 
 
 def start(
     ctx: typer.Context,
+    engine: EngineName = None,
     no_wait: NoWait = False,
     timeout_s: WaitTimeout = 3600,
     stop_foreign: StopForeign = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """Start the engine and wait until it is ready (exit 4 when refused, e.g. reboot latch)."""
-    from daemon.cli.engine.serving import action
-
-    _move_engine(ctx, action, "start", no_wait, timeout_s, json_mode, stop_foreign)
+    _move_named(ctx, "start", no_wait, timeout_s, json_mode, stop_foreign, engine)
 
 
 def profiles(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
@@ -77,26 +107,24 @@ def serve(
 
 def stop(
     ctx: typer.Context,
+    engine: EngineName = None,
     no_wait: NoWait = False,
     timeout_s: WaitTimeout = 300,
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop the engine gracefully (SIGINT, then SIGTERM; never SIGKILL unless allow_kill)."""
-    from daemon.cli.engine.serving import action
-
-    _move_engine(ctx, action, "stop", no_wait, timeout_s, json_mode)
+    _move_named(ctx, "stop", no_wait, timeout_s, json_mode, engine=engine)
 
 
 def restart(
     ctx: typer.Context,
+    engine: EngineName = None,
     no_wait: NoWait = False,
     timeout_s: WaitTimeout = 3600,
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop, then start the engine and wait until it is ready (exit 4 when refused)."""
-    from daemon.cli.engine.serving import action
-
-    _move_engine(ctx, action, "restart", no_wait, timeout_s, json_mode)
+    _move_named(ctx, "restart", no_wait, timeout_s, json_mode, engine=engine)
 
 
 def reboot(
@@ -112,7 +140,10 @@ def reboot(
         bool,
         typer.Option(
             "--force",
-            help="Reboot even when the default boot entry is not the baseline kernel.",
+            help=(
+                "Reboot even when the default boot entry is not the baseline kernel, or warm "
+                "while the latch asks for a cold power cycle."
+            ),
         ),
     ] = False,
     timeout_s: Annotated[
@@ -144,6 +175,7 @@ def clear_reboot_latch(
 
 def logs(
     ctx: typer.Context,
+    engine: EngineName = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new lines.")
     ] = False,
@@ -155,7 +187,12 @@ def logs(
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_serving.logs(out, opts.client(out), lines, follow))
+    client = opts.client(out)
+    if engine is not None:
+        from daemon.cli.engine.engine_name import check_engine_name
+
+        check_engine_name(out, client, engine)
+    raise typer.Exit(cmd_serving.logs(out, client, lines, follow, engine))
 
 
 def builds(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
@@ -167,6 +204,60 @@ def builds(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     raise typer.Exit(cmd_builds.show(out, opts.client(out, 3)))
 
 
+def rollback(
+    ctx: typer.Context,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="The build to serve (its key or a prefix; see fleetctl builds)."),
+    ] = None,
+    no_wait: NoWait = False,
+    timeout_s: WaitTimeout = 3600,
+    stop_foreign: StopForeign = False,
+    json_mode: JsonFlag = False,
+) -> None:
+    """Serve the last build whose canaries passed again, by its image's digest.
+
+    Exit 4 refused, 2 unknown build, 1 for a bare process (it prints what to run).
+    """
+    from daemon.cli.engine.rollback import rollback as roll_back
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    code = roll_back(out, opts.client(out), to, not no_wait, timeout_s, stop_foreign)
+    raise typer.Exit(code)
+
+
+def drain(
+    ctx: typer.Context,
+    grace_s: Annotated[
+        float | None,
+        typer.Option(
+            "--grace-s",
+            min=0,
+            max=86400,
+            help="Seconds running requests have (default [recovery] drain_grace_s).",
+        ),
+    ] = None,
+    reason: Annotated[str, typer.Option("--reason", help="Why (shown and recorded).")] = "",
+    json_mode: JsonFlag = False,
+) -> None:
+    """Drain the rig: its guard's /health and new requests answer 503 draining."""
+    from daemon.cli.engine import drain as cmd_drain
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_drain.drain(out, opts.client(out), grace_s, reason))
+
+
+def undrain(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """End the drain: the guard serves again."""
+    from daemon.cli.engine import drain as cmd_drain
+
+    opts: GlobalOptions = ctx.obj
+    out = opts.output(json_mode)
+    raise typer.Exit(cmd_drain.undrain(out, opts.client(out)))
+
+
 def register(app: typer.Typer) -> None:
     """Add the engine and recovery commands to ``app``, in the order help lists them."""
     app.command("start")(start)
@@ -176,5 +267,8 @@ def register(app: typer.Typer) -> None:
     app.command("restart")(restart)
     app.command("reboot")(reboot)
     app.command("clear-reboot-latch")(clear_reboot_latch)
+    app.command("drain")(drain)
+    app.command("undrain")(undrain)
     app.command("logs")(logs)
     app.command("builds")(builds)
+    app.command("rollback")(rollback)

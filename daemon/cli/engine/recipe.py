@@ -17,7 +17,7 @@ from daemon.engine.profiles import profiles_for
 from hwcheck.model import RigProfile
 from serving.errors import NotFound
 from serving.recipe.build import build_launch, diff_specs, show_text, spec_to_dict
-from serving.recipe.findings import exit_code
+from serving.recipe.findings import Finding, exit_code
 from serving.recipe.lint import RigCards, lint_path, lint_recipe
 from serving.recipe.masking import mask_spec
 from serving.recipe.recipe import Recipe, RecipeError, load_recipe
@@ -84,9 +84,20 @@ def lint(out: Output, file: Path | None, config: Path | None, profile: str | Non
     elif not findings:
         out.line(f"{source}: clean")
     else:
+        out.line(f"{source}: {_counts(findings)}")
         for finding in findings:
             out.line(finding.line())
     return exit_code(findings)
+
+
+def _counts(findings: list[Finding]) -> str:
+    """``2 errors, 1 warning, 1 note``: the verdict's line under the recipe's name."""
+    parts = []
+    for severity in ("error", "warning", "note"):
+        count = sum(1 for finding in findings if finding.severity == severity)
+        if count:
+            parts.append(f"{count} {severity}{'' if count == 1 else 's'}")
+    return ", ".join(parts)
 
 
 def _local_spec(out: Output, file: Path) -> LaunchSpec:
@@ -170,3 +181,15 @@ def show(
         last = document["last_ready"]
         _print_diff(out, document["diff"], None if last is None else last["id"])
     return 0
+
+
+def settings_or_none(out: Output, config: Path | None) -> Settings | None:
+    """The config for a local recipe command (an unreadable default config is skipped)."""
+    return _settings(out, config)
+
+
+def configured_recipe(
+    out: Output, config: Path | None, settings: Settings | None, profile: str | None = None
+) -> tuple[str, Recipe]:
+    """``profile``'s recipe (the configured profile's without it), and its name."""
+    return _configured_recipe(out, config, settings, profile)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from daemon.cli.client import ClientError, FleetClient
+from daemon.cli.engine.drain import describe as describe_drain
 from daemon.cli.engine.serving import PIPE_PROGRESS_S, show_progress
 from daemon.cli.output import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_REFUSED, Output
 from daemon.cli.waiting import answer_while_waiting
@@ -60,12 +61,17 @@ def _confirmed_reboot(
 
     def tick(started_s: float) -> None:
         try:
-            serving = watcher.status(with_log_text=True)["serving"]
+            status = watcher.status(with_log_text=True)
+            serving = status["serving"]
         except (ClientError, KeyError, TypeError):
             return  # the progress line is a courtesy; the request's answer decides
         now_s, state = time.monotonic(), serving.get("state")
+        line = serving.get("last_log_line")
+        drain = status.get("drain") or {}
+        if drain.get("draining") and state == "ready":  # the drain before the stop
+            line = describe_drain(drain)
         if sys.stderr.isatty() or state != shown.state or now_s - shown.at_s >= PIPE_PROGRESS_S:
-            show_progress(out, serving, started_s, serving.get("last_log_line"))
+            show_progress(out, serving, started_s, line)
             shown.state, shown.at_s = state, now_s
 
     long_client = dataclasses.replace(client, timeout_s=timeout_s)
@@ -132,7 +138,8 @@ def reboot(
         out.line(f"{'power cycling' if cold else 'rebooting'}: {result['message']}")
     else:
         out.line(f"would {what}: {result['message']}")
-        flags = "--confirm --cold" if cold else "--confirm"
+        # The latch's rung picks the flags to run (a cold power cycle once it escalated).
+        flags = result.get("advised") or ("--confirm --cold" if cold else "--confirm")
         out.line(f"nothing done; run `fleetctl reboot {flags}` to do it")
     return 0
 

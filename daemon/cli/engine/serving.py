@@ -30,10 +30,27 @@ POLL_S = 1.0
 PIPE_PROGRESS_S = 30.0
 
 
+def engine_block(status: dict[str, Any], engine: str | None) -> dict[str, Any]:
+    """The status block of ``engine`` (by its profile; None: the primary, ``serving``)."""
+    if engine is not None:
+        for block in status.get("engines") or []:
+            if block.get("profile") == engine:
+                found: dict[str, Any] = block
+                return found
+    serving: dict[str, Any] = status["serving"]
+    return serving
+
+
 def _post_action(
-    out: Output, client: FleetClient, action: str, stop_foreign: bool = False
+    out: Output,
+    client: FleetClient,
+    action: str,
+    stop_foreign: bool = False,
+    engine: str | None = None,
 ) -> dict[str, Any]:
-    body = {"stop_foreign": True} if stop_foreign else None
+    body: dict[str, Any] | None = {"stop_foreign": True} if stop_foreign else None
+    if engine is not None:
+        body = {**(body or {}), "engine": engine}
     try:
         result: dict[str, Any] = client.post(f"/api/v1/serving/{action}", body)
     except ClientError as exc:
@@ -54,7 +71,9 @@ def _post_action(
     return result
 
 
-def _serving_before(client: FleetClient) -> tuple[str | None, str | None]:
+def _serving_before(
+    client: FleetClient, engine: str | None = None
+) -> tuple[str | None, str | None]:
     """The engine's last log line and its state's ``since`` now, before a request.
 
     ``since`` changes with every state the engine enters: a start or a restart that is over
@@ -63,7 +82,7 @@ def _serving_before(client: FleetClient) -> tuple[str | None, str | None]:
     None where the status cannot be read.
     """
     try:
-        serving = client.status(with_log_text=True)["serving"]
+        serving = engine_block(client.status(with_log_text=True), engine)
         line, since = serving.get("last_log_line"), serving.get("since")
     except (ClientError, KeyError, TypeError):
         return None, None
@@ -92,6 +111,7 @@ def wait_for(
     stale_line: str | None = None,
     started: bool = False,
     since_before: str | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """Poll the status until the action finished; fail with one line if it did not.
 
@@ -100,9 +120,12 @@ def wait_for(
     launched already (``serve`` after its switch), so ``ready`` is this start's.
     ``since_before``: the engine state's ``since`` before the request; a state entered
     after it is this action's even when the poll saw none of the states between.
+    ``engine``: the engine followed, by its profile (None: the primary).
     """
     try:
-        return _wait(out, client, action, timeout_s, sleep, stale_line, started, since_before)
+        return _wait(
+            out, client, action, timeout_s, sleep, stale_line, started, since_before, engine
+        )
     except KeyboardInterrupt:
         stopped_waiting(out, f"fleetd carries on with the {action} (see fleetctl status)")
 
@@ -116,6 +139,7 @@ def _wait(
     stale_line: str | None,
     started: bool = False,
     since_before: str | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     started_s = time.monotonic()
     fresh_log = stale_line is None
@@ -125,7 +149,7 @@ def _wait(
     printed_s = float("-inf")
     while True:
         try:
-            serving: dict[str, Any] = client.status(with_log_text=True)["serving"]
+            serving = engine_block(client.status(with_log_text=True), engine)
         except ClientError as exc:
             out.fail(str(exc), EXIT_FAILED)
         state = serving["state"]
@@ -169,16 +193,26 @@ def action(
     wait: bool,
     timeout_s: float,
     stop_foreign: bool = False,
+    engine: str | None = None,
 ) -> int:
-    """``start``/``stop``/``restart`` through the daemon (``--stop-foreign``: start only)."""
-    stale_line, since_before = _serving_before(client) if wait else (None, None)
+    """``start``/``stop``/``restart`` through the daemon (``--stop-foreign``: start only).
+
+    ``engine``: the engine moved and followed, by its profile (None: the primary).
+    """
+    stale_line, since_before = _serving_before(client, engine) if wait else (None, None)
     if stop_foreign:  # fleetd answers once each foreign container's graceful stop is over
         client = dataclasses.replace(client, timeout_s=max(client.timeout_s, timeout_s))
-    result = _post_action(out, client, name, stop_foreign)
+    result = _post_action(out, client, name, stop_foreign, engine)
     serving = result.get("serving", {})
     if wait and not result.get("already_running"):
         serving = wait_for(
-            out, client, name, timeout_s, stale_line=stale_line, since_before=since_before
+            out,
+            client,
+            name,
+            timeout_s,
+            stale_line=stale_line,
+            since_before=since_before,
+            engine=engine,
         )
         if serving["state"] == "failed":  # a stop that did not take: a person must act
             out.fail(f"engine {serving['state']}: {serving.get('reason') or 'see fleetctl logs'}")
@@ -194,11 +228,16 @@ def action(
     return 0
 
 
-def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
-    """``fleetctl logs [--follow] [--lines N]``."""
+def logs(
+    out: Output, client: FleetClient, lines: int, follow: bool, engine: str | None = None
+) -> int:
+    """``fleetctl logs [NAME] [--follow] [--lines N]`` (``engine``: NAME, by its profile)."""
+    params: dict[str, Any] = {"lines": lines}
+    if engine is not None:
+        params["engine"] = engine
     if not follow:
         try:
-            got = client.get("/api/v1/serving/logs", {"lines": lines}, needs_token=True)
+            got = client.get("/api/v1/serving/logs", params, needs_token=True)
         except ClientError as exc:
             out.fail(str(exc), EXIT_FAILED)
         if out.json_mode:
@@ -216,7 +255,7 @@ def logs(out: Output, client: FleetClient, lines: int, follow: bool) -> int:
         with httpx.stream(
             "GET",
             url,
-            params={"lines": lines},
+            params=params,
             headers=headers,
             timeout=httpx.Timeout(10, read=None),
         ) as response:

@@ -94,10 +94,13 @@ class RigSummary:
 
 
 def _detail(doc: dict[str, Any]) -> str:
-    """Why a rig is not OK, in a few words: the latch, a stale picture, else the worst check."""
+    """Why a rig is not OK, in a few words: latch, drain, stale picture, else the worst check."""
     recovery = doc.get("recovery") or {}
     if recovery.get("reboot_required"):
         return f"reboot required: {recovery.get('reason') or 'no reason given'}"
+    drain = doc.get("drain") or {}
+    if drain.get("draining"):  # out of its load balancer: why, before any warning
+        return f"draining: {drain.get('reason') or 'by ' + str(drain.get('by'))}"
     stale = (doc.get("rig") or {}).get("stale_reason")
     if stale:
         return f"stale: {stale}"

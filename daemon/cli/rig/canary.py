@@ -2,6 +2,10 @@
 
 Exit codes: 0 every canary passed, 1 a warning (or a canary skipped: nothing verified),
 2 a failure; a daemon that cannot be reached or refuses (no engine, not ready) exits 3.
+
+Where several engines run (``[serving] run``), ``canary status`` shows one block per
+engine, its name first, and exits with the worst of every engine's canaries; with one
+engine it is what it always was.
 """
 
 from __future__ import annotations
@@ -121,11 +125,31 @@ def status(out: Output, client: FleetClient) -> int:
     return _show(out, document)
 
 
+# One engine's canaries as ``canary status`` shows them: its name (None with one engine),
+# its canaries and its log-signature counts.
+EngineBlock = tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def engine_blocks(document: dict[str, Any]) -> list[EngineBlock]:
+    """Each engine's block of ``document``: one unnamed block unless several engines run."""
+    engines = [e for e in document.get("engines") or [] if isinstance(e, dict)]
+    if len(engines) < 2:
+        canaries, signatures = document.get("canaries"), document.get("log_signatures")
+        return [(None, list(canaries or []), list(signatures or []))]
+    return [
+        (str(e.get("engine")), list(e.get("canaries") or []), list(e.get("log_signatures") or []))
+        for e in engines
+    ]
+
+
 def _show(out: Output, document: dict[str, Any]) -> int:
-    """The document as JSON or tables; the exit code of its canaries."""
-    canaries = list(document.get("canaries") or [])
+    """The document as JSON or tables; the worst exit code of every engine's canaries."""
+    blocks = engine_blocks(document)
     if out.json_mode:
         out.emit_json(document)
     else:
-        _render(out, canaries, list(document.get("log_signatures") or []))
-    return exit_code(canaries)
+        for name, canaries, signatures in blocks:
+            if name is not None:
+                out.line(f"engine {name}")
+            _render(out, canaries, signatures)
+    return max(exit_code(canaries) for _, canaries, _ in blocks)

@@ -6,6 +6,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from daemon.cli.client import ClientError
 from daemon.cli.output import Output
 from daemon.cli.rig.host_judging import host_judging
 from daemon.cli.rig.status import show_lines
@@ -96,4 +97,6 @@ def run(
     except BackendUnavailable as exc:  # NVML down: the reason and what to do, one line
         out.fail_unknown(f"{exc}. Remedy: {exc.remedy}" if exc.remedy else str(exc))
     except (ConfigError, ScenarioError, BackendError, KernelLogUnavailable) as exc:
+        out.fail_unknown(str(exc))
+    except ClientError as exc:  # the local daemon's token could not be looked for
         out.fail_unknown(str(exc))

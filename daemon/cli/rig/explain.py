@@ -15,17 +15,18 @@ from daemon.cli.output import EXIT_BAD_INPUT, Output
 from daemon.config import ConfigError, load_cli_settings, xid_catalogue
 from hwcheck.advice import ACTION_STEPS, RigNow
 from hwcheck.check_texts import CHECK_TEXTS
-from hwcheck.explain import Explanation, of_advice, of_check, of_xid
+from hwcheck.explain import Explanation, of_advice, of_check, of_xid, xid_text
 from hwcheck.model import Advice, XidInfo
 from hwcheck.recovery_actions import RECOVERY_ACTION_XID, RECOVERY_ACTIONS
 
 KINDS = ("xid", "advice")
-WRAP_CHARS = 88
+WRAP_CHARS = 88  # into a pipe; on a terminal, its width
+MIN_WRAP_CHARS = 20
 
 
 def _xid_infos(key: str, config: Path | None, out: Output) -> list[XidInfo]:
     """The catalogue's entry for Xid ``key``; for 154 one per recovery action code."""
-    if not key.isdigit() or len(key) > 10:
+    if not key.isdecimal() or len(key) > 10:
         out.fail(f"explain xid: {key!r} is not an Xid number (e.g. 31)", EXIT_BAD_INPUT)
     try:
         catalogue = xid_catalogue(load_cli_settings(config))
@@ -44,14 +45,23 @@ def _advice(key: str, out: Output) -> Advice:
     return Advice(key)
 
 
-def _paragraph(text: str) -> str:
-    return textwrap.fill(text, WRAP_CHARS, break_on_hyphens=False)
+def wrap_width(out: Output) -> int:
+    """The terminal's width on a terminal (never 88 on a 60- or 200-column one), else 88."""
+    if out.is_terminal:
+        return max(MIN_WRAP_CHARS, out.console.width)
+    return WRAP_CHARS
+
+
+def _paragraph(text: str, width: int = WRAP_CHARS) -> str:
+    return textwrap.fill(text, width, break_on_hyphens=False)
 
 
 def _show_xid(out: Output, info: XidInfo) -> None:
+    width = wrap_width(out)
     out.line(f"Xid {info.xid}: {info.title} ({info.xid_class.value})")
-    out.line(_paragraph(info.explanation))
-    out.line(_paragraph(f"what to do: {ACTION_STEPS[info.action].text(RigNow())}"))
+    for text in xid_text(info):
+        out.line(_paragraph(text, width))
+    out.line(_paragraph(f"what to do: {ACTION_STEPS[info.action].text(RigNow())}", width))
     if info.advice is not None:
         out.line(f"why that step: fleetctl explain advice {info.advice.value}")
 
@@ -69,9 +79,10 @@ def _show_check(out: Output, check_id: str) -> int:
     if out.json_mode:
         out.emit_json([item.as_dict()])
         return 0
+    width = wrap_width(out)
     out.line(f"{check_id}: {text.title}")
-    out.line(_paragraph(text.meaning))
-    out.line(_paragraph(f"what to do: {text.remedy}"))
+    out.line(_paragraph(text.meaning, width))
+    out.line(_paragraph(f"what to do: {text.remedy}", width))
     return 0
 
 
@@ -85,7 +96,11 @@ def run(out: Output, kind: str, key: str | None, config: Path | None) -> int:
             out.fail(f"explain: {kind!r} is not one of {', '.join(KINDS)}", EXIT_BAD_INPUT)
         return _show_check(out, kind)
     if key is None:
-        what = "an Xid number (e.g. 31)" if kind == "xid" else "warm_reboot or cold_power_cycle"
+        what = (
+            "an Xid number (e.g. 31)"
+            if kind == "xid"
+            else "warm_reboot, cold_power_cycle or take_card_out"
+        )
         out.fail(f"explain {kind} needs {what}", EXIT_BAD_INPUT)
     found: list[Explanation]
     if kind == "xid":
@@ -105,5 +120,5 @@ def run(out: Output, kind: str, key: str | None, config: Path | None) -> int:
     else:
         item = found[0]
         out.line(f"{item.fault}: {item.title}")
-        out.line(_paragraph(item.text))
+        out.line(_paragraph(item.text, wrap_width(out)))
     return 0

@@ -22,6 +22,7 @@ from daemon.cli.views.screen import SEVERITY_STYLE, Line, Piece
 
 OVERALL_EXIT = {"ok": 0, "warning": 1, "critical": 2, "unknown": 3}
 EVENT_SEVERITIES = ("info", "warning", "critical")
+EVENT_MESSAGE_LINES = 3  # on a terminal: one launch's argv took 12 lines of an 80x24 screen
 # What matters first: when, how bad, which card, what kind; the id (for ``ack``) and the
 # Xid where they fit (the message names the Xid too).
 EVENT_COLUMNS = (
@@ -31,7 +32,7 @@ EVENT_COLUMNS = (
     ListColumn("severity", 1),
     ListColumn("card", 2, right=True),
     ListColumn("xid", 5, right=True),
-    ListColumn("message", flex=True),
+    ListColumn("message", flex=True, max_lines=EVENT_MESSAGE_LINES),
 )
 
 
@@ -84,6 +85,11 @@ def show_lines(out: Output, lines: list[Line]) -> None:
         out.write(plain(lines))
 
 
+MIN_STATUS_ROWS = 10  # below this, fitting would hide more than a scroll does
+WHY_ROWS = 2  # the "why: fleetctl explain ..." line, wrapped once on 80 columns
+PROMPT_ROWS = 1  # the shell's prompt after it
+
+
 def status(
     out: Output, client: FleetClient, only: Collection[int] | None = None, verbose: bool = False
 ) -> int:
@@ -100,8 +106,14 @@ def status(
         out.emit_json(doc)
     else:
         width = out.console.width if out.is_terminal else None
-        show_lines(out, status_lines(doc, Screen(width), only, processes=verbose))
         explained = doc.get("explanations") or []
+        # On a terminal (not --verbose) the picture fits its height, the "why:" line
+        # included, so the verdict at the top never scrolls off an 80x24 screen.
+        height = None
+        if out.is_terminal and not verbose:
+            below = PROMPT_ROWS + (WHY_ROWS if explained else 0)
+            height = max(MIN_STATUS_ROWS, out.console.height - below)
+        show_lines(out, status_lines(doc, Screen(width, height), only, processes=verbose))
         if verbose:
             for line in explanation_lines(explained, width):
                 out.line(line)

@@ -8,7 +8,6 @@ a temporary file (the summary leads, and it is only known at the end of the inpu
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -16,7 +15,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -27,7 +26,9 @@ from hwcheck.bootid import read_boot_id
 from hwcheck.kernellog.catalogue import XidCatalogue
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.kernellog.history import read_kmsg_history
-from hwcheck.kernellog.parser import scan_lines
+from hwcheck.kernellog.origin import read_log_line
+from hwcheck.kernellog.parser import XID_PREFIX, parse_xid
+from hwcheck.model import XidEvent
 from hwcheck.regular_file import open_regular
 
 # Where a saved kernel log says when a line was printed, by format. Numbers are ASCII
@@ -53,6 +54,9 @@ KMSG_DEVICE = (1, 11)
 _LISTING_HEADER = ("line", "pci", "xid", "class", "action", "process", "message")
 
 
+MAX_LINE_BYTES = 64 * 1024  # a kernel log line is at most a few KiB
+
+
 def line_time(text: str) -> str | None:
     """When the line says it was printed: seconds since boot, or its wall-clock stamp."""
     for pattern in _BOOT_CLOCK_RES:
@@ -73,9 +77,48 @@ def _lines(stream: Iterable[str]) -> Iterator[str]:
         yield line.rstrip("\n")
 
 
-def scan_rows(stream: Iterable[str], catalogue: XidCatalogue) -> Iterator[dict[str, Any]]:
+@dataclass
+class ScanTally:
+    """What a scan set aside: lines that quoted an Xid but were written from user space."""
+
+    user_space: int = 0
+
+    def note(self) -> str | None:
+        """``N lines quoted an Xid from user space: ignored`` (``None`` when there were none)."""
+        if self.user_space == 0:
+            return None
+        lines = "line" if self.user_space == 1 else "lines"
+        return f"{self.user_space:,} {lines} quoted an Xid from user space: ignored"
+
+
+def scan_events(stream: Iterable[str], tally: ScanTally) -> Iterator[XidEvent]:
+    """The kernel's Xid events in ``stream``, with 1-based line numbers.
+
+    Each line's writer is read by ``read_log_line``, the same reading as the daemon's
+    sources: a line a process wrote (a user facility, a ``NAME[PID]:`` identifier) that
+    quotes an Xid is counted in ``tally`` and never reported. ``text`` stays the input line.
+    """
+    for number, line in enumerate(_lines(stream), start=1):
+        if XID_PREFIX not in line:
+            continue
+        record = read_log_line(line)
+        event = parse_xid(record.text, number)
+        if event is None:
+            continue
+        if record.from_user_space:
+            tally.user_space += 1
+            continue
+        if event.text != line:  # a kmsg record's text or a journal entry's MESSAGE
+            seq = record.seq if record.seq is not None else event.seq
+            event = replace(event, text=line, seq=seq)
+        yield event
+
+
+def scan_rows(
+    stream: Iterable[str], catalogue: XidCatalogue, tally: ScanTally | None = None
+) -> Iterator[dict[str, Any]]:
     """``{line, text, pci_bus_id, xid, pid, process, message, class, action}`` rows, lazily."""
-    for event in scan_lines(_lines(stream)):
+    for event in scan_events(stream, tally if tally is not None else ScanTally()):
         info = catalogue.classify(event)
         yield {
             "line": event.line,
@@ -229,20 +272,35 @@ def write_human(rows: Iterable[dict[str, Any]], name: str, out: Output) -> None:
         stdout.flush()
 
 
-def _open_input(file: str) -> tuple[Iterable[str], IO[str] | None]:
+def bounded_lines(raw: IO[bytes], max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
+    """The lines of ``raw``, each cut at ``max_line_bytes`` (the rest of it skipped).
+
+    Input with no newline (``head -c 7G /dev/zero | fleetctl xid scan -``) grew one line
+    without bound, 7 GB, and only a kill ended it (issue 36). Every line is read in pieces
+    of at most ``max_line_bytes`` (Ctrl-C is seen between them); a kernel log line is far
+    shorter, so no Xid is lost, and the line numbers stay those of the input.
+    """
+    while line := raw.readline(max_line_bytes):
+        if not line.endswith(b"\n") and len(line) == max_line_bytes:
+            while (rest := raw.readline(max_line_bytes)) and not rest.endswith(b"\n"):
+                pass  # the rest of an over-long line: read, not kept
+        yield line.decode("utf-8", errors="replace").rstrip("\n")
+
+
+def _open_input(file: str) -> tuple[Iterable[str], IO[bytes] | None]:
     """The lines to scan and the stream to close after (None when nothing is to be closed)."""
     if file == "-":
-        stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        return stdin, stdin
+        stdin = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
+        return bounded_lines(stdin), stdin
     if is_kmsg_device(Path(file)):
-        # /dev/kmsg never ends: read what the kernel holds now, without blocking. As on the
-        # live path, only the kernel's own records (a saved log is read as given).
+        # /dev/kmsg never ends: read what the kernel holds now, without blocking. Records a
+        # process wrote keep their facility in the prefix: counted apart, as in a saved dump.
         records = read_kmsg_history(file, boot_id=read_boot_id())
-        lines = [(r.raw or r.text).split("\n", 1)[0] for r in records if not r.from_user_space]
+        lines = [(r.raw or r.text).split("\n", 1)[0] for r in records]
         return lines, None
     # Any other device, a FIFO or a socket would block or never end: refused in one line.
-    stream = io.TextIOWrapper(open_regular(file), encoding="utf-8", errors="replace")
-    return stream, stream
+    stream = open_regular(file)
+    return bounded_lines(stream), stream
 
 
 def is_kmsg_device(path: Path) -> bool:
@@ -273,8 +331,9 @@ def scan(out: Output, file: str, config: Path | None) -> int:
         out.fail(str(exc), EXIT_BAD_INPUT)
     except OSError as exc:
         out.fail(f"{file}: cannot read: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    tally = ScanTally()
     try:
-        rows = scan_rows(lines, catalogue)
+        rows = scan_rows(lines, catalogue, tally)
         if out.json_mode:
             write_json(rows, sys.stdout)
         else:
@@ -282,4 +341,11 @@ def scan(out: Output, file: str, config: Path | None) -> int:
     finally:
         if to_close is not None:
             to_close.close()
+    note = tally.note()
+    if note is not None:
+        # JSON keeps the documented list on stdout: the count goes to stderr, one line.
+        if out.json_mode:
+            print(note, file=sys.stderr, flush=True)
+        else:
+            out.line(note)
     return 0

@@ -38,6 +38,9 @@ class ListColumn:
     right: bool = False
     flex: bool = False
     below: bool = False
+    # On a terminal, at most this many lines of the wrapping text (``…`` marks the cut;
+    # the whole text stays in --json and a pipe's lines): one long row cannot fill a screen.
+    max_lines: int | None = None
 
 
 def short_time(iso: str | None) -> str:
@@ -103,6 +106,7 @@ def list_lines(
     sizes = {i: _width_of(made[i], i, rows) for i in kept}
     lines = [_row([Piece(made[i].name, header_style) for i in shown], shown, made, sizes)]
     start = sum(sizes[i] + GAP for i in kept)
+    most = made[flex].max_lines
     for row in rows:
         cells = [row[i] for i in shown]
         under = wrap([row[flex]], width, BELOW_INDENT, lead=BELOW_INDENT)
@@ -113,6 +117,9 @@ def list_lines(
             and _longest_word(row[flex].text) <= room
             and len(text) <= len(under) + 1
         )
+        if most is not None:  # the same choice as for the whole text, then cut
+            under = wrap([row[flex]], width, BELOW_INDENT, max_lines=most, lead=BELOW_INDENT)
+            text = wrap([row[flex]], room or width, 0, max_lines=most)
         if beside:
             lines.append(_row([*cells[:-1], *text[0].pieces], shown, made, sizes))
             lines += [Line(" " * start, *more.pieces) for more in text[1:]]

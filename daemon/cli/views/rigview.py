@@ -58,7 +58,7 @@ def parse_cards(text: str) -> frozenset[int]:
     picked: set[int] = set()
     for part in text.split(","):
         first, dash, last = part.strip().partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
+        if not first.isdecimal() or (dash and not last.isdecimal()):
             raise ValueError(f"{text!r} is not a list of card indexes such as 0,2 or 1-3")
         low, high = int(first), int(last) if dash else int(first)
         if high < low:
@@ -252,10 +252,24 @@ def _brief(screen: Screen) -> int | None:
 
 
 def latch_lines(recovery: dict[str, Any], screen: Screen) -> list[Line]:
-    """The reboot prompt (reason and advice) while the latch is set; nothing otherwise."""
-    if not recovery.get("reboot_required"):
-        return []
+    """The reboot prompt (reason and advice) while the latch is set; nothing otherwise.
+
+    A crash bundle that could not be written (a full disk) is said under it, latch or not.
+    """
     at_most = _brief(screen)
+    degraded = (recovery.get("evidence") or {}).get("degraded")
+    evidence = (
+        wrap(
+            [Piece("EVIDENCE LOST", "bold yellow"), Piece(f": {degraded}")],
+            screen.width,
+            INDENT,
+            at_most,
+        )
+        if degraded
+        else []
+    )
+    if not recovery.get("reboot_required"):
+        return evidence
     since = f" since {clock_text(recovery['since'])}" if recovery.get("since") else ""
     head = [
         Piece("REBOOT REQUIRED", "bold red"),
@@ -265,7 +279,24 @@ def latch_lines(recovery: dict[str, Any], screen: Screen) -> list[Line]:
     return [
         *wrap(head, screen.width, INDENT, at_most),
         *wrap(advice, screen.width, INDENT, at_most),
+        *evidence,
     ]
+
+
+def drain_lines(drain: dict[str, Any] | None, screen: Screen) -> list[Line]:
+    """``DRAINING`` with who, why and what still runs, while the rig drains; else nothing."""
+    if not drain or not drain.get("draining"):
+        return []
+    running = drain.get("in_flight")
+    state = (
+        "quiet" if drain.get("quiet") else "no guard" if running is None else f"{running} running"
+    )
+    why = f" ({drain['reason']})" if drain.get("reason") else ""
+    text = (
+        f" since {clock_text(drain.get('since'))} by {drain.get('by')}{why}: {state}, "
+        f"grace {drain.get('grace_left_s')} s left; fleetctl undrain ends it"
+    )
+    return wrap([Piece("DRAINING", "bold yellow"), Piece(text)], screen.width, INDENT)
 
 
 def age_text(since: str | None, now: datetime) -> str:
@@ -294,28 +325,49 @@ def clock_text(iso: str | None) -> str:
 ENGINE_STYLE = {"ready": "green", "starting": "cyan", "stopped": "", "stopping": "cyan"}
 
 
+def pinned_text(image: str) -> str:
+    """An image reference short enough for a status line: ``name@sha256:0123456789ab``."""
+    name, at, digest = image.partition("@")
+    if not at:
+        return image
+    algorithm, _, value = digest.partition(":")
+    return f"{name.rsplit('/', 1)[-1]}@{algorithm}:{value[:12]}"
+
+
 def engine_lines(
-    serving: dict[str, Any], screen: Screen, now: datetime, latch_reason: str | None = None
+    serving: dict[str, Any],
+    screen: Screen,
+    now: datetime,
+    latch_reason: str | None = None,
+    label: str = "engine:",
 ) -> list[Line]:
     """``engine: ready (pid N), restarts 0, up 8m06s, URL``; load, why and last crash after.
 
     The reason it is stopped is left out when it is the latch's, shown just above.
+    ``label``: ``engine NAME:`` where the rig runs several (``all_engine_lines``).
     """
     state = str(serving.get("state", "unknown"))
-    words = [Piece("engine:", "bold"), Piece(state, ENGINE_STYLE.get(state, "bold red"))]
+    words = [Piece(label, "bold"), Piece(state, ENGINE_STYLE.get(state, "bold red"))]
+    several = label != "engine:"  # the label names the profile; the line fits 80 columns
     facts = [f"restarts {serving.get('restarts', 0)}"]
+    if several and serving.get("cards"):
+        facts.insert(0, f"{cards_text(serving['cards'])}")
     if serving.get("pid") is not None:
         words.append(Piece(f"(pid {serving['pid']})"))
     if state == "ready" and serving.get("since"):
         facts.append(f"up {age_text(serving.get('since'), now)}")
     elif serving.get("since"):
         facts.append(f"since {age_text(serving.get('since'), now)} ago")
-    if serving.get("url"):
+    if serving.get("url") and several:
+        facts.append(f"port {str(serving['url']).rsplit(':', 1)[-1].rstrip('/')}")
+    elif serving.get("url"):
         facts.append(str(serving["url"]))
-    if serving.get("profile"):
+    if serving.get("profile") and not several:
         cards = serving.get("cards")
         on = f" on {cards_text(cards)} (*)" if cards else ""
         facts.append(f"profile {serving['profile']}{on}")
+    if serving.get("pinned_image"):  # a rollback's digest (fleetctl rollback): not the recipe's
+        facts.append(f"pinned to {pinned_text(str(serving['pinned_image']))} (rollback)")
     remaining = serving.get("backoff_remaining_s")
     if remaining is not None:
         facts.append(f"next try in {remaining:.0f} s")
@@ -352,10 +404,57 @@ def engine_lines(
         why = Piece(f"why: {reason}")
         lines += wrap([why], screen.width, INDENT, max_lines=_brief(screen), lead=INDENT)
     lines += refusal_lines(serving, screen)
+    lines += guard_lines(serving, screen)
     if serving.get("crash_class"):
         crash = Piece(f"last crash: {serving['crash_class']}", "yellow")
         lines += wrap([crash], screen.width, INDENT, lead=INDENT)
     return lines
+
+
+def all_engine_lines(
+    doc: dict[str, Any], screen: Screen, now: datetime, latch_reason: str | None = None
+) -> list[Line]:
+    """The engine block: one engine as always; several, each under ``engine NAME:``.
+
+    Each engine's lines wrap at the screen's width (80 columns in a pipe), its cards named.
+    """
+    engines = [e for e in doc.get("engines") or [] if isinstance(e, dict)]
+    if len(engines) < 2:
+        serving = doc.get("serving")
+        return engine_lines(serving, screen, now, latch_reason) if isinstance(serving, dict) else []
+    lines: list[Line] = []
+    for engine in engines:
+        label = f"engine {engine.get('profile') or '?'}:"
+        lines += engine_lines(engine, screen, now, latch_reason, label)
+    return lines
+
+
+def guard_lines(serving: dict[str, Any], screen: Screen) -> list[Line]:
+    """``guard: up on 0.0.0.0:8080, 3 sessions, 1 refused over the cap``: the traffic guard."""
+    guard = serving.get("guard")
+    if not isinstance(guard, dict):
+        return []
+    up = bool(guard.get("up"))
+    facts = [f"{'up' if up else 'DOWN'} on {guard.get('listen') or '?'}"]
+    facts.append(f"{int(guard.get('sessions') or 0)} sessions")
+    for key, words in (
+        ("refused", "refused over the cap"),
+        ("leaks_last_hour", "leaks in the last hour"),
+        ("loops_last_hour", "loops in the last hour"),
+    ):
+        if guard.get(key):
+            facts.append(f"{guard[key]} {words}")
+    pieces = [Piece("guard:", "bold"), Piece(", ".join(facts), "" if up else "bold red")]
+    return wrap(pieces, screen.width, INDENT, lead=INDENT)
+
+
+# How a verdict an alert set begins (``hwcheck.verdict.ALERT_WHY``, the same text: the
+# status fast path imports nothing of hwcheck; a test holds the two equal).
+ALERT_WHY = "alert "
+
+
+# Refusal codes whose reasons the status shows already (the causes, the latch prompt).
+SHOWN_ABOVE = frozenset({"critical_check", "warning_check", "reboot_latch"})
 
 
 def refusal_lines(serving: dict[str, Any], screen: Screen) -> list[Line]:
@@ -363,8 +462,12 @@ def refusal_lines(serving: dict[str, Any], screen: Screen) -> list[Line]:
     refusal = serving.get("refusal")
     if not isinstance(refusal, dict) or serving.get("state") in ("ready", "starting"):
         return []
-    codes = ", ".join(str(code) for code in refusal.get("codes") or []) or "refused"
-    text = f"last start refused ({codes}): {refusal.get('message') or ''}"
+    found = [str(code) for code in refusal.get("codes") or []]
+    codes = ", ".join(found) or "refused"
+    said = refusal.get("headline") or refusal.get("message") or ""  # older fleetd: message
+    if found and set(found) <= SHOWN_ABOVE:
+        said = "by the causes shown here"
+    text = f"last start refused ({codes}): {said}"
     return wrap(
         [Piece(text, "yellow")], screen.width, INDENT, max_lines=_brief(screen), lead=INDENT
     )
@@ -386,16 +489,18 @@ def rig_body(
     """
     rig = doc.get("rig") or {}
     recovery = doc.get("recovery") or {}
-    top = latch_lines(recovery, screen)
+    top = latch_lines(recovery, screen) + drain_lines(doc.get("drain"), screen)
+    why = str(rig.get("why") or "")
+    if why.startswith(ALERT_WHY):  # the verdict is an alert's (no check says it): name it
+        style = SEVERITY_STYLE.get(str(doc.get("overall")), "bold")
+        top += wrap([Piece("alert:", style), Piece(why.removeprefix(ALERT_WHY))], screen.width)
     if rig.get("stale_reason"):
         top += wrap([Piece("STALE:", "bold magenta"), Piece(rig["stale_reason"])], screen.width)
     if rig.get("nvml_error"):
         top += wrap([Piece("NVML:", "bold red"), Piece(rig["nvml_error"])], screen.width)
     cards = cards_lines(doc, screen.width, only, processes)
     latched = recovery.get("reason") if recovery.get("reboot_required") else None
-    engine = []
-    if isinstance(doc.get("serving"), dict):
-        engine = engine_lines(doc["serving"], screen, now, latched)
+    engine = all_engine_lines(doc, screen, now, latched)
     causes = doc_causes(doc, only)
     critical = [c for c in causes if c.get("severity") == "critical"]
     others = [c for c in causes if c.get("severity") != "critical"]

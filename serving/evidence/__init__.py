@@ -1,0 +1,1 @@
+"""Evidence before a stop: the crash bundle, the last good boot and the triage over them."""
