@@ -27,6 +27,7 @@ from hwcheck.sim.state import BOOT_ID_FILE, STATE_FILE
 from serving.evidence.bundles import CRASHES_DIR
 from serving.runtime.engine_record import ENGINE_LOG_NAME, ENGINE_RECORD_NAME
 from serving.runtime.supervisor_state import SUPERVISOR_STATE_NAME
+from serving.sim.checkpoint import CHECKPOINT_DIR as SIM_CHECKPOINT_DIR
 from serving.sim.crash_depth import CARDS_FILE as SIM_CARDS_FILE
 from serving.sim.images import IMAGES_FILE
 from serving.sim.perf import LOAD_FILE
@@ -114,6 +115,11 @@ class StateDir:
         return self.root / SIM_CARDS_FILE
 
     @property
+    def sim_checkpoint(self) -> Path:
+        """Under ``--simulate``: the scenario's sparse checkpoint (``serving.sim.checkpoint``)."""
+        return self.root / SIM_CHECKPOINT_DIR
+
+    @property
     def crashes(self) -> Path:
         """The crash bundles (a directory per event) and the boot fingerprints."""
         return self.root / CRASHES_DIR
@@ -176,6 +182,7 @@ class StateDir:
             self.host_baseline,
             self.crashes,
             self.sim_cards,
+            self.sim_checkpoint,
         )
 
     def create_private_file(self, path: Path) -> None:

@@ -196,6 +196,7 @@ class RecoveryController:
             if not reads_recipe(facts):
                 return facts
             recipe = self.recipe_facts()
+            more = {"recipe_blocks": self.recipe_blocks(), **more}
             facts = self._memory_facts(trigger, **more)  # read again, after the disk
         cards, errors = recipe
         return replace(facts, recipe_cards=cards, recipe_errors=errors)
@@ -206,6 +207,11 @@ class RecoveryController:
         if engine is None:
             return None, ()
         return engine.recipe_cards(), engine.recipe_errors()
+
+    def recipe_blocks(self) -> tuple[Reason, ...]:
+        """What of the recipe's files would fail its launch now (reads the model's disk)."""
+        engine = self._engine
+        return () if engine is None else engine.recipe_blocks()
 
     def _memory_facts(self, trigger: Trigger, **more: Any) -> Facts:
         engine = self._engine

@@ -165,6 +165,9 @@ class Facts:
     ``held_elsewhere`` is what of this host would block the recipe's launch (its port or
     cards held by another process, named): a switch gathers it before it stops the
     running engine, so a start that cannot happen never costs the engine that serves.
+    ``recipe_blocks`` is what of the recipe's own files would fail its launch (a checkpoint
+    shard missing or short, at quick depth): read with the recipe's facts, refused before
+    any card is probed, as a launch that would die 20 to 45 minutes in never begins.
     ``canary_action`` and ``canary_reason`` are what a failing canary round asks for and why.
     ``others_cards`` are the cards the rig's other engines use (several engines: ``[serving]
     run``): a card's non-gating result there is that engine's warning, not this one's.
@@ -188,6 +191,7 @@ class Facts:
     cards_held_by: str | None = None
     stop_reason: str = ""
     held_elsewhere: tuple[Reason, ...] = ()
+    recipe_blocks: tuple[Reason, ...] = ()
     canary_action: str | None = None  # on_fail's "restart" or "hold" (CANARY_FAIL only)
     canary_reason: str = ""
     others_cards: frozenset[int] = frozenset()

@@ -92,6 +92,7 @@ def start_gate(facts: Facts) -> tuple[tuple[Reason, ...], tuple[Reason, ...]]:
         Reason(RefusalCode.LINT, f"recipe: {error}", "fix the recipe (fleetctl recipe lint)")
         for error in facts.recipe_errors
     )
+    refusals.extend(facts.recipe_blocks)  # a checkpoint shard missing or short
     refusals.extend(facts.held_elsewhere)  # the port or the cards another process holds
     failing = [c for c in facts.checks if c.severity not in (Severity.OK, Severity.INFO)]
     refusals += _reasons([c for c in failing if gates(c, facts)])

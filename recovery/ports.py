@@ -68,6 +68,10 @@ class EnginePort(Protocol):
         """The recipe's lint errors, one line each."""
         ...
 
+    def recipe_blocks(self) -> tuple[Reason, ...]:
+        """What of the recipe's files would fail its launch (a short checkpoint shard)."""
+        ...
+
     def start(self, reason: str, kind: StartFor) -> Launched:
         """Launch now (a no-op when it runs)."""
         ...

@@ -194,7 +194,9 @@ class StartPath:
                 probes = self._probe_for_start(facts)
                 # Read again after the probe (seconds): a fault latched meanwhile counts.
                 recipe = (facts.recipe_cards, facts.recipe_errors)
-                facts = controller.facts(trigger, recipe, probes=probes)
+                facts = controller.facts(
+                    trigger, recipe, probes=probes, recipe_blocks=facts.recipe_blocks
+                )
             decision = decide(facts, self._clock())
             executors = controller.executors
             latched = isinstance(decision, StopAndLatch) and executors.latch_now(decision)
@@ -230,6 +232,8 @@ class StartPath:
             return False
         if facts.cards_held_by is not None:
             return False  # refused: the probe would run beside the diagnostic
+        if facts.recipe_blocks:
+            return False  # refused before any card is touched: a launch that would fail
         if facts.trigger in _AUTOMATIC:
             return facts.settings.autostart and not facts.operator_hold
         return True

@@ -339,6 +339,13 @@ bench_commands.register(app)
 RecipeFile = Annotated[
     Path | None, typer.Argument(help="Recipe TOML (default: the configured recipe).")
 ]
+CheckpointOrRecipe = Annotated[
+    Path | None,
+    typer.Argument(
+        metavar="[DIR|FILE]",
+        help="The checkpoint's directory, or a recipe TOML naming it (default: the configured recipe).",
+    ),
+]
 ProfileOption = Annotated[
     str | None,
     typer.Option(
@@ -384,7 +391,7 @@ def recipe_show(
 @recipe_app.command("verify")
 def recipe_verify(
     ctx: typer.Context,
-    file: RecipeFile = None,
+    file: CheckpointOrRecipe = None,
     profile: ProfileOption = None,
     full: Annotated[
         bool, typer.Option("--full", help="Also hash every shard against the manifest.")
@@ -402,7 +409,7 @@ def recipe_verify(
 @recipe_app.command("manifest")
 def recipe_manifest(
     ctx: typer.Context,
-    file: RecipeFile = None,
+    file: CheckpointOrRecipe = None,
     profile: ProfileOption = None,
     config: Annotated[Path | None, typer.Option("--config", help="fleet.toml to read.")] = None,
     json_mode: JsonFlag = False,

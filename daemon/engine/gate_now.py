@@ -19,12 +19,14 @@ from typing import Any
 
 from daemon.engine.actions import refusal_document
 from daemon.engine.recovery_requests import RecoveryRequests
+from recovery.decisions import Reason
 
 KEEP_S = 1.0
 LINT_KEEP_S = 30.0
 
-# The profile in force (its name), its cards and its lint errors, as the gate reads them.
-RecipeFacts = tuple[str, frozenset[int] | None, tuple[str, ...]]
+# The profile in force (its name), its cards, its lint errors and what of its files would
+# fail the launch (a short checkpoint shard), as the gate reads them.
+RecipeFacts = tuple[str, frozenset[int] | None, tuple[str, ...], tuple[Reason, ...]]
 
 
 class GateNow:
@@ -55,8 +57,10 @@ class GateNow:
         with self._lock:
             if self._kept is not None and now_s - self._kept[0] < KEEP_S:
                 return self._kept[1]
-        _name, cards, errors = self._facts_now(now_s)
-        refusals = self._starts.start_refusals(recipe_cards=cards, recipe_errors=errors)
+        _name, cards, errors, blocks = self._facts_now(now_s)
+        refusals = self._starts.start_refusals(
+            recipe_cards=cards, recipe_errors=errors, held_elsewhere=blocks
+        )
         found = [refusal_document(reason) for reason in refusals]
         with self._lock:
             self._kept = (now_s, found)

@@ -34,6 +34,7 @@ from serving.recipe.recipe import (
     recipe_from_table,
 )
 from serving.recipe.rulesets import ROW_CHUNK_ENV
+from serving.sim.checkpoint import CheckpointKind, write_sim_checkpoint
 from serving.sim.crash_depth import CARDS_FILE
 from serving.sim.scenario import EngineScenario, simulated_engine_args
 
@@ -134,7 +135,8 @@ def simulated_recipe(
     ``build_file`` is the simulated image file (``serving.sim.images``) the engine reads
     its build from; ``[engine] speculative = false`` serves it without DSpark. In
     ``state_dir`` it reads what the caps do to its speed and writes its load
-    (``serving.sim.perf``).
+    (``serving.sim.perf``), and there the scenario's ``[engine] checkpoint`` is written
+    (once) for its ``model`` to name.
     """
     recipe = preset_recipe(SIM_PRESET)
     extra = (*recipe.extra_args, *simulated_engine_args(sim_engine))
@@ -142,11 +144,16 @@ def simulated_recipe(
         extra = (*extra, "--sim-build-file", str(build_file))
         # Beside it, the simulated cards' memory (``daemon.engine.sim_xids`` keeps it).
         extra = (*extra, "--sim-cards-file", str(build_file.with_name(CARDS_FILE)))
+    update: dict[str, object] = {}
     if state_dir is not None:
         files = StateDir(state_dir)
         extra = (*extra, "--sim-power-file", str(files.sim_engine_power))
         extra = (*extra, "--sim-load-file", str(files.sim_engine_load))
-    update: dict[str, object] = {"extra_args": extra}
+        if sim_engine.checkpoint is not CheckpointKind.NONE:
+            # The model is the scenario's checkpoint on disk: the preflight and the
+            # simulated engine's loading judge its shards (``serving.sim.checkpoint``).
+            update["model"] = str(write_sim_checkpoint(files.sim_checkpoint, sim_engine.checkpoint))
+    update["extra_args"] = extra
     if not sim_engine.speculative:
         update["speculative"] = None
     chunk = sim_engine.logits_row_chunk

@@ -72,12 +72,14 @@ class SupervisedEngine:
         gpus: Callable[[], str] = lambda: "all",
         cards: Callable[[], tuple[GpuSnapshot, ...]] = tuple,
         lint_errors: Callable[[], tuple[str, ...]] = tuple,
+        recipe_blocks: Callable[[], tuple[Reason, ...]] = tuple,
         persons_stop: PersonsStop | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._gpus = gpus
         self._cards = cards
         self._lint_errors = lint_errors
+        self._recipe_blocks = recipe_blocks
         self._persons_stop = persons_stop
 
     @classmethod
@@ -90,6 +92,7 @@ class SupervisedEngine:
             gpus=lambda: engine.recipe.gpus,
             cards=cards,
             lint_errors=engine.lint_errors,
+            recipe_blocks=engine.checkpoint_blocks,
             persons_stop=engine,
         )
 
@@ -112,6 +115,10 @@ class SupervisedEngine:
     def recipe_errors(self) -> tuple[str, ...]:
         """The recipe's lint errors."""
         return self._lint_errors()
+
+    def recipe_blocks(self) -> tuple[Reason, ...]:
+        """The checkpoint's shards missing or short (quick depth)."""
+        return self._recipe_blocks()
 
     def _person_starts(self) -> None:
         if self._persons_stop is not None:

@@ -170,7 +170,12 @@ class EngineService:
         self._gate_now = GateNow(
             starts,
             lambda: self.profile,
-            lambda: (self.profile, self.recipe_cards(), self.lint_errors()),
+            lambda: (
+                self.profile,
+                self.recipe_cards(),
+                self.lint_errors(),
+                self.checkpoint_blocks(),
+            ),
         )
         # A person's stop: autostart (a fleetd restart) must respect it. Persisted with the
         # serving state, so no reason text is ever parsed back.
@@ -321,10 +326,19 @@ class EngineService:
         """
         held = blocking_for_switch(recipe, self._scan_foreign(recipe), stop_foreign)
         # A broken checkpoint would refuse the start too: known before A stops serving.
-        # Quick at most here: a full hash is the start's own preflight, not the request's.
+        reasons = tuple(Reason(refusal.code, refusal.message) for refusal in held)
+        return reasons + self.checkpoint_blocks(recipe)
+
+    def checkpoint_blocks(self, recipe: Recipe | None = None) -> tuple[Reason, ...]:
+        """The checkpoint's shards missing or short: recovery's gate refuses a start on them.
+
+        Of ``recipe`` (the active profile's by default), at quick depth at most: the
+        gate asks at every start request and the status every ``LINT_KEEP_S``; a full
+        hash is the start's own preflight (``preflight``), never the request's.
+        """
+        recipe = self.recipe if recipe is None else recipe
         mode = min_mode(self._settings.serving.verify_checkpoint, VerifyMode.QUICK)
-        held += checkpoint_refusals(recipe, mode)
-        return tuple(Reason(refusal.code, refusal.message) for refusal in held)
+        return tuple(Reason(r.code, r.message) for r in checkpoint_refusals(recipe, mode))
 
     def stop_foreign(self, actor: str, recipe: Recipe | None = None) -> list[dict[str, Any]]:
         """``--stop-foreign``: stop the foreign containers holding the port or the cards.

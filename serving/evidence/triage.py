@@ -32,6 +32,10 @@ TOPK_WALL_TOKENS = 700_000
 _ILLEGAL = re.compile(
     r"illegal memory access|cudaErrorIllegalAddress|unspecified launch failure", re.IGNORECASE
 )
+_CHECKPOINT = re.compile(
+    r"SafetensorError: Error while deserializing header|MetadataIncompleteBuffer"
+    r"|incomplete metadata, file not fully covered"
+)
 _TOPK = re.compile(r"_top_k_per_row_prefill_torch")
 _SAMPLE_RPC = re.compile(r"RPC call to sample_tokens timed out")
 _SPEC = re.compile(r"speculative|spec_decode|verify|rejection_sampler|dspark|draft", re.IGNORECASE)
@@ -320,6 +324,27 @@ def rule_kv_oom(facts: Facts) -> Verdict | None:
     )
 
 
+def rule_checkpoint_short(facts: Facts) -> Verdict | None:
+    """A shard of the checkpoint could not be read: the weights, not the cards."""
+    line = next(
+        (line.strip() for line in reversed(facts.log_tail) if _CHECKPOINT.search(line)), None
+    )
+    if not _is_class(facts, CrashClass.CHECKPOINT) and line is None:
+        return None
+    return Verdict(
+        "checkpoint_short",
+        "a checkpoint shard could not be read while the weights loaded (cut short, or not a "
+        "safetensors file)",
+        "run fleetctl recipe verify: it names the shard; copy that shard again. The start's "
+        'preflight ([serving] verify_checkpoint = "quick") refuses such a start before any '
+        "card is touched",
+        Confidence.HIGH if line is not None else Confidence.MEDIUM,
+        tuple(_common(facts, line)),
+        "safetensors' MetadataIncompleteBuffer ('incomplete metadata, file not fully covered'); "
+        "club-170hx's shard manifest gate",
+    )
+
+
 def rule_dropped_env(facts: Facts) -> Verdict | None:
     """The launch lost an environment variable the last good launch had."""
     if not facts.dropped_env:
@@ -341,6 +366,7 @@ def rule_dropped_env(facts: Facts) -> Verdict | None:
 
 
 RULES: tuple[Callable[[Facts], Verdict | None], ...] = (
+    rule_checkpoint_short,
     rule_kv_oom,
     rule_topk_row_chunk_128,
     rule_row_chunk_unset,
@@ -349,6 +375,7 @@ RULES: tuple[Callable[[Facts], Verdict | None], ...] = (
     rule_dropped_env,
 )
 RULE_IDS = (
+    "checkpoint_short",
     "kv_oom",
     "topk_row_chunk",
     "row_chunk_unset",

@@ -193,8 +193,12 @@ def safetensors_expected_size(path: Path) -> int:
     return 8 + int(header_len) + end
 
 
-def _check_shard(directory: Path, name: str) -> tuple[int, ShardProblem | None]:
-    """(bytes on disk, the problem or None) for one shard at quick depth."""
+def check_shard(directory: Path, name: str) -> tuple[int, ShardProblem | None]:
+    """(bytes on disk, the problem or None) for one shard at quick depth.
+
+    The simulated engine loads its shards through this too (``serving.sim.checkpoint``):
+    it fails on the shards the preflight refuses, and on no other.
+    """
     path = directory / name
     try:
         size = path.stat().st_size
@@ -226,7 +230,7 @@ def verify_quick(directory: Path) -> CheckpointReport:
     report = CheckpointReport(directory, VerifyMode.QUICK)
     names = shard_names(directory)
     for name in names:
-        size, problem = _check_shard(directory, name)
+        size, problem = check_shard(directory, name)
         report.shards += 1
         report.total_bytes += size
         if problem is not None:

@@ -119,6 +119,12 @@ _ADVICE: Mapping[CrashClass, str] = MappingProxyType(
             "the card ran out of memory while the engine ran: lower gpu_memory_utilization, "
             "max_num_seqs or max_num_batched_tokens"
         ),
+        CrashClass.CHECKPOINT: (
+            "a shard of the model's checkpoint could not be read (cut short by a copy or a "
+            "download that stopped): `fleetctl recipe verify` names it; copy that shard again. "
+            "The start's preflight refuses it before any card is touched ([serving] "
+            'verify_checkpoint = "quick", the default)'
+        ),
         CrashClass.KILLED: (
             "something outside fleetd sent the engine SIGKILL (exit 137) and the kernel log has "
             "no OOM kill for its pid: look for who (a person, a script, systemd's or the "

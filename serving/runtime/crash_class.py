@@ -21,5 +21,6 @@ class CrashClass(enum.StrEnum):
     ALLOCATOR_VMM = "allocator_vmm"
     OOM_KILLED = "oom_killed"
     CUDA_OOM = "cuda_oom"
+    CHECKPOINT = "checkpoint"
     KILLED = "killed"
     UNKNOWN = "unknown"

@@ -124,6 +124,23 @@ SIGNATURES: tuple[Signature, ...] = (
         _CAUSE,
         "vLLM v1/core/kv_cache_utils.py, worker/worker.py; vllm-project/vllm#10517, #11391",
     ),
+    # safetensors' header errors (safetensors/src/tensor.rs, SafeTensorError's Display): a
+    # shard cut short reads "MetadataIncompleteBuffer" before safetensors 0.6 and "incomplete
+    # metadata, file not fully covered" since; a shard that is not safetensors at all
+    # "HeaderTooLarge"/"HeaderTooSmall"/"InvalidHeader...". vLLM prints it from a worker's
+    # weight iterator (model_loader/weight_utils.py safetensors_weights_iterator).
+    Signature(
+        CrashClass.CHECKPOINT,
+        re.compile(
+            r"SafetensorError: Error while deserializing header"
+            r"|MetadataIncompleteBuffer"
+            r"|incomplete metadata, file not fully covered"
+        ),
+        _CAUSE,
+        "safetensors src/tensor.rs (SafeTensorError: MetadataIncompleteBuffer, 'incomplete "
+        "metadata, file not fully covered'); vLLM model_loader/weight_utils.py; "
+        "gpustack/gpustack#815, PersuGPT/PersuGPT.github.io#2",
+    ),
     # The product's own words for the GA100 CMP's CUDA VMM failure (seeds).
     Signature(
         CrashClass.ALLOCATOR_VMM,

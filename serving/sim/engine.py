@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from serving.sim.checkpoint import SHARDS, ShardLoader, load_failure_lines
 from serving.sim.core import EngineLog, SimEngine, crash_trace
 from serving.sim.crash_depth import crash_lines, kv_pool_lines, pp_size_of
 from serving.sim.handler import EngineServer
@@ -60,20 +61,32 @@ def _install_signals(
 
 
 def _loading(engine: SimEngine, started: float) -> bool:
-    """Print checkpoint-loading progress until ready; False when it must stop or fail."""
+    """Print checkpoint-loading progress until ready; False when it must stop or fail.
+
+    A model that is a checkpoint directory (``serving.sim.checkpoint``) is loaded shard by
+    shard as the progress passes them: a short shard ends the start with vLLM's lines.
+    """
     options = engine.options
     step_s = max(0.2, min(2.0, options.ready_after_s / 10))
     fail_at = options.fail_start_after_s
+    loader = ShardLoader.of(options.model)
+    shards = len(loader.names) if loader is not None else SHARDS
     while True:
         elapsed = time.monotonic() - started
         if fail_at is not None and elapsed >= fail_at:
             for line in crash_trace(options.crash_kind):
                 engine.log.line(line)
             return False
+        pct = int(100 * elapsed / options.ready_after_s) if options.ready_after_s else 100
+        pct = min(pct, 100)
+        problem = None if loader is None else loader.load_until(shards * pct // 100)
+        if problem is not None:
+            pp_size = pp_size_of(options.ignored)
+            for line in load_failure_lines(problem, pp_size, os.getpid()):
+                engine.log.line(line)
+            return False
         if elapsed >= options.ready_after_s:
             return True
-        pct = int(100 * elapsed / options.ready_after_s) if options.ready_after_s else 100
-        shards = 46
         engine.log.line(
             f"Loading safetensors checkpoint shards: {pct:3d}% Completed | "
             f"{shards * pct // 100}/{shards} [{elapsed:05.1f}s]"

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from serving.sim.checkpoint import CheckpointKind
 from serving.sim.leaks import LEAK_MODES
 from serving.sim.options import REASONING_FIELDS
 
@@ -67,6 +68,9 @@ class EngineScenario:
     # Wall seconds per real rig second (``serving.sim.perf``): at the default pace (30 tok/s
     # decode, 1,600 prefill) the bench reports the PP4 DSpark rig's 98.1 and about 5,230.
     time_scale: float = RIG_TIME_SCALE
+    # The checkpoint on disk (``serving.sim.checkpoint``): none (the model is a name), a
+    # whole sparse copy of V4 Flash's shards, or one with a truncated shard.
+    checkpoint: CheckpointKind = CheckpointKind.NONE
 
 
 MAX_SECONDS = 365 * 86_400.0
@@ -137,11 +141,16 @@ def _build(table: Mapping[str, object]) -> EngineScenario:
         modes = ", ".join(mode for mode in LEAK_MODES if mode)
         raise _Bad("leak_mode", f"one of {modes}, got {_shown(leak_mode)}")
     ready = _seconds(table, "ready_after_s") if "ready_after_s" in table else None
+    checkpoint = table.get("checkpoint", "")
+    if checkpoint not in {kind.value for kind in CheckpointKind}:
+        kinds = ", ".join(f'"{kind.value}"' for kind in CheckpointKind if kind.value)
+        raise _Bad("checkpoint", f"one of {kinds}, got {_shown(checkpoint)}")
     scale = _number(table, "time_scale", defaults.time_scale)
     if not 0 < scale <= MAX_TIME_SCALE:
         raise _Bad("time_scale", f"must be > 0 and <= {MAX_TIME_SCALE:g}, got {scale:g}")
     return EngineScenario(
         time_scale=scale,
+        checkpoint=CheckpointKind(checkpoint),
         ready_after_s=defaults.ready_after_s if ready is None else ready,
         crash_after_s=_seconds(table, "crash_after_s"),
         hang_after_s=_seconds(table, "hang_after_s"),
@@ -322,6 +331,12 @@ def override_args(table: Mapping[str, object], label: str) -> list[str]:
     decode rate, time scale) are left out unless ``table`` names them, so a rebuild that changes one
     thing keeps the scenario's pace.
     """
+    for fixed in _NOT_IN_A_BUILD:
+        if fixed in table:
+            raise EngineScenarioError(
+                f"{label}: engine.{fixed}: the checkpoint is on the rig's disk, not in the image: "
+                "a scenario's [engine] key only"
+            )
     args = simulated_engine_args(parse_engine_scenario(table, label))
     kept: list[str] = []
     skip = False
@@ -344,5 +359,7 @@ def override_args(table: Mapping[str, object], label: str) -> list[str]:
 
 
 UNSET_FLAG = "--sim-unset"
+# Scenario keys a rebuilt image cannot change: the simulated rig's disk, not the engine.
+_NOT_IN_A_BUILD = ("checkpoint",)
 # Scenario keys whose engine flag is not ``--sim-<key>``.
 _DESTS = {"corrupt_band_tokens": "sim_corrupt_band", "log_lines": "sim_log_line"}

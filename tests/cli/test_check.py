@@ -38,6 +38,7 @@ EXPECTED_EXIT = {
     "rank-repeat": 0,  # healthy cards: the engine faults on one rank now and then
     "deep-decay": 0,  # healthy cards: only the engine's deep canaries find it
     "spec-collapse": 0,  # healthy cards: only the engine's own metrics show it
+    "truncated-shard": 0,  # healthy cards: the start's preflight refuses the short shard
 }
 
 

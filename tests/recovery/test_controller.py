@@ -73,6 +73,24 @@ def test_a_wedged_card_latches_and_the_start_is_refused_with_the_way_out(rig: Ri
     assert len(ports.probed) == 1
 
 
+def test_a_short_checkpoint_shard_refuses_the_start_before_any_card_is_probed(rig: Rig) -> None:
+    """A launch that would die loading its weights never begins, and touches no card."""
+    controller, ports, engine = rig.controller, rig.ports, rig.engine
+    short = Reason("checkpoint", "checkpoint /m: model-00027-of-00046.safetensors: short")
+    engine.blocks = (short,)
+    answer = controller.request_start(Trigger.START_REQUEST, "alice")
+    assert not answer.started
+    assert [r.code for r in answer.refusals] == ["checkpoint"]
+    assert "model-00027-of-00046.safetensors" in answer.refusals[0].message
+    assert ports.probed == [] and engine.calls == []
+    # The status's gate says the same before anyone presses Start.
+    assert [r.code for r in controller.start_refusals()] == ["checkpoint"]
+    # Copied again: the next start probes and starts.
+    engine.blocks = ()
+    assert controller.request_start(Trigger.START_REQUEST, "alice").started
+    assert ports.probed == [list(range(8))]
+
+
 def test_no_probe_beside_a_running_engine(rig: Rig) -> None:
     controller, ports, engine = rig.controller, rig.ports, rig.engine
     engine.running = True

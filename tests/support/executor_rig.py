@@ -29,6 +29,7 @@ class Rig(MemoryPorts):
     power_cycle: str | None = None
     missing: str | None = None  # why the host command cannot run here
     next_boot: str | None = None  # the default entry when it is not the baseline kernel
+    blocks: tuple[Reason, ...] = ()  # a short checkpoint shard (``recipe_blocks``)
 
     # EnginePort
     def condition(self) -> EngineCondition:
@@ -42,6 +43,9 @@ class Rig(MemoryPorts):
 
     def recipe_errors(self) -> tuple[str, ...]:
         return ()
+
+    def recipe_blocks(self) -> tuple[Reason, ...]:
+        return self.blocks
 
     def start(self, reason: str, kind: StartFor) -> Launched:
         if self.refuse_start is not None:

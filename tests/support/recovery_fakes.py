@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from hwcheck.cuda_results import CardProbe, ProbeOutcome
 from hwcheck.model import CheckResult, GpuSnapshot
 from recovery.controller import RecoveryController
+from recovery.decisions import Reason
 from recovery.facts import EngineCondition
 from recovery.ports import Launched, StopKind
 from serving.runtime.start_kind import StartFor
@@ -52,6 +53,7 @@ class Engine:
     running: bool = False
     gpus: frozenset[int] | None = None
     calls: list[str] = field(default_factory=list)
+    blocks: tuple[Reason, ...] = ()  # a short checkpoint shard (``recipe_blocks``)
 
     def condition(self) -> EngineCondition:
         return EngineCondition.RUNNING if self.running else EngineCondition.STOPPED
@@ -64,6 +66,9 @@ class Engine:
 
     def recipe_errors(self) -> tuple[str, ...]:
         return ()
+
+    def recipe_blocks(self) -> tuple[Reason, ...]:
+        return self.blocks
 
     def start(self, reason: str, kind: StartFor) -> Launched:
         self.calls.append(f"start {kind}")

@@ -1,7 +1,8 @@
 """fleetctl ``recipe verify`` and ``recipe manifest``: the checkpoint, checked on this host.
 
-Run where the weights are (the rig): a recipe FILE or a configured profile names the
-model, mapped back through the container's mounts as the linter maps it. ``verify``
+Run where the weights are (the rig): the checkpoint's directory itself, or a recipe FILE or
+a configured profile that names the model, mapped back through the container's mounts as
+the linter maps it. ``verify``
 exits 0 when the checkpoint is whole, 2 when a shard is missing, short or unreadable (or
 differs from the manifest with ``--full``), so a script can gate a 45-minute cold start
 on it. ``manifest`` hashes every shard once (a progress line on a terminal).
@@ -24,6 +25,22 @@ from serving.recipe.checkpoint import (
 )
 from serving.recipe.model_dir import host_model_path
 from serving.recipe.recipe import Recipe, RecipeError, load_recipe
+
+
+def checkpoint_directory(
+    out: Output, file: Path | None, config: Path | None, profile: str | None
+) -> Path:
+    """The checkpoint to judge: FILE itself when it is the model's directory, else its model.
+
+    An owner types the weights' directory as often as the recipe's file: both work.
+    """
+    if file is not None and file.is_dir():
+        if profile is not None:
+            out.fail(
+                "give a checkpoint DIR, a recipe FILE or --profile NAME, not two", EXIT_BAD_INPUT
+            )
+        return file
+    return model_directory(out, _recipe(out, file, config, profile))
 
 
 def _recipe(out: Output, file: Path | None, config: Path | None, profile: str | None) -> Recipe:
@@ -68,9 +85,8 @@ def verify(
     profile: str | None,
     full: bool,
 ) -> int:
-    """``recipe verify [FILE | --profile NAME] [--full]``: 0 whole, 2 a bad shard."""
-    recipe = _recipe(out, file, config, profile)
-    directory = model_directory(out, recipe)
+    """``recipe verify [DIR | FILE | --profile NAME] [--full]``: 0 whole, 2 a bad shard."""
+    directory = checkpoint_directory(out, file, config, profile)
     mode = VerifyMode.FULL if full else VerifyMode.QUICK
     finish = end_progress if full else _nothing  # quick mode shows no progress line
     try:
@@ -95,8 +111,7 @@ def verify(
 
 def manifest(out: Output, file: Path | None, config: Path | None, profile: str | None) -> int:
     """``recipe manifest``: hash every shard once into cmpfleet-manifest.json beside them."""
-    recipe = _recipe(out, file, config, profile)
-    directory = model_directory(out, recipe)
+    directory = checkpoint_directory(out, file, config, profile)
     try:
         target, count = write_manifest(directory, _progress(out, "manifest"))
     except CheckpointError as exc:

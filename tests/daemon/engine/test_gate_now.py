@@ -36,7 +36,7 @@ class Recipe:
 
     def facts(self) -> RecipeFacts:
         self.linted += 1
-        return self.profile, frozenset({0, 1}), (f"lint of {self.profile}",)
+        return self.profile, frozenset({0, 1}), (f"lint of {self.profile}",), ()
 
     def request_start(self, trigger: object, actor: str, restart: bool) -> StartAnswer:
         raise AssertionError("the gate's answer for the status never starts anything")

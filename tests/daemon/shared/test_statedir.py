@@ -57,8 +57,14 @@ def test_every_state_dir_file_is_private_under_umask_0(
     wait_until(files.sim_images.exists, 60, "the simulated image store")
 
     # The restart total: written on crash restarts only; latch.json: only while latched;
-    # the sweep marker: only while a cap sweep runs.
-    expected = set(files.files()) - {files.supervisor_state, files.latch, files.bench_sweep}
+    # the sweep marker: only while a cap sweep runs; the simulated checkpoint: only for a
+    # scenario with ``[engine] checkpoint``.
+    expected = set(files.files()) - {
+        files.supervisor_state,
+        files.latch,
+        files.bench_sweep,
+        files.sim_checkpoint,
+    }
     missing = sorted(str(path) for path in expected if not path.exists())
     assert not missing, f"StateDir names files fleetd never wrote: {missing}"
     assert Path(f"{files.db}-wal").exists(), "the store is expected in WAL mode"

@@ -168,3 +168,22 @@ def test_the_fault_line_prefers_the_worker_that_names_its_rank() -> None:
     assert rank_in(ILLEGAL) == 3
     assert rank_in("(VllmWorker rank=2 pid=1) ERROR") == 2
     assert rank_in("no rank here") is None
+
+
+def test_a_shard_cut_short_is_the_checkpoint_not_the_card() -> None:
+    """safetensors' error while the weights load: the shard, never a memory test of a card."""
+    tail = (
+        "Loading safetensors checkpoint shards:  58% Completed | 26/46 [00:41<00:30]",
+        "(Worker_PP1 pid=77) ERROR [multiproc_executor.py:597] safetensors_rust.SafetensorError:"
+        " Error while deserializing header: incomplete metadata, file not fully covered",
+        "RuntimeError: Engine core initialization failed. See root cause above.",
+    )
+    verdict = triage(Facts(crash_class="checkpoint", log_tail=tail))
+    assert verdict.rule == "checkpoint_short"
+    assert verdict.confidence is Confidence.HIGH
+    assert "recipe verify" in verdict.advice
+    assert any("file not fully covered" in e.value for e in verdict.evidence)
+    # The class alone (the line scrolled out of the tail): the same rule, less sure.
+    assert triage(Facts(crash_class="checkpoint")).confidence is Confidence.MEDIUM
+    # An engine death without safetensors' words is not this rule's.
+    assert triage(Facts(crash_class="engine_dead", log_tail=tail[:1])).rule != "checkpoint_short"

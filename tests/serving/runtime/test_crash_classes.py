@@ -116,6 +116,23 @@ CASES = [
          "torch ExpandableSegment cuMemSetAccess OOM; pytorch/pytorch#188008"),
     Case(C.ALLOCATOR_VMM, ("(Worker_PP0 pid=9) RuntimeError: cannot map 20 MB with 28.6 GiB "
          "free",), "field report on the GA100 CMP (seeds)"),
+    # checkpoint
+    Case(C.CHECKPOINT, ("(Worker_PP2 pid=3120) ERROR 12-06 [multiproc_executor.py:597] "
+         "safetensors_rust.SafetensorError: Error while deserializing header: incomplete "
+         "metadata, file not fully covered",
+         "(EngineCore_0 pid=3117) ERROR 12-06 [core.py:708] EngineCore failed to start.",
+         "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+         "proc(s): {}"),
+         "safetensors >= 0.6 Display of MetadataIncompleteBuffer under vLLM's worker"),
+    Case(C.CHECKPOINT, ("ERROR 12-19 01:22:33 engine.py:366] safetensors_rust.SafetensorError: "
+         "Error while deserializing header: MetadataIncompleteBuffer",
+         "RuntimeError: Engine process failed to start. See stack trace for the root cause."),
+         "safetensors < 0.6 under vLLM's v0 engine; gpustack/gpustack#815"),
+    Case(C.CHECKPOINT, ("(Worker_PP0 pid=88) ERROR [multiproc_executor.py:597]     with "
+         'safe_open(st_file, framework="pt") as f:',
+         "(Worker_PP0 pid=88) ERROR [multiproc_executor.py:597] safetensors_rust.SafetensorError: "
+         "Error while deserializing header: HeaderTooLarge"),
+         "safetensors HeaderTooLarge: a git-lfs pointer cloned in place of the shard"),
     # cuda_oom
     Case(C.CUDA_OOM, ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
          "GPU 0 has a total capacity of 23.69 GiB of which 1.06 GiB is free. Process 4242 has "

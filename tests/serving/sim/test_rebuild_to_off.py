@@ -7,8 +7,10 @@ not be simulated. The rebuild now tells the engine to put such a key back to its
 
 from __future__ import annotations
 
+import pytest
+
 from serving.sim.options import parse_options
-from serving.sim.scenario import override_args
+from serving.sim.scenario import EngineScenarioError, override_args
 
 SCENARIO = [
     "serve", "model", "--sim-drift", "--sim-leak-dsml",
@@ -34,3 +36,9 @@ def test_a_rebuild_that_sets_a_value_still_sets_it() -> None:
     args = override_args({"corrupt_identifiers_pct": 12}, "rebuild")
     assert "--sim-unset" not in args
     assert parse_options([*SCENARIO, *args]).corrupt_identifiers_pct == 12
+
+
+def test_a_rebuild_cannot_change_the_checkpoint_on_disk() -> None:
+    """``checkpoint`` is the rig's disk: a rebuilt image is refused it in one line."""
+    with pytest.raises(EngineScenarioError, match=r"engine\.checkpoint: the checkpoint is on"):
+        override_args({"checkpoint": "whole"}, "rebuild")
