@@ -90,6 +90,7 @@ from daemon.store import Store, StoreError
 from daemon.store.keyvalue import CARD_FAULT_HISTORY
 from daemon.store.writer import StoreWriter, store_remedy
 from daemon.token import ensure_token
+from hwcheck.checks.readings import CanaryReading
 from hwcheck.cuda_probe import SubprocessCudaProber
 from hwcheck.host import HostSources
 from hwcheck.model import EventKind, Severity
@@ -449,8 +450,15 @@ class Daemon:
         self.canaries: CanaryService | None = None if self.watch is None else self.watch.canaries
         # Each side engine's own canaries: its on_fail goes to its own controller.
         self.side_canaries: SideCanaries = build_side_canaries(
-            settings, self.store, self.side_engines, self.monitor, on_crash=self.crashes.report
+            settings,
+            self.store,
+            self.side_engines,
+            self.monitor,
+            on_crash=self.crashes.report,
+            probe=self.sim_containers or RuntimeContainers(),
         )
+        if self.watch is not None:  # GET /api/v1/builds?engine=NAME: a side engine's own
+            self.watch.builds_api.attach_sides(self.side_canaries.build_trackers())
         held = self.recovery.starts.cards_held
         self.passports = Passports(self.store, self.monitor, self.rejudge_checks)
         self.diag = build_diag(
@@ -531,6 +539,17 @@ class Daemon:
             drain=self.drain.document,
         )
 
+    def _poll_engines(self) -> None:
+        """Each poll: the primary's metrics and build, then each side engine's build."""
+        assert self.watch is not None  # noqa: S101 (wired only with the primary's watch)
+        self.watch.poll()
+        self.side_canaries.poll_builds()
+
+    def _canary_reading(self) -> CanaryReading:
+        """The ``engine_output`` check's reading: the primary's, each side engine's beside it."""
+        assert self.canaries is not None  # noqa: S101 (wired only with the primary's canaries)
+        return self.side_canaries.beside(self.canaries.reading())
+
     def _build_poller(self) -> RigPoller:
         """The poll, fed by every part above; fleetd's own checks get their parts' readings.
 
@@ -543,7 +562,7 @@ class Daemon:
         readings = ReadingSources(
             kernel_log=self.follower.health.reading,
             store=self.writer.reading,
-            canaries=None if self.canaries is None else self.canaries.reading,
+            canaries=None if self.canaries is None else self._canary_reading,
             memtest=self.diag.reading,
             host_commands=self.host_commands.reading,
         )
@@ -569,7 +588,7 @@ class Daemon:
             self.follower,
             own_gpu_pids=self.services.own_gpu_pids,
             on_new_boot=self.new_boot.on_new_boot,
-            record_metrics=None if self.watch is None else self.watch.poll,
+            record_metrics=None if self.watch is None else self._poll_engines,
             readings=readings,
             host_watch=self.host_watch,
             recovery_inputs=lambda: (self.recovery_memory.probes, self.recovery_memory.waiver),

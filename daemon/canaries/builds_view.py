@@ -79,10 +79,13 @@ def _verdict_entry(verdict: BuildVerdict) -> dict[str, Any]:
 
 
 def builds_document(
-    store: Store, current_id: int | None, limit: int = MAX_BUILDS
+    store: Store, current_id: int | None, limit: int = MAX_BUILDS, engine: str | None = None
 ) -> dict[str, Any]:
-    """The builds (newest seen first), their verdicts, and the regressions."""
-    builds = store.list_builds(limit=limit)
+    """One engine's builds (newest seen first), their verdicts, and the regressions.
+
+    ``engine``: a side engine's profile (None: the primary's), whose builds alone count.
+    """
+    builds = store.list_builds(limit=limit, engine=engine)
     verdicts = store.build_verdicts([b.id for b in builds])
     per_build: dict[int, dict[str, Any]] = {}
     for verdict in verdicts:
@@ -127,11 +130,27 @@ class BuildsApi:
         self._tracker = tracker
         self._images = images
         self._engine = engine
+        self._sides: dict[str, BuildTracker] = {}
 
-    def builds_document(self, limit: int) -> dict[str, Any]:
-        """``GET /api/v1/builds``."""
-        current = self._tracker.current()
-        return builds_document(self._store, None if current is None else current.id, limit)
+    def attach_sides(self, trackers: dict[str, BuildTracker]) -> None:
+        """Each side engine's build tracker, by profile (``[serving] run``), for ``?engine=``."""
+        self._sides = dict(trackers)
+
+    def builds_document(self, limit: int, engine: str | None = None) -> dict[str, Any]:
+        """``GET /api/v1/builds[?engine=NAME]``: the primary's builds, or NAME's own.
+
+        NAME may be the primary's profile too; one no engine here runs is a 404 naming them.
+        """
+        tracker, key = self._tracker, None
+        primary = None if self._engine is None else self._engine.profile
+        if engine is not None and engine != primary:
+            found = self._sides.get(engine)
+            if found is None:
+                names = ", ".join(name for name in (primary, *self._sides) if name)
+                raise NotFound(f"no engine {engine!r} on this rig (engines: {names})")
+            tracker, key = found, engine
+        current = tracker.current()
+        return builds_document(self._store, None if current is None else current.id, limit, key)
 
     def rollback(
         self, to: str | None, stop_foreign: bool = False, actor: str = "operator"

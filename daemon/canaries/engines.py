@@ -14,6 +14,7 @@ status's ``canaries``, ``canary run``), plus each engine's results by name.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -21,19 +22,27 @@ from typing import Any
 
 from daemon.canaries.service import CanaryService, build_canaries
 from daemon.config import Settings
+from daemon.engine.builds import BuildProbe, BuildTracker
 from daemon.engine.fleet import SideEngine, SideEngines
 from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
+from hwcheck.checks.readings import CanaryReading
 from hwcheck.threads import CrashReport
 from web.metrics_model import EngineCanaries
 
 
 @dataclass(frozen=True)
 class SideCanary:
-    """One side engine's canary service, by the engine's profile."""
+    """One side engine's canary service and build tracker, by the engine's profile.
+
+    ``builds`` captures each of that engine's ready runs' build (its provenance: image,
+    digest, ``/version``, labels), stores it, points that engine's launch row at it, and
+    stamps its canary verdicts with it, as the primary's tracker does for the primary.
+    """
 
     engine: str
     service: CanaryService
+    builds: BuildTracker | None = None
 
 
 class SideCanaries:
@@ -47,6 +56,16 @@ class SideCanaries:
 
     def __len__(self) -> int:
         return len(self._services)
+
+    def build_trackers(self) -> dict[str, BuildTracker]:
+        """Each side engine's build tracker, by profile (``GET /api/v1/builds?engine=``)."""
+        return {side.engine: side.builds for side in self if side.builds is not None}
+
+    def poll_builds(self) -> None:
+        """Each poll: each side engine's new ready run gets its build captured."""
+        for side in self:
+            if side.builds is not None:
+                side.builds.poll()
 
     def start(self) -> None:
         """Start each side engine's schedule (with fleetd's start, after the engines open)."""
@@ -62,6 +81,13 @@ class SideCanaries:
         """Each side engine's ``canaries`` list, by profile."""
         return {side.engine: side.service.status_entries() for side in self}
 
+    def beside(self, primary: CanaryReading) -> CanaryReading:
+        """The primary's reading with each side engine's in ``others`` (``engine_output``)."""
+        if not self._services:
+            return primary
+        others = tuple((side.engine, side.service.reading()) for side in self)
+        return dataclasses.replace(primary, others=others)
+
     def metrics(self) -> tuple[EngineCanaries, ...]:
         """Each side engine's last verdicts for ``/metrics`` (labelled by its profile)."""
         return tuple(EngineCanaries(side.engine, side.service.metrics()[0]) for side in self)
@@ -73,25 +99,28 @@ def build_side_canaries(
     sides: SideEngines,
     monitor: RigMonitor,
     on_crash: CrashReport | None = None,
+    probe: BuildProbe | None = None,
 ) -> SideCanaries:
-    """A canary service per side engine, its ``on_fail`` asking that engine's controller."""
-    return SideCanaries(
-        [
-            SideCanary(
-                side.name,
-                build_canaries(
-                    config,
-                    store,
-                    side.service,
-                    monitor,
-                    on_crash,
-                    ask_recovery=partial(_ask_side, side),
-                    side=side.name,
-                ),
-            )
-            for side in sides
-        ]
-    )
+    """A canary service per side engine, its ``on_fail`` asking that engine's controller.
+
+    With ``probe`` (the container runtime, the simulated one under ``--simulate``) each
+    side engine also gets its build tracker, whose builds stamp its verdicts.
+    """
+    found: list[SideCanary] = []
+    for side in sides:
+        builds = None if probe is None else BuildTracker(store, side.service, probe, config.serving)
+        service = build_canaries(
+            config,
+            store,
+            side.service,
+            monitor,
+            on_crash,
+            builds=builds,
+            ask_recovery=partial(_ask_side, side),
+            side=side.name,
+        )
+        found.append(SideCanary(side.name, service, builds))
+    return SideCanaries(found)
 
 
 def _ask_side(side: SideEngine, action: str, reason: str) -> str:

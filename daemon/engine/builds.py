@@ -205,7 +205,9 @@ class BuildTracker:
                 simulated=is_simulated_engine(recipe),
                 pinned=self._engine.pinned_image,
             )
-            build = self._store.record_build(facts.as_dict(), datetime.now(UTC))
+            build = self._store.record_build(
+                facts.as_dict(), datetime.now(UTC), engine=self._engine.engine_key
+            )
             if latest is not None and latest[1].pid == pid:
                 self._store.set_launch_build(latest[0], build.id)
             log.info("engine build %s: %s", build.build_key[:8], _summary(facts))

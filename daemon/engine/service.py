@@ -248,6 +248,11 @@ class EngineService:
             return None
         return None if record is None else record.port
 
+    @property
+    def engine_key(self) -> str | None:
+        """What the store files this engine's rows under: None (primary), else its profile."""
+        return self._state_key
+
     def preflight(self) -> list[Refusal]:
         """The mechanics of this host that block a launch, naming what blocks and what to do.
 
@@ -295,7 +300,7 @@ class EngineService:
         """
         digest = recipe_hash(recipe)
         try:
-            builds = self._store.list_builds(limit=LABEL_BUILDS)
+            builds = self._store.list_builds(limit=LABEL_BUILDS, engine=self._state_key)
         except StoreError:
             return None
         found = next((build for build in builds if build.recipe_hash == digest), None)

@@ -77,8 +77,7 @@ def evidence_sources(
         return () if latest is None else latest.cards
 
     def build() -> Mapping[str, Any] | None:
-        rows = store.list_builds(1)
-        return None if not rows else _launch_dict(rows[0])
+        return _last_build(store, None)
 
     def deep_canaries() -> list[Mapping[str, Any]]:
         rows = store.latest_canary_results(judged_only=True)
@@ -142,12 +141,20 @@ def evidence_sources(
         side = sides.get(name)
         if side is None:
             return None
-        # A side engine's build is not tracked (the build watch follows the primary).
+        # A side engine's build: its own build tracker's (``daemon.canaries.engines``).
         return dataclasses.replace(
-            sources, build=lambda: None, **engine_readers(store, monitor, side, name)
+            sources,
+            build=lambda: _last_build(store, name),
+            **engine_readers(store, monitor, side, name),
         )
 
     return dataclasses.replace(sources, of_engine=of_engine)
+
+
+def _last_build(store: Store, engine: str | None) -> Mapping[str, Any] | None:
+    """The engine's newest build (``engine``: a side engine's profile; None: the primary)."""
+    rows = store.list_builds(1, engine=engine)
+    return None if not rows else _launch_dict(rows[0])
 
 
 def engine_readers(

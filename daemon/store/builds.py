@@ -36,6 +36,7 @@ class BuildRow(StoredRow):
     notes: list[str] | None
     first_seen: datetime
     last_seen: datetime
+    engine: str | None = None  # a side engine's profile; None: the primary engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,13 @@ class BuildVerdict:
 class BuildQueries(Database):
     """``Store`` methods for engine builds."""
 
-    def record_build(self, facts: Mapping[str, Any], seen_at: datetime) -> BuildRow:
-        """Store a build's facts (``BuildFacts.as_dict()``), or move its ``last_seen``."""
+    def record_build(
+        self, facts: Mapping[str, Any], seen_at: datetime, engine: str | None = None
+    ) -> BuildRow:
+        """Store a build's facts (``BuildFacts.as_dict()``), or move its ``last_seen``.
+
+        ``engine``: the side engine's profile that ran it (None: the primary engine).
+        """
         seen_at = require_aware(seen_at, "build time")
         key = str(facts["key"])
         with self.write() as session:
@@ -79,6 +85,7 @@ class BuildQueries(Database):
                     notes=list(facts.get("notes") or []) or None,
                     first_seen=seen_at,
                     last_seen=seen_at,
+                    engine=engine,
                 )
                 session.add(build)
             else:
@@ -101,10 +108,17 @@ class BuildQueries(Database):
         with self.write() as session:
             session.execute(update(Launch).where(Launch.id == launch_id).values(build_id=build_id))
 
-    def list_builds(self, limit: int = 50) -> list[BuildRow]:
-        """Builds, the most recently seen first."""
+    def list_builds(self, limit: int = 50, engine: str | None = None) -> list[BuildRow]:
+        """One engine's builds (``engine``: a side engine's profile; None: the primary's).
+
+        The most recently seen first. Each engine's builds are its own: the primary's
+        regressions, last good build and rollback target never see a side engine's.
+        """
         check_list_limit(limit)
-        stmt = select(Build).order_by(Build.last_seen.desc(), Build.id.desc()).limit(limit)
+        mine = Build.engine.is_(None) if engine is None else Build.engine == engine
+        stmt = (
+            select(Build).where(mine).order_by(Build.last_seen.desc(), Build.id.desc()).limit(limit)
+        )
         with self.read() as session:
             return [BuildRow.from_model(row) for row in session.execute(stmt).scalars()]
 

@@ -386,6 +386,15 @@ def _v10_canary_engine(conn: Connection) -> None:
     _add_column(conn, "canary_results", Column("engine", String(64)))
 
 
+def _v11_build_engine(conn: Connection) -> None:
+    """Builds per engine: a side engine's provenance beside the primary's, never mixed.
+
+    NULL for the primary, so every build recorded before reads as the primary's (its
+    regressions, last good build and rollback target stay among its own builds).
+    """
+    _add_column(conn, "builds", Column("engine", String(64)))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "1-minute rollups", _v2_rollups),
@@ -397,6 +406,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "bench runs", _v8_bench_runs),
     Migration(9, "the engine of each launch", _v9_launch_engine),
     Migration(10, "canary results per engine", _v10_canary_engine),
+    Migration(11, "builds per engine", _v11_build_engine),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -243,6 +243,8 @@ class Build(Base):
     notes: Mapped[list[str] | None] = mapped_column(json_type())
     first_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
     last_seen: Mapped[datetime] = mapped_column(UtcTimestamp)
+    # The side engine's profile that ran it (``[serving] run``); NULL: the primary engine.
+    engine: Mapped[str | None] = mapped_column(String(64))
 
 
 class BenchRun(Base):

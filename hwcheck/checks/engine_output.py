@@ -40,7 +40,30 @@ def _figure(verdict: CanaryVerdict) -> str:
 
 
 def judge(reading: CanaryReading) -> CheckResult:
-    """The worst canary verdict on the engine run serving now (``ok`` when none failed)."""
+    """The worst canary verdict of every engine's run serving now (``ok`` when none failed).
+
+    With several engines each is judged alone (its own run, its own ready time); the
+    result is the worst, its message naming each engine that failed (``engine NAME: ``,
+    the primary's as on a one-engine rig), the advice the worst one's.
+    """
+    if not reading.others:
+        return _judge_one(reading)
+    judged: list[tuple[str | None, CheckResult]] = [(None, _judge_one(reading))]
+    judged += [(name, _judge_one(other)) for name, other in reading.others]
+    bad = [(name, result) for name, result in judged if result.severity is not Severity.OK]
+    shown = bad or judged
+    if bad:
+        bad.sort(key=lambda item: item[1].severity.rank, reverse=True)
+    message = "; ".join(
+        result.message if name is None else f"engine {name}: {result.message}"
+        for name, result in shown
+    )
+    worst = shown[0][1]
+    return CheckResult(CHECK_ID, None, worst.severity, message, worst.remedy)
+
+
+def _judge_one(reading: CanaryReading) -> CheckResult:
+    """The worst canary verdict on one engine's run serving now."""
     since = reading.ready_since
     if since is None:
         return CheckResult(

@@ -96,6 +96,9 @@ class CanaryReading:
     # Verdicts current by another rule: the deep canaries judge the build serving now, so
     # their verdicts from before this engine run still count (a deep round is daily).
     also_current: tuple[CanaryVerdict, ...] = ()
+    # The rig's other engines (``[serving] run``), by profile: each judged like this one,
+    # so a side engine whose output is wrong moves ``overall`` as the primary's would.
+    others: tuple[tuple[str, CanaryReading], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from web.models import Document, IsoTime, ServingDocument, SwitchProgressDocumen
 class BuildsControl(Protocol):
     """What the API asks of the daemon's build tracking."""
 
-    def builds_document(self, limit: int) -> dict[str, Any]:
-        """The builds, their canary verdicts and the regressions."""
+    def builds_document(self, limit: int, engine: str | None = None) -> dict[str, Any]:
+        """One engine's builds (None: the primary's), their canary verdicts, the regressions."""
         ...
 
     def rebuild_image(
@@ -158,11 +158,21 @@ def router(builds: BuildsControl | None, guard: TokenGuard) -> APIRouter:
         "/api/v1/builds",
         response_model=BuildsDocument,
         response_model_exclude_unset=True,
-        responses=error_responses(409),
+        responses=error_responses(404, 409),
     )
-    def list_builds(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
-        """The engine builds seen (newest first), their canary verdicts, the regressions."""
-        return control().builds_document(limit)
+    def list_builds(
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        engine: Annotated[
+            str | None,
+            Query(
+                min_length=1,
+                max_length=64,
+                description="an engine's profile ([serving] run); default the primary's",
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """One engine's builds seen (newest first), their canary verdicts, the regressions."""
+        return control().builds_document(limit, engine)
 
     @routes.post(
         "/api/v1/builds/rollback",

@@ -47,10 +47,10 @@ def _row(build: dict[str, Any]) -> list[str | Text]:
     ]
 
 
-def show(out: Output, client: FleetClient) -> int:
-    """Print the builds and the regressions."""
+def show(out: Output, client: FleetClient, engine: str | None = None) -> int:
+    """Print one engine's builds (``engine``: a side engine's profile) and the regressions."""
     try:
-        document: dict[str, Any] = client.get("/api/v1/builds")
+        document: dict[str, Any] = client.get("/api/v1/builds", {"engine": engine})
     except ClientError as exc:
         out.fail(str(exc), EXIT_UNKNOWN)
     if out.json_mode:
@@ -61,7 +61,7 @@ def show(out: Output, client: FleetClient) -> int:
         out.line("no engine build recorded yet (one is recorded when the engine gets ready)")
         return 0
     out.table(
-        "engine builds (* serving now)",
+        f"engine {engine} builds (* serving now)" if engine else "engine builds (* serving now)",
         ["build", "image", "version", "labels", "first seen", "last seen", "canaries"],
         [_row(build) for build in builds],
     )

@@ -195,13 +195,20 @@ def logs(
     raise typer.Exit(cmd_serving.logs(out, client, lines, follow, engine))
 
 
-def builds(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+def builds(
+    ctx: typer.Context,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="A side engine's profile ([serving] run): its own builds."),
+    ] = None,
+    json_mode: JsonFlag = False,
+) -> None:
     """The engine builds seen (image digest, /version, labels) and their canary verdicts."""
     from daemon.cli.engine import builds as cmd_builds
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_builds.show(out, opts.client(out, 3)))
+    raise typer.Exit(cmd_builds.show(out, opts.client(out, 3), engine))
 
 
 def rollback(

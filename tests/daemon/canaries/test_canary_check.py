@@ -5,6 +5,7 @@ The canaries' reading (``daemon.canaries.check``) judged by the registry's pure 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -77,3 +78,27 @@ def test_an_engine_not_serving_is_not_judged_by_its_canaries() -> None:
         check = engine_output_check([row("copy_fidelity", "fail")], {**SERVING, "state": state})
         assert check.severity is Severity.OK, state
         assert "not serving" in check.message
+
+
+def test_a_side_engines_failure_moves_the_check_and_names_that_engine() -> None:
+    """Several engines (``[serving] run``): each judged on its own run, the worst wins."""
+    primary = canary_reading([row("copy_fidelity", "pass")], SERVING)
+    side_ready = READY + timedelta(minutes=5)
+    side_serving = {**SERVING, "since": side_ready.isoformat(), "pid": 8}
+    failing = canary_reading(
+        [row("copy_fidelity", "fail", after_s=400, figure=0.4, unit="ratio")], side_serving
+    )
+    check = engine_output.judge(replace(primary, others=(("high", failing),)))
+    assert check.severity is Severity.CRITICAL
+    assert check.message == "engine high: copy_fidelity fail (40%): copy_fidelity said fail"
+    assert check.remedy == "fix copy_fidelity"
+    # The side engine's verdict from before its own ready does not count for its new run.
+    old = canary_reading([row("copy_fidelity", "fail", after_s=60)], side_serving)
+    assert engine_output.judge(replace(primary, others=(("high", old),))).severity is Severity.OK
+    # A side engine that is not serving is judged by its serving state, never blamed here.
+    stopped = canary_reading([row("copy_fidelity", "fail")], {"state": "stopped"})
+    calm = engine_output.judge(replace(primary, others=(("high", stopped),)))
+    assert calm.severity is Severity.OK
+    assert calm.message.startswith("1 canaries pass on the serving engine; engine high: ")
+    # One engine: the message reads as it always did.
+    assert engine_output.judge(primary).message == "1 canaries pass on the serving engine"

@@ -133,6 +133,20 @@ def test_each_engine_runs_its_own_canaries_and_both_pass(rig: Fleetd) -> None:
     assert "engine low" in lines and "engine high" in lines, shown.stdout
     assert lines.index("engine low") < lines.index("engine high")
     assert shown.stdout.count("copy_fidelity") == 2, shown.stdout
+    # Provenance per engine: each engine's build is its own, stamping its own verdicts.
+    primary_builds = rig.get("/api/v1/builds").json()["builds"]
+    side_builds = rig.get("/api/v1/builds?engine=high").json()["builds"]
+    assert [b["image"] for b in side_builds] == [SIDE_IMAGE], side_builds
+    assert side_builds[0]["current"] and set(side_builds[0]["canaries"]) >= NAMES
+    assert all(b["image"] != SIDE_IMAGE for b in primary_builds), primary_builds
+    assert rig.get("/api/v1/builds?engine=low").json()["builds"] == primary_builds
+    unknown = rig.get("/api/v1/builds?engine=nope")
+    assert unknown.status_code == 404 and "engines: low, high" in unknown.text, unknown.text
+    shown_builds = fleetctl(rig, "builds", "--engine", "high")
+    assert shown_builds.returncode == 0, shown_builds.stdout + shown_builds.stderr
+    assert (
+        "engine high builds" in shown_builds.stdout and "side-engine@sha256:" in shown_builds.stdout
+    )
     as_json = fleetctl(rig, "canary", "status", "--json")
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
