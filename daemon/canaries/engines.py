@@ -28,6 +28,7 @@ from daemon.rig.monitor import RigMonitor
 from daemon.store import Store
 from hwcheck.checks.readings import CanaryReading
 from hwcheck.threads import CrashReport
+from serving.errors import NotFound
 from web.metrics_model import EngineCanaries
 
 
@@ -155,9 +156,18 @@ class FleetCanaries:
         """The primary engine's log-signature counts."""
         return self._primary.log_signature_entries()
 
-    def run_canaries(self, force: bool, deep: bool = False) -> dict[str, Any]:
-        """One round on the primary engine now (``canary run``)."""
-        return self._primary.run_canaries(force, deep)
+    def run_canaries(
+        self, force: bool, deep: bool = False, engine: str | None = None
+    ) -> dict[str, Any]:
+        """One round now on ``engine`` (``canary run NAME``; None: the primary engine)."""
+        primary = self._primary_engine()
+        if engine is None or engine == primary:
+            return self._primary.run_canaries(force, deep)
+        for side in self._sides:
+            if side.engine == engine:
+                return side.service.run_canaries(force, deep)
+        names = ", ".join([primary, *(side.engine for side in self._sides)])
+        raise NotFound(f"no engine {engine!r} on this rig (engines: {names})")
 
     def canary_document(self, limit: int) -> dict[str, Any]:
         """The primary's document, with ``engines`` (every engine's results) when several run."""

@@ -23,15 +23,22 @@ from hwcheck.model import Severity
 from hwcheck.threads import CrashReport
 from serving.canary.signatures import SignatureTable
 from serving.canary.suite import Expectations
+from serving.errors import NotFound
 from web.metrics_model import CanaryMetrics
 
 
 class CanaryService:
     """Canary results and log-signature counts for the API; ``run`` for ``canary run``."""
 
-    def __init__(self, runner: CanaryRunner, counter: LogSignatureCounter | None) -> None:
+    def __init__(
+        self,
+        runner: CanaryRunner,
+        counter: LogSignatureCounter | None,
+        profile: Callable[[], str] | None = None,
+    ) -> None:
         self.runner = runner
         self.counter = counter
+        self._profile = profile  # the engine's profile, read each time (a switch changes it)
 
     def start(self) -> None:
         """Start the schedule and the log follower."""
@@ -73,8 +80,18 @@ class CanaryService:
             "history": self.runner.history(limit),
         }
 
-    def run_canaries(self, force: bool, deep: bool = False) -> dict[str, Any]:
-        """``POST /api/v1/canary/run``: one round now (``deep``: the deep round)."""
+    def run_canaries(
+        self, force: bool, deep: bool = False, engine: str | None = None
+    ) -> dict[str, Any]:
+        """``POST /api/v1/canary/run``: one round now (``deep``: the deep round).
+
+        ``engine`` (``canary run NAME``) must name this engine's profile: a NAME no
+        engine here runs is refused in one line naming it.
+        """
+        if engine is not None:
+            mine = None if self._profile is None else self._profile()
+            if engine != mine:
+                raise NotFound(f"no engine {engine!r} on this rig (engines: {mine or 'none'})")
         return self.runner.run_now(force=force, deep=deep)
 
 
@@ -137,8 +154,8 @@ def build_canaries(
         engine=side,
     )
     if side is not None:
-        return CanaryService(runner, None)
+        return CanaryService(runner, None, lambda: engine.profile)
     rules = [(sig.name, sig.pattern, sig.severity) for sig in config.serving.log_signatures]
     table = SignatureTable.build(settings.log_signatures, rules)
     counter = LogSignatureCounter(table, store, engine.supervisor.log_capture, on_crash=on_crash)
-    return CanaryService(runner, counter)
+    return CanaryService(runner, counter, lambda: engine.profile)

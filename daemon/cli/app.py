@@ -424,6 +424,13 @@ def recipe_manifest(
 @canary_app.command("run")
 def canary_run(
     ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]",
+            help="The engine to judge, by its profile ([serving] run); default the primary.",
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Run even while the engine is busy.")
     ] = False,
@@ -438,7 +445,7 @@ def canary_run(
 
     opts: GlobalOptions = ctx.obj
     out = opts.output(json_mode)
-    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force, deep))
+    raise typer.Exit(cmd_canary.run(out, opts.client(out, 3), force, deep, name))
 
 
 @canary_app.command("status")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from serving.errors import Conflict
 from web.auth import TokenGuard
@@ -32,8 +32,13 @@ class CanaryControl(Protocol):
         """Last results, signature counts and recent history."""
         ...
 
-    def run_canaries(self, force: bool, deep: bool = False) -> dict[str, Any]:
-        """Run one round now (``deep``: the deep round); ``Conflict`` when not ready."""
+    def run_canaries(
+        self, force: bool, deep: bool = False, engine: str | None = None
+    ) -> dict[str, Any]:
+        """Run one round now on ``engine`` (None: the primary; ``deep``: the deep round).
+
+        ``Conflict`` when not ready; ``NotFound`` for a NAME no engine here runs.
+        """
         ...
 
 
@@ -43,6 +48,12 @@ class CanaryRunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     force: bool = False
     deep: bool = False
+    engine: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="the engine's profile ([serving] run); default the primary engine",
+    )
 
 
 def router(canary: CanaryControl | None, guard: TokenGuard) -> APIRouter:
@@ -50,6 +61,7 @@ def router(canary: CanaryControl | None, guard: TokenGuard) -> APIRouter:
     routes = APIRouter()
     token = [Depends(guard)]
     errors: dict[int | str, dict[str, Any]] = {409: {"model": ErrorDocument}}
+    run_errors: dict[int | str, dict[str, Any]] = {**errors, 404: {"model": ErrorDocument}}
 
     def control() -> CanaryControl:
         if canary is None:
@@ -73,14 +85,17 @@ def router(canary: CanaryControl | None, guard: TokenGuard) -> APIRouter:
         dependencies=token,
         response_model=CanaryRunDocument,
         response_model_exclude_unset=True,
-        responses=errors,
+        responses=run_errors,
     )
     def canary_run(body: CanaryRunRequest | None = None) -> dict[str, Any]:
         """Run every canary now (skipped while the engine is busy unless ``force``).
 
         ``deep``: the deep round (copy and recall at ``[canary] depths``, the loop canary,
-        determinism) instead of the short one.
+        determinism) instead of the short one. ``engine``: the engine to judge, by its
+        profile (several engines: ``[serving] run``), default the primary.
         """
-        return control().run_canaries(bool(body and body.force), bool(body and body.deep))
+        return control().run_canaries(
+            bool(body and body.force), bool(body and body.deep), body.engine if body else None
+        )
 
     return routes

@@ -99,11 +99,15 @@ def _render(out: Output, canaries: list[dict[str, Any]], signatures: list[dict[s
         )
 
 
-def run(out: Output, client: FleetClient, force: bool, deep: bool = False) -> int:
-    """Run every canary now (``deep``: the deep round) and print this round's results."""
+def run(
+    out: Output, client: FleetClient, force: bool, deep: bool = False, engine: str | None = None
+) -> int:
+    """Run every canary now on ``engine`` (None: the primary; ``deep``: the deep round)."""
     wait_s = DEEP_RUN_TIMEOUT_S if deep else RUN_TIMEOUT_S
     client = dataclasses.replace(client, timeout_s=max(client.timeout_s, wait_s))
-    body = {"force": force, "deep": True} if deep else {"force": force}
+    body: dict[str, Any] = {"force": force, "deep": True} if deep else {"force": force}
+    if engine is not None:
+        body["engine"] = engine
     try:
         document: dict[str, Any] = answer_while_waiting(
             out,

@@ -147,6 +147,18 @@ def test_each_engine_runs_its_own_canaries_and_both_pass(rig: Fleetd) -> None:
     assert (
         "engine high builds" in shown_builds.stdout and "side-engine@sha256:" in shown_builds.stdout
     )
+    # canary run NAME: a round on that engine now, its verdicts its own.
+    before_high = {n: c["ts"] for n, c in verdicts(engines(rig)["high"]).items()}
+    before_low = {n: c["ts"] for n, c in verdicts(engines(rig)["low"]).items()}
+    ran = fleetctl(rig, "canary", "run", "high", "--force")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert {n: c["ts"] for n, c in verdicts(engines(rig)["high"]).items()} != before_high
+    assert {n: c["ts"] for n, c in verdicts(engines(rig)["low"]).items()} == before_low
+    nope = fleetctl(rig, "canary", "run", "nope")
+    assert nope.returncode != 0 and "no engine 'nope' on this rig (engines: low, high)" in (
+        nope.stdout + nope.stderr
+    ), nope.stdout + nope.stderr
+    assert "Traceback" not in nope.stdout + nope.stderr
     as_json = fleetctl(rig, "canary", "status", "--json")
     assert as_json.returncode == 0, as_json.stderr
     document = json.loads(as_json.stdout)
