@@ -441,9 +441,22 @@ class Database:
         except StatementError as exc:
             if isinstance(exc.orig, StoreInputError):
                 raise exc.orig from None
+            self._reopen_if_read_only(exc)
             raise StoreError(f"store {self._masked_url}: {one_line_cause(exc)}") from exc
         except SQLAlchemyError as exc:
+            self._reopen_if_read_only(exc)
             raise StoreError(f"store {self._masked_url}: {one_line_cause(exc)}") from exc
+
+    def _reopen_if_read_only(self, exc: SQLAlchemyError) -> None:
+        """A connection SQLite opened while the disk was read-only stays read-only for good.
+
+        (It falls back to a read-only open when a read-write one fails.) Once the disk is
+        writable again (``mount -o remount,rw`` after a filesystem error), such a pooled
+        connection would fail every write until fleetd restarts: the pool is dropped
+        instead, and the next unit of work opens fresh connections.
+        """
+        if "readonly database" in str(getattr(exc, "orig", None) or exc):
+            self._read_engine.dispose()
 
     @contextmanager
     def _write_unit(self) -> Iterator[Session]:

@@ -33,7 +33,26 @@ __all__ = ["wait_until"]  # re-exported: most tests take it from here
 
 # Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default).
 _QUIET_PORTS = range(20000, 32000)
-_handed_out: set[int] = set()
+_WORKER_SLICES = 16  # more than the suite's xdist workers
+
+
+def _own_ports() -> range:
+    """This xdist worker's share of the quiet ports (all of them outside xdist).
+
+    Each worker picks only from its own slice, so a port one worker handed out and has not
+    bound yet (a webhook receiver that is down on purpose) is never another worker's pick:
+    a test failed with EADDRINUSE so when it started its receiver seconds later.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    number = worker[2:] if worker.startswith("gw") else ""
+    if not number.isdecimal():
+        return _QUIET_PORTS
+    size = len(_QUIET_PORTS) // _WORKER_SLICES
+    start = _QUIET_PORTS.start + (int(number) % _WORKER_SLICES) * size
+    return range(start, start + size)
+
+
+_handed_out: dict[int, None] = {}  # in the order handed out
 
 
 def free_port() -> int:
@@ -42,11 +61,16 @@ def free_port() -> int:
     Not the kernel's pick (a bind to port 0): that is an ephemeral port, which any
     outgoing connection of another xdist worker may take before the daemon, engine or
     test meant to bind it does (a test failed so under load). A port below the ephemeral
-    range is only ever taken by a bind that names it; none is handed out twice by one
-    worker, so two ports picked before either is bound never clash.
+    range is only ever taken by a bind that names it; each worker picks from its own
+    slice (``_own_ports``) and none is handed out twice by one worker (until its slice is
+    spent), so two ports picked before either is bound never clash.
     """
-    for _ in range(500):
-        port = random.choice(_QUIET_PORTS)
+    ports = _own_ports()
+    if len(_handed_out) >= len(ports) - 50:  # the slice nearly spent: the oldest half again
+        for old in list(_handed_out)[: len(_handed_out) // 2]:
+            del _handed_out[old]
+    for _ in range(2000):
+        port = random.choice(ports)
         if port in _handed_out:
             continue
         with socket.socket() as sock:
@@ -54,7 +78,7 @@ def free_port() -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _handed_out.add(port)
+        _handed_out[port] = None
         return port
     raise AssertionError("no free loopback port below the ephemeral range")
 

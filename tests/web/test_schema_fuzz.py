@@ -50,10 +50,18 @@ def short_runs(case: Any) -> None:
                 body[field] = min(value, SHORTEST_S)
 
 
+# A fuzzed ``canary run {"deep": true}`` runs the deep round: at the default depths (up to
+# 128k tokens of simulated prefill) it outlived the client timeout and replayed as a quick
+# 409 ("unreliable"). One short depth keeps the round's answer, not its length, under test.
+QUICK_DEEP_ROUND = "[canary]\ndepths = [2000]\ndeep_interval_h = 0\n"
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
     tmp = tmp_path_factory.mktemp("fuzz")
-    daemon = start_fleetd(tmp, tmp / "state")
+    config = tmp / "fleet.toml"
+    config.write_text(QUICK_DEEP_ROUND)
+    daemon = start_fleetd(tmp, tmp / "state", config=config)
     try:
         yield daemon
     finally:
