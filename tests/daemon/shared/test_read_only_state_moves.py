@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
+from tests.support.read_only import make_read_only
 
 pytestmark = pytest.mark.slow
 
@@ -34,16 +35,6 @@ def mounted() -> Iterator[list[Path]]:
         subprocess.run(["umount", "-l", str(point)], check=False)
 
 
-def _read_only(point: Path, points: list[Path]) -> None:
-    done = subprocess.run(
-        ["mount", "--bind", str(point), str(point)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot bind-mount here (needs root): {done.stderr.strip()}")
-    points.append(point)
-    subprocess.run(["mount", "-o", "remount,ro,bind", str(point)], check=True)
-
-
 def _serving(daemon: Fleetd) -> dict[str, Any]:
     result: dict[str, Any] = daemon.get("/api/v1/status").json()["serving"]
     return result
@@ -59,7 +50,7 @@ def test_xid_and_reboot_are_refused_before_anything_moves(
     daemons.append(daemon)
     wait_until(lambda: _serving(daemon)["state"] == "ready", 30, "the engine ready")
     engine_pid = _serving(daemon)["pid"]
-    _read_only(state, mounted)
+    make_read_only(state, mounted)
 
     xid = daemon.post("/api/v1/sim/xid", {"card": 1, "xid": 79})
     assert xid.status_code == 503, xid.text

@@ -11,7 +11,6 @@ nor half-reboots the simulated host.
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from hwcheck.model import EventKind, Severity
 from tests.support.cli import one_clean_line
 from tests.support.engine_e2e import fast_config, serving
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
+from tests.support.read_only import make_read_only
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
 pytestmark = pytest.mark.slow
@@ -44,28 +44,6 @@ def read_only(tmp_path: Path) -> Iterator[list[Path]]:
     yield mounted
     for point in reversed(mounted):
         subprocess.run(["umount", "-l", str(point)], check=False)
-
-
-def make_read_only(point: Path, mounted: list[Path]) -> None:
-    done = subprocess.run(
-        ["mount", "--bind", str(point), str(point)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot bind-mount here (needs root): {done.stderr.strip()}")
-    mounted.append(point)
-    # The kernel refuses (EBUSY, mount exits 32) while a write through the new mount is in
-    # flight, e.g. fleetd opening a file for writing that moment: a busy mount is tried again.
-    for _ in range(50):
-        done = subprocess.run(
-            ["mount", "-o", "remount,ro,bind", str(point)],
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode == 0:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"could not remount {point} read-only: {done.stderr.strip()}")
 
 
 def test_a_database_with_a_corrupt_last_page_refuses_the_start_untouched(tmp_path: Path) -> None:
