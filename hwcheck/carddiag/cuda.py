@@ -21,6 +21,7 @@ from hwcheck.memtest.cuda import (
     CudaFailed,
     check,
     error_name,
+    open_context,
 )
 
 THREADS = 256
@@ -49,15 +50,10 @@ class CardDevice:
 
     def __init__(self, lib: ctypes.CDLL, ordinal: int) -> None:
         self._lib = lib
-        self._context = _void_p()
         self._module = _void_p()
         self._device_buffers: list[int] = []
         self._host_buffers: list[int] = []
-        device = ctypes.c_int()
-        check(lib, lib.cuInit(0))
-        check(lib, lib.cuDeviceGet(ctypes.byref(device), ordinal))
-        self._device = device.value
-        check(lib, lib.cuCtxCreate_v2(ctypes.byref(self._context), 0, device))
+        self._device, self._context = open_context(lib, ordinal)
         try:
             value = ctypes.c_int()
             attribute = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT

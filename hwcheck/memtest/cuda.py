@@ -120,6 +120,19 @@ def device_count(lib: ctypes.CDLL) -> int:
     return count.value
 
 
+def open_context(lib: ctypes.CDLL, ordinal: int) -> tuple[int, ctypes.c_void_p]:
+    """``cuInit``, the card at ``ordinal`` and a context on it: (the device, the context).
+
+    The memory test and the card diagnostics (``hwcheck.carddiag.cuda``) open a card alike.
+    """
+    device = ctypes.c_int()
+    context = ctypes.c_void_p()
+    check(lib, lib.cuInit(0))
+    check(lib, lib.cuDeviceGet(ctypes.byref(device), ordinal))
+    check(lib, lib.cuCtxCreate_v2(ctypes.byref(context), 0, device))
+    return device.value, context
+
+
 def ptx_text() -> bytes:
     """The shipped kernels (package data next to this module)."""
     return importlib.resources.files("hwcheck.memtest").joinpath("memtest.ptx").read_bytes()
@@ -146,15 +159,10 @@ class CardMemory:
         reserve_bytes: int = RESERVE_BYTES,
     ) -> None:
         self._lib = lib
-        self._context = _void_p()
         self._module = _void_p()
         self._chunks: list[Chunk] = []
         self._buffers: list[int] = []
-        device = ctypes.c_int()
-        check(lib, lib.cuInit(0))
-        check(lib, lib.cuDeviceGet(ctypes.byref(device), ordinal))
-        self._device = device.value
-        check(lib, lib.cuCtxCreate_v2(ctypes.byref(self._context), 0, device))
+        self._device, self._context = open_context(lib, ordinal)
         try:
             self.module_load_s = self._load_module()
             self._fill = self._function(b"memtest_fill")
