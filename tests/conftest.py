@@ -16,6 +16,7 @@ from types import FrameType
 import pytest
 
 from serving.sim.lifetime import WATCH_VARIABLE
+from tests.support import prefork
 
 os.environ[WATCH_VARIABLE] = str(os.getpid())
 
@@ -25,6 +26,16 @@ def _interrupted(_signum: int, _frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGTERM, _interrupted)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist, the controller starts the one fleetd launcher its workers share.
+
+    ``tests.support.prefork``: fleetd and fleetctl forked from a process that imported them
+    once, instead of a fresh interpreter per start (issue 38).
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and config.getoption("numprocesses", None):
+        prefork.share()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -242,6 +243,41 @@ def _on_sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+class _Generations:
+    """Which connections were opened before the pool was last dropped (``retire_connections``).
+
+    SQLite opens a file read-only when a read-write open fails (a state dir remounted
+    read-only), and every connection of a process to one file shares one ``-shm`` mapping,
+    opened read-only too while such a connection holds it: one read-only connection left
+    open fails every write of the fresh ones with "attempt to write a readonly database".
+    ``Engine.dispose`` closes only the idle connections; one checked out by another thread
+    at that moment went back to the dropped pool still open (seen at load 10: the owner's
+    second try after ``mount -o remount,rw`` failed too). This closes it at its check-in.
+    """
+
+    def __init__(self) -> None:
+        self.current = 0
+
+    def on_connect(self, _dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_GENERATION] = self.current
+
+    def on_checkin(self, _dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        if record.info.get(_GENERATION, self.current) < self.current:
+            record.invalidate()  # closed now, not when the dropped pool is collected
+
+
+_GENERATION = "cmpfleet_generation"
+_generations: weakref.WeakKeyDictionary[Engine, _Generations] = weakref.WeakKeyDictionary()
+
+
+def retire_connections(engine: Engine) -> None:
+    """Drop the pool, and close each connection still checked out when it comes back."""
+    generations = _generations.get(engine)
+    if generations is not None:
+        generations.current += 1
+    engine.dispose()
+
+
 def build_engines(url: str) -> Engines:
     """Create the engine for ``url`` (connects lazily; ``StoreError`` for a bad URL)."""
     parsed = parse_url(url)
@@ -261,6 +297,9 @@ def build_engines(url: str) -> Engines:
 
         event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
+        generations = _generations[engine] = _Generations()
+        event.listen(engine, "connect", generations.on_connect)
+        event.listen(engine, "checkin", generations.on_checkin)
         return Engines(read=engine, write=engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"}))
     return Engines(read=engine, write=engine)
 
@@ -456,7 +495,7 @@ class Database:
         instead, and the next unit of work opens fresh connections.
         """
         if "readonly database" in str(getattr(exc, "orig", None) or exc):
-            self._read_engine.dispose()
+            retire_connections(self._read_engine)
 
     @contextmanager
     def _write_unit(self) -> Iterator[Session]:

@@ -10,6 +10,7 @@ dropped, and the next write goes through on a fresh connection.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -31,5 +32,32 @@ def test_a_write_on_a_read_only_connection_drops_the_pool(tmp_path: Path) -> Non
         messages = [event.message for event in store.list_events(limit=10)]
         assert "after" in messages and "before" in messages
         assert "on the read-only connection" not in messages
+    finally:
+        store.close()
+
+
+def test_a_connection_checked_out_when_the_pool_drops_is_closed_when_it_comes_back(
+    tmp_path: Path,
+) -> None:
+    """Another thread's connection (checked out at the drop) must not outlive it.
+
+    Every connection of a process to one SQLite file shares its ``-shm`` mapping: one
+    read-only connection left open keeps the fresh ones failing. ``Engine.dispose`` alone
+    leaves a checked-out connection open in the dropped pool once it is returned.
+    """
+    store = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
+    try:
+        store.record_event(EventKind.DAEMON, Severity.INFO, "before")
+        with store.read() as elsewhere:  # checked out by "another thread" across the drop
+            raw = elsewhere.connection().connection.dbapi_connection
+            assert raw is not None
+            raw.execute("SELECT 1")
+            with store.read() as session:
+                session.execute(text("PRAGMA query_only = ON"))
+            with pytest.raises(StoreError, match="readonly database"):
+                store.record_event(EventKind.DAEMON, Severity.INFO, "on the read-only one")
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            raw.execute("SELECT 1")
+        store.record_event(EventKind.DAEMON, Severity.INFO, "after")
     finally:
         store.close()

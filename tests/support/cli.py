@@ -11,13 +11,22 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.support import prefork
+
 EXIT_OUTPUT_CLOSED = 141  # what a shell shows for a process killed by SIGPIPE
 
 
 def run_fleetctl(
     *args: str, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``fleetctl ARGS`` with this interpreter; never raises on a non-zero exit."""
+    """``fleetctl ARGS`` with this interpreter; never raises on a non-zero exit.
+
+    A real process, forked from the suite's launcher (``tests.support.prefork``: no
+    interpreter start, no imports) unless ``env`` sets interpreter variables.
+    """
+    child_env = {**os.environ, **(env or {})}
+    if prefork.usable(child_env):
+        return prefork.run("daemon.fleetctl", list(args), env=child_env, stdin=stdin)
     return subprocess.run(
         [sys.executable, "-m", "daemon.fleetctl", *args],
         capture_output=True,

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 
 from daemon.statedir import StateDir
-from tests.support import loopback
+from tests.support import loopback, prefork
 from tests.support.waiting import wait_until
 
 __all__ = ["wait_until"]  # re-exported: most tests take it from here
@@ -135,7 +135,7 @@ class Fleetd:
 
     state_dir: Path
     port: int
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | prefork.Forked
     peer: NotifyPeer | None
     log_path: Path
     extra: dict[str, str] = field(default_factory=dict)
@@ -262,10 +262,15 @@ def _start_once(
         child_env["NOTIFY_SOCKET"] = str(peer.path)
     child_env.update(env or {})
     log_path = tmp / f"fleetd-{port}.log"
+    proc: subprocess.Popen[bytes] | prefork.Forked
     with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(
-            argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, umask=umask
-        )
+        if wrapper is None and prefork.usable(child_env):
+            fd = log_file.fileno()
+            proc = prefork.start(argv[3:], env=child_env, stdout=fd, stderr=fd, umask=umask)
+        else:
+            proc = subprocess.Popen(
+                argv, stdout=log_file, stderr=subprocess.STDOUT, env=child_env, umask=umask
+            )
     daemon = Fleetd(state_dir=state_dir, port=port, proc=proc, peer=peer, log_path=log_path)
     try:
         if peer is not None:
@@ -283,7 +288,9 @@ def _start_once(
     return daemon
 
 
-def _wait_ready(peer: NotifyPeer, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+def _wait_ready(
+    peer: NotifyPeer, proc: subprocess.Popen[bytes] | prefork.Forked, timeout_s: float
+) -> None:
     """``READY=1`` within ``timeout_s``; a fleetd that exits fails at once, not at the deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -305,7 +312,12 @@ def _answers(daemon: Fleetd) -> bool:
 
 
 def run_fleetd(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """fleetd run to completion (for start-up refusals); never raises on its exit code."""
+    """fleetd run to completion (for start-up refusals); never raises on its exit code.
+
+    A fork of the suite's launcher (``tests.support.prefork``) unless that is turned off.
+    """
+    if prefork.usable({}):
+        return prefork.run("daemon.fleetd", list(args), env=dict(os.environ), timeout_s=timeout_s)
     return subprocess.run(
         [sys.executable, "-m", "daemon.fleetd", *args],
         capture_output=True,

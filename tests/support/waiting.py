@@ -18,16 +18,26 @@ from collections.abc import Callable
 DEADLINE_SCALE = float(os.environ.get("CMPFLEET_TEST_DEADLINE_SCALE", "3"))
 
 
+# The pause between two looks grows from ``interval_s`` to this: most predicates ask a
+# daemon for its whole status, which costs it (and the test) CPU at each look, and at a
+# fixed 50 ms the suite's waits were a good part of its CPU on 2 cores. A condition met
+# soon is still seen within 50 ms; one met late is seen at most this much after.
+LONGEST_PAUSE_S = 0.25
+GROWTH = 1.5
+
+
 def wait_until(
     predicate: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05
 ) -> None:
     """Poll ``predicate()`` until true; fail naming ``what`` after ``timeout_s`` (scaled)."""
     timeout_s *= DEADLINE_SCALE
     deadline = time.monotonic() + timeout_s
+    pause_s = interval_s
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(interval_s)
+        time.sleep(pause_s)
+        pause_s = max(interval_s, min(pause_s * GROWTH, LONGEST_PAUSE_S))
     if predicate():  # one last look: a slow machine may have got there at the deadline
         return
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")

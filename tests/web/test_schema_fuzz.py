@@ -17,7 +17,9 @@ from tests.support.fleetd import Fleetd, start_fleetd, stop_all
 
 # Endless streams: a generated request would wait on them forever.
 STREAMS = r"^/api/v1/(stream|serving/logs/(follow|stream))$"
-EXAMPLES_PER_OPERATION = 15
+# Each run draws new examples (no database): 6 for each of some 60 operations took about a
+# minute on a loaded 2-core machine; 15 took 160 s there, past the test's timeout.
+EXAMPLES_PER_OPERATION = 6
 # The bar: no 5xx, and every answer (status, media type, body) as the schema says.
 # Whether the simulation accepts every value its loose body schema allows is not part of it.
 CHECKS = [
@@ -69,6 +71,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
 
 
 @pytest.mark.slow
+# pytest-timeout's signal raises inside Hypothesis, which then reports an "unreliable" case
+# instead of the timeout: a limit this run never nears.
+@pytest.mark.timeout(400)
 def test_every_route_answers_within_its_schema(live: Fleetd) -> None:
     schema = schemathesis.openapi.from_url(f"{live.url}/openapi.json").exclude(path_regex=STREAMS)
     headers = {"Authorization": f"Bearer {live.token}"}

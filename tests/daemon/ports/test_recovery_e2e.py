@@ -89,10 +89,18 @@ def test_xid_31_stops_the_engine_gracefully_and_latches_with_advice(rig: Fleetd)
     assert block["since"]
     wait_until(lambda: serving(rig)["state"] == "stopped", DEADLINE_S, "engine stopped")
     assert serving(rig)["pid"] is None
+
     # Its own graceful signal: the simulated engine exits 0 on SIGINT (a SIGKILL shows 9).
-    events = rig.get("/api/v1/events?kind=serving&limit=200").json()
-    ended = [e["message"] for e in events if "engine launch ended: stopped (Xid 31" in e["message"]]
-    assert ended and "exited with code 0" in ended[0], ended
+    def launches_ended() -> list[str]:
+        events = rig.get("/api/v1/events?kind=serving&limit=500").json()
+        return [e["message"] for e in events if "engine launch ended" in e["message"]]
+
+    def xid_stop_ended() -> list[str]:
+        return [m for m in launches_ended() if m.startswith("engine launch ended: stopped (Xid 31")]
+
+    wait_until(xid_stop_ended, DEADLINE_S, "the Xid 31 stop's launch end in the events")
+    ended = xid_stop_ended()
+    assert "exited with code 0" in ended[0], launches_ended()
     assert "stop_and_latch" in actions(rig)
     for command in ("restart", "start"):
         refused = fleetctl(rig, command)

@@ -12,6 +12,7 @@ fleetd's polls then judge the drift (host_kernel and bar1 critical).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,9 @@ def test_memtest_is_refused_while_the_engine_runs_then_finds_card_3(bad_hbm: Fle
     assert stress.returncode == 2, stress.stderr
     assert "memory test found errors on card(s) 1" in stress.stdout
     assert "errors everywhere under load" in stress.stdout
-    assert "stress (15 cycles)" in stress.stdout  # the per-pattern table of the failing card
+    # The per-pattern table of the failing card. About fifteen cycles a simulated minute: each
+    # cycle's sweep takes real time too, so a loaded machine fits fewer (14 seen at load 10).
+    assert re.search(r"stress \(1[0-5] cycles\)", stress.stdout), stress.stdout
     human = fleetctl(bad_hbm, "diag", "memtest", "--card", "3", "--patterns", "solid,address")
     assert human.returncode == 2
     assert "memory test found errors on card(s) 3" in human.stdout
