@@ -18,10 +18,13 @@ from collections.abc import Callable
 DEADLINE_SCALE = float(os.environ.get("CMPFLEET_TEST_DEADLINE_SCALE", "3"))
 
 
-# The pause between two looks grows from ``interval_s`` to this: most predicates ask a
-# daemon for its whole status, which costs it (and the test) CPU at each look, and at a
-# fixed 50 ms the suite's waits were a good part of its CPU on 2 cores. A condition met
-# soon is still seen within 50 ms; one met late is seen at most this much after.
+# After the first seconds of a wait, the pause between two looks grows from ``interval_s``
+# to ``LONGEST_PAUSE_S``: most predicates ask a daemon for its whole status, which costs it
+# (and the test) CPU at each look, and at a fixed 50 ms the suite's long waits were a good
+# part of its CPU on 2 cores. The first seconds keep the short pause, so a state that holds
+# only briefly soon after the wait began (an engine ready for 0.1 s before its simulated
+# crash) is still seen; a condition met late is seen at most 250 ms after.
+STEADY_S = 2.0
 LONGEST_PAUSE_S = 0.25
 GROWTH = 1.5
 
@@ -31,13 +34,15 @@ def wait_until(
 ) -> None:
     """Poll ``predicate()`` until true; fail naming ``what`` after ``timeout_s`` (scaled)."""
     timeout_s *= DEADLINE_SCALE
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     pause_s = interval_s
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(pause_s)
-        pause_s = max(interval_s, min(pause_s * GROWTH, LONGEST_PAUSE_S))
+        if time.monotonic() - started > STEADY_S:
+            pause_s = max(interval_s, min(pause_s * GROWTH, LONGEST_PAUSE_S))
     if predicate():  # one last look: a slow machine may have got there at the deadline
         return
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
