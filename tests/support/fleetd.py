@@ -26,7 +26,7 @@ import httpx
 
 from daemon.statedir import StateDir
 from tests.support import loopback, prefork
-from tests.support.waiting import wait_until
+from tests.support.waiting import DEADLINE_SCALE, wait_until
 
 __all__ = ["wait_until"]  # re-exported: most tests take it from here
 
@@ -151,8 +151,9 @@ class Fleetd:
         return StateDir(self.state_dir).token.read_text().strip()
 
     def get(self, path: str) -> httpx.Response:
-        """GET on its API."""
-        return loopback.get(self.url + path, timeout=10)
+        """GET on its API (10 s, stretched as every deadline is: the first ``/openapi.json``
+        builds the schema, which took over 10 s at load 10)."""
+        return loopback.get(self.url + path, timeout=10 * DEADLINE_SCALE)
 
     def post(
         self, path: str, body: object = None, token: str | None = "auto", timeout_s: float = 10
@@ -167,7 +168,9 @@ class Fleetd:
             headers["Authorization"] = f"Bearer {self.token}"
         elif token is not None:
             headers["Authorization"] = f"Bearer {token}"
-        return loopback.post(self.url + path, json=body or {}, headers=headers, timeout=timeout_s)
+        return loopback.post(
+            self.url + path, json=body or {}, headers=headers, timeout=timeout_s * DEADLINE_SCALE
+        )
 
     def log(self) -> str:
         """Everything it wrote to stderr so far."""

@@ -33,6 +33,7 @@ from serving.guard.keys import hash_key
 from tests.support import loopback
 from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
+from tests.support.waiting import DEADLINE_SCALE
 from tests.support.webhook import WebhookReceiver
 
 HOOK_SECRET = "HMACSECRET-H5"
@@ -169,7 +170,9 @@ def _auth(daemon: Fleetd) -> dict[str, str]:
 
 
 def _deliveries(daemon: Fleetd) -> list[dict[str, Any]]:
-    alerts = loopback.get(daemon.url + "/api/v1/alerts", headers=_auth(daemon), timeout=10).json()
+    alerts = loopback.get(
+        daemon.url + "/api/v1/alerts", headers=_auth(daemon), timeout=10 * DEADLINE_SCALE
+    ).json()
     return [note for alert in alerts["alerts"] for note in alert.get("notifications", [])]
 
 
@@ -222,7 +225,7 @@ def test_nothing_readable_holds_a_secret(delivered: Fleetd, receiver: WebhookRec
     )
     assert through.status_code in (200, 503)  # the key was taken (the engine may be restarting)
     seen: dict[str, str] = {"fleetd log": daemon.log()}
-    paths = loopback.get(daemon.url + "/openapi.json", timeout=10).json()["paths"]
+    paths = daemon.get("/openapi.json").json()["paths"]
     readable = [
         path
         for path, methods in paths.items()
@@ -231,9 +234,9 @@ def test_nothing_readable_holds_a_secret(delivered: Fleetd, receiver: WebhookRec
     assert {"/api/v1/status", "/api/v1/alerts", "/api/v1/serving/recipe"} <= set(readable)
     # What shows the launch's environment needs the token even on loopback (issue 33).
     for path in ("/api/v1/serving/recipe", "/api/v1/serving/logs"):
-        assert loopback.get(daemon.url + path, timeout=10).status_code == 401, path
+        assert loopback.get(daemon.url + path, timeout=10 * DEADLINE_SCALE).status_code == 401, path
     for path in [*readable, "/metrics", "/openapi.json", "/api/v1/events?limit=1000"]:
-        answer = loopback.get(daemon.url + path, headers=_auth(daemon), timeout=10)
+        answer = loopback.get(daemon.url + path, headers=_auth(daemon), timeout=10 * DEADLINE_SCALE)
         assert answer.status_code == 200, path
         seen[path] = answer.text
     as_owner = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
@@ -300,7 +303,7 @@ def test_a_recipe_file_the_config_names_is_judged_too(tmp_path: Path) -> None:
 
 def _get(daemon: Fleetd, path: str) -> Any:
     """A JSON document read with the token."""
-    answer = loopback.get(daemon.url + path, headers=_auth(daemon), timeout=10)
+    answer = loopback.get(daemon.url + path, headers=_auth(daemon), timeout=10 * DEADLINE_SCALE)
     assert answer.status_code == 200, (path, answer.text)
     return answer.json()
 
@@ -327,7 +330,7 @@ def test_engine_output_is_masked_on_every_surface(
     as_owner = {"CMPFLEET_STATE_DIR": str(daemon.state_dir)}
     seen: dict[str, str] = {}
     for path in ("/api/v1/serving/logs?lines=5000", "/api/v1/serving/logs/text?lines=5000"):
-        answer = loopback.get(daemon.url + path, headers=auth, timeout=10)
+        answer = loopback.get(daemon.url + path, headers=auth, timeout=10 * DEADLINE_SCALE)
         assert answer.status_code == 200, path
         seen[path] = answer.text
     for path in (
@@ -336,16 +339,18 @@ def test_engine_output_is_masked_on_every_surface(
     ):
         seen[path] = _stream_text(daemon, path, "RPC call to execute_model")
     seen["/api/v1/stream"] = _stream_text(daemon, "/api/v1/stream", "event: status")
-    status = loopback.get(daemon.url + "/api/v1/status", headers=auth, timeout=10)
+    status = loopback.get(daemon.url + "/api/v1/status", headers=auth, timeout=10 * DEADLINE_SCALE)
     seen["status with the token"] = status.text
     assert "last_log_line" in status.json()["serving"]
     # Without the token (loopback: allowed) the status and its stream carry no log text.
-    public = loopback.get(daemon.url + "/api/v1/status", timeout=10).json()
+    public = loopback.get(daemon.url + "/api/v1/status", timeout=10 * DEADLINE_SCALE).json()
     assert "last_log_line" not in public["serving"]
-    with httpx.stream("GET", daemon.url + "/api/v1/stream", timeout=10) as frames:
+    with httpx.stream("GET", daemon.url + "/api/v1/stream", timeout=10 * DEADLINE_SCALE) as frames:
         first = next(line for line in frames.iter_lines() if line.startswith("data: "))
     assert "last_log_line" not in first
-    events = loopback.get(daemon.url + "/api/v1/events?limit=1000", headers=auth, timeout=10)
+    events = loopback.get(
+        daemon.url + "/api/v1/events?limit=1000", headers=auth, timeout=10 * DEADLINE_SCALE
+    )
     seen["events"] = events.text
     logs = run_fleetctl_here("--url", daemon.url, "logs", "--lines", "5000", env=as_owner)
     assert logs.returncode == 0, logs.stderr
