@@ -533,12 +533,16 @@ def test_an_unusable_record_refuses_a_start_rather_than_risk_two_engines(state_d
 def test_an_unopenable_log_is_a_launch_error_before_anything_is_spawned(state_dir: Path) -> None:
     (state_dir / "engine.log").mkdir(parents=True)  # a directory where the log file goes
     before = {p.pid for p in psutil.process_iter()}
+    port = free_port()
     with pytest.raises(LaunchError, match=r"cannot open .*engine\.log"):
-        ProcessLauncher(state_dir).start(sim_spec(free_port()))
+        ProcessLauncher(state_dir).start(sim_spec(port))
+    # This launch's engine, by its port: other xdist workers start engines meanwhile.
     spawned = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if p.pid not in before and "serving.sim.engine" in " ".join(p.info["cmdline"] or [])
+        if p.pid not in before
+        and "serving.sim.engine" in (command := " ".join(p.info["cmdline"] or []))
+        and f" --port {port} " in f" {command} "
     ]
     assert spawned == []
     assert not (state_dir / "engine.pid").exists()
