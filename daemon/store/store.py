@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -23,7 +24,13 @@ from daemon.store.audit import AuditQueries
 from daemon.store.bench import BenchQueries
 from daemon.store.builds import BuildQueries
 from daemon.store.canaries import CanaryQueries
-from daemon.store.db import StoreError, build_engines, mask_url, one_line_cause
+from daemon.store.db import (
+    StoreError,
+    build_engines,
+    mask_url,
+    one_line_cause,
+    retire_connections,
+)
 from daemon.store.events import EventQueries
 from daemon.store.file_guard import FileGuard, damaged_message, quick_check
 from daemon.store.keyvalue import KeyValueQueries
@@ -118,7 +125,7 @@ class Store(
 
     def watch_file(self, path: Path) -> None:
         """Check ``path``'s inode before every write: a deleted or replaced file is noticed."""
-        guard = FileGuard(path, self._read_engine.dispose, self._migrate_again)
+        guard = FileGuard(path, partial(retire_connections, self._read_engine), self._migrate_again)
 
         def before_write() -> None:
             guard.before_write()

@@ -17,6 +17,7 @@ import json
 import locale
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -70,11 +71,11 @@ class Forked:
 
     def terminate(self) -> None:
         """SIGTERM."""
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         """SIGKILL."""
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
 
 class _Launcher:
