@@ -14,7 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 from hwcheck.model import Severity
-from serving.runtime.classify import CrashClass, explain_exit, split_returncode, was_sigkilled
+from serving.runtime.classify import (
+    CrashClass,
+    CrashVerdict,
+    explain_exit,
+    split_returncode,
+    was_sigkilled,
+)
 from serving.runtime.launchers import LauncherError
 from serving.runtime.machine_core import LOG, Awaiting, MachineCore, utcnow
 from serving.runtime.reports import RunEnded
@@ -106,6 +112,14 @@ class RunEnding(MachineCore):
                 f"{len(survivors)} process(es) of the engine's group still run after it ended "
                 f"(pids {', '.join(map(str, survivors))}): they may hold GPU memory"
             )
+        if plan is not None and isinstance(plan.then, ReportEnd):
+            verdict = self._crashed_meanwhile(exit_code, signal)
+            if verdict is not None:
+                # It was already dying: the probes saw its server go before its exit came.
+                self._stop_plan = None
+                plan.settle()
+                self._report_crash(verdict, exit_code, signal, how, ready_for_s)
+                return
         if plan is not None or self._state is ServingState.FAILED:
             reason = plan.reason if plan is not None else "exited after the stop was reported stuck"
             self._end_launch(exit_code, signal, None, f"stopped ({reason}); {how}")
@@ -124,6 +138,33 @@ class RunEnding(MachineCore):
             signal,
             kernel_oom=kernel_oom,
         )
+        self._report_crash(verdict, exit_code, signal, how, ready_for_s)
+
+    def _crashed_meanwhile(self, exit_code: int | None, signal: int | None) -> CrashVerdict | None:
+        """The crash an engine we were stopping as unhealthy had already had (None: none).
+
+        A crashing engine closes its API server before its process exits (vLLM's
+        EngineDeadError path), so a quick health probe can fail twice in that gap and start
+        a stop. The stop's SIGINT ends a live engine with code 0; an exit with another
+        code and a crash signature in its log's tail is the crash, and names its class and
+        advice like any other. A death by signal is ours (the stop's escalation) and no
+        signature means nothing to say beyond "unhealthy".
+        """
+        if signal is not None or exit_code in (None, 0):
+            return None
+        verdict = explain_exit(
+            self._capture.session_tail(self._tuning.classify_tail_lines), exit_code, signal
+        )
+        return None if verdict.crash_class is CrashClass.UNKNOWN else verdict
+
+    def _report_crash(
+        self,
+        verdict: CrashVerdict,
+        exit_code: int | None,
+        signal: int | None,
+        how: str,
+        ready_for_s: float | None,
+    ) -> None:
         self._crash_class = verdict.crash_class
         phase = "while starting" if self._state is ServingState.STARTING else "while serving"
         message = f"engine {how} {phase}: {verdict.crash_class}"

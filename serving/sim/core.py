@@ -125,6 +125,9 @@ class SimEngine:
         self.ready = threading.Event()
         self.hung = threading.Event()
         self.stopping = threading.Event()
+        # The engine core died (a crash): vLLM's /health answers 503 (EngineDeadError) on any
+        # connection still open until the process is gone.
+        self.dead = threading.Event()
         self._slots = threading.BoundedSemaphore(options.max_num_seqs)
         self._rng = random.Random(options.seed)  # noqa: S311 (simulated mistakes, not secrets)
         self._rng_lock = threading.Lock()

@@ -11,7 +11,9 @@ What it imitates: ``/health`` answers 503 while "loading" and 200 once ready;
 OpenAI shape, streamed (SSE) or not, at ``--sim-tokens-per-s``; ``/metrics`` exports vLLM's
 metric names. SIGINT (vLLM's stop signal) and SIGTERM shut it down with exit 0. SIGUSR1
 crashes it at once with the ``--sim-crash-kind`` trace and exit 1, so a test can crash a
-ready engine at the moment it chooses instead of racing a timer.
+ready engine at the moment it chooses instead of racing a timer. Like vLLM's, a crashed
+engine's API server closes first; ``--sim-crash-linger-s`` keeps the process that long
+after it (its workers' teardown), so health probes fail before the exit is seen.
 
 Failure modes, each a flag: a CUDA crash with vLLM's trace after ready
 (``--sim-crash-after-s``), a failure while loading (``--sim-fail-start-after-s``), a hang
@@ -112,6 +114,7 @@ def _crash(engine: SimEngine) -> int:
 
     With ``--sim-crash-rank`` the named rank's worker faults first (its Xid mark too).
     """
+    engine.dead.set()
     options = engine.options
     rank = options.depth_crash.rank
     if rank is not None and engine.deep_crash is None:
@@ -126,6 +129,7 @@ def _crash(engine: SimEngine) -> int:
 
 def _depth_crash(engine: SimEngine) -> int:
     """The deep request's crash: vLLM's dump and worker lines, the Xid mark, then the trace."""
+    engine.dead.set()
     options = engine.options
     tokens, request_id = engine.deep_crash or (0, "")
     pp_size = pp_size_of(options.ignored)
@@ -138,6 +142,53 @@ def _depth_crash(engine: SimEngine) -> int:
     for line in crash_trace(options.crash_kind):
         engine.log.line(line)
     return 1
+
+
+def _serve(engine: SimEngine, crashing: threading.Event, started: float) -> int:
+    """Load, then serve until stopped (0) or crashed (1)."""
+    options = engine.options
+    log = engine.log
+    if not _loading(engine, started):
+        if crashing.is_set():
+            return _crash(engine)
+        if engine.stopping.is_set():
+            log.line("INFO:     Shutting down")
+            return 0
+        return 1
+    log.line(f"INFO:     Started server process [{os.getpid()}]")
+    log.line("INFO:     Waiting for application startup.")
+    for line in kv_pool_lines(options.ignored, options.max_model_len, options.cards_file):
+        log.vllm("INFO", "kv_cache_utils.py:1087", line)
+    engine.became_ready()
+    log.line("INFO:     Application startup complete.")
+    if options.log_lines:
+        threading.Thread(target=_emit_log_lines, args=(engine,), daemon=True).start()
+    ready_at = time.monotonic()
+    crash_at = None if options.crash_after_s is None else ready_at + options.crash_after_s
+    hang_at = None if options.hang_after_s is None else ready_at + options.hang_after_s
+    while True:
+        deadlines = [t for t in (crash_at, hang_at) if t is not None]
+        timeout = max(min(deadlines) - time.monotonic(), 0.0) if deadlines else None
+        if engine.stopping.wait(timeout):
+            if crashing.is_set():
+                return _crash(engine)
+            if engine.deep_crash is not None:
+                return _depth_crash(engine)
+            log.line("INFO:     Shutting down")
+            return 0
+        now = time.monotonic()
+        if crash_at is not None and now >= crash_at:
+            return _crash(engine)
+        if hang_at is not None and now >= hang_at:
+            engine.hung.set()
+            hang_at = None
+            log.vllm(
+                "WARNING",
+                "shm_broadcast.py:466",
+                "No available shared memory broadcast block found in 60 seconds. "
+                "This typically happens when some processes are hanging or doing some "
+                "time-consuming work (e.g. compilation, weight/kv cache quantization).",
+            )
 
 
 def run(options: SimOptions) -> int:
@@ -174,52 +225,17 @@ def run(options: SimOptions) -> int:
         "api_server.py:1912",
         f"Starting vLLM API server 0 on http://{options.host}:{options.port}",
     )
+    code = 1
     try:
-        if not _loading(engine, started):
-            if crashing.is_set():
-                return _crash(engine)
-            if engine.stopping.is_set():
-                log.line("INFO:     Shutting down")
-                return 0
-            return 1
-        log.line(f"INFO:     Started server process [{os.getpid()}]")
-        log.line("INFO:     Waiting for application startup.")
-        for line in kv_pool_lines(options.ignored, options.max_model_len, options.cards_file):
-            log.vllm("INFO", "kv_cache_utils.py:1087", line)
-        engine.became_ready()
-        log.line("INFO:     Application startup complete.")
-        if options.log_lines:
-            threading.Thread(target=_emit_log_lines, args=(engine,), daemon=True).start()
-        ready_at = time.monotonic()
-        crash_at = None if options.crash_after_s is None else ready_at + options.crash_after_s
-        hang_at = None if options.hang_after_s is None else ready_at + options.hang_after_s
-        while True:
-            deadlines = [t for t in (crash_at, hang_at) if t is not None]
-            timeout = max(min(deadlines) - time.monotonic(), 0.0) if deadlines else None
-            if engine.stopping.wait(timeout):
-                if crashing.is_set():
-                    return _crash(engine)
-                if engine.deep_crash is not None:
-                    return _depth_crash(engine)
-                log.line("INFO:     Shutting down")
-                return 0
-            now = time.monotonic()
-            if crash_at is not None and now >= crash_at:
-                return _crash(engine)
-            if hang_at is not None and now >= hang_at:
-                engine.hung.set()
-                hang_at = None
-                log.vllm(
-                    "WARNING",
-                    "shm_broadcast.py:466",
-                    "No available shared memory broadcast block found in 60 seconds. "
-                    "This typically happens when some processes are hanging or doing some "
-                    "time-consuming work (e.g. compilation, weight/kv cache quantization).",
-                )
+        code = _serve(engine, crashing, started)
     finally:
         engine.stopping.set()
         server.shutdown()
         server.server_close()
+    if code and options.crash_linger_s:
+        # vLLM's API server goes first; its workers' teardown keeps the process a while.
+        time.sleep(options.crash_linger_s)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -79,7 +79,11 @@ class EngineHandler(BaseHTTPRequestHandler):
         engine.block_if_hung()
         path = self.path.split("?", 1)[0]
         if path == "/health":
-            if engine.ready.is_set():
+            if engine.dead.is_set():
+                self.send_response(503)  # vLLM's Response(status_code=503): no body
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif engine.ready.is_set():
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

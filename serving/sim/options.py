@@ -39,6 +39,7 @@ class SimOptions:
     max_model_len: int
     ready_after_s: float
     crash_after_s: float | None
+    crash_linger_s: float
     fail_start_after_s: float | None
     crash_kind: str
     hang_after_s: float | None
@@ -108,6 +109,7 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
     parser.add_argument("--max-model-len", type=int, default=131072)
     parser.add_argument("--sim-ready-after-s", type=_non_negative, default=5.0)
     parser.add_argument("--sim-crash-after-s", type=_non_negative, default=None)
+    parser.add_argument("--sim-crash-linger-s", type=_non_negative, default=0.0)
     parser.add_argument("--sim-fail-start-after-s", type=_non_negative, default=None)
     parser.add_argument("--sim-crash-kind", choices=CRASH_KINDS, default="cuda_fault")
     parser.add_argument("--sim-hang-after-s", type=_non_negative, default=None)
@@ -148,6 +150,7 @@ def parse_options(argv: Sequence[str]) -> SimOptions:
         max_model_len=args.max_model_len,
         ready_after_s=args.sim_ready_after_s,
         crash_after_s=args.sim_crash_after_s,
+        crash_linger_s=args.sim_crash_linger_s,
         fail_start_after_s=args.sim_fail_start_after_s,
         crash_kind=args.sim_crash_kind,
         hang_after_s=args.sim_hang_after_s,

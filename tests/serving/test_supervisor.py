@@ -258,6 +258,35 @@ def test_cuda_crash_is_classified_then_restarted_with_backoff(harness: Harness) 
     assert not is_running(first or 0)
 
 
+def test_a_crash_whose_server_closes_before_its_exit_is_still_the_crash(
+    harness: Harness,
+) -> None:
+    """The probes see the server go first and start a stop; the exit still names the crash.
+
+    The engine lingers 1.5 s after its server closes (15 probe intervals): the stop for
+    unhealthiness always begins before the exit, and the run's end is the CUDA fault with
+    its advice, not "unhealthy".
+    """
+    port = free_port()
+    rig = harness.make(lambda: sim_spec(port, "--sim-crash-linger-s", "1.5"))
+    rig.supervisor.start()
+    first = wait_ready(rig)
+    os.kill(first, signal.SIGUSR1)
+    crash = rig.events.wait_for(
+        lambda evs: any(e.kind is ServingChange.CRASH for e in evs), DEADLINE_S, "crash"
+    )
+    assert ServingState.UNHEALTHY in rig.events.states()  # the race this test is about
+    crash_event = next(e for e in crash if e.kind is ServingChange.CRASH)
+    assert crash_event.crash_class is CrashClass.CUDA_FAULT
+    assert crash_event.advice is not None and "chase the Xid" in crash_event.advice
+    assert crash_event.launch is not None
+    assert crash_event.launch.exit_code == 1
+    assert crash_event.launch.crash_class is CrashClass.CUDA_FAULT
+    second = wait_ready(rig, pid=first)
+    assert second != first
+    assert rig.supervisor.status().restarts == 1
+
+
 def test_outside_sigkill_is_killed_and_restarted(harness: Harness) -> None:
     port = free_port()
     rig = harness.make(lambda: sim_spec(port))
