@@ -74,6 +74,12 @@ class LatchState:
         self._file = file
         self._store = store
         self._lock = threading.Lock()
+        # Orders the two writers of the store's latch (a person's clear, the writer's
+        # catch-up): a catch-up that read the latch before a clear must not write it into
+        # the store after the clear's store write yet check the memory before the clear's
+        # memory write, or the store keeps a latch the next read adopts again (a cleared
+        # Xid latch came back by itself under load). Never taken under ``_lock``.
+        self._store_writes = threading.Lock()
         self._latch: Latch | None = None
         self._generation = 0  # moves on every set, clear and new boot: a stale read loses
         self._boot_id = ""
@@ -145,11 +151,12 @@ class LatchState:
 
     def clear(self, reason: str, by: str, how: ClearHow) -> bool:
         """A person's clear: the store records it first (``StoreError`` leaves it set)."""
-        cleared = self._store.clear_latch(reason, by, how) is not None
-        with self._lock:
-            was_live = self._latch is not None
-            self._latch = None
-            self._generation += 1
+        with self._store_writes:
+            cleared = self._store.clear_latch(reason, by, how) is not None
+            with self._lock:
+                was_live = self._latch is not None
+                self._latch = None
+                self._generation += 1
         self._file.remove()
         return cleared or was_live
 
@@ -158,6 +165,10 @@ class LatchState:
 
         Never raises: a store that still cannot write is tried again after the next poll.
         """
+        with self._store_writes:
+            self._catch_up()
+
+    def _catch_up(self) -> None:
         with self._lock:
             generation, live = self._generation, self._latch
         try:

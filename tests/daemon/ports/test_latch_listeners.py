@@ -8,9 +8,12 @@ SQLite store; fleetd subscribes ``RigJudge.latch_changed`` and
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +58,46 @@ def test_the_alert_engine_looks_again_when_the_latch_moves(store: Store) -> None
     engine.latch_changed(True)
     engine.latch_changed(False)
     assert woken == [True, True]
+
+
+def test_a_clear_between_a_catch_ups_read_and_its_store_write_stays_cleared(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's catch-up read the latch, a person cleared it, the catch-up wrote it.
+
+    Without the two writers ordered, the store kept the latch the clear had removed and the
+    next read adopted it again: a cleared Xid latch came back by itself. The store's two
+    calls are held open here at the worst moments (each waits a moment for the other side).
+    """
+    state = LatchState(LatchFile(tmp_path / "latch.json"), store)
+    state.load("boot-1")
+    state.set("Xid 62 (GSP) on card 3", "xid", Advice.COLD_POWER_CYCLE, card=3)
+    store_cleared, catch_up_done = threading.Event(), threading.Event()
+    real_set, real_clear = store.set_latch, store.clear_latch
+
+    def set_after_the_clear(*args: Any, **kwargs: Any) -> Any:
+        store_cleared.wait(0.5)  # the clear's store write first, when it can go first
+        return real_set(*args, **kwargs)
+
+    def clear_then_linger(*args: Any, **kwargs: Any) -> Any:
+        cleared = real_clear(*args, **kwargs)
+        store_cleared.set()
+        catch_up_done.wait(0.5)  # the catch-up checks the memory before the clear's write
+        return cleared
+
+    monkeypatch.setattr(store, "set_latch", set_after_the_clear)
+    monkeypatch.setattr(store, "clear_latch", clear_then_linger)
+    writer = threading.Thread(target=state.catch_up)
+    writer.start()
+    time.sleep(0.05)  # the catch-up has read the latch and waits in the store
+    person = threading.Thread(target=state.clear, args=("swapped the card", "ops", "operator"))
+    person.start()
+    writer.join(5)
+    catch_up_done.set()
+    person.join(5)
+    monkeypatch.undo()
+    assert state.in_force() is None
+    assert store.get_latch() is None
+    assert state.latch() is None  # nothing stored to adopt again
+    state.catch_up()
+    assert state.in_force() is None
