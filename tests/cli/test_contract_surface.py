@@ -256,21 +256,31 @@ def test_every_listed_route_answers_over_http(rig: Fleetd) -> None:
 def test_status_exits_like_a_monitoring_plugin_on_a_changing_rig(rig: Fleetd) -> None:
     """0 OK, 1 WARNING (a warm card), 2 CRITICAL (a locked card), 0 again once fixed."""
 
-    def exits(code: int) -> bool:
-        return bool(cli(rig, "status").returncode == code)
+    last: list[str] = []
 
-    assert exits(0)
+    def exits(code: int) -> bool:
+        shown = cli(rig, "status")
+        last[:] = [f"exit {shown.returncode}: {shown.stdout}{shown.stderr}"]
+        return bool(shown.returncode == code)
+
+    def settles(code: int, what: str) -> None:
+        try:
+            wait_until(lambda: exits(code), 10, what)
+        except AssertionError as failed:  # which verdict it was, and why, in the report
+            raise AssertionError(f"{failed}; last status: {last}") from None
+
+    settles(0, "OK on the healthy rig")
     try:
         assert rig.post("/api/v1/sim/card/1", {"temperature_c": 82.0}).status_code == 200
-        wait_until(lambda: exits(1), 10, "WARNING for card 1 at 82 C")
+        settles(1, "WARNING for card 1 at 82 C")
         assert rig.post("/api/v1/sim/card/2", {"memory_total_mib": 8192}).status_code == 200
-        wait_until(lambda: exits(2), 10, "CRITICAL for the locked card 2")
+        settles(2, "CRITICAL for the locked card 2")
         locked = [c for c in status(rig)["checks"] if c["severity"] == "critical"]
         assert [(c["id"], c["card"]) for c in locked] == [("vram_unlocked", 2)]
     finally:
         rig.post("/api/v1/sim/card/1", {"temperature_c": 50.0})
         rig.post("/api/v1/sim/card/2", {"memory_total_mib": 65536})
-    wait_until(lambda: exits(0), 10, "OK once both are put back")
+    settles(0, "OK once both are put back")
 
 
 # Last in the file: the Xid it injects stays in this boot's picture (xid_since_boot).
