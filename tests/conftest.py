@@ -26,6 +26,11 @@ def _interrupted(_signum: int, _frame: FrameType | None) -> None:
 
 
 signal.signal(signal.SIGTERM, _interrupted)
+# Started in the background by a shell without job control (`scripts/dev test &`), this
+# process inherits SIGINT ignored, and so would every fleetctl, engine and fleetd it starts:
+# the tests of Ctrl-C and of vLLM's stop signal would fail for the way they were launched.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,6 +19,7 @@ Everything the query modules share and nothing about any one record:
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import time
 import weakref
@@ -201,6 +202,26 @@ def sqlite_busy_timeout_s(parsed: URL) -> float:
     return timeout_s
 
 
+def _refuse_a_read_only_mount(path: Path) -> None:
+    """No connection is opened while the file's filesystem is mounted read-only.
+
+    SQLite falls back to a read-only open when a read-write one fails, and a process's
+    connections to one file share one ``-shm`` index: one opened read-only during the
+    spell kept it read-only, and every write failed "attempt to write a readonly
+    database" after ``mount -o remount,rw`` until fleetd restarted (seen at load, even
+    with the pool dropped: a handle outlived it). Refused, the spell fails what it must
+    (the writes, and the reads no open connection serves) and ends with the mount.
+    """
+    try:
+        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return  # SQLite's own open says what is wrong
+    if read_only:
+        raise sqlite3.OperationalError(
+            f"attempt to write a readonly database: {path.parent} is mounted read-only"
+        )
+
+
 def _on_sqlite_connect(dbapi_connection: Any, busy_timeout_s: float) -> None:
     """Per-connection settings; autocommit at the driver so we issue BEGIN ourselves."""
     dbapi_connection.isolation_level = None
@@ -295,6 +316,13 @@ def build_engines(url: str) -> Engines:
         def on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
             _on_sqlite_connect(dbapi_connection, busy_timeout_s)
 
+        database = parsed.database
+
+        def refuse_read_only(*_args: Any) -> None:
+            if database and database != ":memory:" and not database.startswith("file:"):
+                _refuse_a_read_only_mount(Path(database))
+
+        event.listen(engine, "do_connect", refuse_read_only)
         event.listen(engine, "connect", on_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
         generations = _generations[engine] = _Generations()

@@ -61,3 +61,43 @@ def test_a_connection_checked_out_when_the_pool_drops_is_closed_when_it_comes_ba
         store.record_event(EventKind.DAEMON, Severity.INFO, "after")
     finally:
         store.close()
+
+
+def test_no_connection_is_opened_while_the_mount_is_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only open would keep the shared ``-shm`` read-only after the remount: refused.
+
+    The mount's flag is faked (``os.statvfs``: root and a bind mount make it real in
+    ``tests/daemon/store/test_store_faults.py``); the store, SQLite and its pool are real.
+    """
+    import os
+
+    from daemon.store import db
+
+    store = Store.open(f"sqlite:///{tmp_path / 'fleet.db'}")
+    real_statvfs = os.statvfs
+    opened: list[object] = []
+
+    class ReadOnlyMount:
+        def __init__(self, found: os.statvfs_result) -> None:
+            self.f_flag = found.f_flag | os.ST_RDONLY
+
+    def statvfs(path: object) -> object:
+        found = real_statvfs(path)  # type: ignore[arg-type]
+        return ReadOnlyMount(found) if Path(str(path)) == tmp_path else found
+
+    try:
+        store.record_event(EventKind.DAEMON, Severity.INFO, "before")
+        store.close()  # the pool's connections go: the next unit must open one
+        monkeypatch.setattr(db.os, "statvfs", statvfs)
+        monkeypatch.setattr(db.sqlite3, "connect", lambda *a, **k: opened.append(a))
+        with pytest.raises(StoreError, match=f"readonly database: {tmp_path} is mounted read-only"):
+            store.record_event(EventKind.DAEMON, Severity.INFO, "while read-only")
+        assert opened == []  # SQLite never saw an open: nothing read-only to outlive the spell
+        monkeypatch.undo()
+        store.record_event(EventKind.DAEMON, Severity.INFO, "after the remount")
+        messages = [event.message for event in store.list_events(limit=10)]
+        assert "after the remount" in messages and "while read-only" not in messages
+    finally:
+        store.close()

@@ -126,7 +126,8 @@ def _serve(listener: socket.socket) -> tuple[dict[str, Any], list[int]]:
             return request, fds
         for fd in fds:
             os.close(fd)
-        _programs[pid] = str(request.get("program"))
+        test = str((request.get("env") or {}).get("PYTEST_CURRENT_TEST", "-")).split(" ")[0]
+        _programs[pid] = f"{request.get('program')} {test}"
         children[pid] = conn
         conn.send(json.dumps({"pid": pid}).encode())
 

@@ -95,11 +95,12 @@ def test_a_read_only_state_dir_still_lets_the_engine_stop_and_refuses_a_half_reb
     # Writable again, as an owner makes it (``mount -o remount,rw``). The reboot then runs
     # whole, with its bring-up (which keeps a person's stop).
     subprocess.run(["mount", "-o", "remount,rw,bind", str(state)], check=True)
-    # A store connection SQLite opened while the mount was read-only stays read-only: its
-    # first write fails and fleetd drops the pool (``Database._reopen_if_read_only``; one
-    # checked out meanwhile is closed when it comes back), so the owner's next tries go
-    # through, without a restart. Quiet, the second try does; at load two in a row failed
-    # (stop 48: which handle outlived the drop there is not known), hence a deadline.
+    # No store connection is opened while the mount is read-only (one SQLite opened
+    # read-only kept the process's shared -shm index read-only: every write failed after
+    # the remount until a restart, about one run in ten at load). A pooled connection
+    # opened before the spell fails its first write and the pool is dropped
+    # (``Database._reopen_if_read_only``), so the owner's next tries go through without a
+    # restart: within a deadline, as a loaded machine may need more than one.
     answers = [daemon.post("/api/v1/sim/reboot")]
 
     def through() -> bool:
