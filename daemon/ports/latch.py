@@ -78,8 +78,10 @@ class LatchState:
         # catch-up): a catch-up that read the latch before a clear must not write it into
         # the store after the clear's store write yet check the memory before the clear's
         # memory write, or the store keeps a latch the next read adopts again (a cleared
-        # Xid latch came back by itself under load). Never taken under ``_lock``.
-        self._store_writes = threading.Lock()
+        # Xid latch came back by itself under load). Never taken under ``_lock``. Reentrant:
+        # a write that finds ``fleet.db`` started afresh calls ``_store_afresh`` (a catch-up)
+        # in its own thread, under this lock.
+        self._store_writes = threading.RLock()
         self._latch: Latch | None = None
         self._generation = 0  # moves on every set, clear and new boot: a stale read loses
         self._boot_id = ""

@@ -101,3 +101,32 @@ def test_a_clear_between_a_catch_ups_read_and_its_store_write_stays_cleared(
     assert state.latch() is None  # nothing stored to adopt again
     state.catch_up()
     assert state.in_force() is None
+
+
+def test_a_clear_that_finds_the_store_started_afresh_does_not_wait_on_itself(
+    tmp_path: Path,
+) -> None:
+    """``fleet.db`` deleted under fleetd: the clear's write starts it afresh, and the fresh
+    store's listener (the latch written again) runs in that same thread, under its lock."""
+    path = tmp_path / "fleet.db"
+    store = Store.open(f"sqlite:///{path}")
+    store.watch_file(path)
+    try:
+        state = LatchState(LatchFile(tmp_path / "latch.json"), store)
+        state.load("boot-1")
+        state.set("Xid 79 on card 1", "xid", Advice.WARM_REBOOT, card=1)
+        state.catch_up()
+        assert store.get_latch() is not None
+        path.unlink()  # the next write notices and starts a fresh file
+        done = threading.Event()
+
+        def clear() -> None:
+            state.clear("swapped the riser", "ops", "operator")
+            done.set()
+
+        threading.Thread(target=clear, daemon=True).start()
+        assert done.wait(10), "the clear waited on its own lock"
+        assert state.in_force() is None
+        assert store.get_latch() is None
+    finally:
+        store.close()
