@@ -177,7 +177,10 @@ class FollowerThread:
         self._follower: XidFollower | None = None
         self._lost_before = 0  # records lost by sources already closed (this boot)
         self._kept_cursor: KernelLogCursor | None = None  # of the last source closed
-        store.add_fresh_listener(self.rebuild_boot)  # a deleted fleet.db lost this boot's Xids
+        # The cursor the store has (None: unknown, write it): a poll with nothing new read
+        # writes nothing (a write transaction per poll, for a cursor that had not moved).
+        self._stored_cursor: KernelLogCursor | None = None
+        store.add_fresh_listener(self._store_afresh)  # a deleted fleet.db lost this boot's Xids
 
     def add_health_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` when the follower goes down or comes back (on its thread)."""
@@ -211,6 +214,10 @@ class FollowerThread:
         self._first = follower
         self._thread.start(wake)
         return found
+
+    def _store_afresh(self) -> None:
+        self._stored_cursor = None  # the new file has no cursor either
+        self.rebuild_boot()
 
     def rebuild_boot(self) -> None:
         """This boot's Xids read again from the kernel log into the store, on a thread.
@@ -310,8 +317,9 @@ class FollowerThread:
         follower = self._follower
         cursor = follower.last_cursor if follower is not None else None
         cursor = cursor or self._kept_cursor
-        if cursor is not None:
+        if cursor is not None and cursor != self._stored_cursor:
             self._store.set_cursor(cursor)
+            self._stored_cursor = cursor
 
     def flush_events(self) -> None:
         """Store the queued down/back events (never raises: the store may be the trouble)."""

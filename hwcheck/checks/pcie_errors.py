@@ -17,10 +17,10 @@ from hwcheck.checks.host_cards import Verdict, judge_cards, ok
 from hwcheck.checks.spec import Alert, CheckSpec, CheckText
 from hwcheck.hostfacts.counters import (
     CounterRate,
-    aer_points,
+    aer_ends,
     counter_rate,
     latest_aer,
-    replay_points,
+    replay_ends,
 )
 from hwcheck.hostfacts.model import AerCounts, HostFacts
 from hwcheck.model import CheckResult, GpuSnapshot, Severity
@@ -57,12 +57,12 @@ def _judge_card(inp: CheckInput, host: HostFacts, card: GpuSnapshot) -> Verdict:
     devices += [(bridge, f"port {bridge} above it: ") for bridge in (bus.bridges if bus else ())]
     climbing: list[str] = []
     fatal: list[str] = []
-    replay = counter_rate(replay_points(samples, card.pci_bus_id))
+    replay = counter_rate(replay_ends(samples, card.pci_bus_id))
     if replay is not None and replay.delta >= MIN_NEW_ERRORS and replay.per_min >= limit:
         climbing.append(_climb("PCIe replays", replay))
     for address, where in devices:
         for what, field in _AER_KINDS:
-            rate = counter_rate(aer_points(samples, address, field))
+            rate = counter_rate(aer_ends(samples, address, field))
             if rate is not None and rate.delta >= MIN_NEW_ERRORS and rate.per_min >= limit:
                 climbing.append(where + _climb(what, rate))
         counts = latest_aer(samples, address)

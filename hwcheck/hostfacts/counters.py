@@ -38,26 +38,50 @@ def counter_rate(points: Sequence[tuple[float, int]]) -> CounterRate | None:
     return CounterRate(delta=last - first, span_s=span_s, latest=last)
 
 
-def replay_points(samples: Sequence[PcieCounterSample], address: str) -> list[tuple[float, int]]:
-    """A card's NVML replay counter over the samples that read it."""
-    points: list[tuple[float, int]] = []
-    for sample in samples:
-        value = dict(sample.replay).get(address)
-        if value is not None:
-            points.append((sample.monotonic_s, value))
-    return points
+def _ends(
+    samples: Sequence[PcieCounterSample], value_of: Callable[[PcieCounterSample], int | None]
+) -> list[tuple[float, int]]:
+    """The first and the last ``(monotonic_s, value)`` read: all a rate uses.
+
+    Scanned from each end, so a poll's check costs a few samples per counter, not the whole
+    window's (a rate was once rebuilt from every held sample, per card and per counter, at
+    every poll: the poll's costliest check).
+    """
+    first: tuple[int, float, int] | None = None
+    for index, sample in enumerate(samples):
+        if (value := value_of(sample)) is not None:
+            first = (index, sample.monotonic_s, value)
+            break
+    if first is None:
+        return []
+    for index in range(len(samples) - 1, first[0], -1):
+        sample = samples[index]
+        if (value := value_of(sample)) is not None:
+            return [(first[1], first[2]), (sample.monotonic_s, value)]
+    return [(first[1], first[2])]
 
 
-def aer_points(
+def replay_ends(samples: Sequence[PcieCounterSample], address: str) -> list[tuple[float, int]]:
+    """A card's NVML replay counter: its first and last reading over the samples."""
+
+    def value_of(sample: PcieCounterSample) -> int | None:
+        return next((count for found, count in sample.replay if found == address), None)
+
+    return _ends(samples, value_of)
+
+
+def aer_ends(
     samples: Sequence[PcieCounterSample], address: str, field: Callable[[AerCounts], int | None]
 ) -> list[tuple[float, int]]:
-    """One AER counter of one device over the samples that read it."""
-    points: list[tuple[float, int]] = []
-    for sample in samples:
+    """One AER counter of one device: its first and last reading over the samples."""
+
+    def value_of(sample: PcieCounterSample) -> int | None:
         for device in sample.aer:
             if device.pci_bus_id == address and (value := field(device.counts)) is not None:
-                points.append((sample.monotonic_s, value))
-    return points
+                return value
+        return None
+
+    return _ends(samples, value_of)
 
 
 def latest_aer(samples: Sequence[PcieCounterSample], address: str) -> AerCounts | None:
