@@ -143,9 +143,9 @@ class RunEnding(MachineCore):
     def _crashed_meanwhile(self, exit_code: int | None, signal: int | None) -> CrashVerdict | None:
         """The crash an engine we were stopping as unhealthy had already had (None: none).
 
-        A crashing engine closes its API server before its process exits (vLLM's
-        EngineDeadError path), so a quick health probe can fail twice in that gap and start
-        a stop. The stop's SIGINT ends a live engine with code 0; an exit with another
+        A crashing vLLM answers ``/health`` 503 (``EngineDeadError``) and closes its API
+        server before its process exits, so quick health probes can fail in that gap and
+        start a stop. The stop's SIGINT ends a live engine with code 0; an exit with another
         code and a crash signature in its log's tail is the crash, and names its class and
         advice like any other. A death by signal is ours (the stop's escalation) and no
         signature means nothing to say beyond "unhealthy".
