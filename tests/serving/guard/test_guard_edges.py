@@ -31,7 +31,7 @@ from serving.guard.settings import GuardSettings
 from tests.support import loopback
 from tests.support.engine_helpers import SERVED_NAME, free_port, kill_group, sim_argv
 from tests.support.guardproc import GuardProc, openai_error, running_guard
-from tests.support.waiting import wait_until
+from tests.support.waiting import DEADLINE_SCALE, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -109,20 +109,31 @@ def _closed_within(sock: socket.socket, limit_s: float) -> bool:
 
 # -- bounded heads and connections -------------------------------------------------------
 def test_a_64_mib_head_gets_431_at_once_while_health_answers(guard: GuardProc) -> None:
-    padding = b"a" * (64 * 1024 * 1024)
+    """The guard answers once the head passes its limit, never after reading all of it.
+
+    What proves it is how much of the 64 MiB got through before the answer (the limit plus
+    the loopback socket buffers), not a wall-clock figure: a loaded machine took 1.00 s. The
+    time bounds are the suite's stretched deadlines, for a guard that stalls outright.
+    """
+    chunk = b"a" * (1024 * 1024)
     sock = guard.connect()
+    sent_bytes = [0]
     sent_s = time.monotonic()
 
     def flood() -> None:
         with contextlib.suppress(OSError):  # the guard closed it: what is asked of it
-            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: " + padding)
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+            for _ in range(64):
+                sock.sendall(chunk)
+                sent_bytes[0] += len(chunk)
 
     sender = threading.Thread(target=flood, daemon=True)
     sender.start()
     try:
-        sock.settimeout(10)
+        sock.settimeout(10 * DEADLINE_SCALE)
         answer = sock.recv(65536)
         answered_s = time.monotonic() - sent_s
+        through = sent_bytes[0]
         began_s = time.monotonic()
         health = loopback.get(f"{guard.url}/health", timeout=10)
         health_s = time.monotonic() - began_s
@@ -132,9 +143,10 @@ def test_a_64_mib_head_gets_431_at_once_while_health_answers(guard: GuardProc) -
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
     assert error["code"] == "request_header_fields_too_large"
-    assert answered_s < 1.0, f"the 431 took {answered_s:.2f} s"
+    assert through < 32 * len(chunk), f"{through} bytes of the head went in before the 431"
+    assert answered_s < DEADLINE_SCALE, f"the 431 took {answered_s:.2f} s"
     assert health.status_code == 200
-    assert health_s < 1.0, f"/health took {health_s:.2f} s beside a 64 MiB head"
+    assert health_s < DEADLINE_SCALE, f"/health took {health_s:.2f} s beside a 64 MiB head"
 
 
 @pytest.mark.parametrize("sent", [b"", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"])
