@@ -11,9 +11,10 @@ What it imitates: ``/health`` answers 503 while "loading" and 200 once ready;
 OpenAI shape, streamed (SSE) or not, at ``--sim-tokens-per-s``; ``/metrics`` exports vLLM's
 metric names. SIGINT (vLLM's stop signal) and SIGTERM shut it down with exit 0. SIGUSR1
 crashes it at once with the ``--sim-crash-kind`` trace and exit 1, so a test can crash a
-ready engine at the moment it chooses instead of racing a timer. Like vLLM's, a crashed
-engine's API server closes first; ``--sim-crash-linger-s`` keeps the process that long
-after it (its workers' teardown), so health probes fail before the exit is seen.
+ready engine at the moment it chooses instead of racing a timer. Like vLLM, a crashed
+engine answers ``/health`` 503 (``EngineDeadError``) and closes its API server before its
+process exits; ``--sim-crash-linger-s`` keeps the process that long after (its workers'
+teardown), so health probes fail before the exit is seen.
 
 Failure modes, each a flag: a CUDA crash with vLLM's trace after ready
 (``--sim-crash-after-s``), a failure while loading (``--sim-fail-start-after-s``), a hang
@@ -232,8 +233,9 @@ def run(options: SimOptions) -> int:
         engine.stopping.set()
         server.shutdown()
         server.server_close()
-    if code and options.crash_linger_s:
-        # vLLM's API server goes first; its workers' teardown keeps the process a while.
+    if engine.dead.is_set() and options.crash_linger_s:
+        # A crash only (not a failed bind or load): vLLM's API server goes first, its
+        # workers' teardown keeps the process a while.
         time.sleep(options.crash_linger_s)
     return code
 
