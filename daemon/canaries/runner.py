@@ -40,6 +40,7 @@ from serving.canary.model import (
     DEEP_NAMES,
     CanaryResult,
     Outcome,
+    Verdict,
     worst_exit_code,
 )
 from serving.canary.settings import CanarySettings
@@ -178,6 +179,7 @@ class CanaryRunner:
                 results = suite.run_round(force=force)
             finally:
                 api.close()
+            results = self._unless_cut_by_a_stop(results, serving)
             self._next_due_s = time.monotonic() + self._settings.interval_s
             summary = ", ".join(f"{r.name} {r.result}" for r in results)
             log.info(
@@ -203,6 +205,7 @@ class CanaryRunner:
                 results = deep.run(force=force)
             finally:
                 api.close()
+            results = self._unless_cut_by_a_stop(results, serving)
             self._deep.ran(interrupted=deep.interrupted is not None)
             summary = ", ".join(f"{r.name} {r.result}" for r in results)
             log.info(
@@ -215,6 +218,34 @@ class CanaryRunner:
             self._persist(results, serving)
         self._after_round(results)
         return results
+
+    def _unless_cut_by_a_stop(
+        self, results: list[CanaryResult], serving: dict[str, Any]
+    ) -> list[CanaryResult]:
+        """The round's results, its misses skipped when the engine run ended under it.
+
+        A person's restart (or recovery's stop) in the middle of a round cuts its requests
+        short: a throughput stream ends early, a reply never comes. That says nothing of the
+        build, yet a ``fail`` would be stamped on it (no longer the last good build, a
+        rollback with nowhere to go) and ``on_fail`` would act on it. A pass stands: what it
+        measured, it measured on the run it was stamped with.
+        """
+        now = self._serving_status()
+        if now.get("state") == "ready" and ready_mark(now) == ready_mark(serving):
+            return results
+        why = f"the engine run stopped during the round (now {now.get('state')})"
+        return [
+            result
+            if result.result in (Outcome.PASS, Outcome.SKIPPED)
+            else CanaryResult.of(
+                result.name,
+                result.unit,
+                Verdict(Outcome.SKIPPED, None, why, "runs when the engine is ready"),
+                result.duration_s,
+                result.ts,
+            )
+            for result in results
+        ]
 
     def _after_round(self, results: list[CanaryResult]) -> None:
         if self._on_round is None:

@@ -105,3 +105,38 @@ def test_a_verdict_from_before_the_current_run_or_with_the_engine_down_is_stale(
     assert {canaries.current_result(row) for row in canaries.judged()} == {"stale"}
     serving.update(state="ready", pid=2, since="2099-01-01T00:00:00+00:00")  # a new run
     assert {e["result"] for e in canaries.status_entries()} == {"stale"}
+
+
+class StoppedMidRound(ScriptedEngine):
+    """A person's restart lands during the throughput canary: its stream ends early."""
+
+    def __init__(self, serving: dict[str, Any], stop: bool = True) -> None:
+        super().__init__()
+        self._serving = serving
+        self._stop = stop
+
+    def stream_timing(self, body: dict[str, Any], timeout_s: float) -> StreamTiming:
+        if self._stop:
+            self._serving.update(state="stopping")
+        return StreamTiming(1000, 3, 0.2, 1.0)  # 3 tokens of 101: far under its pace
+
+
+def test_a_round_cut_by_a_stop_fails_nothing_and_its_passes_stand(tmp_path: Path) -> None:
+    """The build's record keeps no fail the stop caused; what passed before the stop stands."""
+    serving: dict[str, Any] = {"state": "ready", "url": "http://e", "pid": 1, "since": READY_SINCE}
+    canaries = runner(tmp_path, StoppedMidRound(serving), serving)
+    answer = canaries.run_now()
+    results = {c["name"]: c for c in answer["canaries"]}
+    assert results["throughput"]["result"] == "skipped"
+    said = results["throughput"]["message"]
+    assert "the engine run stopped during the round (now stopping)" in said
+    assert {results[n]["result"] for n in ("copy_fidelity", "tool_calls")} == {"pass"}
+    assert "throughput" not in {row.name for row in canaries.judged()}
+
+
+def test_the_same_short_stream_on_a_run_that_goes_on_is_judged(tmp_path: Path) -> None:
+    serving: dict[str, Any] = {"state": "ready", "url": "http://e", "pid": 1, "since": READY_SINCE}
+    canaries = runner(tmp_path, StoppedMidRound(serving, stop=False), serving)
+    answer = canaries.run_now()
+    throughput = {c["name"]: c for c in answer["canaries"]}["throughput"]
+    assert throughput["result"] == "warn" and "slow: decode 2.0 tok/s" in throughput["message"]
