@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hwcheck.kernellog import filelog
 from hwcheck.kernellog.errors import KernelLogUnavailable
 from hwcheck.kernellog.filelog import FileSource, KmsgFileWriter
 from hwcheck.kernellog.kmsg_format import parse_kmsg_record
@@ -53,6 +54,34 @@ def test_file_that_does_not_exist_yet(tmp_path: Path) -> None:
     # A file that appears is new content: read from its start even with from_start=False.
     assert _texts(source) == ["first line", "second line"]
     assert source.wait(0.05) is False
+    source.close()
+
+
+def test_a_quiet_file_is_looked_at_less_often_and_a_change_restores_the_pace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gap doubles while nothing changes, up to the quiet cap; a change resets it."""
+    path = tmp_path / "kern.log"
+    path.write_text("a\n")
+    source = FileSource(path, None, BOOT, poll_interval_s=0.05)
+    assert _texts(source) == ["a"]
+    slept: list[float] = []
+    now = [1000.0]
+
+    def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 3))
+        now[0] += seconds
+        if len(slept) == 8:
+            _append(path, "b\n")
+
+    monkeypatch.setattr(filelog.time, "sleep", sleep)
+    monkeypatch.setattr(filelog.time, "monotonic", lambda: now[0])
+    assert source.wait(60.0) is True
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.4, 0.4, 0.4, 0.4]
+    assert _texts(source) == ["b"]
+    slept.clear()
+    assert source.wait(0.12) is False  # the fast pace again, cut at the timeout
+    assert slept == [0.05, 0.07]
     source.close()
 
 
