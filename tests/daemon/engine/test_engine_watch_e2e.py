@@ -95,13 +95,17 @@ def test_an_acceptance_collapse_shows_on_metrics_and_alerts(collapsing: Fleetd) 
     )
     user.start()
     try:
-        wait_until(
-            lambda: (serving(daemon).get("metrics") or {}).get("spec_acceptance_ratio") == 0.7,
-            30,
-            "the engine's acceptance figure",
-        )
-        metrics = serving(daemon)["metrics"]
-        assert metrics["spec_mean_accepted_tokens"] == pytest.approx(4.5)
+        seen: list[dict[str, Any]] = []
+
+        def before_the_collapse() -> bool:
+            seen[:] = [serving(daemon).get("metrics") or {}]
+            return seen[0].get("spec_acceptance_ratio") == 0.7
+
+        wait_until(before_the_collapse, 30, "the engine's acceptance figure")
+        # Both figures from one status: a second read may hold the next window (4.70 was
+        # read so on a loaded machine, beside the 0.7 of the window before it).
+        metrics = seen[0]
+        assert metrics["spec_mean_accepted_tokens"] == pytest.approx(4.5)  # 1 + 0.7 x 5 drafts
         assert metrics["ttft_p95_s"] is not None and metrics["itl_p50_s"] is not None
         page = loopback.get(f"{daemon.url}/metrics", timeout=10).text
         # Its value, whichever side of the collapse the scrape falls on (a loaded machine
