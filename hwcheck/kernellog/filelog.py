@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hwcheck.kernellog.errors import KernelLogUnavailable
+from hwcheck.kernellog.file_watch import FileWatch, open_watch
 from hwcheck.kernellog.kmsg_format import KERN_WARNING_PRIO, format_kmsg_record, parse_kmsg_record
 from hwcheck.kernellog.origin import read_log_line
 from hwcheck.kernellog.records import KernelLogCursor, KernelRecord
@@ -24,10 +25,12 @@ from hwcheck.regular_file import open_regular_fd
 _READ_CHUNK_BYTES = 1 << 20
 _TAIL_PROBE_BYTES = 1 << 16
 DEFAULT_POLL_INTERVAL_S = 0.05
-# A quiet file is looked at less and less often, up to this: a kernel log is quiet nearly
-# always, and a look 20 times a second cost an idle fleetd a quarter of its CPU. A line
-# after a quiet spell waits at most this long; a busy file is read at the fast pace again.
+# Where inotify cannot watch the file (``file_watch``), a quiet file is looked at less and
+# less often, up to this: a look 20 times a second cost an idle fleetd a quarter of its CPU.
 QUIET_POLL_INTERVAL_S = 0.4
+# With a watch, the file is still looked at this often: what inotify may not report (a
+# network file system's writes from another host) is then seen within it.
+WATCHED_LOOK_S = 1.0
 
 
 class FileSource:
@@ -61,6 +64,8 @@ class FileSource:
         )
         self._poll_interval_s = poll_interval_s
         self._interval_s = poll_interval_s  # grows while the file stays quiet
+        self._watch: FileWatch | None = None
+        self._watch_tried = False  # opened at the first wait: a reader that never waits
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
         self._position = 0
@@ -185,12 +190,15 @@ class FileSource:
         return now[2] != self._position
 
     def wait(self, timeout_s: float) -> bool:
-        """Poll the file's size and inode until it changes.
+        """Wait until the file's size or inode changes; False after ``timeout_s``.
 
-        Every ``poll_interval_s`` after a change; while it stays quiet the gap doubles, up
-        to ``QUIET_POLL_INTERVAL_S`` (or ``poll_interval_s`` when that is longer).
+        Woken by inotify where it watches the file's folder (and a look every
+        ``WATCHED_LOOK_S`` besides). Else polled: every ``poll_interval_s`` after a change,
+        and while it stays quiet the gap doubles, up to ``QUIET_POLL_INTERVAL_S`` (or
+        ``poll_interval_s`` when that is longer).
         """
         deadline = time.monotonic() + max(0.0, timeout_s)
+        watch = self._file_watch()
         while True:
             if self._changed():
                 self._interval_s = self._poll_interval_s
@@ -198,14 +206,25 @@ class FileSource:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
+            if watch is not None and watch.alive:
+                watch.wait(min(WATCHED_LOOK_S, remaining))
+                continue
             time.sleep(min(self._interval_s, remaining))
             self._interval_s = min(
                 self._interval_s * 2, max(QUIET_POLL_INTERVAL_S, self._poll_interval_s)
             )
 
+    def _file_watch(self) -> FileWatch | None:
+        if not self._watch_tried and not self._closed:
+            self._watch_tried = True
+            self._watch = open_watch(self.path)
+        return self._watch
+
     def close(self) -> None:
-        """Close the file; safe to call twice."""
+        """Close the file (and its watch); safe to call twice."""
         self._close_current()
+        if self._watch is not None:
+            self._watch.close()
         self._closed = True
 
 
