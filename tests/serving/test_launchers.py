@@ -26,7 +26,12 @@ from tests.support.engine_helpers import (
     sim_argv,
     sim_spec,
 )
-from tests.support.waiting import wait_until
+from tests.support.waiting import DEADLINE_SCALE, wait_until
+
+# An engine's exit after its stop signal: a fraction of a second, quiet. A deadline only a
+# broken run reaches, stretched like every wait's: an engine stopped while its interpreter
+# still started up outlived 5 s on a loaded 2-core machine (a fresh clone's CI run).
+STOP_WAIT_S = 5 * DEADLINE_SCALE
 
 
 def group_spec(tmp_path: Path) -> tuple[LaunchSpec, Path]:
@@ -158,7 +163,7 @@ def test_graceful_stop_signals_the_whole_group_with_sigint(
     cleanup.append(handle.pid)
     wait_until(lambda: launcher.log_path.read_text().count(" up") == 2, 10, "leader and worker")
     launcher.signal_stop(handle, graceful=True)
-    assert launcher.wait(handle, timeout_s=5)
+    assert launcher.wait(handle, timeout_s=STOP_WAIT_S)
     wait_until(lambda: out.exists() and len(out.read_text().splitlines()) == 2, 5, "both")
     assert sorted(out.read_text().splitlines()) == ["leader SIGINT", "worker SIGINT"]
     assert launcher.exit_code(handle) == 0
@@ -171,7 +176,7 @@ def test_firm_stop_sends_sigterm(tmp_path: Path, state_dir: Path, cleanup: list[
     cleanup.append(handle.pid)
     wait_until(lambda: launcher.log_path.read_text().count(" up") == 2, 10, "leader and worker")
     launcher.signal_stop(handle, graceful=False)
-    assert launcher.wait(handle, timeout_s=5)
+    assert launcher.wait(handle, timeout_s=STOP_WAIT_S)
     wait_until(lambda: out.exists() and len(out.read_text().splitlines()) == 2, 5, "both")
     assert sorted(out.read_text().splitlines()) == ["leader SIGTERM", "worker SIGTERM"]
 
@@ -197,7 +202,7 @@ def test_kill_sends_sigkill(state_dir: Path, cleanup: list[int]) -> None:
     handle = launcher.start(sim_spec(free_port(), "--sim-ignore-signals"))
     cleanup.append(handle.pid)
     launcher.kill(handle)
-    assert launcher.wait(handle, timeout_s=5)
+    assert launcher.wait(handle, timeout_s=STOP_WAIT_S)
     assert launcher.exit_code(handle) == -signal.SIGKILL
 
 
@@ -244,7 +249,7 @@ def test_adopted_engine_exit_is_seen_through_the_pidfd(state_dir: Path, cleanup:
     adopted = fresh.adopt(record)
     assert adopted is not None
     fresh.signal_stop(adopted, graceful=True)
-    assert fresh.wait(adopted, timeout_s=5)
+    assert fresh.wait(adopted, timeout_s=STOP_WAIT_S)
     assert not fresh.is_alive(adopted)
     assert fresh.exit_code(adopted) is None  # not our child: unknown
 
