@@ -46,6 +46,7 @@ from serving.canary.model import (
 from serving.canary.settings import CanarySettings
 from serving.canary.suite import CanarySuite, Expectations
 from serving.errors import Conflict
+from serving.runtime.states import ServingState
 
 log = logging.getLogger("fleetd.canary")
 
@@ -56,6 +57,19 @@ ServingStatus = Callable[[], dict[str, Any]]
 # The build id of an engine run (its ``pid@since`` mark), waiting up to the seconds given.
 BuildOf = Callable[[str, float], int | None]
 BUILD_WAIT_S = 5.0
+
+
+# The states of an engine run ended by a stop (a person's, or recovery's) or already
+# followed by the next: a crash reads backoff, held or failed, a hang unhealthy.
+_STOPPED_STATES = frozenset(
+    str(state)
+    for state in (
+        ServingState.STOPPING,
+        ServingState.STOPPED,
+        ServingState.STARTING,
+        ServingState.READY,
+    )
+)
 
 
 def ready_mark(serving: dict[str, Any]) -> str:
@@ -222,16 +236,20 @@ class CanaryRunner:
     def _unless_cut_by_a_stop(
         self, results: list[CanaryResult], serving: dict[str, Any]
     ) -> list[CanaryResult]:
-        """The round's results, its misses skipped when the engine run ended under it.
+        """The round's results, its misses skipped when the engine run was stopped under it.
 
         A person's restart (or recovery's stop) in the middle of a round cuts its requests
         short: a throughput stream ends early, a reply never comes. That says nothing of the
         build, yet a ``fail`` would be stamped on it (no longer the last good build, a
         rollback with nowhere to go) and ``on_fail`` would act on it. A pass stands: what it
-        measured, it measured on the run it was stamped with.
+        measured, it measured on the run it was stamped with. So does everything when the
+        run did not end by a stop: an engine that crashed or hung under a canary (a long
+        context it cannot take) is what the canary is there to catch.
         """
         now = self._serving_status()
         if now.get("state") == "ready" and ready_mark(now) == ready_mark(serving):
+            return results
+        if now.get("state") not in _STOPPED_STATES or now.get("crash_class") is not None:
             return results
         why = f"the engine run stopped during the round (now {now.get('state')})"
         return [

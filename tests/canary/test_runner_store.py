@@ -108,16 +108,15 @@ def test_a_verdict_from_before_the_current_run_or_with_the_engine_down_is_stale(
 
 
 class StoppedMidRound(ScriptedEngine):
-    """A person's restart lands during the throughput canary: its stream ends early."""
+    """The run ends during the throughput canary (``ends_as``: the status then); a short stream."""
 
-    def __init__(self, serving: dict[str, Any], stop: bool = True) -> None:
+    def __init__(self, serving: dict[str, Any], ends_as: dict[str, Any] | None = None) -> None:
         super().__init__()
         self._serving = serving
-        self._stop = stop
+        self._ends_as = {"state": "stopping"} if ends_as is None else ends_as
 
     def stream_timing(self, body: dict[str, Any], timeout_s: float) -> StreamTiming:
-        if self._stop:
-            self._serving.update(state="stopping")
+        self._serving.update(self._ends_as)
         return StreamTiming(1000, 3, 0.2, 1.0)  # 3 tokens of 101: far under its pace
 
 
@@ -136,7 +135,21 @@ def test_a_round_cut_by_a_stop_fails_nothing_and_its_passes_stand(tmp_path: Path
 
 def test_the_same_short_stream_on_a_run_that_goes_on_is_judged(tmp_path: Path) -> None:
     serving: dict[str, Any] = {"state": "ready", "url": "http://e", "pid": 1, "since": READY_SINCE}
-    canaries = runner(tmp_path, StoppedMidRound(serving, stop=False), serving)
+    canaries = runner(tmp_path, StoppedMidRound(serving, ends_as={}), serving)
     answer = canaries.run_now()
     throughput = {c["name"]: c for c in answer["canaries"]}["throughput"]
     assert throughput["result"] == "warn" and "slow: decode 2.0 tok/s" in throughput["message"]
+
+
+def test_a_crash_under_the_round_is_not_a_stop_its_misses_stand(tmp_path: Path) -> None:
+    """An engine that died under a canary is what the canary is for: nothing is skipped."""
+    serving: dict[str, Any] = {"state": "ready", "url": "http://e", "pid": 1, "since": READY_SINCE}
+    crashed = {"state": "backoff", "pid": None, "crash_class": "cuda_illegal_address"}
+    canaries = runner(tmp_path, StoppedMidRound(serving, ends_as=crashed), serving)
+    answer = canaries.run_now()
+    assert {c["name"]: c["result"] for c in answer["canaries"]}["throughput"] == "warn"
+    serving.update(state="ready", pid=2, since="2099-01-01T00:00:00+00:00")
+    restarted = {"state": "starting", "pid": 3, "crash_class": "cuda_illegal_address"}
+    (tmp_path / "again").mkdir()
+    again = runner(tmp_path / "again", StoppedMidRound(serving, ends_as=restarted), serving)
+    assert {c["name"]: c["result"] for c in again.run_now()["canaries"]}["throughput"] == "warn"
