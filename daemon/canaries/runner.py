@@ -247,7 +247,7 @@ class CanaryRunner:
         context it cannot take) is what the canary is there to catch.
         """
         now = self._serving_status()
-        if now.get("state") == "ready" and ready_mark(now) == ready_mark(serving):
+        if now.get("state") == ServingState.READY and ready_mark(now) == ready_mark(serving):
             return results
         if now.get("state") not in _STOPPED_STATES or now.get("crash_class") is not None:
             return results

@@ -34,6 +34,7 @@ IN_CREATE = 0x100
 IN_DELETE = 0x200
 IN_DELETE_SELF = 0x400
 IN_MOVE_SELF = 0x800
+IN_Q_OVERFLOW = 0x4000
 IN_IGNORED = 0x8000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -100,8 +101,8 @@ class FileWatch:
                 if mask & _FOLDER_EVENTS:
                     self.alive = False  # a folder deleted or moved is watched no more
                     named = True
-                elif name == self._name:
-                    named = True
+                elif mask & IN_Q_OVERFLOW or name == self._name:
+                    named = True  # an overflowed queue may have dropped the file's event
 
     def close(self) -> None:
         """Close the descriptor; safe to call twice."""

@@ -6,14 +6,16 @@ while ``wait`` blocks. ``time.sleep`` is made to fail: the watched path must not
 
 from __future__ import annotations
 
+import os
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from hwcheck.kernellog import filelog
-from hwcheck.kernellog.file_watch import open_watch
+from hwcheck.kernellog import file_watch, filelog
+from hwcheck.kernellog.file_watch import FileWatch, open_watch
 from hwcheck.kernellog.filelog import FileSource
 
 BOOT = "8b3f5c1e-2d4a-4f6b-9c8d-7e6f5a4b3c2d"
@@ -113,7 +115,7 @@ def test_other_files_in_the_folder_do_not_count(tmp_path: Path) -> None:
 
 
 def test_a_deleted_folder_wakes_and_ends_the_watch(tmp_path: Path) -> None:
-    """The source then polls (``alive`` False): a folder made again is not watched."""
+    """``alive`` turns False, which sends ``FileSource.wait`` back to polling."""
     folder = tmp_path / "log"
     folder.mkdir()
     path = folder / "kern.log"
@@ -129,3 +131,28 @@ def test_a_deleted_folder_wakes_and_ends_the_watch(tmp_path: Path) -> None:
 
 def test_no_folder_no_watch(tmp_path: Path) -> None:
     assert open_watch(tmp_path / "missing" / "kern.log") is None
+
+
+def _fed_watch(*events: tuple[int, bytes]) -> FileWatch:
+    """A watch reading crafted ``inotify_event`` records from a pipe (the kernel's layout)."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    for mask, name in events:
+        padded = name + b"\0" * (16 - len(name) % 16) if name else b""
+        os.write(write_end, struct.pack("iIII", 1, mask, 0, len(padded)) + padded)
+    os.close(write_end)
+    return FileWatch(read_end, b"kern.log")
+
+
+def test_the_events_are_read_as_the_kernel_lays_them_out() -> None:
+    other = _fed_watch((file_watch.IN_MODIFY, b"syslog"), (file_watch.IN_CREATE, b"kern.log.1"))
+    assert other.wait(0) is False and other.alive
+    ours = _fed_watch((file_watch.IN_MODIFY, b"syslog"), (file_watch.IN_MODIFY, b"kern.log"))
+    assert ours.wait(0) is True and ours.alive
+    # The queue overflowed: the file's event may be among those dropped, so look.
+    overflow = _fed_watch((file_watch.IN_Q_OVERFLOW, b""))
+    assert overflow.wait(0) is True and overflow.alive
+    gone = _fed_watch((file_watch.IN_IGNORED, b""))
+    assert gone.wait(0) is True and not gone.alive
+    for watch in (other, ours, overflow, gone):
+        watch.close()
