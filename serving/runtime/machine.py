@@ -316,7 +316,7 @@ class ServingMachine(RunEnding):
         self._crash_class = None
         self._attach(handle)
         self._set_state(ServingState.STARTING, f"{reason}; launched pid {handle.pid}")
-        self._health.next_probe = self._clock() + min(self._serving.probe_interval_s, 1.0)
+        self._health.next_probe = self._clock() + self._health.interval_s(starting=True)
         waived = "; ".join(f"{rule} ({why})" for rule, why in sorted(spec.waivers.items()))
         profile = f"profile {spec.profile}, " if spec.profile else ""
         self._emit(
@@ -370,7 +370,7 @@ class ServingMachine(RunEnding):
     # -- probing -------------------------------------------------------------------------
 
     def _probe(self, now: float) -> None:
-        self._health.schedule_next(now)
+        self._health.schedule_next(now, starting=self._state is ServingState.STARTING)
         handle = self._handle
         if handle is None or self._health.target is None:
             return
