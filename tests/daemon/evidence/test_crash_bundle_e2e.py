@@ -100,6 +100,11 @@ def crashed(daemon: Fleetd) -> dict[str, Any]:
     """A request past the depth; the bundle fleetd wrote (its summary)."""
     wait_until(lambda: status(daemon)["serving"]["state"] == "ready", 60, "the engine ready")
     wait_until(lambda: daemon.get("/api/v1/builds").json()["builds"], 60, "the build captured")
+    # The bundle keeps the engine's figures as the last poll saw them: wait for a scrape,
+    # then for two polls (the second begun after the scrape) so the black box holds it.
+    wait_until(lambda: status(daemon)["serving"]["metrics"], 30, "the engine's first scrape")
+    polls = status(daemon)["rig"]["polls"]
+    wait_until(lambda: status(daemon)["rig"]["polls"] >= polls + 2, 30, "two polls more")
     url = status(daemon)["serving"]["url"]
     body = {"model": "dsv4s", "messages": [{"role": "user", "content": "x" * DEPTH_CHARS}]}
     with contextlib.suppress(httpx.HTTPError):  # its worker died: no answer comes
