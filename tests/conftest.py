@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow modules (any test marked ``slow``) first, each module's order kept.
 
-    ``scripts/dev test`` hands whole files to six xdist workers in collection order
+    ``scripts/dev test`` hands whole files to eight xdist workers in collection order
     (``--dist loadfile --no-loadscope-reorder``). xdist's own order puts the files with the
     most tests first, so the few long end-to-end files started last and one of them ran
     on alone for a minute or more after the others were done.

@@ -57,6 +57,9 @@ from tests.support.engine_helpers import (
 from tests.support.recovery_ports import attach, standalone_recovery
 from tests.support.waiting import wait_until
 
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
+
 
 @dataclass(frozen=True)
 class Timing:

@@ -21,6 +21,9 @@ from hwcheck.kernellog.records import KernelLogCursor
 from hwcheck.model import CheckResult, Severity
 from tests.support.store_rows import at, card, poll
 
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

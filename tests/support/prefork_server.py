@@ -61,6 +61,24 @@ def _preload() -> None:
     for name in _IMPORTED_LATER:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    _warm_the_store()
+
+
+def _warm_the_store() -> None:
+    """Open and close a throwaway store: what every start's migrations would compute again.
+
+    SQLAlchemy adapts each column type to the dialect and caches it on the type the first
+    time a statement is compiled (py-spy: 50 of a start's 220 samples in
+    ``TypeEngine.adapt``), so a fork of a launcher that has compiled them once skips it:
+    about 0.08 s of CPU off each of the suite's 200-odd fleetd starts. The store is closed
+    before any fork, so no child inherits its connections.
+    """
+    import tempfile
+
+    from daemon.store.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="cmpfleet-prefork-") as folder:
+        Store.open(f"sqlite:///{folder}/warm.db").close()
 
 
 _IMPORTED_LATER = (

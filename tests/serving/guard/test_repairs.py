@@ -23,6 +23,9 @@ from serving.sim.scenario import parse_engine_scenario, simulated_engine_args
 from tests.support.guardrig import MODEL, GuardRig, guard_rig
 from tests.support.waiting import wait_until
 
+# Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
+pytestmark = pytest.mark.slow
+
 TOOL = {
     "type": "function",
     "function": {
