@@ -16,7 +16,7 @@ from types import FrameType
 import pytest
 
 from serving.sim.lifetime import WATCH_VARIABLE
-from tests.support import prefork
+from tests.support import prefork, schedule
 
 os.environ[WATCH_VARIABLE] = str(os.getpid())
 
@@ -44,12 +44,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow modules (any test marked ``slow``) first, each module's order kept.
+    """The files in the order that keeps two cores busy (``tests.support.schedule``).
 
     ``scripts/dev test`` hands whole files to eight xdist workers in collection order
-    (``--dist loadfile --no-loadscope-reorder``). xdist's own order puts the files with the
-    most tests first, so the few long end-to-end files started last and one of them ran
-    on alone for a minute or more after the others were done.
+    (``--dist loadfile --no-loadscope-reorder``): the long files first, longest first,
+    each followed by a few of the quick ones.
     """
-    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)
+    items[:] = schedule.in_run_order(items)

@@ -24,7 +24,7 @@ from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.webhook import WebhookReceiver
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=15)
 SETTLE_POLLS = 8  # polls after the first notification while nothing more may be sent
 
 

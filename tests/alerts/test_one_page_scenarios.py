@@ -17,7 +17,7 @@ from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 from tests.support.scenarios import sooner
 from tests.support.webhook import WebhookReceiver
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 DEADLINE_S = 90.0
 # scenario -> (the cause, the symptoms folded into it)
 CASES = {

@@ -13,7 +13,7 @@ from tests.support.cli import run_fleetctl_here as fleetctl
 from tests.support.contract import CONTRACT_CARD_KEYS, CONTRACT_CHECK_IDS
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=65)
 
 EXPECTED_EXIT = {
     "healthy": 0,

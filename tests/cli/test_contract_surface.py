@@ -36,7 +36,7 @@ from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 from web.version import __version__
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=20)
 
 KERN_LOG = Path(__file__).resolve().parents[2] / "examples" / "kern.log"
 

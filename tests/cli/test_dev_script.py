@@ -77,7 +77,7 @@ def test_a_failed_install_shows_what_pip_said(tmp_path: Path) -> None:
     assert not (root / ".venv" / ".cmpfleet-installed").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=5)
 def test_package_metadata_builds_without_deprecation_warnings() -> None:
     """What the first ``scripts/dev venv`` builds (in pip's isolated build env), for real."""
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]

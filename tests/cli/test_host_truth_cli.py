@@ -14,7 +14,7 @@ from tests.support.cli import run_fleetctl_here as fleetctl
 from tests.support.contract import CONTRACT_HOST_CHECK_IDS
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=10)
 
 HOST_CHECKS = CONTRACT_HOST_CHECK_IDS
 

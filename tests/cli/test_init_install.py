@@ -12,7 +12,7 @@ from tests.support.cli import run_fleetctl_here as fleetctl
 from tests.support.nodes import KINDS, make_node, snapshot
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ import pytest
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=10)
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -150,7 +150,7 @@ def test_an_unanswered_refresh_keeps_the_picture_under_reconnecting() -> None:
     assert "0000:01:00.0" in text  # the last picture stays
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=10)
 def test_in_a_terminal_it_survives_a_daemon_restart_and_quits_on_q(
     rig: dict[str, Any],
 ) -> None:
@@ -249,7 +249,7 @@ def split_words(screen: list[str], whole: set[str]) -> list[str]:
     return cut
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=10)
 @pytest.mark.parametrize(("cols", "rows"), [(80, 24), (120, 40)])
 def test_top_on_a_real_screen_shows_every_card_the_verdict_and_the_latch(
     xid31: Fleetd, cols: int, rows: int

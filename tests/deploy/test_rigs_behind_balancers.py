@@ -26,7 +26,7 @@ from tests.support import loopback
 from tests.support.external import require_program
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=50)
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RIG_A, RIG_B = "192.0.2.10:8098", "192.0.2.11:8098"  # the shipped files' example addresses

@@ -29,7 +29,7 @@ from tests.support.prometheus import Prometheus, Server, start_alertmanager, sta
 from tests.support.webhook import Received, WebhookReceiver
 from web.version import __version__
 
-pytestmark = [pytest.mark.external, pytest.mark.slow]
+pytestmark = [pytest.mark.external, pytest.mark.slow(seconds=20)]
 
 
 def target(daemon: Fleetd) -> str:

@@ -12,7 +12,7 @@ import pytest
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "hwcheck" / "sim" / "scenarios"
 BOOT_XID = (

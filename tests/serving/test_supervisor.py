@@ -58,7 +58,7 @@ from tests.support.recovery_ports import attach, standalone_recovery
 from tests.support.waiting import wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=30)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from hwcheck.model import CheckResult, Severity
 from tests.support.store_rows import at, card, poll
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from tests.support import loopback
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ from tests.support.external import require_program
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 from tests.support.waiting import DEADLINE_SCALE
 
-pytestmark = [pytest.mark.external, pytest.mark.slow]
+pytestmark = [pytest.mark.external, pytest.mark.slow(seconds=80)]
 
 CHROMIUM_ARGS = [
     "--no-sandbox",

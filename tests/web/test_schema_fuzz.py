@@ -70,7 +70,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetd]:
         stop_all([daemon])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=10)
 # pytest-timeout's signal raises inside Hypothesis, which then reports an "unreliable" case
 # instead of the timeout: a limit this run never nears.
 @pytest.mark.timeout(400)

@@ -20,7 +20,7 @@ from tests.support.fleetd import Fleetd, stop_all
 from tests.support.scenarios import faster
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=75)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from tests.support.fleetd import Fleetd, latch_by_xid, start_fleetd, stop_all
 from tests.support.scenarios import faster
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=25)
 
 # Caps are re-applied by nothing but the sweep's own restore: a test of the restore must not
 # pass because the poller put the configured cap back.

@@ -24,7 +24,7 @@ from tests.support.external import require_program
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.external, pytest.mark.slow]
+pytestmark = [pytest.mark.external, pytest.mark.slow(seconds=15)]
 
 SECRET = "hf_reportsecret_4f9a2c7e1b3d5a6c8e0f"
 CONFIG = f"""

@@ -20,7 +20,7 @@ from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=10)
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "hwcheck" / "sim" / "scenarios"
 CONFIG = """

@@ -24,7 +24,7 @@ from tests.support.engine_e2e import fleetctl
 from tests.support.fleetd import Fleetd, kill_engine, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=20)
 
 SCENARIO = Path(__file__).resolve().parents[3] / "hwcheck" / "sim" / "scenarios" / "healthy-8.toml"
 NAMES = {"copy_fidelity", "tool_calls", "reasoning_field", "throughput"}

@@ -23,7 +23,7 @@ from tests.support import loopback
 from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=15)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from tests.support.engine_e2e import fast_config, fleetctl, healthy_with_engine,
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=50)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from serving.guard.keys import hash_key, new_key
 from tests.support import loopback
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 
 @pytest.fixture

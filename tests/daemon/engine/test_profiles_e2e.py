@@ -34,7 +34,7 @@ from tests.support.fleetd import (
 )
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=30)
 
 CONFIG = """
 [serving]

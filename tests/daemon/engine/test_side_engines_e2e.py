@@ -21,7 +21,7 @@ from tests.support.cli import run_fleetctl
 from tests.support.fleetd import Fleetd, kill_engine, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=80)
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "hwcheck" / "sim" / "scenarios"
 # The documented example of two engines (4+4) on the simulated 8-card rig, as shipped.

@@ -18,7 +18,7 @@ from serving.sim.checkpoint import SHARDS, SHORT_SHARD, CheckpointKind, checkpoi
 from tests.support.engine_e2e import fleetctl
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 SHORT_NAME = f"model-{SHORT_SHARD:05d}-of-{SHARDS:05d}.safetensors"
 WAIT_S = 60

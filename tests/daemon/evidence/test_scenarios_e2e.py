@@ -21,7 +21,7 @@ from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 from tests.support.webhook import WebhookReceiver
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=15)
 
 CONFIG = """
 [serving]

@@ -39,7 +39,7 @@ from tests.support.small_disk import _fill, small_fs
 from tests.support.sqlite_lock import lock_held
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=40)
 
 __all__ = ["small_fs"]  # the tmpfs fixture, shared with the store-health tests
 

@@ -62,7 +62,7 @@ def exercise(where: Path, name: str, env: dict[str, str]) -> None:
         stop_all([daemon])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 # A daemon per built-in scenario (13 of them), each through a fault, a latch and a confirmed
 # reboot: 140 to 185 s measured on a shared 2-core machine under load, past the 120 s default.
 @pytest.mark.timeout(300)

@@ -21,7 +21,7 @@ from tests.support.scenarios import sooner
 from tests.support.webhook import WebhookReceiver
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=50)
 
 # The step's words end by the engine's state (stopping, then stopped): both begin so.
 WARM = "reboot the host: fleetctl reboot --confirm"

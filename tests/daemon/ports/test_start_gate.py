@@ -15,7 +15,7 @@ from tests.support.engine_e2e import fleetctl, serving
 from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=20)
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "hwcheck" / "sim" / "scenarios"
 

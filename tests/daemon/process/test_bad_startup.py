@@ -17,7 +17,7 @@ from tests.support.nodes import KINDS, make_node
 from tests.support.small_disk import _fill, small_fs
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 __all__ = ["small_fs"]  # the tmpfs fixture, shared with the store-health tests
 

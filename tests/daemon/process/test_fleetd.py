@@ -24,7 +24,7 @@ from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wai
 from web.version import __version__
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=30)
 
 CONTRACT_STATUS_KEYS = {"overall", "cards", "checks", "serving", "recovery"}
 

@@ -24,7 +24,7 @@ from hwcheck.hostfacts.baseline import load_baseline_file
 from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=10)
 
 
 def fleetctl(daemon: Fleetd, *args: str) -> Any:

@@ -18,7 +18,7 @@ import pytest
 from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 RIG = """
 description = "two cards with pinned identities"

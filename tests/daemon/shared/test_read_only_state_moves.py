@@ -17,7 +17,7 @@ import pytest
 from tests.support.fleetd import Fleetd, start_fleetd, stop_all, wait_until
 from tests.support.read_only import make_read_only
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 
 @pytest.fixture

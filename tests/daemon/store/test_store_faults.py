@@ -25,7 +25,7 @@ from tests.support.fleetd import Fleetd, run_fleetd, start_fleetd, stop_all, wai
 from tests.support.read_only import make_read_only
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 PAGE_BYTES = 4096
 

@@ -27,7 +27,7 @@ from tests.support.small_disk import _fill, small_fs
 from tests.support.sqlite_lock import lock_held
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=20)
 
 __all__ = ["small_fs"]  # the fixture, from tests/support
 

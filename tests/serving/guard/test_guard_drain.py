@@ -22,7 +22,7 @@ from tests.support.engine_helpers import SERVED_NAME, free_port, kill_group, sim
 from tests.support.guardproc import GuardProc, openai_error, running_guard
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 WHY = "the host reboots"
 

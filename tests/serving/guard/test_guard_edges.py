@@ -33,7 +33,7 @@ from tests.support.engine_helpers import SERVED_NAME, free_port, kill_group, sim
 from tests.support.guardproc import GuardProc, openai_error, running_guard
 from tests.support.waiting import DEADLINE_SCALE, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=10)
 
 HEADER_TIMEOUT_S = 1.0
 ALICE, BOB = new_key(), new_key()

@@ -21,7 +21,7 @@ from tests.support.engine_helpers import free_port, kill_group, sim_argv
 from tests.support.guardproc import CONTROL_TOKEN, GuardProc, openai_error, running_guard
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=5)
 
 MODELS = ("dsv4", "qwen")
 

@@ -24,7 +24,7 @@ from tests.support.guardrig import MODEL, GuardRig, guard_rig
 from tests.support.waiting import wait_until
 
 # Tens of seconds of real processes: collected first (tests/conftest.py), never started last.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=25)
 
 TOOL = {
     "type": "function",

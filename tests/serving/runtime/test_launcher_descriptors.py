@@ -51,7 +51,10 @@ def test_an_inheritable_socket_and_file_stay_out_of_the_engine(tmp_path: Path) -
         argv=(
             sys.executable,
             "-c",
-            f"import pathlib, signal; pathlib.Path({str(ready)!r}).touch(); signal.pause()",
+            # The mark is renamed into place once closed: a touch of ``ready`` itself showed
+            # its descriptor open (fd 3) to a look between the file's creation and close.
+            f"import pathlib, signal; mark = pathlib.Path({str(ready)!r} + '.new'); "
+            f"mark.touch(); mark.rename({str(ready)!r}); signal.pause()",
         ),
         env={},
         host="127.0.0.1",
