@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files in the order that keeps two cores busy (``tests.support.schedule``).
 
-    ``scripts/dev test`` hands whole files to eight xdist workers in collection order
+    ``scripts/dev test`` hands whole files to ten xdist workers in collection order
     (``--dist loadfile --no-loadscope-reorder``): the long files first, longest first,
     each followed by a few of the quick ones.
     """

@@ -1,6 +1,6 @@
 """The order in which xdist hands the suite's files to its workers.
 
-``scripts/dev test`` runs whole files on eight workers (``--dist loadfile
+``scripts/dev test`` runs whole files on ten workers (``--dist loadfile
 --no-loadscope-reorder``): each worker takes the next file in collection order when it is
 done. Two rules make that order short on two cores:
 
