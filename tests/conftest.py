@@ -44,10 +44,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files in the order that keeps two cores busy (``tests.support.schedule``).
+    """The files in the order ``tests.support.schedule`` gives: the long ones longest first.
 
     ``scripts/dev test`` hands whole files to ten xdist workers in collection order
-    (``--dist loadfile --no-loadscope-reorder``): the long files first, longest first,
-    each followed by a few of the quick ones.
+    (``--dist loadfile --no-loadscope-reorder``), so no long file starts last and runs on
+    alone after the others are done.
     """
     items[:] = schedule.in_run_order(items)

@@ -2,26 +2,23 @@
 
 ``scripts/dev test`` runs whole files on ten workers (``--dist loadfile
 --no-loadscope-reorder``): each worker takes the next file in collection order when it is
-done. Two rules make that order short on two cores:
+done. The long files go out first, longest first (``pytest.mark.slow(seconds=N)``: about
+how long the file takes on a quiet 2-core machine), so none starts late and runs on alone
+after the others are done; the rest follow in collection order. Four long files were not
+marked at first, the longest of the suite (87 s) among them: any could have started last.
 
-- the long files start first, longest first (``pytest.mark.slow(seconds=N)``: about how
-  long the file takes on a quiet 2-core machine), so none starts last and runs on alone;
-- between two long files come ``FAST_PER_SLOW`` of the others. The long files are
-  end-to-end ones that mostly wait on real daemons and engines, the others mostly compute:
-  with the long files all first the machine idled at 40-65% busy through the first two
-  minutes and was CPU-bound through the rest; mixed, the waits overlap the computing.
-
-A stale ``seconds`` only costs order, never a result.
+Tried and not kept: four quick files after each long one, so the end-to-end files' waits
+would overlap the unit files' computing. 225 s of pytest either way with eight workers: the
+machine stayed 40-65% busy through the long files, which wait on each other's daemons more
+than on the CPU. A stale ``seconds`` only costs order, never a result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-FAST_PER_SLOW = 4
 SECONDS_UNSAID = 10.0  # a ``slow`` marker without ``seconds``
 
 
@@ -52,18 +49,12 @@ def file_seconds(items: Iterable[Item]) -> dict[Path, float | None]:
 
 
 def file_order(seconds: dict[Path, float | None]) -> list[Path]:
-    """The long files longest first, each followed by ``FAST_PER_SLOW`` others in order."""
+    """The long files longest first, then the others in collection order."""
     slow = sorted(
         (path for path, said in seconds.items() if said is not None),
         key=lambda path: -(seconds[path] or 0.0),
     )
-    fast: Iterator[Path] = iter(path for path, said in seconds.items() if said is None)
-    order: list[Path] = []
-    for path in slow:
-        order.append(path)
-        order.extend(islice(fast, FAST_PER_SLOW))
-    order.extend(fast)
-    return order
+    return slow + [path for path, said in seconds.items() if said is None]
 
 
 def in_run_order(items: Sequence[Item]) -> list[Item]:
