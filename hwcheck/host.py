@@ -32,7 +32,11 @@ class HostSources:
     - ``gpu``: the NVML or simulated backend.
     - ``pci_devices``: CMP devices found on the PCI bus (sysfs), independent of NVML.
     - ``boot_id``: ``/proc/sys/kernel/random/boot_id`` or the simulated one.
-    - ``device_holders``: processes holding ``/dev/nvidia*`` open.
+    - ``device_holders``: processes holding ``/dev/nvidia*`` open, less the pids given
+      (this machine's own fleetd and engines). A simulated host's holders are its
+      scenario's processes, numbered in a pid space of their own: none is one of ours,
+      whatever its number (a real engine's pid here once equalled a scenario's 812, and
+      nvidia-persistenced vanished from the check).
     - ``open_kernel_log``: a follower resuming after a cursor (``None``: from now on,
       history of this boot included when ``history`` is true).
     - ``kernel_log_history``: this boot's records so far (for one-shot checks).
@@ -54,7 +58,7 @@ class HostSources:
     gpu: GpuBackend
     pci_devices: Callable[[], list[PciDevice]]
     boot_id: Callable[[], str]
-    device_holders: Callable[[], list[DeviceHolder]]
+    device_holders: Callable[[frozenset[int]], list[DeviceHolder]]
     open_kernel_log: Callable[[KernelLogCursor | None], KernelLogSource]
     kernel_log_history: Callable[[], list[KernelRecord]]
     simulated: bool = False

@@ -126,7 +126,7 @@ def run_local_check(
         profile=profile,
         pci_devices=host.pci_devices(),
         xids=xids,
-        holders=host.device_holders(),
+        holders=host.device_holders(frozenset()),
         kernel_module_version=host.kernel_module_version(),
         probes=probes,
         host=None if host.host_facts is None else host.host_facts(snapshots[-1]),

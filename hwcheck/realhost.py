@@ -84,7 +84,7 @@ def real_host_sources(
         gpu=gpu,
         pci_devices=partial(scan_cmp_devices, sys_root),
         boot_id=boot_id,
-        device_holders=partial(find_device_holders, exclude_pids=frozenset(exclude_pids)),
+        device_holders=lambda ours: find_device_holders(exclude_pids=ours | set(exclude_pids)),
         open_kernel_log=open_log,
         kernel_log_history=history,
         simulated=False,

@@ -12,7 +12,7 @@ profile does not use, or on the driver's control nodes only, warn and never refu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from daemon.rig.monitor import RigMonitor
@@ -170,19 +170,21 @@ def scan_foreign(
     recipe: Recipe,
     *,
     holders: Iterable[DeviceHolder],
-    own_pids: Collection[int],
     allowed: Iterable[str],
     probe: ContainerProbe,
     rig_cards_ids: Iterable[tuple[int, str]],
     port_is_ours: bool,
 ) -> ForeignScan:
-    """Who, not ours, holds the recipe's port or cards (and other cards, to warn about)."""
+    """Who, not ours, holds the recipe's port or cards (and other cards, to warn about).
+
+    ``holders``: the host's, ours already left out (``HostSources.device_holders``).
+    """
     containers = _Containers(probe)
     scan = ForeignScan()
     if recipe.port and not port_is_ours and port_in_use(recipe.host, recipe.port):
         scan.port = _port_holders(recipe.host, recipe.port, containers)
     allowed_names = tuple(allowed)
-    foreign = [h for h in holders if h.pid not in own_pids and not is_allowed(h, allowed_names)]
+    foreign = [h for h in holders if not is_allowed(h, allowed_names)]
     cards = card_indices(recipe, rig_cards_ids)
     scan.cards, scan.elsewhere = _device_holders(foreign, cards, containers)
     return scan

@@ -315,8 +315,7 @@ class EngineService:
             running_url = status.drift.url  # the drift refusal already explains that one
         return scan_foreign(
             recipe,
-            holders=self._host.device_holders(),
-            own_pids=self.engine_pids(),
+            holders=self._host.device_holders(frozenset(self.engine_pids())),
             allowed=self._settings.rig.allowed_gpu_processes,
             probe=self._containers,
             rig_cards_ids=rig_card_ids(self._monitor),

@@ -79,7 +79,7 @@ class SimulatedContainers:
 
     def container_of_pid(self, pid: int) -> ContainerRef | None:
         """The scenario's container of a foreign holder's pid."""
-        for holder in self._rig.device_holders():
+        for holder in self._rig.device_holders(frozenset()):
             if holder.pid == pid and holder.container:
                 return ContainerRef(
                     SIM_RUNTIME, f"sim-{holder.container}", holder.container, holder.image or "?"

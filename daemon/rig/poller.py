@@ -179,8 +179,7 @@ class RigPoller:
         if now_s - self._holders_at_s >= HOLDER_SCAN_EVERY_S:
             self._pci_devices = self._host.pci_devices()
             self._kernel_module_version = self._host.kernel_module_version()
-            own_pids = self._own_gpu_pids()
-            self._holders = [h for h in self._host.device_holders() if h.pid not in own_pids]
+            self._holders = self._host.device_holders(frozenset(self._own_gpu_pids()))
             self._holders_at_s = now_s
         if self._host_watch is not None:
             self._host_inputs = self._host_watch.on_poll(snapshot)

@@ -441,8 +441,14 @@ class SimulatedRig:
             ]
             return devices + list(self.scenario.host.extra_pci_devices)
 
-    def device_holders(self) -> list[DeviceHolder]:
-        """The scenario's foreign processes holding ``/dev/nvidia*`` (less stopped containers)."""
+    def device_holders(self, ours: frozenset[int] = frozenset()) -> list[DeviceHolder]:
+        """The scenario's foreign processes holding ``/dev/nvidia*`` (less stopped containers).
+
+        ``ours`` (this machine's fleetd and engines) leaves none out: the scenario's
+        processes live in the simulated host's pid space, and a real pid here may bear the
+        same number as one of them (``HostSources.device_holders``).
+        """
+        del ours
         with self._lock:
             stopped = set(self._stopped_containers)
         return [h for h in self.scenario.host.foreign_processes if h.container not in stopped]

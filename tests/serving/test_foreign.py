@@ -235,11 +235,10 @@ TRAINER = ContainerRef("docker", "c1", "trainer", "pytorch:2.6")
             [],
         ),
         (ALL, [holder(9, "/dev/nvidia2"), holder(9, "/dev/nvidia7")], ["cards 2, 7"], []),
-        # Ours and allowed ones are never foreign.
+        # Allowed ones are never foreign (ours never reach the scan: the host leaves them out).
         (
             ALL,
             [
-                holder(1, "/dev/nvidia0"),
                 holder(2, "/dev/nvidia0", "nvidia-persistenced"),
                 holder(3, "/dev/nvidia0", "Xorg"),
             ],
@@ -254,7 +253,6 @@ def test_holders_on_the_profiles_cards_block_others_warn(
     scan = scan_foreign(
         recipe,  # type: ignore[arg-type]
         holders=held,
-        own_pids={1},
         allowed=["Xorg"],
         probe=ProbeStandIn(),
         rig_cards_ids=[],
@@ -272,7 +270,6 @@ def test_a_refusal_names_a_container_by_name_and_image_and_a_process_by_its_comm
     scan = scan_foreign(
         SIX,
         holders=held,
-        own_pids=set(),
         allowed=[],
         probe=ProbeStandIn({10: TRAINER}),
         rig_cards_ids=[],
