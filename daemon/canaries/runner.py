@@ -62,13 +62,7 @@ BUILD_WAIT_S = 5.0
 # The states of an engine run ended by a stop (a person's, or recovery's) or already
 # followed by the next: a crash reads backoff, held or failed, a hang unhealthy.
 _STOPPED_STATES = frozenset(
-    str(state)
-    for state in (
-        ServingState.STOPPING,
-        ServingState.STOPPED,
-        ServingState.STARTING,
-        ServingState.READY,
-    )
+    {ServingState.STOPPING, ServingState.STOPPED, ServingState.STARTING, ServingState.READY}
 )
 
 

@@ -24,7 +24,8 @@ from typing import Protocol
 
 import httpx
 
-from daemon.engine.service import EngineService, is_simulated_engine
+from daemon.engine.service import EngineService
+from daemon.engine.sim_containers import is_simulated_engine
 from daemon.store import BuildRow, Store, StoreError
 from hwcheck.threads import run_in_thread
 from serving.recipe.build import build_launch

@@ -41,7 +41,11 @@ from daemon.engine.preflight import (
 from daemon.engine.profiles import ActiveProfile
 from daemon.engine.recipe_view import recipe_document
 from daemon.engine.recovery_requests import RecoveryRequests
-from daemon.engine.sim_containers import in_a_simulated_container, simulated_container_spec
+from daemon.engine.sim_containers import (
+    in_a_simulated_container,
+    is_simulated_engine,
+    simulated_container_spec,
+)
 from daemon.engine.switch import ProfileSwitcher
 from daemon.rig.monitor import RigMonitor
 from daemon.statedir import StateDir
@@ -81,15 +85,9 @@ from web.models import RecipeDocument
 
 log = logging.getLogger("fleetd.engine")
 
-SIM_ENGINE_MODULE = "serving.sim.engine"
 MAX_FOLLOWERS = 8
 # How many recent builds a recipe's labels are looked up in.
 LABEL_BUILDS = 20
-
-
-def is_simulated_engine(recipe: Recipe) -> bool:
-    """A process-mode recipe running ``{python} -m serving.sim.engine``: no GPU behind it."""
-    return recipe.mode == "process" and tuple(recipe.command[1:3]) == ("-m", SIM_ENGINE_MODULE)
 
 
 def make_launcher(recipe: Recipe, state_dir: Path) -> Launcher:

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Sequence
 
 from hwcheck.sim.rig import SimulatedRig
+from serving.recipe.recipe import Recipe
 from serving.recipe.spec import LaunchMode, LaunchSpec
 from serving.runtime.foreign import (
     STOP_SIGNALS,
@@ -40,6 +41,11 @@ from serving.sim.images import ImageStore, ImageStoreError
 SIM_RUNTIME = "docker"
 SIM_ENGINE_MODULE = "serving.sim.engine"
 SIM_HOST = "127.0.0.1"  # a simulated container publishes on loopback only
+
+
+def is_simulated_engine(recipe: Recipe) -> bool:
+    """A process-mode recipe running ``{python} -m serving.sim.engine``: no GPU behind it."""
+    return recipe.mode == "process" and tuple(recipe.command[1:3]) == ("-m", SIM_ENGINE_MODULE)
 
 
 class SimulatedContainers:

@@ -48,16 +48,16 @@ def file_seconds(items: Iterable[Item]) -> dict[Path, float | None]:
     return seconds
 
 
-def file_order(seconds: dict[Path, float | None]) -> list[Path]:
-    """The long files longest first, then the others in collection order."""
-    slow = sorted(
-        (path for path, said in seconds.items() if said is not None),
-        key=lambda path: -(seconds[path] or 0.0),
-    )
-    return slow + [path for path, said in seconds.items() if said is None]
-
-
 def in_run_order(items: Sequence[Item]) -> list[Item]:
-    """``items`` by ``file_order``, each file's own order kept."""
-    rank = {path: number for number, path in enumerate(file_order(file_seconds(items)))}
-    return sorted(items, key=lambda item: rank[item.path])
+    """``items`` with the long files first, longest first; the others as collected.
+
+    Python's sort is stable and a file's items share one key, so each file stays whole and
+    in its own order.
+    """
+    seconds = file_seconds(items)
+
+    def key(item: Item) -> tuple[bool, float]:
+        said = seconds[item.path]
+        return (said is None, -(said or 0.0))
+
+    return sorted(items, key=key)
