@@ -185,7 +185,8 @@ def crashed(daemon: Fleetd, receiver: WebhookReceiver) -> Fleetd:
         lines = _get(daemon, "/api/v1/serving/logs?lines=5000")["lines"]
         launches = [n for n, line in enumerate(lines) if line.startswith("[cmpfleet] launch")]
         this_run = lines[launches[-1] :] if launches else []
-        said = any("RPC call to execute_model" in line for line in this_run)
+        # The line itself, not the launch marker or the flags' echo that quote it in argv.
+        said = any(line.startswith(RPC_LINE.split("(api_key=")[0]) for line in this_run)
         return bool(serving["state"] == "ready" and said)
 
     wait_until(printed_its_line, 30, "the engine ready and printing its RPC line")
