@@ -78,7 +78,8 @@ ISSUE_33_SECRETS = (
 )
 ENGINE_SECRETS = (API_KEY, HF_TOKEN, MYSQL_PWD, REDIS_PASS, BEARER, *ISSUE_33_SECRETS)
 # An engine line of the rpc_timeout kind holding the key: the crash's evidence.
-RPC_LINE = f"ERROR [core.py:512] RPC call to execute_model timed out (api_key={API_KEY})"
+RPC_TEXT = "ERROR [core.py:512] RPC call to execute_model timed out"
+RPC_LINE = f"{RPC_TEXT} (api_key={API_KEY})"
 CONFIG_SECRETS = (
     HOOK_SECRET,
     HOOK_PASSWORD,
@@ -186,7 +187,7 @@ def crashed(daemon: Fleetd, receiver: WebhookReceiver) -> Fleetd:
         launches = [n for n, line in enumerate(lines) if line.startswith("[cmpfleet] launch")]
         this_run = lines[launches[-1] :] if launches else []
         # The line itself, not the launch marker or the flags' echo that quote it in argv.
-        said = any(line.startswith(RPC_LINE.split("(api_key=")[0]) for line in this_run)
+        said = any(line.startswith(RPC_TEXT) for line in this_run)
         return bool(serving["state"] == "ready" and said)
 
     wait_until(printed_its_line, 30, "the engine ready and printing its RPC line")
