@@ -533,12 +533,13 @@ def test_warnings_do_not_block_and_are_returned(harness: Harness) -> None:
 def test_preflight_is_checked_again_before_an_automatic_restart(harness: Harness) -> None:
     port = free_port()
     refusals: list[Refusal] = []
-    rig = harness.make(
-        lambda: sim_spec(port, "--sim-crash-after-s", "0.3"), preflight=lambda: list(refusals)
-    )
+    rig = harness.make(lambda: sim_spec(port), preflight=lambda: list(refusals))
     rig.supervisor.start()
-    wait_ready(rig)
+    pid = wait_ready(rig)
     refusals.append(Refusal("port_in_use", "port 8000 on 127.0.0.1 is taken"))
+    # Crashed once the port is taken (SIGUSR1: the sim's crash-now). A timer could fire and
+    # the restart succeed before a loaded machine got here.
+    os.kill(pid, signal.SIGUSR1)
     rig.events.wait_for(
         lambda evs: any("automatic restart refused" in e.message for e in evs),
         DEADLINE_S,
