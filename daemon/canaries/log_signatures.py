@@ -56,31 +56,32 @@ class LogSignatureCounter:
         self._dirty = False
         self._announced: set[str] = set()  # this hour's sightings already recorded as events
         self._thread = ServiceThread("log-signatures", self._follow, on_crash=on_crash, log=log)
-        self._subscription: LogSubscription | None = None
+        # Subscribed when built, not when started: fleetd builds this before it opens (adopts)
+        # or starts the engine and starts it after. A line the engine printed in between was
+        # lost: on a loaded machine an engine could be ready and print its signature first.
+        # Lines queue here until ``start`` (bounded, as every follower is).
+        self._subscription: LogSubscription = capture.subscribe()
 
     def start(self) -> None:
-        """Reload this hour's counts and start following new lines."""
+        """Reload this hour's counts and count each line since this counter was built."""
         try:
             for hour, name, count in self._store.log_signature_counts(self._hour):
                 if hour == self._hour:
                     self._counts[name] = count
         except StoreError as exc:
             log.warning("log-signature counts not read: %s", exc)
-        self._subscription = self._capture.subscribe()
         self._thread.start()
 
     def stop(self) -> None:
         """Stop following and write the last counts."""
         self._thread.stop(5.0)
+        self._capture.unsubscribe(self._subscription)  # also when it was never started
         self._flush()
 
     def _follow(self, wake: Wake) -> None:
         """Count each new line (a quiet spell waits ``WAKE_S`` at a time); flush on schedule."""
         last_flush_s = time.monotonic()
-        subscription = self._subscription
-        if subscription is None:
-            return
-        with subscription:
+        with self._subscription as subscription:
             while not wake.stopping:
                 line = subscription.get(timeout_s=WAKE_S)
                 if line is not None:
