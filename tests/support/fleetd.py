@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,8 @@ def free_port() -> int:
 
 
 _SUN_PATH_MAX = 107
+_SO_TIMESTAMPNS = 35  # Linux's socket option (and its ancillary type); Python names neither
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on a 64-bit Linux
 
 
 class NotifyPeer:
@@ -98,18 +101,29 @@ class NotifyPeer:
             self._own_dir = directory = Path(tempfile.mkdtemp(prefix="cmpfleet-notify-"))
         self.path = directory / name
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         self.sock.bind(str(self.path))
+        # (when fleetd sent it, the text). The kernel stamps a Unix datagram as it is sent:
+        # a test starved of CPU reads several at once, and its own clock would read them
+        # as sent together (a load of 19 on one core made 0.5 s pings look 10 us apart).
+        # The stamp is the wall clock (CLOCK_REALTIME, the kernel's only choice here).
         self.messages: list[tuple[float, str]] = []
 
     def receive(self, timeout_s: float) -> str | None:
         """One datagram, or None after ``timeout_s``."""
         self.sock.settimeout(timeout_s)
         try:
-            data = self.sock.recv(65536).decode()
+            data, ancillary, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(_TIMESPEC.size))
         except TimeoutError:
             return None
-        self.messages.append((time.monotonic(), data))
-        return data
+        sent_s = time.time()
+        for level, kind, value in ancillary:
+            if (level, kind) == (socket.SOL_SOCKET, _SO_TIMESTAMPNS):
+                seconds, nanoseconds = _TIMESPEC.unpack(value[: _TIMESPEC.size])
+                sent_s = seconds + nanoseconds / 1e9
+        text = data.decode()
+        self.messages.append((sent_s, text))
+        return text
 
     def wait_for(self, needle: str, timeout_s: float) -> str:
         """Receive until a datagram contains ``needle``; fail after ``timeout_s``."""

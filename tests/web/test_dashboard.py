@@ -22,6 +22,8 @@ from playwright.sync_api import (
     Browser,
     BrowserContext,
     Dialog,
+    FloatRect,
+    Locator,
     Page,
     Playwright,
     Route,
@@ -200,6 +202,20 @@ def marker_column(page: Page, chart: str, kind: str) -> int:
     return [int(c.split(":")[1]) for c in cols.split(",") if c.startswith(f"{kind}:")][-1]
 
 
+def box_of(locator: Locator) -> FloatRect:
+    """The element's box. The page draws some parts anew on each status it reads: one found,
+    then replaced before it was measured, has no box (None), so it is found again."""
+    found: list[FloatRect] = []
+
+    def measured() -> bool:
+        box = locator.bounding_box()
+        found[:] = [] if box is None else [box]
+        return bool(found)
+
+    wait_until(measured, FAST_S / DEADLINE_SCALE, "a box for " + str(locator))
+    return found[0]
+
+
 def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, rig: Rig) -> None:
     open_dashboard(page, rig)
     status = rig.status()
@@ -311,12 +327,12 @@ def test_eight_braked_cards_fit_a_laptop_and_a_phone_with_the_advice_first(
                 expect(line.locator('[data-tag="BRAKE"]')).to_be_visible()
                 expect(line.locator(".line-flags")).not_to_contain_text("ok")
             height = viewport["height"]
-            box = advice.bounding_box()
-            assert box is not None and box["y"] + box["height"] <= height
+            box = box_of(advice)
+            assert box["y"] + box["height"] <= height
             if viewport is LAPTOP:  # the engine and the checks above the fold too
                 for section in ("#engine h2", "#checks h2", "#check-list li"):
-                    found = page.locator(section).first.bounding_box()
-                    assert found is not None and found["y"] + found["height"] <= height, section
+                    found = box_of(page.locator(section).first)
+                    assert found["y"] + found["height"] <= height, section
             page.screenshot(path=rig.shots / name)
         finally:
             context.close()
@@ -551,13 +567,16 @@ def test_phone_width_has_no_horizontal_overflow(browser: Browser, rig: Rig) -> N
             expect(
                 phone.locator(f'.tile[data-card="{index}"] [data-metric="power"]')
             ).to_be_hidden()
-            box = phone.locator(f'.tile[data-card="{index}"]').bounding_box()
-            assert box is not None and box["width"] <= PHONE["width"]
-            assert box["height"] <= 44, box
-        first = phone.locator(".tile").first.bounding_box()
-        last = phone.locator(".tile").last.bounding_box()
-        assert first is not None and last is not None
-        assert last["y"] + last["height"] - first["y"] < PHONE["height"] / 3
+        # Measured in one script: each status frame draws the tiles anew, and a box asked
+        # for element by element can meet one the next frame has already replaced (None).
+        boxes = phone.evaluate(
+            "[...document.querySelectorAll('.tile')].map(t => t.getBoundingClientRect())"
+            ".map(r => ({y: r.y, width: r.width, height: r.height}))"
+        )
+        assert len(boxes) == 4, boxes
+        for box in boxes:
+            assert box["width"] <= PHONE["width"] and box["height"] <= 44, box
+        assert boxes[-1]["y"] + boxes[-1]["height"] - boxes[0]["y"] < PHONE["height"] / 3
         phone.screenshot(path=rig.shots / "phone.png", full_page=True)
     finally:
         context.close()
@@ -608,8 +627,7 @@ def test_engine_buttons_need_the_token_and_a_confirmation(page: Page, rig: Rig) 
     result = page.locator("#engine-result")
     expect(result).to_contain_text("stop: accepted")
     expect(page.locator("#notice")).to_be_hidden()
-    buttons, shown = page.locator("#engine .buttons").first.bounding_box(), result.bounding_box()
-    assert buttons is not None and shown is not None
+    buttons, shown = box_of(page.locator("#engine .buttons").first), box_of(result)
     assert 0 <= shown["y"] - (buttons["y"] + buttons["height"]) < 40, (buttons, shown)
     expect(stop).to_be_disabled()
     expect(stop).to_have_attribute("title", "the engine is stopped")
