@@ -25,6 +25,7 @@ import pytest
 from tests.support import loopback
 from tests.support.external import require_program
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
+from tests.support.waiting import DEADLINE_SCALE
 
 pytestmark = pytest.mark.slow(seconds=50)
 
@@ -46,7 +47,9 @@ class Rig:
 
     def ready(self) -> bool:
         status = self.daemon.get("/api/v1/status").json()
-        health = loopback.get(f"http://127.0.0.1:{self.guard_port}/health", timeout=10)
+        health = loopback.get(
+            f"http://127.0.0.1:{self.guard_port}/health", timeout=10 * DEADLINE_SCALE
+        )
         return bool(status["serving"]["state"] == "ready" and health.status_code == 200)
 
 

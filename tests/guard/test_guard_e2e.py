@@ -270,9 +270,14 @@ def test_keys_are_required_and_usage_is_counted_per_key(rig: Rig) -> None:
 
 
 def test_a_killed_engine_ends_the_stream_cleanly_then_503_until_ready(rig: Rig) -> None:
-    # Long enough (about 20 s at the simulated pace) that a test stalled by load cannot read the
-    # whole stream before its kill: a 400-token one once ended with [DONE] first.
-    body = {"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 2000}
+    # Long enough (2,000 tokens at the simulated pace) that a test stalled by load cannot read
+    # the whole stream before its kill. ``ignore_eos``: without it the simulated answer ends
+    # at its 25 words whatever max_tokens says, and a loaded run read it all, [DONE] first.
+    body = {
+        "messages": [{"role": "user", "content": "Go on."}],
+        "max_tokens": 2000,
+        "ignore_eos": True,
+    }
     with httpx.Client(timeout=30, trust_env=False) as client, _stream(rig, client, body) as reply:
         events = _events(reply)
         for _ in range(3):

@@ -22,6 +22,7 @@ import pytest
 from tests.support import loopback
 from tests.support.cli import run_fleetctl_here
 from tests.support.fleetd import Fleetd, free_port, start_fleetd, stop_all, wait_until
+from tests.support.waiting import DEADLINE_SCALE
 
 pytestmark = pytest.mark.slow(seconds=15)
 
@@ -61,7 +62,9 @@ def _drain(daemon: Fleetd) -> dict[str, Any]:
 
 
 def _health(guard_port: int) -> int:
-    return loopback.get(f"http://127.0.0.1:{guard_port}/health", timeout=10).status_code
+    # Stretched as every deadline is: at a load of 19 the guard's answer took over 10 s.
+    health = loopback.get(f"http://127.0.0.1:{guard_port}/health", timeout=10 * DEADLINE_SCALE)
+    return health.status_code
 
 
 def _metric(daemon: Fleetd, name: str) -> float | None:
