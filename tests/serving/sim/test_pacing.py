@@ -23,7 +23,7 @@ def engine(tokens_per_s: float) -> SimEngine:
 
 def test_a_late_wake_up_keeps_the_schedule() -> None:
     sim = engine(10_000)  # a token every 0.1 ms: any wake-up is "late"
-    since = time.monotonic() - SCHEDULING_JITTER_S / 2  # the last token's deadline, 50 ms ago
+    since = time.monotonic() - SCHEDULING_JITTER_S / 2  # the last token's deadline, half of it ago
     deadline = sim.pace(1, since=since)
     assert deadline < time.monotonic() - SCHEDULING_JITTER_S / 4  # kept: no wait was added
 
