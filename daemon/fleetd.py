@@ -13,11 +13,9 @@ import argparse
 import gc
 import logging
 import os
-import signal
 import sys
 from importlib import resources
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
 from daemon.config import (
@@ -28,6 +26,7 @@ from daemon.config import (
     Settings,
     load_settings,
 )
+from daemon.signals import StopSignals
 from web.version import __version__
 
 log = logging.getLogger("fleetd")
@@ -188,18 +187,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(f"fleetd: {exc}\n")
         sys.exit(exc.exit_code)
 
-    signals_seen = 0
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            os.write(2, b"fleetd: second signal, exiting now\n")
-            os._exit(1)
-        daemon.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    # SIGTERM or SIGINT: the first a clean stop, a second exits now (daemon/signals.py).
+    StopSignals(daemon.request_stop).install()
     try:
         daemon.start()
     except Exception as exc:  # one line, not a traceback: what failed and nothing else
