@@ -61,9 +61,9 @@ class StopSignals:
                 continue
             for number in numbers:
                 if number in stops:
-                    self.received()
+                    self._received()
 
-    def received(self) -> None:
+    def _received(self) -> None:
         """One stop signal: the first asks for a clean stop, the next exits now."""
         self._seen += 1
         if self._seen > 1:

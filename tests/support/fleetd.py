@@ -103,9 +103,9 @@ class NotifyPeer:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         self.sock.bind(str(self.path))
-        # (when fleetd sent it, the text). The kernel stamps a Unix datagram as it is sent:
-        # a test starved of CPU reads several at once, and its own clock would read them
-        # as sent together (a load of 19 on one core made 0.5 s pings look 10 us apart).
+        # Each datagram as (when fleetd sent it, its text). The kernel stamps a Unix datagram
+        # as it is sent: a test starved of CPU reads several at once, and its own clock would
+        # read them as sent together (at a load of 19 on one core, 0.5 s pings 10 us apart).
         # The stamp is the wall clock (CLOCK_REALTIME, the kernel's only choice here).
         self.messages: list[tuple[float, str]] = []
 

@@ -205,15 +205,16 @@ def marker_column(page: Page, chart: str, kind: str) -> int:
 def box_of(locator: Locator) -> FloatRect:
     """The element's box. The page draws some parts anew on each status it reads: one found,
     then replaced before it was measured, has no box (None), so it is found again."""
-    found: list[FloatRect] = []
+    box: FloatRect | None = None
 
     def measured() -> bool:
+        nonlocal box
         box = locator.bounding_box()
-        found[:] = [] if box is None else [box]
-        return bool(found)
+        return box is not None
 
-    wait_until(measured, FAST_S / DEADLINE_SCALE, "a box for " + str(locator))
-    return found[0]
+    wait_until(measured, FAST_S / DEADLINE_SCALE, f"a box for {locator}")
+    assert box is not None
+    return box
 
 
 def test_banner_tiles_engine_and_charts_show_the_daemons_real_data(page: Page, rig: Rig) -> None:
